@@ -1,0 +1,53 @@
+"""ament_python build of ortf_ros that also installs with plain ``pip install .``.
+
+colcon uses the data_files to place the ament index marker, package.xml, launch and
+config files under ``share/ortf_ros``; pip without ROS gets the ROS-free library and
+the command-line tools.
+"""
+
+from glob import glob
+
+from setuptools import find_packages, setup
+
+PACKAGE = "ortf_ros"
+
+setup(
+    name=PACKAGE,
+    version="0.1.0",
+    description="ROS 2 teleoperation to ORTF v0.2 training datasets",
+    license="Apache-2.0",
+    python_requires=">=3.10",
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    package_data={PACKAGE: ["py.typed"]},
+    data_files=[
+        ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
+        (f"share/{PACKAGE}", ["package.xml"]),
+        (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+    ],
+    install_requires=[
+        "numpy>=1.24",
+        "pyarrow>=14",
+        "av>=12",
+        "pyyaml>=6",
+        "rich>=13",
+        "datasketches>=5",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-timeout>=2",
+            "duckdb>=1",
+            "psutil>=5",
+            "mypy>=1.10",
+            "ruff>=0.5",
+            "types-PyYAML",
+        ],
+    },
+    zip_safe=True,
+    entry_points={
+        "console_scripts": [
+            "ortf = ortf_ros.cli:main",
+        ],
+    },
+)
