@@ -1,0 +1,169 @@
+"""The committed metadata of a dataset: manifest, episode index, tasks and statistics.
+
+``meta/episodes.parquet`` is the commit point: an episode exists once its row is
+there. Files are replaced atomically in an order that keeps every intermediate
+state valid: tasks first (an unused task is harmless), then the episode index, then
+the derived files (statistics, manifest totals), which can lag by one episode after
+a crash and are brought up to date by the next commit or by ``ortf recover``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from dataclasses import replace
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from ortf_ros.errors import FormatError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest, Statistics
+from ortf_ros.format.metadata import EpisodeRecord, Task, episodes_table, read_episodes, read_tasks, tasks_jsonl
+from ortf_ros.format.schema import vector_columns
+from ortf_ros.io import atomic
+from ortf_ros.stats import DatasetStats
+
+log = logging.getLogger(__name__)
+
+
+def utc_now_iso() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new_manifest_identity(manifest: Manifest) -> Manifest:
+    """Fill the identity fields a caller may leave empty: dataset id and creation time."""
+    return replace(
+        manifest,
+        dataset_id=manifest.dataset_id or str(uuid.uuid4()),
+        created_at=manifest.created_at or utc_now_iso(),
+    )
+
+
+def load_manifest(root: Path) -> Manifest:
+    path = root / layout.MANIFEST
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise FormatError(f"{layout.MANIFEST}: missing (is {root} an ORTF dataset?)") from None
+    return Manifest.from_json(text)
+
+
+class Catalog:
+    def __init__(
+        self,
+        root: Path,
+        manifest: Manifest,
+        episodes: list[EpisodeRecord],
+        tasks: list[Task],
+        stats: DatasetStats,
+        stats_episodes: set[str],
+    ) -> None:
+        self.root = root
+        self.manifest = manifest
+        self.episodes = episodes
+        self.tasks = tasks
+        self.stats = stats
+        # Episodes folded into ``stats``, so a commit that is rolled forward after a
+        # crash is never counted twice.
+        self.stats_episodes = stats_episodes
+
+    @classmethod
+    def create(cls, root: Path, manifest: Manifest) -> Catalog:
+        catalog = cls(root, manifest, [], [], DatasetStats(vector_columns(manifest)), set())
+        atomic.write_text(root / layout.TASKS, "")
+        catalog._write_episodes()
+        catalog._write_stats()
+        catalog._write_manifest()
+        return catalog
+
+    @classmethod
+    def load(cls, root: Path) -> Catalog:
+        manifest = load_manifest(root)
+        episodes = read_episodes(root)
+        tasks = read_tasks(root)
+        columns = vector_columns(manifest)
+        state_path = root / layout.STATS_STATE
+        committed = {e.episode_id for e in episodes}
+        if state_path.exists():
+            try:
+                state = json.loads(state_path.read_text())
+            except json.JSONDecodeError as exc:
+                raise FormatError(f"{layout.STATS_STATE}: not valid JSON: {exc}") from None
+            stats = DatasetStats.from_state(columns, state.get("features", {}))
+            included = set(state.get("episodes", [])) & committed
+        else:
+            stats, included = DatasetStats(columns), set()
+        missing = committed - included
+        if missing:
+            # Another writer made this dataset, or a crash came between the episode
+            # index and the statistics: fold in just the episodes the state lacks.
+            log.warning("%s: statistics lack %d episode(s); reading their steps once", root, len(missing))
+            cls._fold_in_steps(root, stats, [e for e in episodes if e.episode_id in missing])
+        return cls(root, manifest, episodes, tasks, stats, committed)
+
+    @staticmethod
+    def _fold_in_steps(root: Path, stats: DatasetStats, episodes: list[EpisodeRecord]) -> None:
+        for episode in episodes:
+            table = pq.read_table(
+                root / layout.steps_path(episode.chunk_id),
+                columns=list(stats.features),
+                filters=[("episode_id", "=", episode.episode_id)],
+            )
+            for name, feature in stats.features.items():
+                feature.update(table[name].combine_chunks().flatten().to_numpy().reshape(-1, feature.dim))
+
+    @property
+    def chunk_size(self) -> int:
+        """Episodes per chunk, as recorded at creation (a dataset keeps its chunking)."""
+        value = self.manifest.extra.get("chunk_size", layout.DEFAULT_CHUNK_SIZE)
+        return value if isinstance(value, int) and value > 0 else layout.DEFAULT_CHUNK_SIZE
+
+    @property
+    def total_steps(self) -> int:
+        return sum(e.length for e in self.episodes)
+
+    def episode_ids(self) -> set[str]:
+        return {e.episode_id for e in self.episodes}
+
+    def task_id(self, instruction: str, task_type: str | None = None, description: str | None = None) -> int:
+        """The id of this instruction, defining a new task on first use."""
+        for task in self.tasks:
+            if task.instruction == instruction:
+                return task.task_id
+        task = Task(max((t.task_id for t in self.tasks), default=-1) + 1, instruction, task_type, description)
+        self.tasks.append(task)
+        atomic.write_text(self.root / layout.TASKS, tasks_jsonl(self.tasks))
+        return task.task_id
+
+    def commit(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
+        """Add one episode: the index first (the commit point), then what derives from it."""
+        self.episodes = [e for e in self.episodes if e.episode_id != record.episode_id] + [record]
+        self._write_episodes()
+        if record.episode_id not in self.stats_episodes:
+            self.stats.merge(episode_stats)
+            self.stats_episodes.add(record.episode_id)
+        self._write_stats()
+        self._write_manifest()
+
+    def refresh_derived(self) -> None:
+        """Rewrite statistics and manifest totals from the current index."""
+        self._write_stats()
+        self._write_manifest()
+
+    def _write_episodes(self) -> None:
+        table = episodes_table(self.episodes, self.manifest)
+        atomic.write_with(self.root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
+
+    def _write_stats(self) -> None:
+        state = {"episodes": sorted(self.stats_episodes), "features": self.stats.to_state()}
+        atomic.write_json(self.root / layout.STATS_STATE, state)
+        atomic.write_json(self.root / layout.STATS, self.stats.summary())
+
+    def _write_manifest(self) -> None:
+        seconds = sum(e.duration_seconds for e in self.episodes)
+        statistics = Statistics(len(self.episodes), self.total_steps, seconds / 3600.0)
+        self.manifest = self.manifest.with_statistics(statistics)
+        atomic.write_json(self.root / layout.MANIFEST, self.manifest.to_dict())

@@ -1,0 +1,26 @@
+"""The package's exception hierarchy.
+
+Every failure the package anticipates is an ``OrtfError``, so the command-line tools
+can catch exactly these, print one line and exit non-zero, while real bugs still
+surface with a traceback.
+"""
+
+
+class OrtfError(Exception):
+    """Base class of every error ortf_ros raises on purpose."""
+
+
+class FormatError(OrtfError):
+    """A file on disk does not follow ORTF v0.2 (names the file and the field)."""
+
+
+class WriterError(OrtfError):
+    """The writer was handed data it cannot store, or the target cannot be written."""
+
+
+class ReaderError(OrtfError):
+    """A dataset could not be read (missing or truncated file, unknown episode)."""
+
+
+class ConversionError(OrtfError):
+    """An input recording or export target could not be converted."""

@@ -1,0 +1,152 @@
+"""Episode index rows and task definitions, to and from their files.
+
+One implementation serves the writer (which appends) and the reader (which may meet
+datasets from other writers), so both agree on column names, types and nulls.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ortf_ros.errors import FormatError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.schema import episode_schema
+
+
+@dataclass(frozen=True)
+class Task:
+    task_id: int
+    instruction: str
+    type: str | None = None
+    description: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"task_id": self.task_id}
+        if self.type is not None:
+            data["type"] = self.type
+        data["instruction"] = self.instruction
+        if self.description is not None:
+            data["description"] = self.description
+        return data
+
+
+@dataclass(frozen=True)
+class EpisodeRecord:
+    """One row of meta/episodes.parquet."""
+
+    episode_id: str
+    task_id: int
+    start_step: int
+    end_step: int
+    length: int
+    duration_seconds: float
+    chunk_id: int
+    success: bool | None = None
+    failure_reason: str | None = None
+    operator_notes: str | None = None
+    recorded_at: str | None = None
+    video_files: Mapping[str, str | None] = field(default_factory=dict)
+    audio_file: str | None = None
+
+
+def read_tasks(root: Path) -> list[Task]:
+    """Tasks by line; LeRobot-style ``{"task": ...}`` lines are read as instructions."""
+    path = root / layout.TASKS
+    if not path.exists():
+        return []
+    tasks = []
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"{layout.TASKS}:{number}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{where}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise FormatError(f"{where}: expected an object")
+        task_id = data.get("task_id")
+        instruction = data.get("instruction", data.get("task"))
+        if not isinstance(task_id, int) or isinstance(task_id, bool):
+            raise FormatError(f"{where}: task_id: expected an integer, got {task_id!r}")
+        if not isinstance(instruction, str):
+            raise FormatError(f"{where}: instruction: expected a string, got {instruction!r}")
+        tasks.append(Task(task_id, instruction, data.get("type"), data.get("description")))
+    return tasks
+
+
+def tasks_jsonl(tasks: Iterable[Task]) -> str:
+    return "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in tasks)
+
+
+REQUIRED_EPISODE_COLUMNS = ("episode_id", "task_id", "start_step", "end_step", "length", "duration_seconds", "chunk_id")
+
+
+def read_episodes(root: Path) -> list[EpisodeRecord]:
+    path = root / layout.EPISODES
+    try:
+        table = pq.read_table(path)
+    except FileNotFoundError:
+        raise FormatError(f"{layout.EPISODES}: missing") from None
+    except (pa.ArrowException, OSError) as exc:
+        raise FormatError(f"{layout.EPISODES}: unreadable Parquet: {exc}") from None
+    for column in REQUIRED_EPISODE_COLUMNS:
+        if column not in table.column_names:
+            raise FormatError(f"{layout.EPISODES}: column {column!r} is missing")
+    rows = table.to_pylist()
+    records = []
+    for row in rows:
+        try:
+            records.append(
+                EpisodeRecord(
+                    episode_id=str(row["episode_id"]),
+                    task_id=int(row["task_id"]),
+                    start_step=int(row["start_step"]),
+                    end_step=int(row["end_step"]),
+                    length=int(row["length"]),
+                    duration_seconds=float(row["duration_seconds"]),
+                    chunk_id=int(row["chunk_id"]),
+                    success=row.get("success"),
+                    failure_reason=row.get("failure_reason"),
+                    operator_notes=row.get("operator_notes"),
+                    recorded_at=row.get("recorded_at"),
+                    video_files=dict(row.get("video_files") or {}),
+                    audio_file=row.get("audio_file"),
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise FormatError(f"{layout.EPISODES}: episode {row.get('episode_id')!r}: bad value: {exc}") from None
+    return records
+
+
+def episodes_table(records: Iterable[EpisodeRecord], manifest: Manifest) -> pa.Table:
+    schema = episode_schema(manifest)
+    cameras = list(manifest.cameras)
+    rows = []
+    for r in records:
+        row: dict[str, Any] = {
+            "episode_id": r.episode_id,
+            "task_id": r.task_id,
+            "start_step": r.start_step,
+            "end_step": r.end_step,
+            "length": r.length,
+            "duration_seconds": r.duration_seconds,
+            "success": r.success,
+            "failure_reason": r.failure_reason,
+            "operator_notes": r.operator_notes,
+            "chunk_id": r.chunk_id,
+            "recorded_at": r.recorded_at,
+            "audio_file": r.audio_file,
+        }
+        if cameras:
+            row["video_files"] = {c: r.video_files.get(c) for c in cameras}
+        rows.append(row)
+    return pa.Table.from_pylist(rows, schema=schema)

@@ -1,0 +1,67 @@
+"""Arrow schemas of the step table and the episode index, derived from a manifest.
+
+The step schema is a pure function of the manifest, so every writer of a dataset
+(live recorder, converter, recovery) produces byte-compatible Parquet and the
+validator can tell exactly which columns and list sizes to expect.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+
+STEP_META_FIELDS = (
+    pa.field("episode_id", pa.string(), nullable=False),
+    pa.field("step_index", pa.int64(), nullable=False),
+    pa.field("timestamp", pa.float64(), nullable=False),
+    pa.field("is_first", pa.bool_(), nullable=False),
+    pa.field("is_last", pa.bool_(), nullable=False),
+    pa.field("is_terminal", pa.bool_(), nullable=False),
+)
+
+
+def vector_type(dim: int) -> pa.DataType:
+    return pa.list_(pa.float32(), dim)
+
+
+def step_schema(manifest: Manifest) -> pa.Schema:
+    fields = list(STEP_META_FIELDS)
+    fields.append(pa.field("action", vector_type(manifest.action_space.dim), nullable=False))
+    for name, component in manifest.observation_space.state.items():
+        fields.append(pa.field(layout.state_column(name), vector_type(component.dim), nullable=False))
+    for camera in manifest.cameras:
+        fields.append(pa.field(layout.image_column(camera), pa.int64(), nullable=False))
+    return pa.schema(fields)
+
+
+def vector_columns(manifest: Manifest) -> dict[str, int]:
+    """Numeric vector columns and their sizes: the features that get statistics."""
+    columns = {"action": manifest.action_space.dim}
+    for name, component in manifest.observation_space.state.items():
+        columns[layout.state_column(name)] = component.dim
+    return columns
+
+
+def episode_schema(manifest: Manifest) -> pa.Schema:
+    fields = [
+        pa.field("episode_id", pa.string(), nullable=False),
+        pa.field("task_id", pa.int64(), nullable=False),
+        pa.field("start_step", pa.int64(), nullable=False),
+        pa.field("end_step", pa.int64(), nullable=False),
+        pa.field("length", pa.int64(), nullable=False),
+        pa.field("duration_seconds", pa.float64(), nullable=False),
+        pa.field("success", pa.bool_()),
+        pa.field("failure_reason", pa.string()),
+        pa.field("operator_notes", pa.string()),
+        pa.field("chunk_id", pa.int64(), nullable=False),
+        pa.field("recorded_at", pa.string()),
+    ]
+    cameras = list(manifest.cameras)
+    # Parquet cannot store a struct without children, so a camera-less dataset
+    # has no video_files column (the validator expects it only with cameras).
+    if cameras:
+        fields.append(pa.field("video_files", pa.struct([pa.field(c, pa.string()) for c in cameras])))
+    fields.append(pa.field("audio_file", pa.string()))
+    return pa.schema(fields)

@@ -1,0 +1,1 @@
+"""File-level I/O: atomic replacement, Parquet and video encode/decode."""

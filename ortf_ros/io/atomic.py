@@ -1,0 +1,63 @@
+"""Replace files so that a crash leaves either the old or the new version.
+
+Every committed file of a dataset is written to a temporary sibling, fsynced, renamed
+over its target and the directory fsynced, so a reader never sees half a manifest or
+a Parquet file without its footer, whatever instant the process dies at.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+TMP_SUFFIX = ".tmp-ortf"
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_file(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def replacing(target: Path) -> Iterator[Path]:
+    """Yield a temporary path to write; on success it atomically becomes ``target``."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}{TMP_SUFFIX}")
+    try:
+        yield tmp
+        fsync_file(tmp)
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes(target: Path, data: bytes) -> None:
+    with replacing(target) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text(target: Path, text: str) -> None:
+    write_bytes(target, text.encode("utf-8"))
+
+
+def write_json(target: Path, data: Any) -> None:
+    write_text(target, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+def write_with(target: Path, produce: Callable[[Path], None]) -> None:
+    """Atomically create ``target`` from a function that writes a given path."""
+    with replacing(target) as tmp:
+        produce(tmp)

@@ -1,0 +1,238 @@
+"""Episode videos: streaming encode to a crash-safe staging file, remux, seeking decode.
+
+While an episode records, frames go straight into a *fragmented* MP4 with every packet
+flushed, so a killed process leaves a file that still decodes up to the last frame
+the encoder had emitted (a plain MP4 has no index until it is closed and is
+unreadable after a kill). When the episode ends, the packets are copied without
+re-encoding into a plain MP4 with its index in front, which every player, PyAV and
+LeRobot seek in cheaply.
+
+Frames are stored at a constant rate (pts = frame index), so frame ``i`` is found by
+time without an index; real capture times live in the step table.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import av
+import numpy as np
+from av.container import InputContainer, OutputContainer
+from av.video.stream import VideoStream
+
+from ortf_ros.errors import ReaderError, WriterError
+from ortf_ros.io import atomic
+
+FrameKind = Literal["rgb", "depth"]
+
+# A fragment per frame and a flush per packet: what survives a SIGKILL is every
+# packet the encoder has produced, not every frame up to the last keyframe.
+STAGING_MUX_OPTIONS = {"movflags": "frag_every_frame+empty_moov+default_base_moof", "flush_packets": "1"}
+FINAL_MUX_OPTIONS = {"movflags": "+faststart"}
+
+LOSSLESS_DEPTH_ENCODING = "ffv1"
+RGB_ENCODING = "h264"
+
+
+@dataclass(frozen=True)
+class VideoSettings:
+    """How colour video is encoded. H.264 yuv420p decodes everywhere LeRobot runs."""
+
+    codec: str = "libx264"
+    crf: int = 23
+    preset: str = "veryfast"
+    gop: int = 10
+    pix_fmt: str = "yuv420p"
+
+
+def _kind_format(kind: FrameKind) -> tuple[str, str]:
+    """(ndarray format given to/returned by PyAV, pixel format stored)."""
+    return ("gray16le", "gray16le") if kind == "depth" else ("rgb24", "")
+
+
+class StagedVideoWriter:
+    """Encodes frames one at a time into a fragmented MP4; memory is one GOP of the encoder."""
+
+    def __init__(
+        self, path: Path, width: int, height: int, fps: float, kind: FrameKind, settings: VideoSettings
+    ) -> None:
+        self.path = path
+        self.kind = kind
+        self.shape: tuple[int, ...] = (height, width) if kind == "depth" else (height, width, 3)
+        self.frames_written = 0
+        self._array_format = _kind_format(kind)[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
+        rate = _as_rate(fps)
+        if kind == "depth":
+            stream = self._container.add_stream("ffv1", rate=rate)
+            stream.pix_fmt = "gray16le"
+        else:
+            stream = self._container.add_stream(settings.codec, rate=rate, options={"crf": str(settings.crf), "preset": settings.preset})
+            stream.pix_fmt = settings.pix_fmt
+            stream.gop_size = settings.gop
+        stream.width = width
+        stream.height = height
+        # The muxer replaces the stream's time base with its own once the header is
+        # written, so frames keep this one.
+        self._frame_time_base = Fraction(1, rate)
+        stream.time_base = self._frame_time_base
+        self._stream: VideoStream = stream
+
+    def write(self, image: np.ndarray) -> int:
+        """Encode one frame; returns its frame index."""
+        frame = av.VideoFrame.from_ndarray(image, format=self._array_format)
+        frame.pts = self.frames_written
+        frame.time_base = self._frame_time_base
+        for packet in self._stream.encode(frame):
+            self._container.mux(packet)
+        self.frames_written += 1
+        return self.frames_written - 1
+
+    def close(self) -> None:
+        for packet in self._stream.encode(None):
+            self._container.mux(packet)
+        self._container.close()
+
+
+def _as_rate(fps: float) -> int:
+    rate = round(fps)
+    if rate < 1 or not math.isclose(rate, fps, abs_tol=1e-6):
+        raise WriterError(f"video frame rate must be a positive integer, got {fps}")
+    return rate
+
+
+def finalize(staged: Path, target: Path) -> int:
+    """Copy a staged (possibly truncated) fragmented MP4 into a plain MP4; returns frames kept.
+
+    A truncated last fragment ends the copy instead of failing it: recovery keeps
+    every frame that made it to disk.
+    """
+    frames = 0
+
+    def remux(tmp: Path) -> None:
+        nonlocal frames
+        with av.open(str(staged)) as src, av.open(str(tmp), "w", format="mp4", options=FINAL_MUX_OPTIONS) as dst:
+            assert isinstance(src, InputContainer)
+            in_stream = src.streams.video[0]
+            out_stream = dst.add_stream_from_template(in_stream)
+            try:
+                for packet in src.demux(in_stream):
+                    if packet.dts is None:
+                        continue
+                    packet.stream = out_stream
+                    dst.mux(packet)
+                    frames += 1
+            except (av.error.FFmpegError, EOFError):
+                pass
+
+    try:
+        atomic.write_with(target, remux)
+    except av.error.FFmpegError as exc:
+        raise WriterError(f"{staged}: staged video cannot be read: {exc}") from None
+    return frames
+
+
+@dataclass(frozen=True)
+class VideoInfo:
+    codec: str
+    width: int
+    height: int
+    fps: float
+    frames: int
+    pix_fmt: str
+
+
+def probe(path: Path) -> VideoInfo:
+    """Stream facts; the frame count comes from the index, demuxing only if it is absent."""
+    try:
+        with av.open(str(path)) as container:
+            assert isinstance(container, InputContainer)
+            stream = container.streams.video[0]
+            frames = stream.frames or sum(1 for p in container.demux(stream) if p.dts is not None)
+            rate = stream.average_rate or stream.base_rate
+            return VideoInfo(
+                codec=stream.codec_context.name,
+                width=stream.codec_context.width,
+                height=stream.codec_context.height,
+                fps=float(rate) if rate else 0.0,
+                frames=frames,
+                pix_fmt=stream.codec_context.pix_fmt or "",
+            )
+    except (av.error.FFmpegError, IndexError) as exc:
+        raise ReaderError(f"{path}: not a readable video: {exc}") from None
+
+
+class VideoReader:
+    """Random access to frames by index, seeking to the nearest keyframe before it.
+
+    Consecutive or nearby forward reads continue decoding instead of seeking, so a
+    sequential pass costs one decode per frame and a random access at most one GOP.
+    """
+
+    def __init__(self, path: Path, kind: FrameKind, forward_window: int = 30) -> None:
+        self.path = path
+        self.kind = kind
+        self._array_format = _kind_format(kind)[0]
+        self._forward_window = forward_window
+        try:
+            container = av.open(str(path))
+        except av.error.FFmpegError as exc:
+            raise ReaderError(f"{path}: not a readable video: {exc}") from None
+        assert isinstance(container, InputContainer)
+        if not container.streams.video:
+            container.close()
+            raise ReaderError(f"{path}: has no video stream")
+        self._container = container
+        self._stream = container.streams.video[0]
+        rate = self._stream.average_rate or self._stream.base_rate
+        if not rate:
+            container.close()
+            raise ReaderError(f"{path}: video stream has no frame rate")
+        self.fps = float(rate)
+        self._time_base = float(self._stream.time_base or 0)
+        self._start = self._stream.start_time or 0
+        self._decoder: object = None
+        self._last_index = -1
+
+    def __enter__(self) -> VideoReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._container.close()
+
+    def _index_of(self, frame: av.VideoFrame) -> int:
+        pts = frame.pts if frame.pts is not None else 0
+        return round((pts - self._start) * self._time_base * self.fps)
+
+    def _seek(self, index: int) -> None:
+        target = self._start + round(index / self.fps / self._time_base)
+        self._container.seek(target, stream=self._stream, backward=True, any_frame=False)
+        self._decoder = self._container.decode(self._stream)
+        self._last_index = -1
+
+    def read(self, index: int) -> np.ndarray:
+        if index < 0:
+            raise ReaderError(f"{self.path}: frame index {index} is negative")
+        if self._decoder is None or not (self._last_index < index <= self._last_index + self._forward_window):
+            self._seek(index)
+        assert self._decoder is not None
+        try:
+            for frame in self._decoder:  # type: ignore[attr-defined]
+                current = self._index_of(frame)
+                self._last_index = current
+                if current == index:
+                    return frame.to_ndarray(format=self._array_format)  # type: ignore[no-any-return]
+                if current > index:
+                    break
+        except av.error.FFmpegError as exc:
+            raise ReaderError(f"{self.path}: frame {index} cannot be decoded: {exc}") from None
+        self._decoder = None
+        raise ReaderError(f"{self.path}: has no frame {index}")

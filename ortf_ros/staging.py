@@ -1,0 +1,166 @@
+"""The on-disk state of an episode that is still recording or being committed.
+
+Everything an episode produces is appended here as it arrives, so a killed process
+loses only what was in flight:
+
+    .staging/episode_000007/
+        episode.json     who the episode is (written once, atomically, at begin)
+        steps.arrows     Arrow IPC stream, one record batch per step, never rewritten
+        videos/<cam>.mp4 fragmented MP4, every packet flushed
+        annotations/     given at the end, moved into place on commit
+        COMMIT.json      present once end_episode started committing (the outcome)
+
+Committed episodes never live here; the directory is removed after a commit, and
+``ortf recover`` finishes or discards whatever a crash left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ortf_ros.errors import FormatError
+from ortf_ros.format import layout
+from ortf_ros.io import atomic
+
+HEADER_FILE = "episode.json"
+COMMIT_FILE = "COMMIT.json"
+STEPS_FILE = "steps.arrows"
+LOCK_FILE = "writer.lock"
+
+
+@dataclass(frozen=True)
+class EpisodeHeader:
+    """What is known when an episode begins."""
+
+    episode_index: int
+    episode_id: str
+    task: str
+    recorded_at: str
+    task_type: str | None = None
+    task_description: str | None = None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], file: str) -> EpisodeHeader:
+        try:
+            return cls(
+                episode_index=int(data["episode_index"]),
+                episode_id=str(data["episode_id"]),
+                task=str(data["task"]),
+                recorded_at=str(data["recorded_at"]),
+                task_type=data.get("task_type"),
+                task_description=data.get("task_description"),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise FormatError(f"{file}: malformed staged episode header: {exc!r}") from None
+
+
+@dataclass(frozen=True)
+class EpisodeOutcome:
+    """What is known when an episode ends; ``terminal`` follows RLDS is_terminal."""
+
+    success: bool | None = None
+    failure_reason: str | None = None
+    operator_notes: str | None = None
+    terminal: bool = False
+
+
+def staging_root(root: Path) -> Path:
+    return root / layout.STAGING_DIR
+
+
+def staged_episode_dirs(root: Path) -> list[Path]:
+    base = staging_root(root)
+    if not base.is_dir():
+        return []
+    return sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("episode_"))
+
+
+class StagedEpisode:
+    """One staged episode directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @classmethod
+    def create(cls, root: Path, header: EpisodeHeader) -> StagedEpisode:
+        directory = staging_root(root) / layout.episode_file_stem(header.episode_index)
+        if directory.exists():
+            shutil.rmtree(directory)
+        directory.mkdir(parents=True)
+        atomic.write_json(directory / HEADER_FILE, asdict(header))
+        return cls(directory)
+
+    @property
+    def steps_file(self) -> Path:
+        return self.directory / STEPS_FILE
+
+    @property
+    def annotations_dir(self) -> Path:
+        return self.directory / "annotations"
+
+    def video_file(self, camera: str) -> Path:
+        return self.directory / "videos" / f"{camera}.mp4"
+
+    def header(self) -> EpisodeHeader:
+        path = self.directory / HEADER_FILE
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as exc:
+            raise FormatError(f"{path}: staged episode header unreadable: {exc}") from None
+        return EpisodeHeader.from_dict(data, str(path))
+
+    def outcome(self) -> EpisodeOutcome | None:
+        """The outcome recorded when a commit started, or None if it never started."""
+        path = self.directory / COMMIT_FILE
+        if not path.exists():
+            return None
+        try:
+            return EpisodeOutcome(**json.loads(path.read_text()))
+        except (OSError, json.JSONDecodeError, TypeError) as exc:
+            raise FormatError(f"{path}: commit record unreadable: {exc}") from None
+
+    def mark_committing(self, outcome: EpisodeOutcome) -> None:
+        atomic.write_json(self.directory / COMMIT_FILE, asdict(outcome))
+
+    def read_steps(self) -> Iterator[pa.RecordBatch]:
+        """Every complete step batch on disk; a torn last batch (a crash) ends the stream."""
+        if not self.steps_file.exists():
+            return
+        with pa.OSFile(str(self.steps_file), "rb") as source:
+            try:
+                reader = pa.ipc.open_stream(source)
+            except (pa.ArrowInvalid, OSError):
+                return
+            while True:
+                try:
+                    yield reader.read_next_batch()
+                except StopIteration:
+                    return
+                except (pa.ArrowInvalid, OSError):
+                    return
+
+    def remove(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+class StepLog:
+    """Append-only step log; each step is on disk (in the OS) before add_step returns."""
+
+    def __init__(self, path: Path, schema: pa.Schema) -> None:
+        self._sink = pa.OSFile(str(path), "wb")
+        self._writer = pa.ipc.new_stream(self._sink, schema)
+
+    def append(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch)
+        self._sink.flush()
+
+    def close(self) -> None:
+        self._writer.close()
+        self._sink.close()

@@ -1,0 +1,408 @@
+"""``DatasetWriter``: stream episodes into an ORTF v0.2 dataset as they happen.
+
+Usage::
+
+    with DatasetWriter(path, manifest) as writer:
+        writer.begin_episode("Pick up the red box")
+        for t, state, action, images in teleop:
+            writer.add_step(t, state, action, images)
+        writer.end_episode(success=True)
+
+Steps and frames go to the staging area the moment they arrive (see
+``ortf_ros.staging``); nothing of an episode is held in memory but the current
+step, so memory does not grow with episode length. ``end_episode`` commits through
+``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import ArrayLike
+
+from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
+from ortf_ros.commit import commit_staged
+from ortf_ros.errors import OrtfError, WriterError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.schema import step_schema
+from ortf_ros.io import atomic
+from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings
+from ortf_ros.staging import (
+    LOCK_FILE,
+    EpisodeHeader,
+    EpisodeOutcome,
+    StagedEpisode,
+    StepLog,
+    staged_episode_dirs,
+    staging_root,
+)
+from ortf_ros.validate import check_manifest
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class WriterConfig:
+    """Knobs that do not change what the data means."""
+
+    chunk_size: int = layout.DEFAULT_CHUNK_SIZE
+    video: VideoSettings = field(default_factory=VideoSettings)
+    # Rows per Parquet row group when an episode is committed: bounds commit memory.
+    row_group_steps: int = 65536
+
+
+@dataclass(frozen=True)
+class Annotations:
+    """Episode annotations: ``scene_objects.json`` content and a JPEG of the first frame."""
+
+    scene_objects: Mapping[str, Any] | None = None
+    first_frame_jpeg: bytes | None = None
+
+
+class _Recording:
+    """The episode in progress: its staging directory, step log and video encoders."""
+
+    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, schema: pa.Schema) -> None:
+        self.staged = staged
+        self.header = header
+        self.schema = schema
+        self.steps = 0
+        self.origin: float | None = None
+        self.last_timestamp = -np.inf
+        self.videos: dict[str, StagedVideoWriter] = {}
+        self.step_log = StepLog(staged.steps_file, schema)
+
+    def close_files(self) -> None:
+        self.step_log.close()
+        for writer in self.videos.values():
+            writer.close()
+
+
+class DatasetWriter:
+    """Creates a dataset or appends episodes to one; one episode at a time.
+
+    ``urdf`` is the robot description's XML text (as published on /robot_description);
+    ``meshes`` a directory copied to robot/meshes.
+    """
+
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        manifest: Manifest | None = None,
+        *,
+        config: WriterConfig | None = None,
+        urdf: str | None = None,
+        meshes: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.root = Path(root)
+        self.config = config or WriterConfig()
+        self._manifest = manifest
+        self._urdf = urdf
+        self._meshes = Path(meshes) if meshes is not None else None
+        self._catalog: Catalog | None = None
+        self._lock: IO[bytes] | None = None
+        self._recording: _Recording | None = None
+
+    # -- lifetime ---------------------------------------------------------------
+
+    def open(self) -> DatasetWriter:
+        if self._catalog is not None:
+            raise WriterError(f"{self.root}: writer is already open")
+        if (self.root / layout.MANIFEST).exists():
+            self._lock_dataset()
+            self._catalog = self._open_existing()
+        else:
+            if self.root.exists() and any(self.root.iterdir()):
+                raise WriterError(
+                    f"{self.root}: refusing to write into a non-empty directory that is not an ORTF dataset"
+                )
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._lock_dataset()
+            self._catalog = self._create()
+        return self
+
+    def close(self) -> None:
+        """Release the dataset. An episode still open stays staged for ``ortf recover``."""
+        if self._recording is not None:
+            self._recording.close_files()
+            log.warning(
+                "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
+                self.root,
+                self._recording.header.episode_id,
+                self.root,
+            )
+            self._recording = None
+        self._catalog = None
+        if self._lock is not None:
+            staging = staging_root(self.root)
+            if not staged_episode_dirs(self.root):
+                # Leave no trace of the writer in a dataset with nothing staged.
+                (staging / LOCK_FILE).unlink(missing_ok=True)
+                staging.rmdir()
+            self._lock.close()
+            self._lock = None
+
+    def __enter__(self) -> DatasetWriter:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    @property
+    def episode_count(self) -> int:
+        return len(self._open_catalog().episodes)
+
+    @property
+    def manifest(self) -> Manifest:
+        return self._open_catalog().manifest
+
+    def _open_catalog(self) -> Catalog:
+        if self._catalog is None:
+            raise WriterError(f"{self.root}: writer is not open")
+        return self._catalog
+
+    def _lock_dataset(self) -> None:
+        staging = staging_root(self.root)
+        staging.mkdir(parents=True, exist_ok=True)
+        handle = open(staging / LOCK_FILE, "wb")  # noqa: SIM115 - held until close()
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            raise WriterError(f"{self.root}: another writer has this dataset open") from None
+        self._lock = handle
+
+    def _create(self) -> Catalog:
+        if self._manifest is None:
+            raise WriterError(f"{self.root}: a manifest is needed to create a new dataset")
+        manifest = new_manifest_identity(self._manifest)
+        manifest = replace(manifest, extra={**manifest.extra, "chunk_size": self.config.chunk_size})
+        manifest = replace(manifest, sensors=tuple(_with_storage_encoding(s) for s in manifest.sensors))
+        if self._urdf is not None:
+            manifest = replace(manifest, robot=replace(manifest.robot, urdf_path=layout.URDF))
+        _check_writable(manifest)
+        if self._urdf is not None:
+            atomic.write_text(self.root / layout.URDF, self._urdf)
+        if self._meshes is not None:
+            shutil.copytree(self._meshes, self.root / layout.MESHES_DIR, dirs_exist_ok=True)
+        return Catalog.create(self.root, manifest)
+
+    def _open_existing(self) -> Catalog:
+        staged = staged_episode_dirs(self.root)
+        if staged:
+            raise WriterError(
+                f"{self.root}: has an unfinished episode ({staged[0].name}); "
+                f"run `ortf recover {self.root}` (or `--discard`) first"
+            )
+        catalog = Catalog.load(self.root)
+        if self._manifest is not None and step_schema(self._manifest) != step_schema(catalog.manifest):
+            raise WriterError(
+                f"{self.root}: cannot append: the given manifest's step columns differ from the dataset's "
+                f"({step_schema(catalog.manifest).names} vs {step_schema(self._manifest).names})"
+            )
+        return catalog
+
+    # -- episodes ---------------------------------------------------------------
+
+    def begin_episode(
+        self,
+        task: str,
+        *,
+        task_type: str | None = None,
+        task_description: str | None = None,
+        recorded_at: str | None = None,
+    ) -> str:
+        """Start an episode for the task instruction ``task``; returns its episode id."""
+        catalog = self._open_catalog()
+        if self._recording is not None:
+            raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
+        if not task.strip():
+            raise WriterError("task instruction must not be empty")
+        taken = catalog.episode_ids()
+        index = len(catalog.episodes)
+        while layout.episode_id_for(index) in taken:
+            index += 1
+        header = EpisodeHeader(
+            episode_index=index,
+            episode_id=layout.episode_id_for(index),
+            task=task,
+            recorded_at=recorded_at or utc_now_iso(),
+            task_type=task_type,
+            task_description=task_description,
+        )
+        staged = StagedEpisode.create(self.root, header)
+        self._recording = _Recording(staged, header, step_schema(catalog.manifest))
+        return header.episode_id
+
+    def _current(self) -> _Recording:
+        if self._recording is None:
+            raise WriterError("no episode in progress: call begin_episode first")
+        return self._recording
+
+    def add_frame(self, camera: str, image: np.ndarray) -> int:
+        """Encode one camera frame now; returns its frame index in the episode's video."""
+        recording = self._current()
+        sensor = self.manifest.cameras.get(camera)
+        if sensor is None:
+            raise WriterError(f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}")
+        writer = recording.videos.get(camera)
+        if writer is None:
+            assert sensor.resolution is not None and sensor.fps is not None  # checked at open
+            kind = "depth" if sensor.is_depth else "rgb"
+            writer = StagedVideoWriter(
+                recording.staged.video_file(camera),
+                sensor.resolution.width,
+                sensor.resolution.height,
+                sensor.fps,
+                kind,
+                self.config.video,
+            )
+            recording.videos[camera] = writer
+        expected_dtype = np.uint16 if sensor.is_depth else np.uint8
+        image = np.asarray(image)
+        if image.shape != writer.shape or image.dtype != expected_dtype:
+            raise WriterError(
+                f"camera {camera!r}: expected a {np.dtype(expected_dtype).name} image of shape {writer.shape}, "
+                f"got {image.dtype.name} {image.shape}"
+            )
+        return writer.write(image)
+
+    def add_step(
+        self,
+        timestamp: float,
+        state: Mapping[str, ArrayLike],
+        action: ArrayLike,
+        images: Mapping[str, np.ndarray] | None = None,
+    ) -> None:
+        """Record one step. ``timestamp`` is in seconds on any clock (stored relative to the
+        first step); ``images`` are new frames for this step, other cameras keep their
+        latest frame."""
+        recording = self._current()
+        manifest = self.manifest
+        timestamp = float(timestamp)
+        if not np.isfinite(timestamp) or timestamp <= recording.last_timestamp:
+            raise WriterError(
+                f"step {recording.steps}: timestamp {timestamp} must be finite and after the previous step's "
+                f"({recording.last_timestamp})"
+            )
+        columns: dict[str, Any] = {"action": [_vector("action", action, manifest.action_space.dim)]}
+        unknown = set(state) - set(manifest.observation_space.state)
+        if unknown:
+            raise WriterError(f"unknown state component(s) {sorted(unknown)}; the manifest declares "
+                              f"{sorted(manifest.observation_space.state)}")
+        for name, component in manifest.observation_space.state.items():
+            if name not in state:
+                raise WriterError(f"step {recording.steps}: state component {name!r} is missing")
+            columns[layout.state_column(name)] = [_vector(f"state {name}", state[name], component.dim)]
+        for camera, image in (images or {}).items():
+            self.add_frame(camera, image)
+        for camera in manifest.cameras:
+            writer = recording.videos.get(camera)
+            if writer is None or writer.frames_written == 0:
+                raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame yet")
+            columns[layout.image_column(camera)] = [writer.frames_written - 1]
+        if recording.origin is None:
+            recording.origin = timestamp
+        columns.update(
+            episode_id=[recording.header.episode_id],
+            step_index=[recording.steps],
+            timestamp=[timestamp - recording.origin],
+            is_first=[recording.steps == 0],
+            is_last=[False],
+            is_terminal=[False],
+        )
+        batch = pa.RecordBatch.from_pydict(columns, schema=recording.schema)
+        recording.step_log.append(batch)
+        recording.steps += 1
+        recording.last_timestamp = timestamp
+
+    def end_episode(
+        self,
+        success: bool | None = None,
+        failure_reason: str | None = None,
+        operator_notes: str | None = None,
+        *,
+        terminal: bool | None = None,
+        annotations: Annotations | None = None,
+    ) -> EpisodeRecord:
+        """Commit the episode. ``terminal`` defaults to whether it was evaluated (success not None)."""
+        recording = self._current()
+        if recording.steps == 0:
+            raise WriterError(f"episode {recording.header.episode_id} has no steps; add steps or discard it")
+        recording.close_files()
+        if annotations is not None:
+            _stage_annotations(recording.staged, annotations)
+        outcome = EpisodeOutcome(
+            success=success,
+            failure_reason=failure_reason,
+            operator_notes=operator_notes,
+            terminal=success is not None if terminal is None else terminal,
+        )
+        self._recording = None
+        try:
+            return commit_staged(
+                self._open_catalog(), recording.staged, outcome, block_rows=self.config.row_group_steps
+            )
+        except OrtfError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            raise WriterError(
+                f"episode {recording.header.episode_id}: commit failed ({exc}); it stays staged for `ortf recover`"
+            ) from exc
+
+    def discard_episode(self) -> None:
+        recording = self._current()
+        recording.close_files()
+        recording.staged.remove()
+        self._recording = None
+
+
+def _vector(what: str, value: ArrayLike, dim: int) -> list[float]:
+    array = np.asarray(value, dtype=np.float64) if not isinstance(value, np.ndarray) else value
+    if array.shape != (dim,):
+        raise WriterError(f"{what}: expected {dim} values, got shape {array.shape}")
+    if not np.issubdtype(array.dtype, np.number) or np.issubdtype(array.dtype, np.complexfloating):
+        raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
+    if not np.isfinite(array).all():
+        raise WriterError(f"{what}: values must be finite, got {array.tolist()}")
+    return array.astype(np.float32).tolist()  # type: ignore[no-any-return]
+
+
+def _with_storage_encoding(sensor: Sensor) -> Sensor:
+    """Record in the manifest how this writer stores each camera."""
+    if not sensor.is_camera:
+        return sensor
+    return replace(sensor, encoding=LOSSLESS_DEPTH_ENCODING if sensor.is_depth else RGB_ENCODING)
+
+
+def _check_writable(manifest: Manifest) -> None:
+    errors = [f for f in check_manifest(manifest) if f.severity == "error"]
+    if errors:
+        raise WriterError("manifest is not valid ORTF: " + "; ".join(f.message for f in errors))
+    for key, sensor in manifest.cameras.items():
+        res = sensor.resolution
+        if res is None or res.width % 2 or res.height % 2:
+            raise WriterError(f"camera {key!r}: resolution must be given with even width and height")
+
+
+def _stage_annotations(staged: StagedEpisode, annotations: Annotations) -> None:
+    target = staged.annotations_dir
+    target.mkdir(parents=True, exist_ok=True)
+    if annotations.scene_objects is not None:
+        atomic.write_json(target / "scene_objects.json", dict(annotations.scene_objects))
+    if annotations.first_frame_jpeg is not None:
+        atomic.write_bytes(target / "first_frame.jpg", annotations.first_frame_jpeg)
