@@ -187,3 +187,19 @@ def commit_staged(
     staged.remove()
     return record
 
+
+
+def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
+    """Drop a staged episode and anything an interrupted commit already put in place."""
+    header = staged.header()
+    if header.episode_id in catalog.episode_ids():
+        raise WriterError(f"episode {header.episode_id} is already committed; it cannot be discarded here")
+    chunk_id = header.episode_index // catalog.chunk_size
+    for camera in catalog.manifest.cameras:
+        (catalog.root / layout.video_path(camera, chunk_id, header.episode_index)).unlink(missing_ok=True)
+    if (catalog.root / layout.steps_path(chunk_id)).exists():
+        keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id}
+        _rewrite_chunk(catalog.root, chunk_id, step_schema(catalog.manifest), keep_ids, iter(()))
+    if staged.outcome() is not None:
+        shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
+    staged.remove()

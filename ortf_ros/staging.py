@@ -16,16 +16,17 @@ Committed episodes never live here; the directory is removed after a commit, and
 
 from __future__ import annotations
 
+import fcntl
 import json
 import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
-from ortf_ros.errors import FormatError
+from ortf_ros.errors import FormatError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.io import atomic
 
@@ -80,6 +81,29 @@ def staged_episode_dirs(root: Path) -> list[Path]:
     if not base.is_dir():
         return []
     return sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("episode_"))
+
+
+def lock_dataset(root: Path) -> IO[bytes]:
+    """Take the dataset's writer lock (released by closing the handle, or by the kernel
+    when the process dies, so a crash never leaves a stale lock)."""
+    staging = staging_root(root)
+    staging.mkdir(parents=True, exist_ok=True)
+    handle = open(staging / LOCK_FILE, "wb")  # noqa: SIM115 - the caller holds it
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise WriterError(f"{root}: another process is writing this dataset") from None
+    return handle
+
+
+def unlock_dataset(root: Path, handle: IO[bytes]) -> None:
+    """Release the lock; with nothing staged, leave no trace of the writer in the dataset."""
+    staging = staging_root(root)
+    if not staged_episode_dirs(root):
+        (staging / LOCK_FILE).unlink(missing_ok=True)
+        staging.rmdir()
+    handle.close()
 
 
 class StagedEpisode:

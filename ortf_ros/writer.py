@@ -16,7 +16,6 @@ step, so memory does not grow with episode length. ``end_episode`` commits throu
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import os
 import shutil
@@ -40,13 +39,13 @@ from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings
 from ortf_ros.staging import (
-    LOCK_FILE,
     EpisodeHeader,
     EpisodeOutcome,
     StagedEpisode,
     StepLog,
+    lock_dataset,
     staged_episode_dirs,
-    staging_root,
+    unlock_dataset,
 )
 from ortf_ros.validate import check_manifest
 
@@ -120,17 +119,20 @@ class DatasetWriter:
     def open(self) -> DatasetWriter:
         if self._catalog is not None:
             raise WriterError(f"{self.root}: writer is already open")
-        if (self.root / layout.MANIFEST).exists():
-            self._lock_dataset()
-            self._catalog = self._open_existing()
-        else:
-            if self.root.exists() and any(self.root.iterdir()):
-                raise WriterError(
-                    f"{self.root}: refusing to write into a non-empty directory that is not an ORTF dataset"
-                )
-            self.root.mkdir(parents=True, exist_ok=True)
-            self._lock_dataset()
-            self._catalog = self._create()
+        existing = (self.root / layout.MANIFEST).exists()
+        if not existing and self.root.exists() and any(self.root.iterdir()):
+            raise WriterError(f"{self.root}: refusing to write into a non-empty directory that is not an ORTF dataset")
+        created_root = not self.root.exists()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = lock_dataset(self.root)
+        try:
+            self._catalog = self._open_existing() if existing else self._create()
+        except BaseException:
+            unlock_dataset(self.root, self._lock)
+            self._lock = None
+            if created_root and not any(self.root.iterdir()):
+                self.root.rmdir()
+            raise
         return self
 
     def close(self) -> None:
@@ -146,12 +148,7 @@ class DatasetWriter:
             self._recording = None
         self._catalog = None
         if self._lock is not None:
-            staging = staging_root(self.root)
-            if not staged_episode_dirs(self.root):
-                # Leave no trace of the writer in a dataset with nothing staged.
-                (staging / LOCK_FILE).unlink(missing_ok=True)
-                staging.rmdir()
-            self._lock.close()
+            unlock_dataset(self.root, self._lock)
             self._lock = None
 
     def __enter__(self) -> DatasetWriter:
@@ -174,17 +171,6 @@ class DatasetWriter:
         if self._catalog is None:
             raise WriterError(f"{self.root}: writer is not open")
         return self._catalog
-
-    def _lock_dataset(self) -> None:
-        staging = staging_root(self.root)
-        staging.mkdir(parents=True, exist_ok=True)
-        handle = open(staging / LOCK_FILE, "wb")  # noqa: SIM115 - held until close()
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            raise WriterError(f"{self.root}: another writer has this dataset open") from None
-        self._lock = handle
 
     def _create(self) -> Catalog:
         if self._manifest is None:

@@ -1,0 +1,180 @@
+"""``load_dataset``: read an ORTF dataset written by us or by any other writer.
+
+The reader trusts only what the spec fixes: the episode index says which steps and
+videos belong to an episode (``video_files``, not our file-naming pattern), rows are
+found by ``episode_id``, and both ``step_index`` conventions are understood.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ortf_ros.catalog import load_manifest
+from ortf_ros.errors import FormatError, ReaderError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
+from ortf_ros.io.video import VideoReader
+
+StepIndexConvention = Literal["global", "episode"]
+
+
+def load_dataset(path: str | os.PathLike[str]) -> Dataset:
+    root = Path(path)
+    if not root.is_dir():
+        raise ReaderError(f"{root}: not a directory")
+    return Dataset(root)
+
+
+class Dataset:
+    """An opened dataset: manifest, episode index, tasks and statistics."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.manifest: Manifest = load_manifest(root)
+        self.episodes: list[EpisodeRecord] = read_episodes(root)
+        self.tasks: dict[int, Task] = {t.task_id: t for t in read_tasks(root)}
+        self._by_id = {e.episode_id: e for e in self.episodes}
+
+    def __len__(self) -> int:
+        return len(self.episodes)
+
+    def __iter__(self) -> Iterator[Episode]:
+        for record in self.episodes:
+            yield Episode(self, record)
+
+    @property
+    def total_steps(self) -> int:
+        return sum(e.length for e in self.episodes)
+
+    @cached_property
+    def stats(self) -> dict[str, Any]:
+        path = self.root / layout.STATS
+        if not path.exists():
+            return {}
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"{layout.STATS}: not valid JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise FormatError(f"{layout.STATS}: expected an object")
+        return data
+
+    def episode(self, key: str | int) -> Episode:
+        """An episode by id (``"000042"``) or by position in the index (``42``)."""
+        if isinstance(key, int):
+            if not -len(self.episodes) <= key < len(self.episodes):
+                raise ReaderError(f"{self.root}: no episode at position {key} ({len(self.episodes)} episodes)")
+            return Episode(self, self.episodes[key])
+        record = self._by_id.get(key)
+        if record is None:
+            raise ReaderError(f"{self.root}: no episode with id {key!r}")
+        return Episode(self, record)
+
+    def task(self, task_id: int) -> Task:
+        try:
+            return self.tasks[task_id]
+        except KeyError:
+            raise ReaderError(f"{layout.TASKS}: no task {task_id}") from None
+
+    @cached_property
+    def step_index_convention(self) -> StepIndexConvention:
+        """Whether ``step_index`` counts across the data files or restarts per episode.
+
+        Only an episode that does not start at step 0 tells the two apart; a dataset
+        without one satisfies both, and "global" is reported.
+        """
+        for record in self.episodes:
+            if record.start_step != 0:
+                first = Episode(self, record).steps(["step_index"])["step_index"][0].as_py()
+                return "episode" if first == 0 else "global"
+        return "global"
+
+
+class Episode:
+    """One episode's steps (Arrow / numpy) and camera frames, decoded on demand."""
+
+    def __init__(self, dataset: Dataset, record: EpisodeRecord) -> None:
+        self.dataset = dataset
+        self.record = record
+        self._videos: dict[str, VideoReader] = {}
+
+    def __enter__(self) -> Episode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for reader in self._videos.values():
+            reader.close()
+        self._videos.clear()
+
+    @property
+    def episode_id(self) -> str:
+        return self.record.episode_id
+
+    @property
+    def task(self) -> Task:
+        return self.dataset.task(self.record.task_id)
+
+    @property
+    def steps_file(self) -> str:
+        return layout.steps_path(self.record.chunk_id)
+
+    def steps(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """This episode's rows in step order (memory: one episode's selected columns)."""
+        path = self.dataset.root / self.steps_file
+        wanted = None if columns is None else list(dict.fromkeys([*columns, "step_index"]))
+        try:
+            table = pq.read_table(path, columns=wanted, filters=[("episode_id", "=", self.episode_id)])
+        except FileNotFoundError:
+            raise ReaderError(f"{self.steps_file}: missing (episode {self.episode_id})") from None
+        except (pa.ArrowException, OSError) as exc:
+            raise ReaderError(f"{self.steps_file}: unreadable Parquet: {exc}") from None
+        if table.num_rows == 0:
+            raise ReaderError(f"{self.steps_file}: no rows for episode {self.episode_id}")
+        table = table.sort_by("step_index")
+        return table if columns is None else table.select(list(columns))
+
+    def array(self, column: str) -> np.ndarray:
+        """A column as numpy: (steps, dim) for vectors, (steps,) for scalars."""
+        values = self.steps([column])[column].combine_chunks()
+        if pa.types.is_fixed_size_list(values.type):
+            dim = values.type.list_size
+            return values.flatten().to_numpy().reshape(-1, dim)
+        return values.to_numpy(zero_copy_only=False)
+
+    def video_path(self, camera: str) -> Path:
+        if camera not in self.dataset.manifest.cameras:
+            raise ReaderError(f"unknown camera {camera!r}; the manifest declares {sorted(self.dataset.manifest.cameras)}")
+        relative = self.record.video_files.get(camera)
+        if not relative:
+            raise ReaderError(f"{layout.EPISODES}: episode {self.episode_id} has no video for camera {camera!r}")
+        return self.dataset.root / relative
+
+    def frame(self, camera: str, frame_index: int) -> np.ndarray:
+        """Frame ``frame_index`` of a camera: HxWx3 uint8 RGB, or HxW uint16 depth in millimetres."""
+        reader = self._videos.get(camera)
+        if reader is None:
+            path = self.video_path(camera)
+            if not path.exists():
+                raise ReaderError(f"{path.relative_to(self.dataset.root)}: missing (episode {self.episode_id})")
+            kind = "depth" if self.dataset.manifest.cameras[camera].is_depth else "rgb"
+            reader = VideoReader(path, kind)
+            self._videos[camera] = reader
+        return reader.read(frame_index)
+
+    def step_frames(self, camera: str) -> Iterator[np.ndarray]:
+        """The frame each step saw, in step order."""
+        for index in self.array(layout.image_column(camera)):
+            yield self.frame(camera, int(index))

@@ -1,0 +1,71 @@
+"""``ortf recover``: finish or discard what a crash left in the staging area.
+
+An episode whose commit had started is rolled forward with the outcome it was being
+committed with. An episode that was still recording becomes a normal episode with
+every step whose frames reached the disk, ``success`` null and a note that says so;
+``discard=True`` drops it instead. Either way the dataset's derived metadata
+(statistics, manifest totals) is brought up to date.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ortf_ros.catalog import Catalog
+from ortf_ros.commit import commit_staged, discard_staged
+from ortf_ros.errors import WriterError
+from ortf_ros.staging import (
+    EpisodeOutcome,
+    StagedEpisode,
+    lock_dataset,
+    staged_episode_dirs,
+    unlock_dataset,
+)
+from ortf_ros.writer import WriterConfig
+
+RECOVERED_NOTE = "Recovered by `ortf recover` after the recording was interrupted; success not evaluated."
+
+
+@dataclass(frozen=True)
+class RecoveryResult:
+    episode_id: str
+    action: Literal["recovered", "completed", "discarded"]
+    steps: int = 0
+    reason: str = ""
+
+    def line(self) -> str:
+        if self.action == "discarded":
+            return f"episode {self.episode_id}: discarded{f' ({self.reason})' if self.reason else ''}"
+        what = "commit completed" if self.action == "completed" else "recovered"
+        return f"episode {self.episode_id}: {what}, {self.steps} steps"
+
+
+def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = None) -> list[RecoveryResult]:
+    config = config or WriterConfig()
+    lock = lock_dataset(root)
+    try:
+        catalog = Catalog.load(root)
+        results = [_recover_one(catalog, StagedEpisode(d), discard, config) for d in staged_episode_dirs(root)]
+        catalog.refresh_derived()
+        return results
+    finally:
+        unlock_dataset(root, lock)
+
+
+def _recover_one(catalog: Catalog, staged: StagedEpisode, discard: bool, config: WriterConfig) -> RecoveryResult:
+    header = staged.header()
+    outcome = staged.outcome()
+    committing = outcome is not None or header.episode_id in catalog.episode_ids()
+    if discard and not committing:
+        discard_staged(catalog, staged)
+        return RecoveryResult(header.episode_id, "discarded", reason="--discard")
+    if outcome is None:
+        outcome = EpisodeOutcome(success=None, operator_notes=RECOVERED_NOTE, terminal=False)
+    try:
+        record = commit_staged(catalog, staged, outcome, block_rows=config.row_group_steps)
+    except WriterError as exc:
+        discard_staged(catalog, staged)
+        return RecoveryResult(header.episode_id, "discarded", reason=str(exc))
+    return RecoveryResult(header.episode_id, "completed" if committing else "recovered", record.length)
