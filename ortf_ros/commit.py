@@ -31,6 +31,10 @@ from ortf_ros.stats import DatasetStats
 PARQUET_COMPRESSION = "zstd"
 
 
+class EmptyEpisodeError(WriterError):
+    """The staged episode holds no step whose frames all reached the disk."""
+
+
 @dataclass(frozen=True)
 class _StepScan:
     """How many leading staged steps have all their frames on disk, and their time span."""
@@ -130,7 +134,7 @@ def _rewrite_chunk(
 def commit_staged(
     catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, block_rows: int
 ) -> EpisodeRecord:
-    """Commit ``staged`` with ``outcome``; raises WriterError if it holds no complete step."""
+    """Commit ``staged`` with ``outcome``; raises EmptyEpisodeError if it holds no complete step."""
     manifest = catalog.manifest
     header = staged.header()
     staged.mark_committing(outcome)
@@ -149,7 +153,7 @@ def commit_staged(
         video_files[camera] = relative
     scan = _scan_steps(staged, frame_counts)
     if scan.length == 0:
-        raise WriterError(f"episode {header.episode_id}: no complete step to commit")
+        raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
     schema = step_schema(manifest)
     start_step = sum(e.length for e in catalog.episodes if e.episode_id != header.episode_id)
     episode_stats = DatasetStats(vector_columns(manifest))

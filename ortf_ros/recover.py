@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from ortf_ros.catalog import Catalog
-from ortf_ros.commit import commit_staged, discard_staged
-from ortf_ros.errors import WriterError
+from ortf_ros.commit import EmptyEpisodeError, commit_staged, discard_staged
 from ortf_ros.staging import (
     EpisodeOutcome,
     StagedEpisode,
@@ -65,7 +64,7 @@ def _recover_one(catalog: Catalog, staged: StagedEpisode, discard: bool, config:
         outcome = EpisodeOutcome(success=None, operator_notes=RECOVERED_NOTE, terminal=False)
     try:
         record = commit_staged(catalog, staged, outcome, block_rows=config.row_group_steps)
-    except WriterError as exc:
+    except EmptyEpisodeError as exc:
         discard_staged(catalog, staged)
         return RecoveryResult(header.episode_id, "discarded", reason=str(exc))
     return RecoveryResult(header.episode_id, "completed" if committing else "recovered", record.length)
