@@ -47,7 +47,7 @@ from ortf_ros.staging import (
     staged_episode_dirs,
     unlock_dataset,
 )
-from ortf_ros.validate import check_manifest
+from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ time without an index; real capture times live in the step table.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from fractions import Fraction
 from dataclasses import dataclass
 from pathlib import Path
@@ -107,11 +108,23 @@ def _as_rate(fps: float) -> int:
 
 
 def finalize(staged: Path, target: Path) -> int:
-    """Copy a staged (possibly truncated) fragmented MP4 into a plain MP4; returns frames kept.
+    """Copy a staged (possibly truncated) fragmented MP4 into a plain MP4.
 
-    A truncated last fragment ends the copy instead of failing it: recovery keeps
-    every frame that made it to disk.
+    Returns how many frames, counted from frame 0 without a gap, the copy holds; that
+    is what steps may reference. After a crash the count can be less than the packets
+    copied: with B-frames, a reference frame is stored before the frames shown ahead
+    of it, so a cut can keep frame 30 and lose 28 and 29. Every packet is copied all
+    the same, because the frames before the gap may need it to decode. A staged file
+    with no complete packet (killed before the encoder emitted one) gives 0 frames and
+    no target.
     """
+    try:
+        with av.open(str(staged)) as src:
+            assert isinstance(src, InputContainer)
+            if not src.streams.video or next(_packets(src), None) is None:
+                return 0
+    except (av.error.FFmpegError, EOFError):
+        return 0
     frames = 0
 
     def remux(tmp: Path) -> None:
@@ -120,21 +133,30 @@ def finalize(staged: Path, target: Path) -> int:
             assert isinstance(src, InputContainer)
             in_stream = src.streams.video[0]
             out_stream = dst.add_stream_from_template(in_stream)
-            try:
-                for packet in src.demux(in_stream):
-                    if packet.dts is None:
-                        continue
-                    packet.stream = out_stream
-                    dst.mux(packet)
+            seconds_per_tick = float(in_stream.time_base or 0)
+            rate = float(in_stream.average_rate or in_stream.base_rate or 0) or 1.0
+            start = in_stream.start_time or 0  # B-frames delay the first pts
+            ahead: set[int] = set()  # frames seen past the gap-free prefix: bounded by B-frame reordering
+            for packet in _packets(src):
+                ahead.add(round(((packet.pts or 0) - start) * seconds_per_tick * rate))
+                while frames in ahead:
+                    ahead.remove(frames)
                     frames += 1
-            except (av.error.FFmpegError, EOFError):
-                pass
+                packet.stream = out_stream
+                dst.mux(packet)
 
-    try:
-        atomic.write_with(target, remux)
-    except av.error.FFmpegError as exc:
-        raise WriterError(f"{staged}: staged video cannot be read: {exc}") from None
+    atomic.write_with(target, remux)
     return frames
+
+
+def _packets(container: InputContainer) -> Iterator[av.Packet]:
+    """The video packets that are complete on disk; a torn last fragment ends them."""
+    try:
+        for packet in container.demux(container.streams.video[0]):
+            if packet.dts is not None:
+                yield packet
+    except (av.error.FFmpegError, EOFError):
+        return
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` and `make test`. Both set up the
+# cached environment first (scripts/setup-env.sh: a venv with the project, a real
+# ROS 2 Jazzy from PyPI and a built tf2_msgs; seconds when nothing changed).
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup demo test lint bench clean
+
+setup:
+	@bash scripts/setup-env.sh
+
+demo: setup
+	@$(VENV)/bin/ortf demo demo-output --force
+
+lint: setup
+	@$(PY) -m ruff check ortf_ros test bench
+	@$(PY) -m ruff format --check ortf_ros test bench
+	@$(PY) -m mypy
+
+test: lint
+	@$(PY) -m pytest
+
+bench: setup
+	@$(PY) bench/bench_writer.py
+
+clean:
+	rm -rf $(VENV) .cache demo-output build install log

@@ -1,0 +1,109 @@
+"""``ortf info``: what a dataset holds, at a glance, from metadata and video headers only."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from ortf_ros.errors import ReaderError
+from ortf_ros.io.video import probe
+from ortf_ros.reader import Dataset
+
+
+@dataclass(frozen=True)
+class CameraInfo:
+    key: str
+    sensor: str
+    type: str
+    width: int
+    height: int
+    fps: float
+    codec: str
+    pix_fmt: str
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    task_id: int
+    instruction: str
+    episodes: int
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    path: str
+    name: str
+    robot: str
+    episodes: int
+    steps: int
+    duration_seconds: float
+    success: int
+    failure: int
+    not_evaluated: int
+    cameras: tuple[CameraInfo, ...]
+    tasks: tuple[TaskSummary, ...]
+
+    @property
+    def success_rate(self) -> float | None:
+        evaluated = self.success + self.failure
+        return self.success / evaluated if evaluated else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "success_rate": self.success_rate}
+
+    def lines(self) -> list[str]:
+        rate = "n/a" if self.success_rate is None else f"{self.success_rate:.1%}"
+        out = [
+            f"dataset   {self.name} ({self.path})",
+            f"robot     {self.robot}",
+            f"episodes  {self.episodes}",
+            f"steps     {self.steps}",
+            f"duration  {self.duration_seconds:.1f} s ({self.duration_seconds / 3600:.3f} h)",
+            f"success   {rate} ({self.success} succeeded, {self.failure} failed, {self.not_evaluated} not evaluated)",
+            "cameras",
+        ]
+        out += [
+            f"  {c.key:<16} {c.type:<13} {c.width}x{c.height} @ {c.fps:g} fps  {c.codec} {c.pix_fmt}"
+            for c in self.cameras
+        ]
+        out.append("tasks")
+        out += [f"  [{t.task_id}] {t.instruction}  ({t.episodes} episodes)" for t in self.tasks]
+        return out
+
+
+def dataset_info(dataset: Dataset) -> DatasetInfo:
+    manifest = dataset.manifest
+    cameras = []
+    for key, sensor in manifest.cameras.items():
+        res = sensor.resolution
+        width, height, fps, codec, pix_fmt = (res.width if res else 0), (res.height if res else 0), sensor.fps or 0.0, "?", ""
+        # Codec and real geometry come from the first episode's video header.
+        for record in dataset.episodes[:1]:
+            relative = record.video_files.get(key)
+            if relative:
+                try:
+                    video = probe(Path(dataset.root, relative))
+                except ReaderError:
+                    continue
+                width, height, fps, codec, pix_fmt = video.width, video.height, video.fps, video.codec, video.pix_fmt
+        cameras.append(CameraInfo(key, sensor.name, sensor.type, width, height, fps, codec, pix_fmt))
+    per_task = Counter(e.task_id for e in dataset.episodes)
+    tasks = tuple(
+        TaskSummary(t.task_id, t.instruction, per_task.get(t.task_id, 0))
+        for t in sorted(dataset.tasks.values(), key=lambda t: t.task_id)
+    )
+    return DatasetInfo(
+        path=str(dataset.root),
+        name=manifest.name,
+        robot=manifest.robot.name,
+        episodes=len(dataset.episodes),
+        steps=dataset.total_steps,
+        duration_seconds=sum(e.duration_seconds for e in dataset.episodes),
+        success=sum(1 for e in dataset.episodes if e.success is True),
+        failure=sum(1 for e in dataset.episodes if e.success is False),
+        not_evaluated=sum(1 for e in dataset.episodes if e.success is None),
+        cameras=tuple(cameras),
+        tasks=tasks,
+    )

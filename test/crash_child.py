@@ -1,0 +1,62 @@
+"""Child process of test_crash: appends one episode and is killed by SIGKILL.
+
+``steps N``: record N steps, announcing each, then wait to be killed.
+``commit POINT``: record 10 steps and kill itself at POINT inside end_episode.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ortf_ros import catalog, commit
+from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
+from ortf_ros.writer import DatasetWriter
+
+WIDTH, HEIGHT = 64, 48
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def then_die(original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        original(*args, **kwargs)
+        die()
+
+    return wrapper
+
+
+KILL_POINTS: dict[str, Callable[[], None]] = {
+    # the videos are finalized, the step table not yet rebuilt
+    "videos": lambda: setattr(commit, "_rewrite_chunk", lambda *a, **k: die()),
+    # the step table holds the new rows, the episode index does not
+    "chunk": lambda: setattr(commit, "_rewrite_chunk", then_die(commit._rewrite_chunk)),
+    # the episode index is committed, statistics and manifest totals are stale
+    "index": lambda: setattr(catalog.Catalog, "_write_episodes", then_die(catalog.Catalog._write_episodes)),
+}
+
+
+def main() -> None:
+    root, mode, arg = sys.argv[1], sys.argv[2], sys.argv[3]
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("Open the drawer")
+        steps = int(arg) if mode == "steps" else 10
+        for step in range(steps):
+            images = {cam: demo_rgb(n, step, WIDTH, HEIGHT) for n, cam in enumerate(RGB_CAMERAS)}
+            images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
+            writer.add_step(step / 30, demo_state(2, step), demo_action(2, step), images)
+            print(f"STEP {step}", flush=True)
+        if mode == "steps":
+            time.sleep(600)
+        KILL_POINTS[arg]()
+        writer.end_episode(success=True, operator_notes="done")
+
+
+if __name__ == "__main__":
+    main()

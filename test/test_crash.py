@@ -1,0 +1,113 @@
+"""A writer SIGKILLed mid-episode or mid-commit leaves a valid dataset, earlier
+episodes untouched, and ``ortf recover`` turns what was staged into a valid episode."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from ortf_ros.cli import main as ortf
+from ortf_ros.format import layout
+from ortf_ros.reader import load_dataset
+from ortf_ros.recover import RECOVERED_NOTE
+from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.validation import validate
+
+CHILD = Path(__file__).with_name("crash_child.py")
+
+
+def snapshot(root: Path) -> tuple[dict[str, bytes], list[dict[str, object]]]:
+    videos = {str(p.relative_to(root)): p.read_bytes() for p in (root / "videos").rglob("*.mp4")}
+    rows = pq.read_table(root / layout.steps_path(0)).to_pylist()
+    return videos, rows
+
+
+def run_child_until_killed(root: Path, mode: str, arg: str, kill_after_step: int | None) -> None:
+    child = subprocess.Popen(
+        [sys.executable, str(CHILD), str(root), mode, arg],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert child.stdout is not None
+    if kill_after_step is not None:
+        for line in child.stdout:
+            if line.strip() == f"STEP {kill_after_step}":
+                child.send_signal(signal.SIGKILL)
+                break
+    assert child.wait(timeout=120) == -signal.SIGKILL
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> tuple[Path, dict[str, bytes], list[dict[str, object]]]:
+    root = tmp_path / "ds"
+    write_demo_dataset(root, episodes=2, steps=10, width=64, height=48)
+    return (root, *snapshot(root))
+
+
+def assert_earlier_episodes_intact(root: Path, videos: dict[str, bytes], rows: list[dict[str, object]]) -> None:
+    now_videos, now_rows = snapshot(root)
+    assert all(now_videos[name] == data for name, data in videos.items())
+    assert [r for r in now_rows if r["episode_id"] in ("000000", "000001")] == rows
+
+
+def assert_valid(root: Path, strict: bool) -> None:
+    report = validate(root, strict=strict)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+@pytest.mark.parametrize("kill_after_step", [0, 7, 39])
+def test_kill_mid_episode_then_recover(
+    base: tuple[Path, dict[str, bytes], list[dict[str, object]]], kill_after_step: int
+) -> None:
+    root, videos, rows = base
+    run_child_until_killed(root, "steps", "100", kill_after_step)
+    assert_valid(root, strict=False)
+    assert len(load_dataset(root)) == 2
+    assert_earlier_episodes_intact(root, videos, rows)
+
+    assert ortf(["recover", str(root)]) == 0
+    assert_valid(root, strict=True)
+    assert_earlier_episodes_intact(root, videos, rows)
+    dataset = load_dataset(root)
+    if len(dataset) == 2:  # every frame of the few steps was still inside the encoder
+        assert kill_after_step < 10
+        return
+    episode = dataset.episode("000002")
+    assert episode.record.success is None
+    assert episode.record.operator_notes == RECOVERED_NOTE
+    assert 1 <= episode.record.length <= kill_after_step + 1
+    assert len(list(episode.step_frames("cam_overhead"))) == episode.record.length
+    assert not (root / layout.STAGING_DIR).exists()
+
+
+def test_kill_mid_episode_then_discard(base: tuple[Path, dict[str, bytes], list[dict[str, object]]]) -> None:
+    root, videos, rows = base
+    run_child_until_killed(root, "steps", "100", 30)
+    assert ortf(["recover", str(root), "--discard"]) == 0
+    assert_valid(root, strict=True)
+    assert len(load_dataset(root)) == 2
+    assert_earlier_episodes_intact(root, videos, rows)
+    assert sorted(videos) == sorted(snapshot(root)[0])
+
+
+@pytest.mark.parametrize("point", ["videos", "chunk", "index"])
+def test_kill_inside_commit_then_recover_completes_it(
+    base: tuple[Path, dict[str, bytes], list[dict[str, object]]], point: str
+) -> None:
+    root, videos, rows = base
+    run_child_until_killed(root, "commit", point, None)
+    assert_valid(root, strict=False)
+    assert_earlier_episodes_intact(root, videos, rows)
+    assert ortf(["recover", str(root)]) == 0
+    assert_valid(root, strict=True)
+    episode = load_dataset(root).episode("000002")
+    assert (episode.record.success, episode.record.operator_notes, episode.record.length) == (True, "done", 10)
+    assert episode.array("step_index").tolist() == list(range(20, 30))
+    assert load_dataset(root).manifest.statistics.total_steps == 30

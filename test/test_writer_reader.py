@@ -1,0 +1,280 @@
+"""Writer -> reader round trips, appends, chunking and plain-tool readability."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import av
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from ortf_ros.errors import FormatError, ReaderError, WriterError
+from ortf_ros.format import layout
+from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.reader import load_dataset
+from ortf_ros.synthetic import (
+    DEPTH_CAMERA,
+    RGB_CAMERAS,
+    TASKS,
+    demo_action,
+    demo_depth,
+    demo_manifest,
+    demo_rgb,
+    demo_state,
+    write_demo_dataset,
+)
+from ortf_ros.writer import Annotations, DatasetWriter, WriterConfig
+
+
+def psnr(a: np.ndarray, b: np.ndarray) -> float:
+    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
+    return float("inf") if mse == 0 else 10 * np.log10(255.0**2 / mse)
+
+
+def test_round_trip_state_action_exact_rgb_psnr_depth_bit_exact(tmp_path: Path) -> None:
+    width, height, steps = 320, 240, 20
+    write_demo_dataset(tmp_path / "ds", episodes=2, steps=steps, width=width, height=height)
+    dataset = load_dataset(tmp_path / "ds")
+    assert [e.episode_id for e in dataset.episodes] == ["000000", "000001"]
+    for number, episode in enumerate(dataset):
+        assert episode.task.instruction == TASKS[number]
+        for name in dataset.manifest.observation_space.state:
+            expected = np.stack([demo_state(number, s)[name] for s in range(steps)])
+            np.testing.assert_array_equal(episode.array(layout.state_column(name)), expected)
+        np.testing.assert_array_equal(episode.array("action"), np.stack([demo_action(number, s) for s in range(steps)]))
+        np.testing.assert_allclose(episode.array("timestamp"), np.arange(steps) / 30, atol=1e-6)
+        for cam_number, camera in enumerate(RGB_CAMERAS):
+            for step, frame in enumerate(episode.step_frames(camera)):
+                assert psnr(frame, demo_rgb(cam_number, step, width, height)) >= 35.0
+        for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):
+            assert frame.dtype == np.uint16
+            np.testing.assert_array_equal(frame, demo_depth(step, width, height))
+        episode.close()
+
+
+def test_random_access_frames_equal_sequential_decode(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    episode = load_dataset(root).episode("000001")
+    sequential = list(episode.step_frames("cam_wrist"))
+    with av.open(str(episode.video_path("cam_wrist"))) as container:
+        plain = [f.to_ndarray(format="rgb24") for f in container.decode(video=0)]
+    assert len(plain) == len(sequential)
+    for index in [11, 0, 7, 3, 3, 10, 1]:
+        np.testing.assert_array_equal(episode.frame("cam_wrist", index), plain[index])
+    episode.close()
+
+
+def test_episode_index_and_metadata_files(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, records = small_dataset
+    table = pq.read_table(root / layout.EPISODES)
+    assert table.column_names == [
+        "episode_id", "task_id", "start_step", "end_step", "length", "duration_seconds", "success",
+        "failure_reason", "operator_notes", "chunk_id", "recorded_at", "video_files", "audio_file",
+    ]  # fmt: skip
+    assert table.schema.field("video_files").type == pa.struct(
+        [("cam_wrist", pa.string()), ("cam_overhead", pa.string()), ("depth", pa.string())]
+    )
+    rows = table.to_pylist()
+    assert [(r["start_step"], r["end_step"], r["length"]) for r in rows] == [(0, 12, 12), (12, 24, 12), (24, 36, 12)]
+    assert [r["success"] for r in rows] == [True, True, False]
+    assert rows[2]["failure_reason"] == "gripper slipped"
+    assert rows[1]["video_files"]["depth"] == "videos/depth/chunk-000/episode_000001.mp4"
+    tasks = [json.loads(line) for line in (root / layout.TASKS).read_text().splitlines()]
+    assert tasks == [{"task_id": 0, "instruction": TASKS[0]}, {"task_id": 1, "instruction": TASKS[1]}]
+    assert [r["task_id"] for r in rows] == [0, 1, 0]
+    manifest = json.loads((root / layout.MANIFEST).read_text())
+    for section in ("robot", "action_space", "observation_space", "sensors", "frames", "collection", "statistics",
+                    "timestamp_reference", "sync_tolerance_ms"):  # fmt: skip
+        assert section in manifest
+    assert manifest["statistics"]["total_episodes"] == 3
+    assert manifest["statistics"]["total_steps"] == 36
+    assert manifest["robot"]["urdf_path"] == "robot/robot.urdf"
+    depth_sensor = next(s for s in manifest["sensors"] if s["type"] == "depth_camera")
+    assert depth_sensor["encoding"] == "ffv1"
+    assert not (root / layout.STAGING_DIR).exists()
+
+
+def test_stats_are_those_of_all_steps(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    stats = json.loads((root / layout.STATS).read_text())
+    actions = np.stack([demo_action(e, s) for e in range(3) for s in range(12)]).astype(np.float64)
+    np.testing.assert_allclose(stats["action"]["mean"], actions.mean(axis=0), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(stats["action"]["std"], actions.std(axis=0), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(stats["action"]["min"], actions.min(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(stats["action"]["max"], actions.max(axis=0), rtol=1e-6)
+    # 36 values: the sketch is exact, so q01/q99 are order statistics of the data.
+    for q, key in ((0.01, "q01"), (0.99, "q99")):
+        for dim, value in enumerate(stats["action"][key]):
+            assert np.min(np.abs(actions[:, dim] - value)) < 1e-6
+            assert abs(value - np.quantile(actions[:, dim], q)) <= np.ptp(actions[:, dim]) * 0.1
+    assert stats["action"]["count"] == [36]
+    assert set(stats) == {"action", *(layout.state_column(n) for n in demo_manifest().observation_space.state)}
+
+
+def test_append_continues_indices_tasks_and_stats(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    before = {p: p.read_bytes() for p in (root / "videos").rglob("*.mp4")}
+    records = write_demo_dataset(root, episodes=2, steps=5, width=64, height=48)
+    assert [(r.episode_id, r.start_step, r.end_step) for r in records] == [("000003", 36, 41), ("000004", 41, 46)]
+    dataset = load_dataset(root)
+    assert len(dataset) == 5
+    assert len(dataset.tasks) == 2
+    assert all(p.read_bytes() == data for p, data in before.items())
+    steps = pq.read_table(root / layout.steps_path(0))
+    assert steps["step_index"].to_pylist() == list(range(46))
+    assert json.loads((root / layout.STATS).read_text())["action"]["count"] == [46]
+
+
+def test_chunks_hold_a_configured_number_of_episodes(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    write_demo_dataset(root, episodes=3, steps=4, width=64, height=48, config=WriterConfig(chunk_size=2))
+    assert (root / "data/chunk-000/steps.parquet").exists() and (root / "data/chunk-001/steps.parquet").exists()
+    assert (root / "videos/cam_wrist/chunk-001/episode_000002.mp4").exists()
+    dataset = load_dataset(root)
+    assert [e.chunk_id for e in dataset.episodes] == [0, 0, 1]
+    assert dataset.episode(2).array("step_index").tolist() == [8, 9, 10, 11]
+    assert pq.read_table(root / "data/chunk-001/steps.parquet").num_rows == 4
+
+
+def test_plain_pyarrow_duckdb_and_pyav_read_the_dataset(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    steps = pq.read_table(root / "data/chunk-000/steps.parquet")
+    assert steps.schema.field("action").type == pa.list_(pa.float32(), 8)
+    assert steps.schema.field("observation.state.ee_orientation").type == pa.list_(pa.float32(), 4)
+    counts = duckdb.sql(
+        f"SELECT e.episode_id, count(*) AS n, sum(CAST(s.is_first AS INT)) AS firsts, bool_or(s.is_terminal) AS term "
+        f"FROM '{root}/data/chunk-000/steps.parquet' s JOIN '{root}/meta/episodes.parquet' e USING (episode_id) "
+        f"GROUP BY ALL ORDER BY 1"
+    ).fetchall()
+    assert counts == [("000000", 12, 1, True), ("000001", 12, 1, True), ("000002", 12, 1, True)]
+    first_action = duckdb.sql(f"SELECT action[1] FROM '{root}/data/chunk-000/steps.parquet' LIMIT 1").fetchall()
+    assert first_action[0][0] == pytest.approx(float(demo_action(0, 0)[0]))
+    for camera in (*RGB_CAMERAS, DEPTH_CAMERA[0]):
+        with av.open(str(root / f"videos/{camera}/chunk-000/episode_000002.mp4")) as container:
+            assert sum(1 for _ in container.decode(video=0)) == 12
+
+
+def test_step_index_per_episode_convention_is_read(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    path = root / "data/chunk-000/steps.parquet"
+    table = pq.read_table(path)
+    per_episode = pa.array([i % 12 for i in range(table.num_rows)], pa.int64())
+    index = table.schema.get_field_index("step_index")
+    pq.write_table(table.set_column(index, table.schema.field(index), per_episode), path)
+    dataset = load_dataset(root)
+    assert dataset.step_index_convention == "episode"
+    assert dataset.episode("000002").array("step_index").tolist() == list(range(12))
+    assert load_dataset(root).episode(1).array("action").shape == (12, 8)
+
+
+def test_discarded_episode_leaves_no_trace(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("a task never done")
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
+        writer.discard_episode()
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == before
+
+
+def test_annotations_are_stored_per_episode(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    objects = {"annotated_frame": 0, "objects": [{"label": "Box A", "bounding_box": {"x": 1, "y": 2, "width": 3, "height": 4}}]}
+    with DatasetWriter(root, demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
+        writer.end_episode(success=True, annotations=Annotations(objects, b"\xff\xd8jpeg\xff\xd9"))
+    assert json.loads((root / "annotations/episode_000000/scene_objects.json").read_text()) == objects
+    assert (root / "annotations/episode_000000/first_frame.jpg").read_bytes() == b"\xff\xd8jpeg\xff\xd9"
+
+
+def _images(step: int) -> dict[str, np.ndarray]:
+    images = {cam: demo_rgb(n, step, 64, 48) for n, cam in enumerate(RGB_CAMERAS)}
+    images[DEPTH_CAMERA[0]] = demo_depth(step, 64, 48)
+    return images
+
+
+BAD_STEPS = [
+    ("wrong action size", lambda: (0.0, demo_state(0, 0), np.zeros(3), _images(0)), "action: expected 8 values"),
+    ("missing state", lambda: (0.0, {"joint_positions": np.zeros(7)}, demo_action(0, 0), _images(0)), "missing"),
+    ("unknown camera", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "cam_x": np.zeros((48, 64, 3), np.uint8)}), "unknown camera 'cam_x'"),
+    ("rgb dtype", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "cam_wrist": np.zeros((48, 64, 3), np.float32)}), "camera 'cam_wrist': expected a uint8 image of shape (48, 64, 3)"),
+    ("depth as rgb", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "depth": np.zeros((48, 64, 3), np.uint8)}), "camera 'depth': expected a uint16 image of shape (48, 64)"),
+    ("nan action", lambda: (0.0, demo_state(0, 0), np.full(8, np.nan), _images(0)), "values must be finite"),
+    ("no frame yet", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {}), "has no frame yet"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("case", "make", "message"), BAD_STEPS, ids=[c[0] for c in BAD_STEPS])
+def test_bad_step_is_rejected_and_nothing_written_is_lost(
+    small_dataset: tuple[Path, list[EpisodeRecord]], case: str, make: object, message: str
+) -> None:
+    root, _ = small_dataset
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("pick")
+        with pytest.raises(WriterError, match=_re(message)):
+            writer.add_step(*make())  # type: ignore[operator]
+        writer.add_step(1.0, demo_state(0, 1), demo_action(0, 1), _images(1))
+        with pytest.raises(WriterError, match="timestamp 0.5 must be finite and after"):
+            writer.add_step(0.5, demo_state(0, 2), demo_action(0, 2), _images(2))
+        record = writer.end_episode(success=True)
+    assert record.length == 1
+    assert all(path.read_bytes() == data for path, data in before.items() if "videos" in path.parts)
+    assert len(load_dataset(root)) == 4
+
+
+def _re(text: str) -> str:
+    import re
+
+    return re.escape(text)
+
+
+def test_refuses_to_clobber_a_directory_it_did_not_create(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(WriterError, match="not an ORTF dataset"):
+        DatasetWriter(tmp_path, demo_manifest()).open()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_second_writer_is_refused_while_one_is_open(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    with DatasetWriter(root), pytest.raises(WriterError, match="another process is writing"):
+        DatasetWriter(root).open()
+
+
+def test_appending_with_a_different_schema_is_refused(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    with pytest.raises(WriterError, match="cannot append"):
+        DatasetWriter(root, demo_manifest(64, 48, depth=False)).open()
+
+
+def test_malformed_manifest_names_the_field(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    manifest = json.loads((root / layout.MANIFEST).read_text())
+    manifest["robot"]["joints"][2]["index"] = "two"
+    (root / layout.MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(FormatError, match=r"meta/manifest.json: robot.joints\[2\].index: expected an integer"):
+        load_dataset(root)
+    (root / layout.MANIFEST).write_text("{not json")
+    with pytest.raises(FormatError, match="meta/manifest.json: not valid JSON"):
+        load_dataset(root)
+
+
+def test_missing_or_truncated_files_name_the_file(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    video = root / "videos/cam_wrist/chunk-000/episode_000001.mp4"
+    video.write_bytes(video.read_bytes()[:300])
+    with pytest.raises(ReaderError, match="episode_000001.mp4"):
+        load_dataset(root).episode(1).frame("cam_wrist", 5)
+    steps = root / "data/chunk-000/steps.parquet"
+    steps.write_bytes(steps.read_bytes()[:-100])
+    with pytest.raises(ReaderError, match="data/chunk-000/steps.parquet: unreadable Parquet"):
+        load_dataset(root).episode(0).steps()
+    (root / layout.EPISODES).unlink()
+    with pytest.raises(FormatError, match="meta/episodes.parquet: missing"):
+        load_dataset(root)
