@@ -192,7 +192,6 @@ def commit_staged(
     return record
 
 
-
 def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     """Drop a staged episode and anything an interrupted commit already put in place."""
     header = staged.header()

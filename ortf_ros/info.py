@@ -78,7 +78,13 @@ def dataset_info(dataset: Dataset) -> DatasetInfo:
     cameras = []
     for key, sensor in manifest.cameras.items():
         res = sensor.resolution
-        width, height, fps, codec, pix_fmt = (res.width if res else 0), (res.height if res else 0), sensor.fps or 0.0, "?", ""
+        width, height, fps, codec, pix_fmt = (
+            (res.width if res else 0),
+            (res.height if res else 0),
+            sensor.fps or 0.0,
+            "?",
+            "",
+        )
         # Codec and real geometry come from the first episode's video header.
         for record in dataset.episodes[:1]:
             relative = record.video_files.get(key)

@@ -23,7 +23,7 @@ from ortf_ros.errors import FormatError, ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
-from ortf_ros.io.video import VideoReader
+from ortf_ros.io.video import VideoReader, frame_kind
 
 StepIndexConvention = Literal["global", "episode"]
 
@@ -151,12 +151,16 @@ class Episode:
         values = self.steps([column])[column].combine_chunks()
         if pa.types.is_fixed_size_list(values.type):
             dim = values.type.list_size
-            return values.flatten().to_numpy().reshape(-1, dim)
-        return values.to_numpy(zero_copy_only=False)
+            array: np.ndarray = values.flatten().to_numpy().reshape(-1, dim)
+        else:
+            array = values.to_numpy(zero_copy_only=False)
+        return array
 
     def video_path(self, camera: str) -> Path:
         if camera not in self.dataset.manifest.cameras:
-            raise ReaderError(f"unknown camera {camera!r}; the manifest declares {sorted(self.dataset.manifest.cameras)}")
+            raise ReaderError(
+                f"unknown camera {camera!r}; the manifest declares {sorted(self.dataset.manifest.cameras)}"
+            )
         relative = self.record.video_files.get(camera)
         if not relative:
             raise ReaderError(f"{layout.EPISODES}: episode {self.episode_id} has no video for camera {camera!r}")
@@ -169,8 +173,7 @@ class Episode:
             path = self.video_path(camera)
             if not path.exists():
                 raise ReaderError(f"{path.relative_to(self.dataset.root)}: missing (episode {self.episode_id})")
-            kind = "depth" if self.dataset.manifest.cameras[camera].is_depth else "rgb"
-            reader = VideoReader(path, kind)
+            reader = VideoReader(path, frame_kind(self.dataset.manifest.cameras[camera]))
             self._videos[camera] = reader
         return reader.read(frame_index)
 

@@ -91,9 +91,7 @@ def demo_manifest(width: int = 640, height: int = 480, fps: int = 30, depth: boo
             )
         )
         images[DEPTH_CAMERA[0]] = DEPTH_CAMERA[1]
-    action_dims = [
-        ActionDimension(name, i, "position", "radians", (-LIMIT, LIMIT)) for i, name in enumerate(JOINTS)
-    ]
+    action_dims = [ActionDimension(name, i, "position", "radians", (-LIMIT, LIMIT)) for i, name in enumerate(JOINTS)]
     action_dims.append(ActionDimension("gripper", len(JOINTS), "continuous", "normalized", (0.0, 1.0)))
     return Manifest(
         dataset_id="",
@@ -167,7 +165,8 @@ def demo_rgb(camera_number: int, step: int, width: int, height: int) -> np.ndarr
 def demo_depth(step: int, width: int, height: int) -> np.ndarray:
     y, x = np.mgrid[0:height, 0:width].astype(np.float32)
     bump = 400 * np.exp(-(((x - width / 2 - step) / (width / 6)) ** 2 + ((y - height / 2) / (height / 6)) ** 2))
-    return (1500 + 2 * x - bump + (step % 7)).astype(np.uint16)
+    depth: np.ndarray = (1500 + 2 * x - bump + (step % 7)).astype(np.uint16)
+    return depth
 
 
 def write_demo_dataset(

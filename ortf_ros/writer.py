@@ -37,7 +37,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings
+from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings, frame_kind
 from ortf_ros.staging import (
     EpisodeHeader,
     EpisodeOutcome,
@@ -248,13 +248,12 @@ class DatasetWriter:
         writer = recording.videos.get(camera)
         if writer is None:
             assert sensor.resolution is not None and sensor.fps is not None  # checked at open
-            kind = "depth" if sensor.is_depth else "rgb"
             writer = StagedVideoWriter(
                 recording.staged.video_file(camera),
                 sensor.resolution.width,
                 sensor.resolution.height,
                 sensor.fps,
-                kind,
+                frame_kind(sensor),
                 self.config.video,
             )
             recording.videos[camera] = writer
@@ -288,8 +287,10 @@ class DatasetWriter:
         columns: dict[str, Any] = {"action": [_vector("action", action, manifest.action_space.dim)]}
         unknown = set(state) - set(manifest.observation_space.state)
         if unknown:
-            raise WriterError(f"unknown state component(s) {sorted(unknown)}; the manifest declares "
-                              f"{sorted(manifest.observation_space.state)}")
+            raise WriterError(
+                f"unknown state component(s) {sorted(unknown)}; the manifest declares "
+                f"{sorted(manifest.observation_space.state)}"
+            )
         for name, component in manifest.observation_space.state.items():
             if name not in state:
                 raise WriterError(f"step {recording.steps}: state component {name!r} is missing")

@@ -41,7 +41,7 @@ def main() -> int:
         image_pub.publish(image)
         time.sleep(1 / 30)
     time.sleep(0.5)
-    node.destroy_node()
+    node.destroy_node()  # type: ignore[no-untyped-call]
     rclpy.shutdown()
     return 0
 

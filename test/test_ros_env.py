@@ -11,10 +11,9 @@ from pathlib import Path
 
 import rclpy
 from rclpy.serialization import deserialize_message
+from ros_publisher import COUNT, image_bytes
 from sensor_msgs.msg import Image
 from tf2_msgs.msg import TFMessage
-
-from ros_publisher import COUNT, image_bytes
 
 HERE = Path(__file__).parent
 
@@ -41,7 +40,7 @@ def test_tf_and_images_cross_processes_as_raw_cdr() -> None:
         _, stderr = publisher.communicate(timeout=60)
         assert publisher.returncode == 0, stderr
     finally:
-        node.destroy_node()
+        node.destroy_node()  # type: ignore[no-untyped-call]
         rclpy.shutdown()
 
     assert len(received["/tf"]) == COUNT and len(received["/wrist_camera/image_raw"]) == COUNT

@@ -69,7 +69,7 @@ def test_random_access_frames_equal_sequential_decode(small_dataset: tuple[Path,
 
 
 def test_episode_index_and_metadata_files(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
-    root, records = small_dataset
+    root, _ = small_dataset
     table = pq.read_table(root / layout.EPISODES)
     assert table.column_names == [
         "episode_id", "task_id", "start_step", "end_step", "length", "duration_seconds", "success",
@@ -145,13 +145,13 @@ def test_plain_pyarrow_duckdb_and_pyav_read_the_dataset(small_dataset: tuple[Pat
     steps = pq.read_table(root / "data/chunk-000/steps.parquet")
     assert steps.schema.field("action").type == pa.list_(pa.float32(), 8)
     assert steps.schema.field("observation.state.ee_orientation").type == pa.list_(pa.float32(), 4)
-    counts = duckdb.sql(
+    counts = duckdb.execute(
         f"SELECT e.episode_id, count(*) AS n, sum(CAST(s.is_first AS INT)) AS firsts, bool_or(s.is_terminal) AS term "
         f"FROM '{root}/data/chunk-000/steps.parquet' s JOIN '{root}/meta/episodes.parquet' e USING (episode_id) "
         f"GROUP BY ALL ORDER BY 1"
     ).fetchall()
     assert counts == [("000000", 12, 1, True), ("000001", 12, 1, True), ("000002", 12, 1, True)]
-    first_action = duckdb.sql(f"SELECT action[1] FROM '{root}/data/chunk-000/steps.parquet' LIMIT 1").fetchall()
+    first_action = duckdb.execute(f"SELECT action[1] FROM '{root}/data/chunk-000/steps.parquet' LIMIT 1").fetchall()
     assert first_action[0][0] == pytest.approx(float(demo_action(0, 0)[0]))
     for camera in (*RGB_CAMERAS, DEPTH_CAMERA[0]):
         with av.open(str(root / f"videos/{camera}/chunk-000/episode_000002.mp4")) as container:
@@ -183,7 +183,10 @@ def test_discarded_episode_leaves_no_trace(small_dataset: tuple[Path, list[Episo
 
 def test_annotations_are_stored_per_episode(tmp_path: Path) -> None:
     root = tmp_path / "ds"
-    objects = {"annotated_frame": 0, "objects": [{"label": "Box A", "bounding_box": {"x": 1, "y": 2, "width": 3, "height": 4}}]}
+    objects = {
+        "annotated_frame": 0,
+        "objects": [{"label": "Box A", "bounding_box": {"x": 1, "y": 2, "width": 3, "height": 4}}],
+    }
     with DatasetWriter(root, demo_manifest(64, 48)) as writer:
         writer.begin_episode("pick")
         writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
@@ -198,14 +201,33 @@ def _images(step: int) -> dict[str, np.ndarray]:
     return images
 
 
+def _step(**change: object) -> tuple[object, ...]:
+    """add_step arguments of a good step 0, with some of them replaced."""
+    args: dict[str, object] = {
+        "timestamp": 0.0,
+        "state": demo_state(0, 0),
+        "action": demo_action(0, 0),
+        "images": _images(0),
+    }
+    args.update(change)
+    return tuple(args.values())
+
+
+def _with_image(camera: str, image: np.ndarray) -> dict[str, np.ndarray]:
+    return {**_images(0), camera: image}
+
+
 BAD_STEPS = [
-    ("wrong action size", lambda: (0.0, demo_state(0, 0), np.zeros(3), _images(0)), "action: expected 8 values"),
-    ("missing state", lambda: (0.0, {"joint_positions": np.zeros(7)}, demo_action(0, 0), _images(0)), "missing"),
-    ("unknown camera", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "cam_x": np.zeros((48, 64, 3), np.uint8)}), "unknown camera 'cam_x'"),
-    ("rgb dtype", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "cam_wrist": np.zeros((48, 64, 3), np.float32)}), "camera 'cam_wrist': expected a uint8 image of shape (48, 64, 3)"),
-    ("depth as rgb", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {**_images(0), "depth": np.zeros((48, 64, 3), np.uint8)}), "camera 'depth': expected a uint16 image of shape (48, 64)"),
-    ("nan action", lambda: (0.0, demo_state(0, 0), np.full(8, np.nan), _images(0)), "values must be finite"),
-    ("no frame yet", lambda: (0.0, demo_state(0, 0), demo_action(0, 0), {}), "has no frame yet"),
+    ("wrong action size", lambda: _step(action=np.zeros(3)), "action: expected 8 values"),
+    ("missing state", lambda: _step(state={"joint_positions": np.zeros(7)}), "missing"),
+    ("unknown camera", lambda: _step(images=_with_image("cam_x", np.zeros((48, 64, 3), np.uint8))),
+     "unknown camera 'cam_x'"),
+    ("rgb dtype", lambda: _step(images=_with_image("cam_wrist", np.zeros((48, 64, 3), np.float32))),
+     "camera 'cam_wrist': expected a uint8 image of shape (48, 64, 3)"),
+    ("depth as rgb", lambda: _step(images=_with_image("depth", np.zeros((48, 64, 3), np.uint8))),
+     "camera 'depth': expected a uint16 image of shape (48, 64)"),
+    ("nan action", lambda: _step(action=np.full(8, np.nan)), "values must be finite"),
+    ("no frame yet", lambda: _step(images={}), "has no frame yet"),
 ]  # fmt: skip
 
 

@@ -11,7 +11,7 @@ back, so a dataset written by another tool survives a round trip through ours.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -130,7 +130,10 @@ class Joint:
 
     def to_dict(self) -> JsonDict:
         limits = list(self.limits) if self.limits is not None else None
-        return {**_drop_none({"name": self.name, "type": self.type, "index": self.index, "limits": limits}), **self.extra}
+        return {
+            **_drop_none({"name": self.name, "type": self.type, "index": self.index, "limits": limits}),
+            **self.extra,
+        }
 
 
 @dataclass(frozen=True)
@@ -604,7 +607,3 @@ class Manifest:
             **_drop_none({"sync_tolerance_ms": self.sync_tolerance_ms}),
             **self.extra,
         }
-
-
-def names_of(items: Sequence[Joint] | Sequence[ActionDimension]) -> list[str]:
-    return [item.name for item in sorted(items, key=lambda item: item.index)]

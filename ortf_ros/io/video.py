@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from fractions import Fraction
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Literal
 
@@ -26,6 +26,7 @@ from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
 from ortf_ros.errors import ReaderError, WriterError
+from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
 
 FrameKind = Literal["rgb", "depth"]
@@ -50,6 +51,10 @@ class VideoSettings:
     pix_fmt: str = "yuv420p"
 
 
+def frame_kind(sensor: Sensor) -> FrameKind:
+    return "depth" if sensor.is_depth else "rgb"
+
+
 def _kind_format(kind: FrameKind) -> tuple[str, str]:
     """(ndarray format given to/returned by PyAV, pixel format stored)."""
     return ("gray16le", "gray16le") if kind == "depth" else ("rgb24", "")
@@ -70,10 +75,14 @@ class StagedVideoWriter:
         self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
         rate = _as_rate(fps)
         if kind == "depth":
-            stream = self._container.add_stream("ffv1", rate=rate)
+            codec, options = "ffv1", {}
+        else:
+            codec, options = settings.codec, {"crf": str(settings.crf), "preset": settings.preset}
+        stream = self._container.add_stream(codec, rate=rate, options=options)
+        assert isinstance(stream, VideoStream)
+        if kind == "depth":
             stream.pix_fmt = "gray16le"
         else:
-            stream = self._container.add_stream(settings.codec, rate=rate, options={"crf": str(settings.crf), "preset": settings.preset})
             stream.pix_fmt = settings.pix_fmt
             stream.gop_size = settings.gop
         stream.width = width
@@ -149,7 +158,7 @@ def finalize(staged: Path, target: Path) -> int:
     return frames
 
 
-def _packets(container: InputContainer) -> Iterator[av.Packet]:
+def _packets(container: InputContainer) -> Iterator[av.Packet[VideoStream]]:
     """The video packets that are complete on disk; a torn last fragment ends them."""
     try:
         for packet in container.demux(container.streams.video[0]):
