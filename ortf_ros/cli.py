@@ -18,7 +18,9 @@ from ortf_ros.errors import OrtfError
 from ortf_ros.info import dataset_info
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
+from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.validation import validate
+from ortf_ros.writer import WriterConfig
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -57,17 +59,15 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    # Imported here: it pulls in the video encoder, which the other commands may not need.
-    from ortf_ros.synthetic import write_demo_dataset
-
     out = Path(args.output)
     if out.exists():
         if not args.force:
             print(f"ortf demo: {out} exists; pass --force to replace it", file=sys.stderr)
             return EXIT_USAGE
         shutil.rmtree(out)
+    config = WriterConfig.from_yaml(args.config) if args.config else None
     records = write_demo_dataset(
-        out, episodes=args.episodes, steps=args.steps, width=args.width, height=args.height, fps=args.fps
+        out, episodes=args.episodes, steps=args.steps, width=args.width, height=args.height, fps=args.fps, config=config
     )
     print(f"wrote {len(records)} synthetic episode(s) to {out}\n")
     report = validate(out, strict=True)
@@ -106,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=480)
     p.add_argument("--fps", type=int, default=30)
+    p.add_argument("--config", metavar="YAML", help="writer settings (see config/writer.yaml)")
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(run=_cmd_demo)
     return parser

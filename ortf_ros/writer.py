@@ -20,13 +20,14 @@ import logging
 import os
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import yaml
 from numpy.typing import ArrayLike
 
 from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
@@ -50,6 +51,7 @@ from ortf_ros.staging import (
 from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,40 @@ class WriterConfig:
     video: VideoSettings = field(default_factory=VideoSettings)
     # Rows per Parquet row group when an episode is committed: bounds commit memory.
     row_group_steps: int = 65536
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
+        """Settings from parsed YAML/parameters; unknown keys and wrong types are errors."""
+        video_data = data.get("video", {})
+        if not isinstance(video_data, Mapping):
+            raise WriterError(f"{source}: video: expected a mapping, got {video_data!r}")
+        video = _typed_fields(VideoSettings, video_data, f"{source}: video.")
+        top = {k: v for k, v in data.items() if k != "video"}
+        return replace(_typed_fields(cls, top, f"{source}: "), video=video)
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> WriterConfig:
+        try:
+            data = yaml.safe_load(Path(path).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise WriterError(f"{path}: cannot read writer settings: {exc}") from None
+        if not isinstance(data, Mapping):
+            raise WriterError(f"{path}: expected a mapping of settings")
+        return cls.from_mapping(data, str(path))
+
+
+def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:
+    """Build dataclass ``kind`` from ``data``, checking each value against its default's type."""
+    defaults = kind()
+    values = {}
+    for key, value in data.items():
+        if key not in {f.name for f in fields(kind)}:  # type: ignore[arg-type]
+            raise WriterError(f"{where}{key}: unknown setting")
+        expected = type(getattr(defaults, key))
+        if type(value) is not expected:
+            raise WriterError(f"{where}{key}: expected {expected.__name__}, got {value!r}")
+        values[key] = value
+    return replace(defaults, **values)  # type: ignore[type-var]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,72 @@
+"""The package as users get it: `pip install .` on a machine without ROS gives the
+library and the `ortf` tool; the wheel carries what colcon/ament expect."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+import xml.etree.ElementTree as ET
+import zipfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(REPO), "--no-deps", "-q", "-w", str(out)],
+        check=True,
+        env=dict(os.environ),
+    )
+    (built,) = out.glob("ortf_ros-*.whl")
+    return built
+
+
+def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    data = "ortf_ros-0.1.0.data/data/share/"
+    assert f"{data}ament_index/resource_index/packages/ortf_ros" in names
+    assert f"{data}ortf_ros/package.xml" in names
+    assert f"{data}ortf_ros/config/writer.yaml" in names
+    assert "ortf_ros/py.typed" in names
+    entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
+    assert "ortf = ortf_ros.cli:main" in entry_points
+    assert not [n for n in names if n.startswith("ortf_ros/ros/")], "no node modules yet: nothing may import rclpy"
+
+
+def test_package_xml_declares_ros_and_python_dependencies() -> None:
+    root = ET.parse(REPO / "package.xml").getroot()
+    assert root.get("format") == "3"
+    assert root.findtext("name") == "ortf_ros"
+    exec_depends = {e.text for e in root.findall("exec_depend")}
+    for ros_package in ("rclpy", "sensor_msgs", "geometry_msgs", "tf2_msgs", "std_msgs", "std_srvs", "rosgraph_msgs"):
+        assert ros_package in exec_depends
+    for rosdep_key in ("python3-numpy", "python3-pyarrow", "python3-av", "python3-yaml"):
+        assert rosdep_key in exec_depends
+    assert root.findtext("export/build_type") == "ament_python"
+    assert (REPO / "resource/ortf_ros").exists()
+    assert "script_dir=$base/lib/ortf_ros" in (REPO / "setup.cfg").read_text()
+
+
+def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Path) -> None:
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    python = env_dir / "bin" / "python"
+    clean_env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "AMENT_", "_ROS_", "LD_LIBRARY"))}
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, env=clean_env)
+    assert subprocess.run([str(python), "-c", "import rclpy"], env=clean_env, capture_output=True).returncode != 0
+    demo = ["demo", str(tmp_path / "demo"), "--episodes", "1", "--steps", "4", "--width", "64", "--height", "48"]
+    result = subprocess.run(
+        [str(env_dir / "bin" / "ortf"), *demo],
+        env=clean_env,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "steps     4" in result.stdout
