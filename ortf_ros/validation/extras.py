@@ -1,0 +1,119 @@
+"""Rules on the optional and transient parts of a dataset: stats.json, annotations, staging.
+
+None of these can make the data itself wrong, so they warn (stats, annotations) or
+inform (staging): an unfinished episode is the normal state after a crash, and the
+dataset stays valid until ``ortf recover`` finishes or discards it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ortf_ros.errors import FormatError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.schema import vector_columns
+from ortf_ros.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
+from ortf_ros.stats import QUANTILES
+from ortf_ros.validation.findings import Finding, finding
+
+STAT_KEYS = ("mean", "std", "min", "max", *QUANTILES)
+SCENE_OBJECTS = "scene_objects.json"
+
+
+def _read_json(root: Path, path: str) -> Any:
+    """Parsed JSON; raises ValueError (with the reason) or FileNotFoundError."""
+    try:
+        return json.loads((root / path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot be read: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"not valid JSON: {exc}") from None
+
+
+def check_stats(root: Path, manifest: Manifest, *, has_steps: bool) -> list[Finding]:
+    """Normalisation statistics, which trainers read before any step; a feature may lack
+    an entry only while the dataset has no steps."""
+    file = layout.STATS
+    try:
+        data = _read_json(root, file)
+    except FileNotFoundError:
+        return [finding("stats.missing", file, "no normalisation statistics; trainers will have to compute them")]
+    except ValueError as exc:
+        return [finding("stats.invalid", file, str(exc))]
+    if not isinstance(data, Mapping):
+        return [finding("stats.invalid", file, f"expected an object, got {type(data).__name__}")]
+    found = []
+    for column, dim in vector_columns(manifest).items():
+        entry = data.get(column)
+        if entry is None and not has_steps:
+            continue
+        problem = _stats_entry_problem(entry, dim)
+        if problem is not None:
+            found.append(finding("stats.invalid", file, problem, field=column))
+    return found
+
+
+def _stats_entry_problem(entry: object, dim: int) -> str | None:
+    if not isinstance(entry, Mapping):
+        return "no entry for this feature" if entry is None else f"expected an object, got {type(entry).__name__}"
+    bad = [key for key in STAT_KEYS if not _is_vector(entry.get(key), dim)]
+    return f"{', '.join(bad)} must be lists of {dim} numbers" if bad else None
+
+
+def _is_vector(value: object, dim: int) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == dim
+        and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in value)
+    )
+
+
+def check_annotations(root: Path, directories: Iterable[str]) -> list[Finding]:
+    """scene_objects.json in each of ``directories`` (dataset-relative) that has one."""
+    found = []
+    for directory in directories:
+        file = f"{directory}/{SCENE_OBJECTS}"
+        try:
+            data = _read_json(root, file)
+        except FileNotFoundError:
+            continue
+        except ValueError as exc:
+            found.append(finding("annotations.scene_objects", file, str(exc)))
+            continue
+        if not isinstance(data, Mapping) or not isinstance(data.get("objects"), list):
+            found.append(finding("annotations.scene_objects", file, "expected an object with an 'objects' list"))
+    return found
+
+
+def annotation_dirs(root: Path) -> list[str]:
+    base = root / "annotations"
+    return sorted(f"annotations/{p.name}" for p in base.iterdir() if p.is_dir()) if base.is_dir() else []
+
+
+def check_staging(root: Path, only: str | None) -> tuple[set[str], list[Finding]]:
+    """Ids of episodes whose commit was interrupted, and a note per staged episode
+    (only ``only``'s, if given)."""
+    pending: set[str] = set()
+    found = []
+    for directory in staged_episode_dirs(root):
+        file = f"{layout.STAGING_DIR}/{directory.name}"
+        try:
+            episode_id = StagedEpisode(directory).header().episode_id
+        except FormatError:
+            episode_id = directory.name.removeprefix("episode_")
+        if only is not None and episode_id != only:
+            continue
+        if (directory / COMMIT_FILE).exists():
+            pending.add(episode_id)
+            message = f"commit of episode {episode_id} was interrupted: run `ortf recover {root}`"
+            found.append(finding("staging.interrupted_commit", file, message, episode=episode_id))
+        else:
+            message = f"unfinished episode {episode_id}: run `ortf recover {root}`"
+            found.append(finding("staging.unfinished", file, message, episode=episode_id))
+    return pending, found

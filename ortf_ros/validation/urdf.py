@@ -1,0 +1,74 @@
+"""Rules tying the manifest's robot to its URDF.
+
+The spec says manifest joint names MUST match the URDF; the reverse direction (a
+movable URDF joint the manifest does not list) is only suspicious, since a dataset
+may record a subset of the robot.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.validation.findings import Finding, finding
+
+MOVABLE_JOINT_TYPES = ("revolute", "prismatic", "continuous")
+_FIELD = "robot.urdf_path"
+
+
+@dataclass(frozen=True)
+class Urdf:
+    joints: frozenset[str]
+    # Joints that move on their own: movable and not a <mimic> of another joint.
+    independent_joints: frozenset[str]
+    links: frozenset[str]
+
+
+def load_urdf(root: Path, manifest: Manifest) -> tuple[Urdf | None, list[Finding]]:
+    """The URDF that ``robot.urdf_path`` names, or None with what is wrong."""
+    path = manifest.robot.urdf_path
+    if path is None:
+        if (root / layout.URDF).exists():
+            message = f"{layout.URDF} exists but robot.urdf_path does not reference it"
+            return None, [finding("manifest.urdf_undeclared", layout.MANIFEST, message, field=_FIELD)]
+        return None, []
+    parts = PurePosixPath(path).parts
+    if len(parts) < 2 or parts[0] != layout.ROBOT_DIR or ".." in parts:
+        message = f"{path!r} must be a file in the {layout.ROBOT_DIR}/ directory"
+        return None, [finding("manifest.urdf", layout.MANIFEST, message, field=_FIELD)]
+    try:
+        tree = ET.parse(root / path)
+    except FileNotFoundError:
+        return None, [finding("manifest.urdf", layout.MANIFEST, f"{path} does not exist", field=_FIELD)]
+    except (ET.ParseError, OSError) as exc:
+        return None, [finding("manifest.urdf", path, f"not readable XML: {exc}")]
+    robot = tree.getroot()
+    if robot.tag != "robot":
+        return None, [finding("manifest.urdf", path, f"root element is <{robot.tag}>; a URDF has <robot>")]
+    # Direct children only: <transmission> elements also contain <joint> tags.
+    joints = robot.findall("joint")
+    independent = {
+        j.get("name", "") for j in joints if j.get("type") in MOVABLE_JOINT_TYPES and j.find("mimic") is None
+    }
+    return Urdf(
+        joints=frozenset(j.get("name", "") for j in joints),
+        independent_joints=frozenset(independent),
+        links=frozenset(link.get("name", "") for link in robot.findall("link")),
+    ), []
+
+
+def check_urdf_joints(manifest: Manifest, urdf: Urdf) -> list[Finding]:
+    path = manifest.robot.urdf_path or layout.URDF
+    listed = {joint.name for joint in manifest.robot.joints}
+    found = [
+        finding("manifest.urdf_joints", layout.MANIFEST, f"{name!r} is not a joint of {path}", field="robot.joints")
+        for name in sorted(listed - urdf.joints)
+    ]
+    unlisted = sorted(urdf.independent_joints - listed)
+    if unlisted:
+        message = f"movable joints of {path} not listed in robot.joints: {', '.join(unlisted)}"
+        found.append(finding("manifest.urdf_movable", layout.MANIFEST, message, field="robot.joints"))
+    return found
