@@ -3,7 +3,7 @@
 Each episode's rows are folded into a small running summary as they stream past
 (flag counts, last timestamp, largest frame index, first problem per rule), so memory
 is bounded by the batch size and the number of episodes in a chunk, never by how long
-an episode is. Batches are split into runs of consecutive rows of one episode and
+an episode is or how many chunks there are. Batches are split into runs of consecutive rows of one episode and
 every rule is a vectorised numpy test on a run.
 """
 
@@ -47,10 +47,10 @@ def check_steps(
     ``pending`` are episode ids whose commit was interrupted: their rows are expected
     to lack an index entry. ``frame_counts`` gives, per episode, each camera's frames.
     """
-    scanner = _Scanner(root, manifest, episodes, only=only, pending=pending)
+    scanner = _Scanner(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
     for chunk_id in scanner.chunks():
         scanner.scan(chunk_id)
-    return scanner.finish(frame_counts)
+    return scanner.finish()
 
 
 def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
@@ -203,7 +203,38 @@ def _row_groups_with(parquet: pq.ParquetFile, episode_id: str) -> list[int]:
     return groups
 
 
+_CONVENTION_NAMES = {(True, False): "start_step + row", (False, True): "row (from 0)"}
+
+
+class _StepIndexConvention:
+    """The spec leaves open whether step_index counts across the dataset or within the
+    episode. Both are accepted, but the first episode that tells them apart (one whose
+    start_step is not 0) fixes the convention for the rest."""
+
+    def __init__(self) -> None:
+        self.convention: tuple[bool, bool] | None = None
+
+    def check(self, episode: Episode, file: str, from_start: bool, from_zero: bool) -> list[Finding]:
+        if not (from_start or from_zero):
+            message = f"step_index is neither start_step ({episode.record.start_step}) + row nor the row from 0"
+            return [finding("steps.step_index", file, message, episode=episode.id, field="step_index")]
+        if from_start == from_zero:  # start_step 0: both conventions agree
+            return []
+        if self.convention is None:
+            self.convention = (from_start, from_zero)
+        if (from_start, from_zero) == self.convention:
+            return []
+        message = (
+            f"inconsistent step_index convention: counts {_CONVENTION_NAMES[(from_start, from_zero)]} while earlier "
+            f"episodes count {_CONVENTION_NAMES[self.convention]}"
+        )
+        return [finding("steps.step_index_convention", file, message, episode=episode.id, field="step_index")]
+
+
 class _Scanner:
+    """Reads chunk after chunk; an episode's summary is turned into findings and dropped
+    as soon as its chunk is read, so at most one chunk's episodes are held."""
+
     def __init__(
         self,
         root: Path,
@@ -212,50 +243,73 @@ class _Scanner:
         *,
         only: Episode | None,
         pending: Collection[str],
+        frame_counts: Mapping[str, Mapping[str, int]],
     ) -> None:
         self.root = root
         self.expected = step_schema(manifest)
         self.vectors = vector_columns(manifest)
         self.frames = {layout.image_column(camera): camera for camera in manifest.cameras}
         self.episodes = {e.id: e for e in episodes}
-        self.selected = [only] if only is not None else list(episodes)
         self.only = only
+        self.by_chunk: dict[int, list[Episode]] = defaultdict(list)
+        for episode in [only] if only is not None else episodes:
+            self.by_chunk[episode.record.chunk_id].append(episode)
         self.pending = pending
+        self.frame_counts = frame_counts
         self.found: list[Finding] = []
         self.scans: dict[str, _EpisodeScan] = {}
+        self.convention = _StepIndexConvention()
+        self.rowless: list[Episode] = []  # no rows in their chunk: misplaced, or missing
         self.elsewhere: dict[str, set[int]] = defaultdict(set)  # episode -> other chunks holding its rows
         self.orphans: Counter[tuple[str, str]] = Counter()  # (file, episode id) -> rows
-        self.unscanned: set[int] = set()  # chunks whose rows could not all be read
-        self.schemas: dict[str, pa.Schema] = {}
+        self.reference: tuple[str, pa.Schema] | None = None  # the first chunk's schema
         self.reported_nulls: set[tuple[str, str]] = set()
 
     def chunks(self) -> list[int]:
         """The chunks the selected episodes name, plus (for the whole dataset) any on disk."""
-        chunks = {e.record.chunk_id for e in self.selected}
+        chunks = set(self.by_chunk)
         if self.only is None:
             chunks.update(_chunks_on_disk(self.root))
         return sorted(chunks)
 
     def scan(self, chunk_id: int) -> None:
         file = layout.steps_path(chunk_id)
+        complete = self._read(chunk_id, file)
+        for episode in self.by_chunk.get(chunk_id, []):
+            scan = self.scans.pop(episode.id, None)
+            if not complete:
+                continue  # the file's own finding says why; partial rows would only add noise
+            if scan is None:
+                self.rowless.append(episode)
+                continue
+            self.found += scan.findings(episode, file, self.frame_counts.get(episode.id, {}))
+            index = scan.step_index()
+            if index is not None:
+                self.found += self.convention.check(episode, file, *index)
+
+    def _read(self, chunk_id: int, file: str) -> bool:
+        """Fold the chunk's rows into episode summaries; False unless all could be read."""
         try:
             parquet = pq.ParquetFile(self.root / file)
             columns = self._usable_columns(file, parquet.schema_arrow)
             if "episode_id" not in columns:
-                self.unscanned.add(chunk_id)
-                return
+                return False
             groups = _row_groups_with(parquet, self.only.id) if self.only is not None else None
             for batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=sorted(columns), row_groups=groups):
                 self._scan_batch(chunk_id, file, columns, batch)
         except FileNotFoundError:
-            self.unscanned.add(chunk_id)
             self.found.append(finding("steps.missing", file, "the chunk's step table is missing"))
+            return False
         except (pa.ArrowException, OSError) as exc:
-            self.unscanned.add(chunk_id)
             self.found.append(finding("steps.unreadable", file, f"not readable Parquet: {exc}"))
+            return False
+        return True
 
     def _usable_columns(self, file: str, actual: pa.Schema) -> frozenset[str]:
-        self.schemas[file] = actual
+        if self.reference is None:
+            self.reference = (file, actual)
+        else:
+            self.found += _schema_mismatch(file, actual, *self.reference)
         usable = set()
         for expected in self.expected:
             index = actual.get_field_index(expected.name)
@@ -311,85 +365,39 @@ class _Scanner:
             scan = self.scans[episode_id] = _EpisodeScan(episode.record.start_step, columns, self.vectors, self.frames)
         scan.update(run, rows)
 
-    def finish(self, frame_counts: Mapping[str, Mapping[str, int]]) -> list[Finding]:
-        conventions = []
-        for episode in self.selected:
-            file = layout.steps_path(episode.record.chunk_id)
-            self._misplaced(episode)
-            scan = self.scans.get(episode.id)
-            if episode.record.chunk_id in self.unscanned:
-                continue
-            if scan is None:
-                if episode.id not in self.elsewhere:
-                    message = f"has no rows; episodes.parquet gives length {episode.record.length}"
-                    self.found.append(finding("steps.length", file, message, episode=episode.id))
-                continue
-            self.found += scan.findings(episode, file, frame_counts.get(episode.id, {}))
-            index = scan.step_index()
-            if index is not None:
-                conventions.append((episode, file, *index))
-        self.found += _step_index_findings(conventions)
-        self.found += self._orphan_findings()
-        self.found += _schema_mismatches(self.schemas)
-        return self.found
-
-    def _misplaced(self, episode: Episode) -> None:
-        chunks = self.elsewhere.get(episode.id)
-        if chunks:
+    def finish(self) -> list[Finding]:
+        """The findings that need every chunk read: misplaced, missing and orphaned rows."""
+        for episode in self.rowless:
+            if episode.id not in self.elsewhere:
+                message = f"has no rows; episodes.parquet gives length {episode.record.length}"
+                file = layout.steps_path(episode.record.chunk_id)
+                self.found.append(finding("steps.length", file, message, episode=episode.id))
+        for episode_id, chunks in self.elsewhere.items():
             files = ", ".join(layout.steps_path(c) for c in sorted(chunks))
-            message = f"rows found in {files}, but chunk_id is {episode.record.chunk_id}"
+            message = f"rows found in {files}, but chunk_id is {self.episodes[episode_id].record.chunk_id}"
             self.found.append(
-                finding("episodes.chunk_id", layout.EPISODES, message, episode=episode.id, field="chunk_id")
+                finding("episodes.chunk_id", layout.EPISODES, message, episode=episode_id, field="chunk_id")
             )
-
-    def _orphan_findings(self) -> list[Finding]:
-        found = []
         for (file, episode_id), rows in self.orphans.items():
             if episode_id in self.pending:
                 message = f"{rows} row(s) of episode {episode_id}, whose commit was interrupted: "
                 message += f"run `ortf recover {self.root}`"
-                found.append(finding("steps.pending_commit", file, message, episode=episode_id))
+                self.found.append(finding("steps.pending_commit", file, message, episode=episode_id))
             else:
                 message = f"{rows} row(s) belong to episode {episode_id!r}, which is not in episodes.parquet"
-                found.append(finding("steps.orphan", file, message, episode=episode_id))
-        return found
+                self.found.append(finding("steps.orphan", file, message, episode=episode_id))
+        return self.found
 
 
-def _step_index_findings(results: Sequence[tuple[Episode, str, bool, bool]]) -> list[Finding]:
-    """The spec leaves open whether step_index counts across the dataset or within the
-    episode; both are accepted, but the first episode that tells them apart (one whose
-    start_step is not 0) fixes the convention for the rest."""
-    names = {(True, False): "start_step + row", (False, True): "row (from 0)"}
-    convention = next(((s, z) for _, _, s, z in results if s != z), None)
-    found = []
-    for episode, file, from_start, from_zero in results:
-        if not (from_start or from_zero):
-            message = f"step_index is neither start_step ({episode.record.start_step}) + row nor the row from 0"
-            found.append(finding("steps.step_index", file, message, episode=episode.id, field="step_index"))
-        elif convention is not None and from_start != from_zero and (from_start, from_zero) != convention:
-            message = (
-                f"inconsistent step_index convention: counts {names[(from_start, from_zero)]} while earlier "
-                f"episodes count {names[convention]}"
-            )
-            found.append(finding("steps.step_index_convention", file, message, episode=episode.id, field="step_index"))
-    return found
-
-
-def _schema_mismatches(schemas: Mapping[str, pa.Schema]) -> list[Finding]:
+def _schema_mismatch(file: str, schema: pa.Schema, first: str, reference: pa.Schema) -> list[Finding]:
     """RLDS INV-R3: every step has the same fields, so every chunk has the same columns."""
-    if len(schemas) < 2:
-        return []
-    (first, reference), *others = schemas.items()
     expected = {f.name: f.type for f in reference}
-    found = []
-    for file, schema in others:
-        actual = {f.name: f.type for f in schema}
-        differing = sorted(
-            name
-            for name in expected.keys() | actual.keys()
-            if name not in expected or name not in actual or not _same_type(actual[name], expected[name])
-        )
-        if differing:
-            message = f"columns differ from {first}: {', '.join(differing)}"
-            found.append(finding("steps.schema_mismatch", file, message))
-    return found
+    actual = {f.name: f.type for f in schema}
+    differing = sorted(
+        name
+        for name in expected.keys() | actual.keys()
+        if name not in expected or name not in actual or not _same_type(actual[name], expected[name])
+    )
+    if not differing:
+        return []
+    return [finding("steps.schema_mismatch", file, f"columns differ from {first}: {', '.join(differing)}")]
