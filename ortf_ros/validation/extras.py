@@ -7,10 +7,8 @@ dataset stays valid until ``ortf recover`` finishes or discards it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
@@ -18,22 +16,11 @@ from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import vector_columns
 from ortf_ros.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
 from ortf_ros.stats import QUANTILES
+from ortf_ros.validation.files import read_json
 from ortf_ros.validation.findings import Finding, finding
 
 STAT_KEYS = ("mean", "std", "min", "max", *QUANTILES)
 SCENE_OBJECTS = "scene_objects.json"
-
-
-def _read_json(root: Path, path: str) -> Any:
-    """Parsed JSON; raises ValueError (with the reason) or FileNotFoundError."""
-    try:
-        return json.loads((root / path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot be read: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"not valid JSON: {exc}") from None
 
 
 def check_stats(root: Path, manifest: Manifest, *, has_steps: bool) -> list[Finding]:
@@ -41,7 +28,7 @@ def check_stats(root: Path, manifest: Manifest, *, has_steps: bool) -> list[Find
     an entry only while the dataset has no steps."""
     file = layout.STATS
     try:
-        data = _read_json(root, file)
+        data = read_json(root, file)
     except FileNotFoundError:
         return [finding("stats.missing", file, "no normalisation statistics; trainers will have to compute them")]
     except ValueError as exc:
@@ -80,7 +67,7 @@ def check_annotations(root: Path, directories: Iterable[str]) -> list[Finding]:
     for directory in directories:
         file = f"{directory}/{SCENE_OBJECTS}"
         try:
-            data = _read_json(root, file)
+            data = read_json(root, file)
         except FileNotFoundError:
             continue
         except ValueError as exc:

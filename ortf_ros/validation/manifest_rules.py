@@ -7,7 +7,6 @@ they need as arguments.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
@@ -16,6 +15,7 @@ from pathlib import Path
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Transform
+from ortf_ros.validation.files import read_json
 from ortf_ros.validation.findings import Finding, finding
 
 REQUIRED_FIELDS = ("ortf_version", "dataset_id", "robot", "action_space", "observation_space", "sensors", "frames")
@@ -39,15 +39,11 @@ _FILE = layout.MANIFEST
 def load_manifest(root: Path) -> tuple[Manifest | None, list[Finding]]:
     """The parsed manifest, or None with the reason; all missing top-level fields at once."""
     try:
-        text = (root / _FILE).read_text(encoding="utf-8")
+        data = read_json(root, _FILE)
     except FileNotFoundError:
         return None, [finding("manifest.missing", _FILE, f"no manifest: is {root} an ORTF dataset?")]
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, [finding("manifest.unreadable", _FILE, f"cannot be read: {exc}")]
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, [finding("manifest.unreadable", _FILE, f"not valid JSON: {exc}")]
+    except ValueError as exc:
+        return None, [finding("manifest.unreadable", _FILE, str(exc))]
     if isinstance(data, dict):
         missing = [key for key in REQUIRED_FIELDS if data.get(key) is None]
         if missing:
