@@ -572,6 +572,22 @@ def test_episodes_split_across_batches_are_checked_whole(dataset: Path, monkeypa
     ]
 
 
+def test_npz_depth_stacks_are_accepted(dataset: Path) -> None:
+    """NPZ is the spec's other lossless depth storage; its frame count bounds frame_index too."""
+    sensor(1, "encoding", "npz")(dataset)
+
+    def to_npz(rows: list[dict[str, Any]]) -> None:
+        for e, row in enumerate(rows):
+            path = video_rel("cam_depth", e).removesuffix(".mp4") + ".npz"
+            np.savez_compressed(dataset / path, depth=np.zeros((DEPTH_FRAMES, HEIGHT, WIDTH), np.uint16))
+            row["video_files"]["cam_depth"] = path
+
+    edit_episodes(to_npz)(dataset)
+    assert validate(dataset, strict=True).findings == ()
+    cell("observation.images.cam_depth.frame_index", 3, DEPTH_FRAMES)(dataset)
+    assert_reports(validate(dataset), "steps.frame_index")
+
+
 def test_a_truncated_step_file_is_one_error_naming_it(dataset: Path) -> None:
     truncate(steps_rel(0), 0.5)(dataset)
     report = validate(dataset)
