@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="write a synthetic two-camera dataset, validate it and show its info")
     p.add_argument("output", nargs="?", default="demo-output")
-    p.add_argument("--episodes", type=int, default=2)
+    p.add_argument("--episodes", type=int, default=3)
     p.add_argument("--steps", type=int, default=90)
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=480)

@@ -69,7 +69,10 @@ class DatasetInfo:
             for c in self.cameras
         ]
         out.append("tasks")
-        out += [f"  [{t.task_id}] {t.instruction}  ({t.episodes} episodes)" for t in self.tasks]
+        out += [
+            f"  [{t.task_id}] {t.instruction}  ({t.episodes} episode{'' if t.episodes == 1 else 's'})"
+            for t in self.tasks
+        ]
         return out
 
 

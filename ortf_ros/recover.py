@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ortf_ros.catalog import Catalog
+from ortf_ros.catalog import Catalog, load_manifest
 from ortf_ros.commit import EmptyEpisodeError, commit_staged, discard_staged
 from ortf_ros.staging import (
     EpisodeOutcome,
@@ -43,6 +43,7 @@ class RecoveryResult:
 
 def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = None) -> list[RecoveryResult]:
     config = config or WriterConfig()
+    load_manifest(root)  # not a dataset: say so before the lock creates anything in it
     lock = lock_dataset(root)
     try:
         catalog = Catalog.load(root)
