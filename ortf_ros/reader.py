@@ -23,6 +23,7 @@ from ortf_ros.errors import FormatError, ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
+from ortf_ros.io.npz import NpzDepthReader
 from ortf_ros.io.video import VideoReader, frame_kind
 
 StepIndexConvention = Literal["global", "episode"]
@@ -106,7 +107,7 @@ class Episode:
     def __init__(self, dataset: Dataset, record: EpisodeRecord) -> None:
         self.dataset = dataset
         self.record = record
-        self._videos: dict[str, VideoReader] = {}
+        self._videos: dict[str, VideoReader | NpzDepthReader] = {}
 
     def __enter__(self) -> Episode:
         return self
@@ -173,7 +174,11 @@ class Episode:
             path = self.video_path(camera)
             if not path.exists():
                 raise ReaderError(f"{path.relative_to(self.dataset.root)}: missing (episode {self.episode_id})")
-            reader = VideoReader(path, frame_kind(self.dataset.manifest.cameras[camera]))
+            sensor = self.dataset.manifest.cameras[camera]
+            if path.suffix == ".npz" and sensor.is_depth:
+                reader = NpzDepthReader(path)
+            else:
+                reader = VideoReader(path, frame_kind(sensor))
             self._videos[camera] = reader
         return reader.read(frame_index)
 

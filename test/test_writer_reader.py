@@ -300,3 +300,18 @@ def test_missing_or_truncated_files_name_the_file(small_dataset: tuple[Path, lis
     (root / layout.EPISODES).unlink()
     with pytest.raises(FormatError, match="meta/episodes.parquet: missing"):
         load_dataset(root)
+
+
+def test_npz_depth_from_another_writer_is_read(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
+    root, _ = small_dataset
+    stack = np.stack([demo_depth(step, 64, 48) for step in range(12)])
+    np.savez_compressed(root / "videos/depth/chunk-000/episode_000001.npz", depth=stack)
+    table = pq.read_table(root / layout.EPISODES)
+    rows = table.to_pylist()
+    rows[1]["video_files"]["depth"] = "videos/depth/chunk-000/episode_000001.npz"
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), root / layout.EPISODES)
+    episode = load_dataset(root).episode("000001")
+    for step, frame in enumerate(episode.step_frames("depth")):
+        np.testing.assert_array_equal(frame, stack[step])
+    with pytest.raises(ReaderError, match="has no frame 12"):
+        episode.frame("depth", 12)

@@ -1,0 +1,51 @@
+"""Depth stored as an NPZ stack, the spec's other lossless depth option (other writers use it).
+
+The stack is the archive's first array, shaped (frames, height, width). A compressed
+NPZ member cannot be read frame by frame, so the stack is loaded on first access: its
+memory is one episode's depth, which is why our writer stores depth as FFV1 instead.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+
+from ortf_ros.errors import ReaderError
+
+
+class NpzDepthReader:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._stack: np.ndarray | None = None
+
+    def __enter__(self) -> NpzDepthReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._stack = None
+
+    def _load(self) -> np.ndarray:
+        if self._stack is None:
+            try:
+                with np.load(self.path) as archive:
+                    if not archive.files:
+                        raise ReaderError(f"{self.path}: NPZ holds no array")
+                    stack = archive[archive.files[0]]
+            except (OSError, ValueError, zipfile.BadZipFile) as exc:
+                raise ReaderError(f"{self.path}: not a readable NPZ depth stack: {exc}") from None
+            if stack.ndim != 3:
+                raise ReaderError(f"{self.path}: depth stack has shape {stack.shape}; expected (frames, height, width)")
+            self._stack = stack
+        return self._stack
+
+    def read(self, index: int) -> np.ndarray:
+        stack = self._load()
+        if not 0 <= index < len(stack):
+            raise ReaderError(f"{self.path}: has no frame {index} ({len(stack)} frames)")
+        frame: np.ndarray = stack[index]
+        return frame
