@@ -13,8 +13,8 @@ demo: setup
 	@$(VENV)/bin/ortf demo demo-output --force --config config/writer.yaml
 
 lint: setup
-	@$(PY) -m ruff check ortf_ros test bench
-	@$(PY) -m ruff format --check ortf_ros test bench
+	@$(PY) -m ruff check
+	@$(PY) -m ruff format --check
 	@$(PY) -m mypy
 
 test: lint
