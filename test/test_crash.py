@@ -22,6 +22,14 @@ from ortf_ros.validation import validate
 CHILD = Path(__file__).with_name("crash_child.py")
 
 
+def committed_files(root: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in root.rglob("*")
+        if p.is_file() and layout.STAGING_DIR not in p.relative_to(root).parts
+    }
+
+
 def snapshot(root: Path) -> tuple[dict[str, bytes], list[dict[str, object]]]:
     videos = {str(p.relative_to(root)): p.read_bytes() for p in (root / "videos").rglob("*.mp4")}
     rows = pq.read_table(root / layout.steps_path(0)).to_pylist()
@@ -67,7 +75,9 @@ def test_kill_mid_episode_then_recover(
     base: tuple[Path, dict[str, bytes], list[dict[str, object]]], kill_after_step: int
 ) -> None:
     root, videos, rows = base
+    before = committed_files(root)
     run_child_until_killed(root, "steps", "100", kill_after_step)
+    assert committed_files(root) == before  # nothing committed is touched while recording
     assert_valid(root, strict=False)
     assert len(load_dataset(root)) == 2
     assert_earlier_episodes_intact(root, videos, rows)
