@@ -143,13 +143,10 @@ def commit_staged(
     frame_counts: dict[str, int] = {}
     for camera in manifest.cameras:
         relative = layout.video_path(camera, chunk_id, header.episode_index)
+        # Staged videos stay until the commit's last step, so a rolled-forward commit
+        # remuxes them again rather than trusting a copy it may have cut short.
         source = staged.video_file(camera)
-        if source.exists():
-            frame_counts[camera] = video.finalize(source, catalog.root / relative)
-        elif (catalog.root / relative).exists():  # finalized before an interrupted commit
-            frame_counts[camera] = video.probe(catalog.root / relative).frames
-        else:
-            frame_counts[camera] = 0
+        frame_counts[camera] = video.finalize(source, catalog.root / relative) if source.exists() else 0
         video_files[camera] = relative
     scan = _scan_steps(staged, frame_counts)
     if scan.length == 0:
