@@ -153,8 +153,23 @@ class StagedEpisode:
     def mark_committing(self, outcome: EpisodeOutcome) -> None:
         atomic.write_json(self.directory / COMMIT_FILE, asdict(outcome))
 
-    def read_steps(self) -> Iterator[pa.RecordBatch]:
-        """Every complete step batch on disk; a torn last batch (a crash) ends the stream."""
+    def read_steps(self, batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
+        """Every complete step on disk, merged into batches of up to ``batch_rows``.
+
+        The log holds one message per step; each one read back as its own batch costs
+        kilobytes of object overhead, so merging keeps a commit's memory flat in
+        episode length. A torn last message (a crash) ends the stream.
+        """
+        pending: list[pa.RecordBatch] = []
+        for batch in self._read_messages():
+            pending.append(batch)
+            if len(pending) >= batch_rows:
+                yield pa.concat_batches(pending)
+                pending = []
+        if pending:
+            yield pa.concat_batches(pending)
+
+    def _read_messages(self) -> Iterator[pa.RecordBatch]:
         if not self.steps_file.exists():
             return
         with pa.OSFile(str(self.steps_file), "rb") as source:
