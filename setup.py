@@ -39,9 +39,10 @@ setup(
             "pytest-timeout>=2",
             "duckdb>=1",
             "psutil>=5",
-            "mypy>=1.10",
-            "ruff>=0.5",
-            "types-PyYAML",
+            # Linters pinned: a new release must not fail CI on unchanged code.
+            "mypy==2.4.1",
+            "ruff==0.17.6",
+            "types-PyYAML==6.0.12.20261113",
         ],
     },
     zip_safe=True,
