@@ -112,8 +112,7 @@ class Catalog:
                 columns=list(stats.features),
                 filters=[("episode_id", "=", episode.episode_id)],
             )
-            for name, feature in stats.features.items():
-                feature.update(table[name].combine_chunks().flatten().to_numpy().reshape(-1, feature.dim))
+            stats.update(table)
 
     @property
     def chunk_size(self) -> int:

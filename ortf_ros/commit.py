@@ -157,8 +157,7 @@ def commit_staged(
 
     def blocks_with_stats() -> Iterator[pa.Table]:
         for block in _final_blocks(staged, schema, start_step, scan.length, outcome.terminal, block_rows):
-            for name, feature in episode_stats.features.items():
-                feature.update(block[name].combine_chunks().flatten().to_numpy().reshape(-1, feature.dim))
+            episode_stats.update(block)
             yield block
 
     keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from datasketches import kll_floats_sketch
 
 SKETCH_K = 200
@@ -113,8 +114,11 @@ class DatasetStats:
     def __init__(self, columns: Mapping[str, int]) -> None:
         self.features = {name: FeatureStats(dim) for name, dim in columns.items()}
 
-    def update(self, column: str, values: np.ndarray) -> None:
-        self.features[column].update(values)
+    def update(self, table: pa.Table) -> None:
+        """Fold in the feature columns of a block of step rows."""
+        for name, feature in self.features.items():
+            values = table[name].combine_chunks().flatten().to_numpy()
+            feature.update(values.reshape(-1, feature.dim))
 
     def merge(self, other: DatasetStats) -> None:
         for name, feature in other.features.items():

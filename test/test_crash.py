@@ -121,3 +121,4 @@ def test_kill_inside_commit_then_recover_completes_it(
     assert (episode.record.success, episode.record.operator_notes, episode.record.length) == (True, "done", 10)
     assert episode.array("step_index").tolist() == list(range(20, 30))
     assert load_dataset(root).manifest.statistics.total_steps == 30
+    assert load_dataset(root).stats["action"]["count"] == [30]  # counted once, whatever the kill point

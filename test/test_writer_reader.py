@@ -129,6 +129,21 @@ def test_append_continues_indices_tasks_and_stats(small_dataset: tuple[Path, lis
     assert json.loads((root / layout.STATS).read_text())["action"]["count"] == [46]
 
 
+def test_append_to_a_dataset_without_running_stats_rebuilds_them_once(
+    small_dataset: tuple[Path, list[EpisodeRecord]],
+) -> None:
+    root, _ = small_dataset
+    expected = json.loads((root / layout.STATS).read_text())
+    (root / layout.STATS_STATE).unlink()  # as another writer would leave it
+    write_demo_dataset(root, episodes=1, steps=4, width=64, height=48)
+    stats = json.loads((root / layout.STATS).read_text())
+    assert stats["action"]["count"] == [40]
+    old = np.stack([demo_action(e, s) for e in range(3) for s in range(12)])
+    new = np.stack([demo_action(3, s) for s in range(4)])
+    np.testing.assert_allclose(stats["action"]["mean"], np.concatenate([old, new]).mean(axis=0), rtol=1e-6)
+    assert expected["action"]["count"] == [36]
+
+
 def test_chunks_hold_a_configured_number_of_episodes(tmp_path: Path) -> None:
     root = tmp_path / "ds"
     write_demo_dataset(root, episodes=3, steps=4, width=64, height=48, config=WriterConfig(chunk_size=2))
