@@ -32,6 +32,7 @@ setup(
         "pyyaml>=6",
         "rich>=13",
         "datasketches>=5",
+        "rosbags>=0.11",
     ],
     extras_require={
         "test": [
