@@ -20,9 +20,9 @@ import pyarrow.parquet as pq
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Statistics
+from ortf_ros.format.manifest import AlignmentSummary, Manifest, Statistics
 from ortf_ros.format.metadata import EpisodeRecord, Task, episodes_table, read_episodes, read_tasks, tasks_jsonl
-from ortf_ros.format.schema import vector_columns
+from ortf_ros.format.schema import feature_thresholds, stats_features
 from ortf_ros.io import atomic
 from ortf_ros.stats import DatasetStats
 
@@ -40,6 +40,10 @@ def new_manifest_identity(manifest: Manifest) -> Manifest:
         dataset_id=manifest.dataset_id or str(uuid.uuid4()),
         created_at=manifest.created_at or utc_now_iso(),
     )
+
+
+def empty_stats(manifest: Manifest) -> DatasetStats:
+    return DatasetStats(stats_features(manifest), feature_thresholds(manifest))
 
 
 def load_manifest(root: Path) -> Manifest:
@@ -72,7 +76,7 @@ class Catalog:
 
     @classmethod
     def create(cls, root: Path, manifest: Manifest) -> Catalog:
-        catalog = cls(root, manifest, [], [], DatasetStats(vector_columns(manifest)), set())
+        catalog = cls(root, manifest, [], [], empty_stats(manifest), set())
         atomic.write_text(root / layout.TASKS, "")
         catalog._write_episodes()
         catalog._write_stats()
@@ -84,7 +88,6 @@ class Catalog:
         manifest = load_manifest(root)
         episodes = read_episodes(root)
         tasks = read_tasks(root)
-        columns = vector_columns(manifest)
         state_path = root / layout.STATS_STATE
         committed = {e.episode_id for e in episodes}
         if state_path.exists():
@@ -92,10 +95,11 @@ class Catalog:
                 state = json.loads(state_path.read_text())
             except json.JSONDecodeError as exc:
                 raise FormatError(f"{layout.STATS_STATE}: not valid JSON: {exc}") from None
-            stats = DatasetStats.from_state(columns, state.get("features", {}))
+            features = state.get("features", {})
+            stats = DatasetStats.from_state(stats_features(manifest), feature_thresholds(manifest), features)
             included = set(state.get("episodes", [])) & committed
         else:
-            stats, included = DatasetStats(columns), set()
+            stats, included = empty_stats(manifest), set()
         missing = committed - included
         if missing:
             # Another writer made this dataset, or a crash came between the episode
@@ -161,8 +165,20 @@ class Catalog:
         atomic.write_json(self.root / layout.STATS_STATE, state)
         atomic.write_json(self.root / layout.STATS, self.stats.summary())
 
+    def _alignment_summary(self, stream: str) -> AlignmentSummary:
+        feature = self.stats.features[layout.alignment_column(stream)]
+        return AlignmentSummary(
+            steps=feature.count,
+            max_ms=float(feature.maximum[0]) if feature.count else 0.0,
+            p95_ms=feature.quantile(0.95)[0],
+            steps_outside_tolerance=feature.above,
+        )
+
     def _write_manifest(self) -> None:
         seconds = sum(e.duration_seconds for e in self.episodes)
         statistics = Statistics(len(self.episodes), self.total_steps, seconds / 3600.0)
         self.manifest = self.manifest.with_statistics(statistics)
+        if self.manifest.alignment is not None:
+            summary = {s: self._alignment_summary(s) for s in self.manifest.alignment.streams}
+            self.manifest = replace(self.manifest, alignment=replace(self.manifest.alignment, summary=summary))
         atomic.write_json(self.root / layout.MANIFEST, self.manifest.to_dict())

@@ -10,7 +10,7 @@ among the files that define the episode.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,14 +19,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ortf_ros.catalog import Catalog
+from ortf_ros.catalog import Catalog, empty_stats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.format.schema import step_schema, vector_columns
+from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, video
 from ortf_ros.staging import EpisodeOutcome, StagedEpisode
-from ortf_ros.stats import DatasetStats
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -44,13 +43,16 @@ class _StepScan:
     last_timestamp: float
 
 
-def _scan_steps(staged: StagedEpisode, frame_counts: Mapping[str, int]) -> _StepScan:
+def _scan_steps(staged: StagedEpisode, limits: Mapping[str, int]) -> _StepScan:
+    """``limits``: for each frame or sample index column, how many frames/samples exist."""
     length, first, last = 0, 0.0, 0.0
     for batch in staged.read_steps():
         valid = np.ones(batch.num_rows, dtype=bool)
-        for camera, count in frame_counts.items():
-            valid &= batch.column(layout.image_column(camera)).to_numpy() < count
-        # Frames arrive in order, so the steps whose frames survived are a prefix.
+        for column, count in limits.items():
+            indices = batch.column(column).fill_null(-1).to_numpy()
+            valid &= indices < count
+        # Frames and samples are written before the steps that use them, so the steps
+        # whose data survived a crash are a prefix.
         keep = int(np.argmin(valid)) if not valid.all() else batch.num_rows
         if keep:
             timestamps = batch.column("timestamp").to_numpy()
@@ -105,15 +107,15 @@ def _final_blocks(
         yield flush()
 
 
-def _rewrite_chunk(
-    root: Path, chunk_id: int, schema: pa.Schema, keep_ids: set[str], new_blocks: Iterator[pa.Table]
+def _rewrite_table(
+    root: Path, relative: str, schema: pa.Schema, keep_ids: set[str], new_blocks: Iterable[pa.Table]
 ) -> None:
-    """Rebuild a chunk's step table: committed episodes' row groups, then the new rows.
+    """Rebuild a chunk's step or stream table: committed episodes' row groups, then the new rows.
 
     Rows of episodes that are not committed (left by an interrupted commit that was
     later discarded) are dropped here, so they can never be mistaken for data.
     """
-    target = root / layout.steps_path(chunk_id)
+    target = root / relative
 
     def produce(tmp: Path) -> None:
         with pq.ParquetWriter(tmp, schema, compression=PARQUET_COMPRESSION) as writer:
@@ -131,6 +133,20 @@ def _rewrite_chunk(
     atomic.write_with(target, produce)
 
 
+class _CountedTables:
+    """Staged stream batches as tables, counting the rows as they pass."""
+
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> None:
+        self._batches = batches
+        self.schema = schema
+        self.count = 0
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        for batch in self._batches:
+            self.count += batch.num_rows
+            yield pa.Table.from_batches([batch], schema=self.schema)
+
+
 def commit_staged(
     catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, block_rows: int
 ) -> EpisodeRecord:
@@ -140,28 +156,33 @@ def commit_staged(
     staged.mark_committing(outcome)
     chunk_id = header.episode_index // catalog.chunk_size
     video_files: dict[str, str | None] = {}
-    frame_counts: dict[str, int] = {}
+    limits: dict[str, int] = {}
     for camera in manifest.cameras:
         relative = layout.video_path(camera, chunk_id, header.episode_index)
         # Staged videos stay until the commit's last step, so a rolled-forward commit
         # remuxes them again rather than trusting a copy it may have cut short.
         source = staged.video_file(camera)
-        frame_counts[camera] = video.finalize(source, catalog.root / relative) if source.exists() else 0
+        frames = video.finalize(source, catalog.root / relative) if source.exists() else 0
+        limits[layout.image_column(camera)] = frames
         video_files[camera] = relative
-    scan = _scan_steps(staged, frame_counts)
+    keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
+    for stream in manifest.native_streams:
+        samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream))
+        _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
+        limits[layout.stream_index_column(stream)] = samples.count
+    scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
     schema = step_schema(manifest)
     start_step = sum(e.length for e in catalog.episodes if e.episode_id != header.episode_id)
-    episode_stats = DatasetStats(vector_columns(manifest))
+    episode_stats = empty_stats(manifest)
 
     def blocks_with_stats() -> Iterator[pa.Table]:
         for block in _final_blocks(staged, schema, start_step, scan.length, outcome.terminal, block_rows):
             episode_stats.update(block)
             yield block
 
-    keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
-    _rewrite_chunk(catalog.root, chunk_id, schema, keep_ids, blocks_with_stats())
+    _rewrite_table(catalog.root, layout.steps_path(chunk_id), schema, keep_ids, blocks_with_stats())
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)
         shutil.rmtree(target, ignore_errors=True)
@@ -196,9 +217,14 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     chunk_id = header.episode_index // catalog.chunk_size
     for camera in catalog.manifest.cameras:
         (catalog.root / layout.video_path(camera, chunk_id, header.episode_index)).unlink(missing_ok=True)
-    if (catalog.root / layout.steps_path(chunk_id)).exists():
-        keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id}
-        _rewrite_chunk(catalog.root, chunk_id, step_schema(catalog.manifest), keep_ids, iter(()))
+    keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id}
+    tables = {layout.steps_path(chunk_id): step_schema(catalog.manifest)}
+    tables.update(
+        (layout.stream_path(chunk_id, s), stream_schema(catalog.manifest, s)) for s in catalog.manifest.native_streams
+    )
+    for relative, schema in tables.items():
+        if (catalog.root / relative).exists():
+            _rewrite_table(catalog.root, relative, schema, keep_ids, ())
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

@@ -134,17 +134,29 @@ class Episode:
 
     def steps(self, columns: Sequence[str] | None = None) -> pa.Table:
         """This episode's rows in step order (memory: one episode's selected columns)."""
-        path = self.dataset.root / self.steps_file
-        wanted = None if columns is None else list(dict.fromkeys([*columns, "step_index"]))
+        return self._rows(self.steps_file, "step_index", columns)
+
+    def stream(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
+        """Every sample of a native-rate stream in this episode, in order, with its stamps."""
+        if name not in self.dataset.manifest.native_streams:
+            raise ReaderError(
+                f"unknown stream {name!r}; the manifest declares {sorted(self.dataset.manifest.native_streams)}"
+            )
+        return self._rows(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+
+    def _rows(self, relative: str, order: str, columns: Sequence[str] | None) -> pa.Table:
+        wanted = None if columns is None else list(dict.fromkeys([*columns, order]))
         try:
-            table = pq.read_table(path, columns=wanted, filters=[("episode_id", "=", self.episode_id)])
+            table = pq.read_table(
+                self.dataset.root / relative, columns=wanted, filters=[("episode_id", "=", self.episode_id)]
+            )
         except FileNotFoundError:
-            raise ReaderError(f"{self.steps_file}: missing (episode {self.episode_id})") from None
+            raise ReaderError(f"{relative}: missing (episode {self.episode_id})") from None
         except (pa.ArrowException, OSError) as exc:
-            raise ReaderError(f"{self.steps_file}: unreadable Parquet: {exc}") from None
-        if table.num_rows == 0:
-            raise ReaderError(f"{self.steps_file}: no rows for episode {self.episode_id}")
-        table = table.sort_by("step_index")
+            raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
+        if table.num_rows == 0 and order == "step_index":
+            raise ReaderError(f"{relative}: no rows for episode {self.episode_id}")
+        table = table.sort_by(order)
         return table if columns is None else table.select(list(columns))
 
     def array(self, column: str) -> np.ndarray:

@@ -153,46 +153,58 @@ class StagedEpisode:
     def mark_committing(self, outcome: EpisodeOutcome) -> None:
         atomic.write_json(self.directory / COMMIT_FILE, asdict(outcome))
 
-    def read_steps(self, batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
-        """Every complete step on disk, merged into batches of up to ``batch_rows``.
+    def stream_file(self, stream: str) -> Path:
+        return self.directory / "streams" / f"{stream}.arrows"
 
-        The log holds one message per step; each one read back as its own batch costs
-        kilobytes of object overhead, so merging keeps a commit's memory flat in
-        episode length. A torn last message (a crash) ends the stream.
-        """
-        pending: list[pa.RecordBatch] = []
-        for batch in self._read_messages():
-            pending.append(batch)
-            if len(pending) >= batch_rows:
-                yield pa.concat_batches(pending)
-                pending = []
-        if pending:
-            yield pa.concat_batches(pending)
+    def read_steps(self) -> Iterator[pa.RecordBatch]:
+        return read_log(self.steps_file)
 
-    def _read_messages(self) -> Iterator[pa.RecordBatch]:
-        if not self.steps_file.exists():
-            return
-        with pa.OSFile(str(self.steps_file), "rb") as source:
-            try:
-                reader = pa.ipc.open_stream(source)
-            except (pa.ArrowInvalid, OSError):
-                return
-            while True:
-                try:
-                    yield reader.read_next_batch()
-                except StopIteration:
-                    return
-                except (pa.ArrowInvalid, OSError):
-                    return
+    def read_stream(self, stream: str) -> Iterator[pa.RecordBatch]:
+        return read_log(self.stream_file(stream))
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+def read_log(path: Path, batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
+    """Every complete record of an append-only log, merged into batches of up to ``batch_rows``.
+
+    A log holds one message per record; each one read back as its own batch costs
+    kilobytes of object overhead, so merging keeps a commit's memory flat in episode
+    length. A torn last message (a crash) ends the stream; a missing log is empty.
+    """
+    pending: list[pa.RecordBatch] = []
+    for batch in _read_messages(path):
+        pending.append(batch)
+        if len(pending) >= batch_rows:
+            yield pa.concat_batches(pending)
+            pending = []
+    if pending:
+        yield pa.concat_batches(pending)
+
+
+def _read_messages(path: Path) -> Iterator[pa.RecordBatch]:
+    if not path.exists():
+        return
+    with pa.OSFile(str(path), "rb") as source:
+        try:
+            reader = pa.ipc.open_stream(source)
+        except (pa.ArrowInvalid, OSError):
+            return
+        while True:
+            try:
+                yield reader.read_next_batch()
+            except StopIteration:
+                return
+            except (pa.ArrowInvalid, OSError):
+                return
+
+
 class StepLog:
-    """Append-only step log; each step is on disk (in the OS) before add_step returns."""
+    """Append-only log of steps or stream samples; each record is in the OS before the call returns."""
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
         self._sink = pa.OSFile(str(path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, schema)
 

@@ -26,7 +26,10 @@ class FeatureStats:
     """Running statistics of one fixed-size vector feature."""
 
     dim: int
+    # Values above it are counted exactly (alignment errors beyond the sync tolerance).
+    threshold: float | None = None
     count: int = 0
+    above: int = 0
     mean: np.ndarray = field(init=False)
     m2: np.ndarray = field(init=False)
     minimum: np.ndarray = field(init=False)
@@ -51,6 +54,8 @@ class FeatureStats:
         self._merge_moments(n, block_mean, block_m2)
         self.minimum = np.minimum(self.minimum, values.min(axis=0))
         self.maximum = np.maximum(self.maximum, values.max(axis=0))
+        if self.threshold is not None:
+            self.above += int((values > self.threshold).sum())
         as_float32 = values.astype(np.float32)
         for d, sketch in enumerate(self.sketches):
             sketch.update(np.ascontiguousarray(as_float32[:, d]))
@@ -59,6 +64,7 @@ class FeatureStats:
         if other.count == 0:
             return
         self._merge_moments(other.count, other.mean, other.m2)
+        self.above += other.above
         self.minimum = np.minimum(self.minimum, other.minimum)
         self.maximum = np.maximum(self.maximum, other.maximum)
         for mine, theirs in zip(self.sketches, other.sketches, strict=True):
@@ -81,14 +87,21 @@ class FeatureStats:
             "max": self.maximum.tolist(),
         }
         for key, q in QUANTILES.items():
-            out[key] = [float(s.get_quantile(q)) for s in self.sketches]
+            out[key] = self.quantile(q)
         out["count"] = [self.count]
+        if self.threshold is not None:
+            out["above_threshold"] = [self.above]
         return out
+
+    def quantile(self, q: float) -> list[float]:
+        return [float(s.get_quantile(q)) if self.count else 0.0 for s in self.sketches]
 
     def to_state(self) -> dict[str, Any]:
         return {
             "dim": self.dim,
+            "threshold": self.threshold,
             "count": self.count,
+            "above": self.above,
             "mean": self.mean.tolist(),
             "m2": self.m2.tolist(),
             "min": self.minimum.tolist(),
@@ -98,8 +111,9 @@ class FeatureStats:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> FeatureStats:
-        stats = cls(int(state["dim"]))
+        stats = cls(int(state["dim"]), state.get("threshold"))
         stats.count = int(state["count"])
+        stats.above = int(state.get("above", 0))
         stats.mean = np.asarray(state["mean"], dtype=np.float64)
         stats.m2 = np.asarray(state["m2"], dtype=np.float64)
         stats.minimum = np.asarray(state["min"], dtype=np.float64)
@@ -111,14 +125,17 @@ class FeatureStats:
 class DatasetStats:
     """Statistics of every vector column of the step table."""
 
-    def __init__(self, columns: Mapping[str, int]) -> None:
-        self.features = {name: FeatureStats(dim) for name, dim in columns.items()}
+    def __init__(self, columns: Mapping[str, int], thresholds: Mapping[str, float] | None = None) -> None:
+        thresholds = thresholds or {}
+        self.features = {name: FeatureStats(dim, thresholds.get(name)) for name, dim in columns.items()}
 
     def update(self, table: pa.Table) -> None:
-        """Fold in the feature columns of a block of step rows."""
+        """Fold in the feature columns of a block of step rows (nulls, steps without a sample, skipped)."""
         for name, feature in self.features.items():
-            values = table[name].combine_chunks().flatten().to_numpy()
-            feature.update(values.reshape(-1, feature.dim))
+            column = table[name].combine_chunks().drop_null()
+            if pa.types.is_fixed_size_list(column.type):
+                column = column.flatten()
+            feature.update(column.to_numpy().reshape(-1, feature.dim))
 
     def merge(self, other: DatasetStats) -> None:
         for name, feature in other.features.items():
@@ -131,9 +148,11 @@ class DatasetStats:
         return {name: f.to_state() for name, f in self.features.items()}
 
     @classmethod
-    def from_state(cls, columns: Mapping[str, int], state: Mapping[str, Any]) -> DatasetStats:
+    def from_state(
+        cls, columns: Mapping[str, int], thresholds: Mapping[str, float], state: Mapping[str, Any]
+    ) -> DatasetStats:
         """Resume saved state; columns missing from it start empty."""
-        stats = cls(columns)
+        stats = cls(columns, thresholds)
         for name, dim in columns.items():
             if name in state and int(state[name]["dim"]) == dim:
                 stats.features[name] = FeatureStats.from_state(state[name])

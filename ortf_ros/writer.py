@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
@@ -36,7 +36,7 @@ from ortf_ros.errors import OrtfError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.format.schema import step_schema
+from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings, frame_kind
 from ortf_ros.staging import (
@@ -118,9 +118,20 @@ class _Recording:
         self.last_timestamp = -np.inf
         self.videos: dict[str, StagedVideoWriter] = {}
         self.step_log = StepLog(staged.steps_file, schema)
+        self.stream_logs: dict[str, StepLog] = {}
+        self.stream_counts: dict[str, int] = {}
+        self.stream_last: dict[str, float] = {}
+
+    def relative(self, timestamp: float) -> float:
+        """Seconds since the episode's first step or sample, whichever came first."""
+        if self.origin is None:
+            self.origin = timestamp
+        return timestamp - self.origin
 
     def close_files(self) -> None:
         self.step_log.close()
+        for log in self.stream_logs.values():
+            log.close()
         for writer in self.videos.values():
             writer.close()
 
@@ -278,11 +289,10 @@ class DatasetWriter:
     def add_frame(self, camera: str, image: np.ndarray) -> int:
         """Encode one camera frame now; returns its frame index in the episode's video."""
         recording = self._current()
-        sensor = self.manifest.cameras.get(camera)
-        if sensor is None:
-            raise WriterError(f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}")
+        image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
         if writer is None:
+            sensor = self.manifest.cameras[camera]
             assert sensor.resolution is not None and sensor.fps is not None  # checked at open
             writer = StagedVideoWriter(
                 recording.staged.video_file(camera),
@@ -293,14 +303,70 @@ class DatasetWriter:
                 self.config.video,
             )
             recording.videos[camera] = writer
+        return writer.write(image)
+
+    def _checked_image(self, camera: str, image: np.ndarray) -> np.ndarray:
+        sensor = self.manifest.cameras.get(camera)
+        if sensor is None:
+            raise WriterError(f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}")
+        assert sensor.resolution is not None  # checked at open
+        res = sensor.resolution
+        shape = (res.height, res.width) if sensor.is_depth else (res.height, res.width, 3)
         expected_dtype = np.uint16 if sensor.is_depth else np.uint8
         image = np.asarray(image)
-        if image.shape != writer.shape or image.dtype != expected_dtype:
+        if image.shape != shape or image.dtype != expected_dtype:
             raise WriterError(
-                f"camera {camera!r}: expected a {np.dtype(expected_dtype).name} image of shape {writer.shape}, "
+                f"camera {camera!r}: expected a {np.dtype(expected_dtype).name} image of shape {shape}, "
                 f"got {image.dtype.name} {image.shape}"
             )
-        return writer.write(image)
+        return image
+
+    def add_sample(
+        self,
+        stream: str,
+        timestamp: float,
+        values: Mapping[str, ArrayLike],
+        *,
+        stamp_ns: int | None = None,
+        receive_ns: int | None = None,
+    ) -> int:
+        """Record one sample of a native-rate stream; returns its index for ``add_step(samples=...)``.
+
+        ``timestamp`` is on the steps' clock; ``stamp_ns``/``receive_ns`` keep the raw
+        header stamp and receive time of the message it came from.
+        """
+        recording = self._current()
+        manifest = self.manifest
+        spec = manifest.native_streams.get(stream)
+        if spec is None:
+            raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
+        timestamp = float(timestamp)
+        last = recording.stream_last.get(stream, -np.inf)
+        if not np.isfinite(timestamp) or timestamp < last:
+            raise WriterError(
+                f"stream {stream!r}: sample timestamp {timestamp} must be finite and not before the previous ({last})"
+            )
+        _check_keys(f"stream {stream!r}", "column", values, spec.columns)
+        index = recording.stream_counts.get(stream, 0)
+        columns: dict[str, Any] = {
+            name: [_vector(f"stream {stream!r} {name}", values[name], component.dim)]
+            for name, component in spec.columns.items()
+        }
+        columns.update(
+            episode_id=[recording.header.episode_id],
+            sample_index=[index],
+            timestamp=[recording.relative(timestamp)],
+            stamp_ns=[stamp_ns],
+            receive_ns=[receive_ns],
+        )
+        log = recording.stream_logs.get(stream)
+        if log is None:
+            log = StepLog(recording.staged.stream_file(stream), stream_schema(manifest, stream))
+            recording.stream_logs[stream] = log
+        log.append(pa.RecordBatch.from_pydict(columns, schema=stream_schema(manifest, stream)))
+        recording.stream_counts[stream] = index + 1
+        recording.stream_last[stream] = timestamp
+        return index
 
     def add_step(
         self,
@@ -308,10 +374,18 @@ class DatasetWriter:
         state: Mapping[str, ArrayLike],
         action: ArrayLike,
         images: Mapping[str, np.ndarray] | None = None,
+        *,
+        samples: Mapping[str, int] | None = None,
+        alignment_ms: Mapping[str, float] | None = None,
     ) -> None:
-        """Record one step. ``timestamp`` is in seconds on any clock (stored relative to the
-        first step); ``images`` are new frames for this step, other cameras keep their
-        latest frame."""
+        """Record one step.
+
+        ``timestamp`` is in seconds on any clock (stored relative to the episode's first
+        step or sample); ``images`` are new frames for this step, other cameras keep
+        their latest frame; ``samples`` names, per native-rate stream, the sample this
+        step used; ``alignment_ms`` how far from the step time each aligned stream's
+        sample was. Everything is checked before anything is written.
+        """
         recording = self._current()
         manifest = self.manifest
         timestamp = float(timestamp)
@@ -321,29 +395,22 @@ class DatasetWriter:
                 f"({recording.last_timestamp})"
             )
         columns: dict[str, Any] = {"action": [_vector("action", action, manifest.action_space.dim)]}
-        unknown = set(state) - set(manifest.observation_space.state)
-        if unknown:
-            raise WriterError(
-                f"unknown state component(s) {sorted(unknown)}; the manifest declares "
-                f"{sorted(manifest.observation_space.state)}"
-            )
+        _check_keys(f"step {recording.steps} state", "state component", state, manifest.observation_space.state)
         for name, component in manifest.observation_space.state.items():
-            if name not in state:
-                raise WriterError(f"step {recording.steps}: state component {name!r} is missing")
             columns[layout.state_column(name)] = [_vector(f"state {name}", state[name], component.dim)]
-        for camera, image in (images or {}).items():
+        columns.update(self._stream_columns(recording, samples or {}, alignment_ms or {}))
+        checked = {camera: self._checked_image(camera, image) for camera, image in (images or {}).items()}
+        for camera, image in checked.items():
             self.add_frame(camera, image)
         for camera in manifest.cameras:
             writer = recording.videos.get(camera)
             if writer is None or writer.frames_written == 0:
                 raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame yet")
             columns[layout.image_column(camera)] = [writer.frames_written - 1]
-        if recording.origin is None:
-            recording.origin = timestamp
         columns.update(
             episode_id=[recording.header.episode_id],
             step_index=[recording.steps],
-            timestamp=[timestamp - recording.origin],
+            timestamp=[recording.relative(timestamp)],
             is_first=[recording.steps == 0],
             is_last=[False],
             is_terminal=[False],
@@ -352,6 +419,29 @@ class DatasetWriter:
         recording.step_log.append(batch)
         recording.steps += 1
         recording.last_timestamp = timestamp
+
+    def _stream_columns(
+        self, recording: _Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
+    ) -> dict[str, list[Any]]:
+        manifest = self.manifest
+        _check_keys(f"step {recording.steps} samples", "stream", samples, manifest.native_streams, partial=True)
+        aligned = manifest.alignment.streams if manifest.alignment else ()
+        _check_keys(f"step {recording.steps} alignment_ms", "stream", alignment_ms, aligned, partial=True)
+        columns: dict[str, list[Any]] = {}
+        for stream in manifest.native_streams:
+            index = samples.get(stream)
+            if index is not None and not 0 <= index < recording.stream_counts.get(stream, 0):
+                raise WriterError(
+                    f"step {recording.steps}: stream {stream!r} has no sample {index} "
+                    f"({recording.stream_counts.get(stream, 0)} recorded)"
+                )
+            columns[layout.stream_index_column(stream)] = [index]
+        for stream in aligned:
+            error = alignment_ms.get(stream)
+            if error is not None and not (np.isfinite(error) and error >= 0):
+                raise WriterError(f"step {recording.steps}: alignment of {stream!r} must be >= 0 ms, got {error}")
+            columns[layout.alignment_column(stream)] = [error]
+        return columns
 
     def end_episode(
         self,
@@ -392,6 +482,17 @@ class DatasetWriter:
         recording.close_files()
         recording.staged.remove()
         self._recording = None
+
+
+def _check_keys(
+    what: str, kind: str, given: Mapping[str, Any], declared: Collection[str], *, partial: bool = False
+) -> None:
+    unknown = set(given) - set(declared)
+    missing = set() if partial else set(declared) - set(given)
+    if unknown or missing:
+        raise WriterError(
+            f"{what}: unknown {kind}(s) {sorted(unknown)}, missing {sorted(missing)}; declared: {sorted(declared)}"
+        )
 
 
 def _vector(what: str, value: ArrayLike, dim: int) -> list[float]:

@@ -24,6 +24,12 @@ def die() -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+def replace(owner: object, name: str, value: object) -> None:
+    """Patch ``owner.name``, failing loudly if a rename made the kill point vanish."""
+    assert hasattr(owner, name), f"{owner!r} has no {name}"
+    setattr(owner, name, value)
+
+
 def then_die(original: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         original(*args, **kwargs)
@@ -34,11 +40,11 @@ def then_die(original: Callable[..., Any]) -> Callable[..., Any]:
 
 KILL_POINTS: dict[str, Callable[[], None]] = {
     # the videos are finalized, the step table not yet rebuilt
-    "videos": lambda: setattr(commit, "_rewrite_chunk", lambda *a, **k: die()),
+    "videos": lambda: replace(commit, "_rewrite_table", lambda *a, **k: die()),
     # the step table holds the new rows, the episode index does not
-    "chunk": lambda: setattr(commit, "_rewrite_chunk", then_die(commit._rewrite_chunk)),
+    "chunk": lambda: replace(commit, "_rewrite_table", then_die(commit._rewrite_table)),
     # the episode index is committed, statistics and manifest totals are stale
-    "index": lambda: setattr(catalog.Catalog, "_write_episodes", then_die(catalog.Catalog._write_episodes)),
+    "index": lambda: replace(catalog.Catalog, "_write_episodes", then_die(catalog.Catalog._write_episodes)),
 }
 
 

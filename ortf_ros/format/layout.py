@@ -56,3 +56,18 @@ def image_column(camera: str) -> str:
 
 def state_column(component: str) -> str:
     return f"observation.state.{component}"
+
+
+def stream_path(chunk_id: int, stream: str) -> str:
+    """Side table of a native-rate stream, beside the chunk's step table."""
+    return f"data/{chunk_dir_name(chunk_id)}/streams/{stream}.parquet"
+
+
+def stream_index_column(stream: str) -> str:
+    """Step column: index (within the episode) of the stream sample the step used."""
+    return f"streams.{stream}.sample_index"
+
+
+def alignment_column(stream: str) -> str:
+    """Step column: |sample time - step time| in milliseconds for the sample the step used."""
+    return f"alignment.{stream}_ms"

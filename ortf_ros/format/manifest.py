@@ -322,13 +322,7 @@ class ObservationSpace:
 
     @classmethod
     def parse(cls, f: _Fields) -> ObservationSpace:
-        state_f = f.obj("state", required=True)
-        assert state_f is not None
-        state = {}
-        for key in state_f.data:
-            comp = state_f.obj(key, required=True)
-            assert comp is not None
-            state[key] = StateComponent.parse(comp)
+        state = _components(f, "state", required=True)
         images_f = f.obj("images")
         images: dict[str, str] = {}
         if images_f is not None:
@@ -487,6 +481,98 @@ class Frame:
         }
 
 
+def _components(f: _Fields, key: str, *, required: bool = False) -> dict[str, StateComponent]:
+    components_f = f.obj(key, required=required)
+    components = {}
+    if components_f is not None:
+        for name in components_f.data:
+            component = components_f.obj(name, required=True)
+            assert component is not None
+            components[name] = StateComponent.parse(component)
+    return components
+
+
+@dataclass(frozen=True)
+class NativeStream:
+    """A stream kept at its native rate, every sample with its stamps, in its own table
+    beside the step table (``layout.stream_path``); steps point into it by sample index.
+
+    The spec says ORTF preserves native rates; a 1 kHz force-torque sensor sampled at a
+    30 Hz step rate would otherwise lose 97% of what it measured.
+    """
+
+    columns: Mapping[str, StateComponent]
+    sensor: str | None = None
+    rate_hz: float | None = None
+    source: str | None = None
+    extra: JsonDict = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, f: _Fields) -> NativeStream:
+        return cls(
+            columns=_components(f, "columns", required=True),
+            sensor=f.string("sensor"),
+            rate_hz=f.number("rate_hz"),
+            source=f.string("source"),
+            extra=f.extra(),
+        )
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "columns": {k: v.to_dict() for k, v in self.columns.items()},
+            **_drop_none({"sensor": self.sensor, "rate_hz": self.rate_hz, "source": self.source}),
+            **self.extra,
+        }
+
+
+@dataclass(frozen=True)
+class AlignmentSummary:
+    """How far, over all steps, the samples used were from the step times."""
+
+    steps: int
+    max_ms: float
+    p95_ms: float
+    steps_outside_tolerance: int
+
+    def to_dict(self) -> JsonDict:
+        return {
+            "steps": self.steps,
+            "max_ms": self.max_ms,
+            "p95_ms": self.p95_ms,
+            "steps_outside_tolerance": self.steps_outside_tolerance,
+        }
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """Streams whose per-step alignment error is a step column (``layout.alignment_column``)."""
+
+    streams: tuple[str, ...]
+    summary: Mapping[str, AlignmentSummary] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, f: _Fields) -> Alignment:
+        streams = f.get("streams", list, "a list of stream names", required=True)
+        if not all(isinstance(s, str) for s in streams):
+            raise f.fail("streams", "a list of stream names", streams)
+        summary = {}
+        summary_f = f.obj("summary")
+        if summary_f is not None:
+            for name in summary_f.data:
+                entry = summary_f.obj(name, required=True)
+                assert entry is not None
+                summary[name] = AlignmentSummary(
+                    steps=entry.integer("steps") or 0,
+                    max_ms=entry.number("max_ms") or 0.0,
+                    p95_ms=entry.number("p95_ms") or 0.0,
+                    steps_outside_tolerance=entry.integer("steps_outside_tolerance") or 0,
+                )
+        return cls(streams=tuple(streams), summary=summary)
+
+    def to_dict(self) -> JsonDict:
+        return {"streams": list(self.streams), "summary": {k: v.to_dict() for k, v in self.summary.items()}}
+
+
 @dataclass(frozen=True)
 class Statistics:
     total_episodes: int = 0
@@ -518,6 +604,8 @@ class Manifest:
     statistics: Statistics = field(default_factory=Statistics)
     timestamp_reference: str = "episode_start"
     sync_tolerance_ms: float | None = None
+    native_streams: Mapping[str, NativeStream] = field(default_factory=dict)
+    alignment: Alignment | None = None
     extra: JsonDict = field(default_factory=dict)
 
     def sensor(self, name: str) -> Sensor | None:
@@ -549,6 +637,14 @@ class Manifest:
             frame = frames_f.obj(key, required=True)
             assert frame is not None
             frames[key] = Frame.parse(frame)
+        native_f = f.obj("native_streams")
+        native_streams = {}
+        if native_f is not None:
+            for key in native_f.data:
+                stream = native_f.obj(key, required=True)
+                assert stream is not None
+                native_streams[key] = NativeStream.parse(stream)
+        alignment_f = f.obj("alignment")
         stats_f = f.obj("statistics")
         statistics = Statistics()
         if stats_f is not None:
@@ -573,6 +669,8 @@ class Manifest:
             statistics=statistics,
             timestamp_reference=f.string("timestamp_reference") or "episode_start",
             sync_tolerance_ms=f.number("sync_tolerance_ms"),
+            native_streams=native_streams,
+            alignment=Alignment.parse(alignment_f) if alignment_f is not None else None,
             extra=f.extra(),
         )
 
@@ -605,5 +703,11 @@ class Manifest:
             "statistics": self.statistics.to_dict(),
             "timestamp_reference": self.timestamp_reference,
             **_drop_none({"sync_tolerance_ms": self.sync_tolerance_ms}),
+            **(
+                {"native_streams": {k: v.to_dict() for k, v in self.native_streams.items()}}
+                if self.native_streams
+                else {}
+            ),
+            **({"alignment": self.alignment.to_dict()} if self.alignment is not None else {}),
             **self.extra,
         }

@@ -33,15 +33,49 @@ def step_schema(manifest: Manifest) -> pa.Schema:
         fields.append(pa.field(layout.state_column(name), vector_type(component.dim), nullable=False))
     for camera in manifest.cameras:
         fields.append(pa.field(layout.image_column(camera), pa.int64(), nullable=False))
+    # Null until the stream has delivered its first sample in the episode.
+    for stream in manifest.native_streams:
+        fields.append(pa.field(layout.stream_index_column(stream), pa.int64()))
+    for stream in manifest.alignment.streams if manifest.alignment else ():
+        fields.append(pa.field(layout.alignment_column(stream), pa.float32()))
+    return pa.schema(fields)
+
+
+def stream_schema(manifest: Manifest, stream: str) -> pa.Schema:
+    """A native-rate side table: every sample, its time on the step clock and its raw stamps."""
+    fields = [
+        pa.field("episode_id", pa.string(), nullable=False),
+        pa.field("sample_index", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.float64(), nullable=False),
+        pa.field("stamp_ns", pa.int64()),
+        pa.field("receive_ns", pa.int64()),
+    ]
+    for name, component in manifest.native_streams[stream].columns.items():
+        fields.append(pa.field(name, vector_type(component.dim), nullable=False))
     return pa.schema(fields)
 
 
 def vector_columns(manifest: Manifest) -> dict[str, int]:
-    """Numeric vector columns and their sizes: the features that get statistics."""
+    """The fixed-size float vector columns of the step table (action, state) and their sizes."""
     columns = {"action": manifest.action_space.dim}
     for name, component in manifest.observation_space.state.items():
         columns[layout.state_column(name)] = component.dim
     return columns
+
+
+def stats_features(manifest: Manifest) -> dict[str, int]:
+    """The step columns that get statistics: the vectors, and each alignment error (size 1)."""
+    features = vector_columns(manifest)
+    for stream in manifest.alignment.streams if manifest.alignment else ():
+        features[layout.alignment_column(stream)] = 1
+    return features
+
+
+def feature_thresholds(manifest: Manifest) -> dict[str, float]:
+    """Alignment columns are counted against the sync tolerance, when the manifest has one."""
+    if manifest.alignment is None or manifest.sync_tolerance_ms is None:
+        return {}
+    return {layout.alignment_column(s): manifest.sync_tolerance_ms for s in manifest.alignment.streams}
 
 
 def episode_schema(manifest: Manifest) -> pa.Schema:

@@ -1,0 +1,145 @@
+"""Native-rate side tables and per-step alignment: every sample kept with its stamps,
+steps pointing into it, alignment errors in columns and summarised in the manifest."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pytest
+
+from ortf_ros.errors import WriterError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
+from ortf_ros.reader import load_dataset
+from ortf_ros.recover import recover
+from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.validation import validate
+from ortf_ros.writer import DatasetWriter
+
+WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
+
+
+def manifest() -> Manifest:
+    base = demo_manifest(64, 48, depth=False)
+    return replace(
+        base,
+        native_streams={
+            "wrist_ft": NativeStream(
+                columns={"force": StateComponent(3, "newtons"), "torque": StateComponent(3, "newton_meters")},
+                rate_hz=WRENCH_HZ,
+                source="/ft_sensor/wrench",
+            )
+        },
+        alignment=Alignment(streams=("cam_wrist", "wrist_ft")),
+        sync_tolerance_ms=20.0,
+    )
+
+
+def wrench(i: int) -> dict[str, np.ndarray]:
+    t = i / WRENCH_HZ
+    return {"force": np.array([np.sin(t), 2 * t, -1.5], np.float32), "torque": np.array([0.1, t, 0.0], np.float32)}
+
+
+def camera_alignment(step: int) -> float:
+    return 50.0 if step % 5 == 4 else 2.0 * (step % 3)  # every fifth step is late
+
+
+def record(writer: DatasetWriter, steps: int = STEPS) -> None:
+    writer.begin_episode("Hold the peg")
+    sample = -1
+    for step in range(steps):
+        t = step / STEP_HZ
+        while (sample + 1) / WRENCH_HZ <= t:
+            sample += 1
+            writer.add_sample("wrist_ft", sample / WRENCH_HZ, wrench(sample), stamp_ns=sample * 10**6, receive_ns=7)
+        images = {cam: demo_rgb(n, step, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}
+        writer.add_step(
+            t,
+            demo_state(0, step),
+            demo_action(0, step),
+            images,
+            samples={"wrist_ft": sample},
+            alignment_ms={"cam_wrist": camera_alignment(step), "wrist_ft": (t - sample / WRENCH_HZ) * 1000},
+        )
+
+
+def test_every_native_sample_is_kept_and_steps_point_into_it(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "ds", manifest()) as writer:
+        record(writer)
+        writer.end_episode(success=True)
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    samples = episode.stream("wrist_ft")
+    count = int((STEPS - 1) / STEP_HZ * WRENCH_HZ) + 1
+    assert samples.num_rows == count
+    force = samples["force"].combine_chunks().flatten().to_numpy().reshape(-1, 3)
+    np.testing.assert_array_equal(force, np.stack([wrench(i)["force"] for i in range(count)]))
+    assert samples["stamp_ns"].to_pylist()[:3] == [0, 10**6, 2 * 10**6]
+    np.testing.assert_allclose(samples["timestamp"].to_numpy(), np.arange(count) / WRENCH_HZ, atol=1e-9)
+    used = episode.array(layout.stream_index_column("wrist_ft"))
+    step_times = episode.array("timestamp")
+    # the sample a step used is the latest one at or before the step time
+    np.testing.assert_array_equal(used, np.floor(step_times * WRENCH_HZ + 1e-6).astype(np.int64))
+    report = validate(tmp_path / "ds", strict=True)
+    assert report.ok, [f.line() for f in report.findings]
+    per_episode = duckdb.execute(
+        f"SELECT count(*) FROM '{tmp_path}/ds/{layout.stream_path(0, 'wrist_ft')}' WHERE episode_id = '000000'"
+    ).fetchall()
+    assert per_episode == [(count,)]
+
+
+def test_alignment_is_reported_per_step_and_summarised(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    for _ in range(2):  # two writers: the summary is merged across appends
+        with DatasetWriter(root, manifest()) as writer:
+            record(writer)
+            writer.end_episode(success=True)
+    episode = load_dataset(root).episode(1)
+    expected = np.array([camera_alignment(s) for s in range(STEPS)], np.float32)
+    np.testing.assert_array_equal(episode.array(layout.alignment_column("cam_wrist")), expected)
+    summary = json.loads((root / layout.MANIFEST).read_text())["alignment"]["summary"]
+    assert summary["cam_wrist"]["steps"] == 2 * STEPS
+    assert summary["cam_wrist"]["max_ms"] == 50.0
+    assert summary["cam_wrist"]["steps_outside_tolerance"] == 2 * (STEPS // 5)
+    assert summary["cam_wrist"]["p95_ms"] == 50.0  # 6 of 30 values are 50
+    assert summary["wrist_ft"]["steps_outside_tolerance"] == 0
+    assert summary["wrist_ft"]["max_ms"] < 1.0
+    stats = json.loads((root / layout.STATS).read_text())
+    assert stats[layout.alignment_column("cam_wrist")]["above_threshold"] == [6]
+
+
+def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "ds", manifest()) as writer:
+        writer.begin_episode("Hold the peg")
+        with pytest.raises(WriterError, match="unknown stream 'imu'"):
+            writer.add_sample("imu", 0.0, wrench(0))
+        with pytest.raises(WriterError, match=r"unknown column\(s\) \[\] , missing \['torque'\]".replace(" ,", ",")):
+            writer.add_sample("wrist_ft", 0.0, {"force": np.zeros(3)})
+        writer.add_sample("wrist_ft", 0.5, wrench(0))
+        with pytest.raises(WriterError, match="must be finite and not before the previous"):
+            writer.add_sample("wrist_ft", 0.4, wrench(1))
+        images = {"cam_wrist": demo_rgb(0, 0, 64, 48), "cam_overhead": demo_rgb(1, 0, 64, 48)}
+        with pytest.raises(WriterError, match="stream 'wrist_ft' has no sample 3"):
+            writer.add_step(0.5, demo_state(0, 0), demo_action(0, 0), images, samples={"wrist_ft": 3})
+        with pytest.raises(WriterError, match="alignment of 'cam_wrist' must be >= 0 ms"):
+            writer.add_step(0.5, demo_state(0, 0), demo_action(0, 0), images, alignment_ms={"cam_wrist": -1.0})
+        writer.add_step(0.5, demo_state(0, 0), demo_action(0, 0), images, samples={"wrist_ft": 0})
+        record = writer.end_episode()
+    assert record.length == 1
+    steps = load_dataset(tmp_path / "ds").episode(0).steps([layout.alignment_column("cam_wrist")])
+    assert steps.column(0).to_pylist() == [None]  # not reported, not invented
+
+
+def test_interrupted_recording_keeps_its_samples(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, manifest()).open()
+    record(writer, steps=10)
+    writer.close()  # the episode stays staged, as after a crash
+    (result,) = recover(root)
+    assert (result.action, result.steps) == ("recovered", 10)
+    samples = load_dataset(root).episode(0).stream("wrist_ft")
+    assert samples.num_rows == int(9 / STEP_HZ * WRENCH_HZ) + 1
+    assert validate(root, strict=True).ok
