@@ -4,11 +4,16 @@ steps pointing into it, alignment errors in columns and summarised in the manife
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.errors import WriterError
@@ -17,7 +22,7 @@ from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateCom
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.validation import validate
+from ortf_ros.validation import RULES, validate
 from ortf_ros.writer import DatasetWriter
 
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
@@ -67,6 +72,16 @@ def record(writer: DatasetWriter, steps: int = STEPS) -> None:
         )
 
 
+def assert_only_late_camera_steps(root: Path) -> None:
+    """Valid, with the late camera steps reported (a warning, so --strict fails on it)."""
+    report = validate(root)
+    assert report.ok
+    assert {(f.rule, f.field) for f in report.findings} == {
+        ("alignment.tolerance", layout.alignment_column("cam_wrist"))
+    }, [f.line() for f in report.findings]
+    assert not validate(root, strict=True).ok
+
+
 def test_every_native_sample_is_kept_and_steps_point_into_it(tmp_path: Path) -> None:
     with DatasetWriter(tmp_path / "ds", manifest()) as writer:
         record(writer)
@@ -83,8 +98,7 @@ def test_every_native_sample_is_kept_and_steps_point_into_it(tmp_path: Path) -> 
     step_times = episode.array("timestamp")
     # the sample a step used is the latest one at or before the step time
     np.testing.assert_array_equal(used, np.floor(step_times * WRENCH_HZ + 1e-6).astype(np.int64))
-    report = validate(tmp_path / "ds", strict=True)
-    assert report.ok, [f.line() for f in report.findings]
+    assert_only_late_camera_steps(tmp_path / "ds")
     per_episode = duckdb.execute(
         f"SELECT count(*) FROM '{tmp_path}/ds/{layout.stream_path(0, 'wrist_ft')}' WHERE episode_id = '000000'"
     ).fetchall()
@@ -142,4 +156,74 @@ def test_interrupted_recording_keeps_its_samples(tmp_path: Path) -> None:
     assert (result.action, result.steps) == ("recovered", 10)
     samples = load_dataset(root).episode(0).stream("wrist_ft")
     assert samples.num_rows == int(9 / STEP_HZ * WRENCH_HZ) + 1
-    assert validate(root, strict=True).ok
+    assert_only_late_camera_steps(root)
+
+
+# -- validator rules on streams and alignment (one breakage each) ------------------------------------
+
+Breaker = Callable[[Path], None]
+
+
+def rewrite(relative: str, change: Callable[[pa.Table], pa.Table]) -> Breaker:
+    def breaker(root: Path) -> None:
+        path = root / relative
+        pq.write_table(change(pq.read_table(path)), path)
+
+    return breaker
+
+
+def set_column(name: str, values: Callable[[pa.Table], list[Any]]) -> Callable[[pa.Table], pa.Table]:
+    def change(table: pa.Table) -> pa.Table:
+        index = table.schema.get_field_index(name)
+        return table.set_column(
+            index, table.schema.field(index), pa.array(values(table), table.schema.field(index).type)
+        )
+
+    return change
+
+
+def edit_manifest(change: Callable[[dict[str, Any]], None]) -> Breaker:
+    def breaker(root: Path) -> None:
+        data = json.loads((root / layout.MANIFEST).read_text())
+        change(data)
+        (root / layout.MANIFEST).write_text(json.dumps(data))
+
+    return breaker
+
+
+def garble(path: Path) -> None:
+    path.write_bytes(b"PAR1 not really")
+
+
+FT_TABLE = layout.stream_path(0, "wrist_ft")
+STEPS_TABLE = layout.steps_path(0)
+FT_INDEX = layout.stream_index_column("wrist_ft")
+STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
+    ("manifest.stream_names", edit_manifest(lambda m: m["alignment"]["streams"].append("cam/wrist"))),
+    ("streams.missing", lambda root: (root / FT_TABLE).unlink()),
+    ("streams.unreadable", lambda root: garble(root / FT_TABLE)),
+    ("streams.sample_index", rewrite(FT_TABLE, set_column("sample_index", lambda t: [0] * t.num_rows))),
+    ("streams.timestamp", rewrite(FT_TABLE, set_column("timestamp", lambda t: [1.0 - i for i in range(t.num_rows)]))),
+    ("streams.orphan", rewrite(FT_TABLE, set_column("episode_id", lambda t: ["999999"] * t.num_rows))),
+    ("steps.stream_index", rewrite(STEPS_TABLE, set_column(FT_INDEX, lambda t: [10**6] * t.num_rows))),
+    ("alignment.tolerance", lambda root: None),  # the recorded late camera steps
+]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def stream_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("streams") / "ds"
+    with DatasetWriter(root, manifest()) as writer:
+        record(writer)
+        writer.end_episode(success=True)
+    return root
+
+
+@pytest.mark.parametrize(("rule", "breaker"), STREAM_BREAKAGES, ids=[rule for rule, _ in STREAM_BREAKAGES])
+def test_stream_rule(stream_dataset: Path, tmp_path: Path, rule: str, breaker: Breaker) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(stream_dataset, root)
+    breaker(root)
+    report = validate(root)
+    found = {f.rule: f.severity for f in report.findings}
+    assert found.get(rule) == RULES[rule][0], [f.line() for f in report.findings]

@@ -17,6 +17,7 @@ from ortf_ros.validation.extras import annotation_dirs, check_annotations, check
 from ortf_ros.validation.findings import Finding, Report, finding
 from ortf_ros.validation.manifest_rules import check_manifest, check_statistics, load_manifest
 from ortf_ros.validation.steps import check_steps
+from ortf_ros.validation.streams import check_streams
 from ortf_ros.validation.tables import Episode, check_episode, check_episode_index, load_episodes, load_tasks
 from ortf_ros.validation.urdf import check_urdf_joints, load_urdf
 from ortf_ros.validation.videos import VideoChecks
@@ -73,6 +74,7 @@ def _check_episodes(
         frame_counts[item.id], found = _check_videos(videos, manifest, item)
         findings += found
     findings += check_steps(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
+    findings += check_streams(root, manifest, episodes, only=only, pending=pending)
     return findings
 
 

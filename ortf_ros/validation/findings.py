@@ -73,6 +73,15 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "steps.step_index_convention": ("error", "all episodes count step_index the same way"),
     "steps.frame_index": ("error", "frame indices are >= 0, non-decreasing and within the video"),
     "steps.orphan": ("error", "step rows belong to episodes in episodes.parquet"),
+    "steps.stream_index": ("error", "steps point at samples their native-rate stream has"),
+    # data/chunk-NNN/streams/<stream>.parquet and the alignment columns
+    "manifest.stream_names": ("error", "native and alignment stream names are identifiers"),
+    "streams.missing": ("error", "each declared native-rate stream has its table in every used chunk"),
+    "streams.unreadable": ("error", "stream tables are readable Parquet with their columns"),
+    "streams.sample_index": ("error", "an episode's samples are numbered 0..n-1 in order"),
+    "streams.timestamp": ("error", "an episode's samples do not go back in time"),
+    "streams.orphan": ("error", "stream samples belong to episodes in episodes.parquet"),
+    "alignment.tolerance": ("warning", "steps used samples within the manifest's sync_tolerance_ms"),
     "steps.pending_commit": ("info", "step rows of an interrupted commit"),
     # videos/
     "videos.missing": ("error", "referenced videos exist"),

@@ -8,6 +8,7 @@ they need as arguments.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
@@ -66,6 +67,20 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
         *_sensors(manifest),
         *_rotations(manifest),
         *_frames(manifest, known_links),
+        *_stream_names(manifest),
+    ]
+
+
+STREAM_NAME = re.compile(r"^[A-Za-z0-9_]+$")
+
+
+def _stream_names(manifest: Manifest) -> list[Finding]:
+    """Stream names become file and column names, so they must be plain identifiers."""
+    names = list(manifest.native_streams) + list(manifest.alignment.streams if manifest.alignment else ())
+    return [
+        finding("manifest.stream_names", layout.MANIFEST, f"stream name {name!r} must match {STREAM_NAME.pattern}")
+        for name in names
+        if not STREAM_NAME.match(name)
     ]
 
 

@@ -1,0 +1,150 @@
+"""Rules on native-rate side tables and on the per-step alignment columns.
+
+Both are ortf_ros extensions the manifest declares (``native_streams``, ``alignment``).
+They are read in their own pass over a handful of narrow columns, so the main step
+scan stays unaware of them; memory holds one counter per episode and stream.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.validation.findings import Finding, finding
+from ortf_ros.validation.tables import Episode
+
+BATCH_ROWS = 65536
+
+
+@dataclass
+class _StreamCount:
+    samples: int = 0
+    last_timestamp: float = -np.inf
+    problems: dict[str, str] = field(default_factory=dict)  # rule -> first problem
+
+
+def check_streams(
+    root: Path, manifest: Manifest, episodes: Sequence[Episode], *, only: Episode | None, pending: Collection[str]
+) -> list[Finding]:
+    if not manifest.native_streams and not manifest.alignment:
+        return []
+    selected = [only] if only is not None else list(episodes)
+    by_chunk: dict[int, list[Episode]] = defaultdict(list)
+    for episode in selected:
+        by_chunk[episode.record.chunk_id].append(episode)
+    known = {e.id for e in episodes} | set(pending)
+    found: list[Finding] = []
+    for chunk_id, chunk_episodes in sorted(by_chunk.items()):
+        ids = {e.id for e in chunk_episodes}
+        counts: dict[str, dict[str, _StreamCount]] = {}
+        for stream in manifest.native_streams:
+            file = layout.stream_path(chunk_id, stream)
+            counts[stream], problems = _scan_stream_table(root, file, ids, known, only is None)
+            found += problems
+        found += _check_step_columns(root, manifest, chunk_id, ids, counts)
+    return found
+
+
+def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=columns)
+
+
+def _scan_stream_table(
+    root: Path, file: str, ids: set[str], known: set[str], report_orphans: bool
+) -> tuple[dict[str, _StreamCount], list[Finding]]:
+    counts: dict[str, _StreamCount] = defaultdict(_StreamCount)
+    orphans: dict[str, int] = defaultdict(int)
+    try:
+        for batch in _batches(root / file, ["episode_id", "sample_index", "timestamp"]):
+            episode_ids = batch.column(0).to_pylist()
+            indices = batch.column(1).to_numpy()
+            stamps = batch.column(2).to_numpy()
+            for row, episode_id in enumerate(episode_ids):
+                if episode_id not in ids:
+                    if episode_id not in known:
+                        orphans[episode_id] += 1
+                    continue
+                count = counts[episode_id]
+                if indices[row] != count.samples:
+                    count.problems.setdefault(
+                        "streams.sample_index", f"sample {count.samples} has sample_index {indices[row]}"
+                    )
+                if not stamps[row] >= count.last_timestamp:
+                    count.problems.setdefault(
+                        "streams.timestamp", f"sample {count.samples}: timestamp {stamps[row]} goes back in time"
+                    )
+                count.samples += 1
+                count.last_timestamp = float(stamps[row])
+    except FileNotFoundError:
+        return {}, [finding("streams.missing", file, "the manifest declares this stream but its table is missing")]
+    except (pa.ArrowException, OSError, KeyError) as exc:
+        return {}, [finding("streams.unreadable", file, f"unreadable: {exc}")]
+    found = [
+        finding(rule, file, message, episode=episode_id)
+        for episode_id, count in counts.items()
+        for rule, message in count.problems.items()
+    ]
+    if report_orphans:
+        found += [
+            finding("streams.orphan", file, f"{rows} sample(s) of an episode not in episodes.parquet", episode=eid)
+            for eid, rows in orphans.items()
+        ]
+    return counts, found
+
+
+def _check_step_columns(
+    root: Path, manifest: Manifest, chunk_id: int, ids: set[str], counts: dict[str, dict[str, _StreamCount]]
+) -> list[Finding]:
+    """Step -> sample indices must exist and not go back; alignment beyond tolerance is reported."""
+    file = layout.steps_path(chunk_id)
+    index_columns = {layout.stream_index_column(s): s for s in manifest.native_streams if s in counts}
+    tolerance = manifest.sync_tolerance_ms
+    aligned = manifest.alignment.streams if manifest.alignment and tolerance is not None else ()
+    alignment_columns = {layout.alignment_column(s): s for s in aligned}
+    try:
+        present = set(pq.ParquetFile(root / file).schema_arrow.names)
+    except (FileNotFoundError, pa.ArrowException, OSError):
+        return []  # the step rules report the file itself
+    columns = [c for c in [*index_columns, *alignment_columns] if c in present]
+    if not columns:
+        return []
+    highest: dict[tuple[str, str], int] = {}
+    late: dict[tuple[str, str], tuple[int, float]] = {}
+    for batch in _batches(root / file, ["episode_id", *columns]):
+        table = pa.Table.from_batches([batch])
+        for episode_id in set(table.column(0).to_pylist()) & ids:
+            rows = table.filter(pa.compute.equal(table.column(0), episode_id))
+            for column in columns:
+                values = rows.column(column).drop_null().to_numpy()
+                if not len(values):
+                    continue
+                key = (episode_id, column)
+                if column in index_columns:
+                    highest[key] = max(highest.get(key, -1), int(values.max()))
+                else:
+                    over = values[values > tolerance]
+                    if len(over):
+                        seen, worst = late.get(key, (0, 0.0))
+                        late[key] = (seen + len(over), max(worst, float(over.max())))
+    found = []
+    for (episode_id, column), top in highest.items():
+        stream = index_columns[column]
+        samples = counts[stream].get(episode_id, _StreamCount()).samples
+        if top >= samples:
+            message = f"step uses sample {top} of {stream!r}, which has {samples} sample(s) in this episode"
+            found.append(finding("steps.stream_index", file, message, episode=episode_id, field=column))
+    for (episode_id, column), (steps, worst) in late.items():
+        message = (
+            f"{steps} step(s) used a {alignment_columns[column]!r} sample further than the "
+            f"{tolerance:g} ms sync tolerance (worst {worst:.1f} ms)"
+        )
+        found.append(finding("alignment.tolerance", file, message, episode=episode_id, field=column))
+    return found
