@@ -377,14 +377,16 @@ class DatasetWriter:
         *,
         samples: Mapping[str, int] | None = None,
         alignment_ms: Mapping[str, float] | None = None,
+        frames: Mapping[str, int] | None = None,
     ) -> None:
         """Record one step.
 
         ``timestamp`` is in seconds on any clock (stored relative to the episode's first
-        step or sample); ``images`` are new frames for this step, other cameras keep
-        their latest frame; ``samples`` names, per native-rate stream, the sample this
-        step used; ``alignment_ms`` how far from the step time each aligned stream's
-        sample was. Everything is checked before anything is written.
+        step or sample). ``images`` are new frames for this step; each camera uses its
+        newest frame unless ``frames`` names another (the one nearest the step time,
+        say). ``samples`` names, per native-rate stream, the sample this step used;
+        ``alignment_ms`` how far from the step time each aligned stream's sample was.
+        Everything is checked before anything is written.
         """
         recording = self._current()
         manifest = self.manifest
@@ -402,11 +404,14 @@ class DatasetWriter:
         checked = {camera: self._checked_image(camera, image) for camera, image in (images or {}).items()}
         for camera, image in checked.items():
             self.add_frame(camera, image)
+        _check_keys(f"step {recording.steps} frames", "camera", frames or {}, manifest.cameras, partial=True)
         for camera in manifest.cameras:
             writer = recording.videos.get(camera)
-            if writer is None or writer.frames_written == 0:
-                raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame yet")
-            columns[layout.image_column(camera)] = [writer.frames_written - 1]
+            written = writer.frames_written if writer is not None else 0
+            index = (frames or {}).get(camera, written - 1)
+            if not 0 <= index < written:
+                raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame {index} ({written} written)")
+            columns[layout.image_column(camera)] = [index]
         columns.update(
             episode_id=[recording.header.episode_id],
             step_index=[recording.steps],

@@ -216,7 +216,7 @@ def _images(step: int) -> dict[str, np.ndarray]:
     return images
 
 
-def _step(**change: object) -> tuple[object, ...]:
+def _step(frames: dict[str, int] | None = None, **change: object) -> tuple[tuple[object, ...], dict[str, object]]:
     """add_step arguments of a good step 0, with some of them replaced."""
     args: dict[str, object] = {
         "timestamp": 0.0,
@@ -225,7 +225,7 @@ def _step(**change: object) -> tuple[object, ...]:
         "images": _images(0),
     }
     args.update(change)
-    return tuple(args.values())
+    return tuple(args.values()), {"frames": frames}
 
 
 def _with_image(camera: str, image: np.ndarray) -> dict[str, np.ndarray]:
@@ -242,7 +242,8 @@ BAD_STEPS = [
     ("depth as rgb", lambda: _step(images=_with_image("depth", np.zeros((48, 64, 3), np.uint8))),
      "camera 'depth': expected a uint16 image of shape (48, 64)"),
     ("nan action", lambda: _step(action=np.full(8, np.nan)), "values must be finite"),
-    ("no frame yet", lambda: _step(images={}), "has no frame yet"),
+    ("no frame yet", lambda: _step(images={}), "camera 'cam_wrist' has no frame -1 (0 written)"),
+    ("frame not written", lambda: _step(frames={"cam_wrist": 1}), "camera 'cam_wrist' has no frame 1 (1 written)"),
 ]  # fmt: skip
 
 
@@ -254,8 +255,9 @@ def test_bad_step_is_rejected_and_nothing_written_is_lost(
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     with DatasetWriter(root) as writer:
         writer.begin_episode("pick")
+        args, kwargs = make()  # type: ignore[operator]
         with pytest.raises(WriterError, match=_re(message)):
-            writer.add_step(*make())  # type: ignore[operator]
+            writer.add_step(*args, **kwargs)
         writer.add_step(1.0, demo_state(0, 1), demo_action(0, 1), _images(1))
         with pytest.raises(WriterError, match="timestamp 0.5 must be finite and after"):
             writer.add_step(0.5, demo_state(0, 2), demo_action(0, 2), _images(2))
@@ -330,3 +332,17 @@ def test_npz_depth_from_another_writer_is_read(small_dataset: tuple[Path, list[E
         np.testing.assert_array_equal(frame, stack[step])
     with pytest.raises(ReaderError, match="has no frame 12"):
         episode.frame("depth", 12)
+
+
+def test_a_step_can_point_at_a_frame_other_than_the_newest(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "ds", demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        for frame in range(3):
+            writer.add_frame("cam_wrist", demo_rgb(0, frame, 64, 48))
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0), frames={"cam_wrist": 1})
+        with pytest.raises(WriterError, match=r"unknown camera\(s\) \['cam_x'\]"):
+            writer.add_step(0.1, demo_state(0, 1), demo_action(0, 1), frames={"cam_x": 0})
+        writer.end_episode()
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    assert episode.array(layout.image_column("cam_wrist")).tolist() == [1]
+    assert psnr(episode.frame("cam_wrist", 1), demo_rgb(0, 1, 64, 48)) >= 35.0
