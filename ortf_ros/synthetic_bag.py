@@ -1,0 +1,962 @@
+"""Synthetic teleop recordings with analytically known content, in every bag format.
+
+``write_teleop_bag`` writes a recording of a 7-joint arm with a two-finger gripper, two
+RGB cameras, a depth camera, a force-torque sensor, TF and a joint command (the
+action), as rosbag2 (MCAP or sqlite3) or ROS 1, with rosbags and no ROS install. Tests,
+``make demo`` and the benchmark convert these bags.
+
+Everything in the bag is a pure function of time or sequence number, public here, so a
+test can compute what a converter must produce:
+
+- every stream publishes at ``t = seq / rate`` for ``seq = 0 .. count - 1`` (``count =
+  round(duration_s * rate)``); the header stamp is ``start_ns + stamp offset`` and the
+  receive (bag) time adds ``receive_latency_ns(topic, seq)``; analytic values are
+  taken at ``t = (stamp_ns - start_ns) / 1e9`` (``stamp_ns`` below);
+- ``/joint_states`` lists joints in ``JOINT_STATE_ORDER`` (not the URDF's order), and
+  every ``FINGERS_ONLY_EVERY``-th message only the finger joints (``joint_state_names``);
+- ``/tf`` publishes ``base_link -> arm_link4 -> hand`` (``dynamic_transforms``), so the
+  end-effector pose is ``ee_pose(t)``; it is not forward kinematics of the joint states;
+- camera frames carry their own sequence number in 16x16 grey blocks that survive H.264
+  and JPEG (``rgb_frame`` / ``decode_frame_number``); depth is ``depth_frame(seq)``,
+  for bit-exactness checks.
+
+Writing streams: messages are generated, serialized and written one at a time in
+receive-time order, so a 10-minute bag takes no more memory than a 10-second one.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import av
+import numpy as np
+import yaml
+from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
+from rosbags.rosbag1 import Writer as Rosbag1Writer
+from rosbags.rosbag2 import CompressionFormat, CompressionMode, StoragePlugin
+from rosbags.rosbag2 import Writer as Rosbag2Writer
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+from rosbags.typesys.store import Typestore
+
+from ortf_ros.errors import ConversionError
+
+BagFormat = Literal["mcap", "sqlite3", "ros1"]
+BagCompression = Literal["none", "file", "message", "storage", "bz2", "lz4"]
+"""``file``/``message``: rosbag2 zstd per file or per message; ``storage``: MCAP zstd
+chunks; ``bz2``/``lz4``: ROS 1 chunks."""
+
+START_NS = 1_700_000_000_000_000_000  # header stamp of t = 0 (2023-11-14 22:13:20 UTC)
+
+ROBOT_NAME = "ortf_teleop_arm"
+ARM_JOINTS = tuple(f"arm_joint{i}" for i in range(1, 8))
+FINGER_JOINTS = ("finger_joint1", "finger_joint2")
+JOINTS = ARM_JOINTS + FINGER_JOINTS  # the URDF's order
+JOINT_STATE_ORDER = (
+    "finger_joint2",
+    "arm_joint4",
+    "arm_joint1",
+    "arm_joint7",
+    "finger_joint1",
+    "arm_joint2",
+    "arm_joint6",
+    "arm_joint3",
+    "arm_joint5",
+)
+COMMAND_ORDER = tuple(reversed(JOINTS))
+FINGERS_ONLY_EVERY = 5  # joint_states messages with seq % 5 == 4 list only the fingers
+COMMAND_LEAD_S = 0.1  # the command leads the measured positions by this much
+ARM_LIMIT = 2.8
+FINGER_LIMIT = 0.04
+
+WORLD, BASE_LINK, ELBOW_LINK, HAND = "world", "base_link", "arm_link4", "hand"
+WRIST_CAMERA_FRAME = "wrist_camera_optical_frame"
+OVERHEAD_CAMERA_FRAME = "overhead_camera_optical_frame"
+FT_FRAME = HAND
+
+TOPIC_ROBOT_DESCRIPTION = "/robot_description"
+TOPIC_TF = "/tf"
+TOPIC_TF_STATIC = "/tf_static"
+TOPIC_JOINT_STATES = "/joint_states"
+TOPIC_JOINT_COMMAND = "/joint_command"
+TOPIC_WRIST_IMAGE = "/wrist_camera/image_raw"
+TOPIC_OVERHEAD_IMAGE = "/overhead_camera/image_raw"
+TOPIC_WRIST_CAMERA_INFO = "/wrist_camera/camera_info"
+TOPIC_DEPTH_IMAGE = "/depth_camera/image_raw"
+TOPIC_WRENCH = "/ft_sensor/wrench"
+COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
+CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}
+DEPTH_FRAME = OVERHEAD_CAMERA_FRAME  # the depth camera is co-located with the overhead one
+JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
+
+# Fixed part of each topic's receive latency (publish -> bag), nanoseconds.
+BASE_LATENCY_NS = {
+    TOPIC_ROBOT_DESCRIPTION: 3_000_000,
+    TOPIC_TF_STATIC: 2_000_000,
+    TOPIC_TF: 1_000_000,
+    TOPIC_JOINT_STATES: 500_000,
+    TOPIC_JOINT_COMMAND: 300_000,
+    TOPIC_WRIST_IMAGE: 8_000_000,
+    TOPIC_OVERHEAD_IMAGE: 9_000_000,
+    TOPIC_WRIST_CAMERA_INFO: 8_000_000,
+    TOPIC_DEPTH_IMAGE: 12_000_000,
+    TOPIC_WRENCH: 200_000,
+}
+JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
+
+
+# ---------------------------------------------------------------- timing
+
+
+def stamp_ns(seq: int, rate_hz: float, start_ns: int = START_NS) -> int:
+    """Header stamp of message ``seq`` of a stream published at ``rate_hz``."""
+    return start_ns + round(seq * 1_000_000_000 / rate_hz)
+
+
+def receive_latency_ns(topic: str, seq: int) -> int:
+    """Receive time minus header stamp: a fixed per-topic latency plus 0..0.4 ms of jitter."""
+    base = BASE_LATENCY_NS[topic.removesuffix(COMPRESSED_SUFFIX)]
+    return base + ((seq * 7919) % 11) * JITTER_STEP_NS
+
+
+def seconds(stamp: int, start_ns: int = START_NS) -> float:
+    """The ``t`` of the analytic functions for a header stamp."""
+    return (stamp - start_ns) / 1e9
+
+
+# ---------------------------------------------------------------- joints and wrench
+
+
+_OMEGA = 0.5 + 0.1 * np.arange(7)
+_PHASE = 0.7 * np.arange(7)
+
+
+def joint_positions(t: float) -> np.ndarray:
+    """(9,) float64 in ``JOINTS`` order: arm in radians, fingers in metres (0..0.04)."""
+    arm = 0.5 * np.sin(_OMEGA * t + _PHASE)
+    finger = 0.02 + 0.015 * math.sin(1.3 * t)
+    return np.concatenate([arm, [finger, finger]])
+
+
+def joint_velocities(t: float) -> np.ndarray:
+    """Exact time derivative of ``joint_positions``."""
+    arm = 0.5 * _OMEGA * np.cos(_OMEGA * t + _PHASE)
+    finger = 0.015 * 1.3 * math.cos(1.3 * t)
+    return np.concatenate([arm, [finger, finger]])
+
+
+def joint_efforts(t: float) -> np.ndarray:
+    """(9,) float64 in ``JOINTS`` order, newton-metres / newtons."""
+    arm = 10.0 * np.cos(0.3 * t + _PHASE) + np.arange(7)
+    grip = 5.0 + 2.0 * math.sin(0.9 * t)
+    return np.concatenate([arm, [grip, -grip]])
+
+
+def joint_command(t: float) -> np.ndarray:
+    """(9,) float64 target positions in ``JOINTS`` order: where the arm is ``COMMAND_LEAD_S`` later."""
+    return joint_positions(t + COMMAND_LEAD_S)
+
+
+def joint_state_names(seq: int) -> tuple[str, ...]:
+    """Names that ``/joint_states`` message ``seq`` lists, in its order."""
+    if seq % FINGERS_ONLY_EVERY == FINGERS_ONLY_EVERY - 1:
+        return tuple(n for n in JOINT_STATE_ORDER if n in FINGER_JOINTS)
+    return JOINT_STATE_ORDER
+
+
+def select_joints(values: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
+    """Pick entries of a ``JOINTS``-ordered vector in the order of ``names``."""
+    return np.array([values[JOINTS.index(n)] for n in names], dtype=np.float64)
+
+
+def wrench(t: float) -> tuple[np.ndarray, np.ndarray]:
+    """(force (3,) N, torque (3,) N m) of the FT sensor in ``FT_FRAME``."""
+    force = np.array(
+        [2.0 * math.sin(2 * math.pi * 1.5 * t), 1.5 * math.cos(2 * math.pi * 0.7 * t), -9.81 + 0.5 * math.sin(6 * t)]
+    )
+    torque = np.array([0.1 * math.sin(5 * t), 0.2 * math.cos(3 * t), 0.05 * math.sin(11 * t)])
+    return force, torque
+
+
+# ---------------------------------------------------------------- transforms
+
+
+@dataclass(frozen=True)
+class Transform:
+    """``child`` in ``parent``; rotation in ROS order (x, y, z, w)."""
+
+    parent: str
+    child: str
+    translation: tuple[float, float, float]
+    rotation_xyzw: tuple[float, float, float, float]
+
+
+def quat_from_rpy(roll: float, pitch: float, yaw: float) -> tuple[float, float, float, float]:
+    """(x, y, z, w) of URDF/ROS fixed-axis roll, pitch, yaw (R = Rz(yaw) Ry(pitch) Rx(roll))."""
+    cr, sr = math.cos(roll / 2), math.sin(roll / 2)
+    cp, sp = math.cos(pitch / 2), math.sin(pitch / 2)
+    cy, sy = math.cos(yaw / 2), math.sin(yaw / 2)
+    return (
+        sr * cp * cy - cr * sp * sy,
+        cr * sp * cy + sr * cp * sy,
+        cr * cp * sy - sr * sp * cy,
+        cr * cp * cy + sr * sp * sy,
+    )
+
+
+def quat_from_axis_angle(axis: tuple[float, float, float], angle: float) -> tuple[float, float, float, float]:
+    n = math.sqrt(sum(a * a for a in axis))
+    s = math.sin(angle / 2) / n
+    return (axis[0] * s, axis[1] * s, axis[2] * s, math.cos(angle / 2))
+
+
+def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Hamilton product of two (x, y, z, w) quaternions."""
+    ax, ay, az, aw = a
+    bx, by, bz, bw = b
+    return np.array(
+        [
+            aw * bx + ax * bw + ay * bz - az * by,
+            aw * by - ax * bz + ay * bw + az * bx,
+            aw * bz + ax * by - ay * bx + az * bw,
+            aw * bw - ax * bx - ay * by - az * bz,
+        ]
+    )
+
+
+def quat_rotate(q: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Rotate vector ``v`` by the (x, y, z, w) quaternion ``q``."""
+    u, w = np.asarray(q[:3], dtype=np.float64), float(q[3])
+    vec = np.asarray(v, dtype=np.float64)
+    return np.asarray(vec + 2.0 * np.cross(u, np.cross(u, vec) + w * vec))
+
+
+# (parent, child, xyz, rpy): the fixed frames, on /tf_static and as fixed joints in the URDF.
+_STATIC = (
+    (WORLD, BASE_LINK, (0.0, 0.0, 0.75), (0.0, 0.0, 0.0)),
+    (HAND, WRIST_CAMERA_FRAME, (0.05, 0.0, 0.02), (-math.pi / 2, 0.0, -math.pi / 2)),
+    (WORLD, OVERHEAD_CAMERA_FRAME, (0.5, 0.0, 1.6), (math.pi, 0.0, -math.pi / 2)),
+)
+STATIC_TRANSFORMS = tuple(Transform(p, c, xyz, quat_from_rpy(*rpy)) for p, c, xyz, rpy in _STATIC)
+_ELBOW_AXIS = (0.0, 0.0, 1.0)
+_WRIST_AXIS = (0.3, 0.5, 0.8)
+
+
+def dynamic_transforms(t: float) -> tuple[Transform, Transform]:
+    """What one ``/tf`` message holds at time ``t``: base_link -> arm_link4 -> hand."""
+    elbow = Transform(
+        BASE_LINK,
+        ELBOW_LINK,
+        (0.1 * math.sin(0.5 * t), 0.1 * math.cos(0.5 * t), 0.45),
+        quat_from_axis_angle(_ELBOW_AXIS, 0.6 * math.sin(0.4 * t)),
+    )
+    hand = Transform(
+        ELBOW_LINK,
+        HAND,
+        (0.3 + 0.05 * math.sin(0.9 * t), 0.02 * math.cos(0.6 * t), 0.1 * math.cos(0.7 * t)),
+        quat_from_axis_angle(_WRIST_AXIS, 0.2 + 0.8 * math.sin(0.8 * t)),
+    )
+    return elbow, hand
+
+
+def ee_pose(t: float) -> tuple[np.ndarray, np.ndarray]:
+    """Pose of ``hand`` in ``base_link`` at time ``t``: (position (3,), rotation (x, y, z, w))."""
+    elbow, hand = dynamic_transforms(t)
+    q1 = np.array(elbow.rotation_xyzw)
+    position = np.array(elbow.translation) + quat_rotate(q1, np.array(hand.translation))
+    rotation = quat_multiply(q1, np.array(hand.rotation_xyzw))
+    return position, rotation
+
+
+# ---------------------------------------------------------------- robot description
+
+
+def _rpy(xyz: tuple[float, float, float], rpy: tuple[float, float, float]) -> str:
+    return f'<origin xyz="{xyz[0]:.17g} {xyz[1]:.17g} {xyz[2]:.17g}" rpy="{rpy[0]:.17g} {rpy[1]:.17g} {rpy[2]:.17g}"/>'
+
+
+def teleop_urdf() -> str:
+    """URDF of the arm: world -> base_link -> arm_link1..7 -> hand -> two fingers, and the cameras."""
+    links = [WORLD, BASE_LINK, *(f"arm_link{i}" for i in range(1, 8)), HAND, "left_finger", "right_finger"]
+    links += [WRIST_CAMERA_FRAME, OVERHEAD_CAMERA_FRAME]
+    joints = []
+    static = {(p, c): (xyz, rpy) for p, c, xyz, rpy in _STATIC}
+
+    def fixed(name: str, parent: str, child: str) -> None:
+        xyz, rpy = static[(parent, child)]
+        joints.append(
+            f'  <joint name="{name}" type="fixed">\n'
+            f'    <parent link="{parent}"/><child link="{child}"/>\n    {_rpy(xyz, rpy)}\n  </joint>'
+        )
+
+    fixed("world_joint", WORLD, BASE_LINK)
+    parent = BASE_LINK
+    for i, name in enumerate(ARM_JOINTS, start=1):
+        child = f"arm_link{i}"
+        joints.append(
+            f'  <joint name="{name}" type="revolute">\n'
+            f'    <parent link="{parent}"/><child link="{child}"/>\n'
+            f'    <origin xyz="0 0 {0.333 if i == 1 else 0.1}" rpy="0 0 0"/><axis xyz="0 0 1"/>\n'
+            f'    <limit lower="{-ARM_LIMIT}" upper="{ARM_LIMIT}" effort="87" velocity="2.1"/>\n'
+            "  </joint>"
+        )
+        parent = child
+    joints.append(
+        '  <joint name="hand_joint" type="fixed">\n'
+        f'    <parent link="{parent}"/><child link="{HAND}"/>\n'
+        '    <origin xyz="0 0 0.107" rpy="0 0 0"/>\n  </joint>'
+    )
+    for name, child, axis in (("finger_joint1", "left_finger", "0 1 0"), ("finger_joint2", "right_finger", "0 -1 0")):
+        joints.append(
+            f'  <joint name="{name}" type="prismatic">\n'
+            f'    <parent link="{HAND}"/><child link="{child}"/>\n'
+            f'    <origin xyz="0 0 0.0584" rpy="0 0 0"/><axis xyz="{axis}"/>\n'
+            f'    <limit lower="0" upper="{FINGER_LIMIT}" effort="20" velocity="0.2"/>\n'
+            "  </joint>"
+        )
+    fixed("wrist_camera_joint", HAND, WRIST_CAMERA_FRAME)
+    fixed("overhead_camera_joint", WORLD, OVERHEAD_CAMERA_FRAME)
+    body = "\n".join([*(f'  <link name="{n}"/>' for n in links), *joints])
+    return f'<?xml version="1.0"?>\n<robot name="{ROBOT_NAME}">\n{body}\n</robot>\n'
+
+
+# ---------------------------------------------------------------- images
+
+BLOCK = 16  # code block size in pixels (one H.264 macroblock)
+CODE_DIGITS = 12  # base-4 digits: frame numbers up to 4**12 - 1
+CODE_LEVELS = (32, 96, 160, 224)
+_BACKGROUND_TINT = {TOPIC_WRIST_IMAGE: (40, 0, 0), TOPIC_OVERHEAD_IMAGE: (0, 0, 60)}
+# Colour of each camera's code blocks around their grey level (mean zero, so the decoded
+# level is unchanged): the two cameras' frames differ even when blocks fill the image.
+CODE_TINT = {TOPIC_WRIST_IMAGE: (0, 0, 0), TOPIC_OVERHEAD_IMAGE: (24, 0, -24)}
+
+
+def _check_size(width: int, height: int) -> None:
+    if (width // BLOCK) * (height // BLOCK) < CODE_DIGITS or width % 2 or height % 2:
+        raise ValueError(
+            f"image size {width}x{height}: expected even sides and {CODE_DIGITS} {BLOCK}px code blocks (e.g. 64x48)"
+        )
+
+
+def _blocks(width: int) -> Iterator[tuple[int, int]]:
+    cols = width // BLOCK
+    for i in range(CODE_DIGITS):
+        yield (i // cols) * BLOCK, (i % cols) * BLOCK
+
+
+@lru_cache(maxsize=8)
+def _background(camera: str, width: int, height: int) -> np.ndarray:
+    """A smooth gradient twice as wide as the image; frames show a window sliding along it."""
+    x = np.arange(2 * width)[None, :]
+    y = np.arange(height)[:, None]
+    tint = _BACKGROUND_TINT.get(camera, (0, 0, 0))
+    r = 90 + 60 * np.sin(2 * np.pi * x / width) + 0 * y + tint[0]
+    g = 100 + 50 * np.cos(2 * np.pi * y / height) + 0 * x + tint[1]
+    b = 110 + 40 * np.sin(2 * np.pi * (x + y) / (width + height)) + tint[2]
+    img: np.ndarray = np.clip(np.stack(np.broadcast_arrays(r, g, b), axis=-1), 0, 255).astype(np.uint8)
+    img.flags.writeable = False
+    return img
+
+
+def rgb_frame(camera: str, seq: int, width: int, height: int) -> np.ndarray:
+    """Frame ``seq`` of a camera topic: HxWx3 uint8 RGB, a moving gradient with the number in blocks.
+
+    The first ``CODE_DIGITS`` 16x16 blocks (row-major from the top left) are grey, one
+    base-4 digit each (least significant first) at levels ``CODE_LEVELS``, plus the
+    camera's ``CODE_TINT``.
+    """
+    _check_size(width, height)
+    shift = (seq * 2) % width
+    img = np.array(_background(camera, width, height)[:, shift : shift + width])
+    tint = np.array(CODE_TINT.get(camera, (0, 0, 0)))
+    value = seq
+    for y, x in _blocks(width):
+        img[y : y + BLOCK, x : x + BLOCK] = CODE_LEVELS[value % 4] + tint
+        value //= 4
+    return img
+
+
+def decode_frame_number(rgb: np.ndarray) -> int:
+    """The sequence number ``rgb_frame`` wrote into a frame (also after lossy compression)."""
+    levels = np.array(CODE_LEVELS, dtype=np.float64)
+    value = 0
+    for i, (y, x) in enumerate(_blocks(rgb.shape[1])):
+        inner = rgb[y + 4 : y + BLOCK - 4, x + 4 : x + BLOCK - 4].astype(np.float64).mean()
+        value += int(np.abs(levels - inner).argmin()) * 4**i
+    return value
+
+
+def depth_frame(seq: int, width: int, height: int) -> np.ndarray:
+    """Depth frame ``seq``: HxW uint16 millimetres, an exact function of the pixel and ``seq``."""
+    y, x = np.mgrid[0:height, 0:width]
+    depth: np.ndarray = ((500 + 3 * x + 5 * y + 7 * seq) % 9500 + 300).astype(np.uint16)
+    return depth
+
+
+def camera_intrinsics(width: int, height: int) -> tuple[float, float, float, float]:
+    """(fx, fy, cx, cy) of the wrist camera."""
+    return 0.9 * width, 0.9 * width, width / 2, height / 2
+
+
+CAMERA_DISTORTION = ("plumb_bob", (0.1, -0.05, 0.001, 0.002, 0.0))
+
+
+class _JpegEncoder:
+    def __init__(self, width: int, height: int) -> None:
+        self.ctx = av.CodecContext.create("mjpeg", "w")
+        self.ctx.width, self.ctx.height = width, height
+        self.ctx.pix_fmt = "yuvj420p"
+        self.ctx.time_base = Fraction(1, 30)
+        self.ctx.options = {"qscale": "2"}
+        self.ctx.open()
+
+    def encode(self, rgb: np.ndarray) -> bytes:
+        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
+        data = b"".join(bytes(p) for p in self.ctx.encode(frame))
+        if not data:
+            raise RuntimeError("the JPEG encoder returned no image")
+        return data
+
+
+# ---------------------------------------------------------------- the schedule
+
+
+@dataclass(frozen=True)
+class TeleopConfig:
+    fmt: BagFormat
+    duration_s: float = 2.0
+    width: int = 64
+    height: int = 48
+    fps: int = 30
+    joint_rate_hz: int = 100
+    command_rate_hz: int = 50
+    wrench_rate_hz: int = 1000
+    tf_rate_hz: int = 100
+    with_depth: bool = True
+    compressed: bool = False
+    legacy_tf: bool = False
+    start_ns: int = START_NS
+
+    def image_topic(self, topic: str) -> str:
+        return topic + COMPRESSED_SUFFIX if self.compressed else topic
+
+    def rates(self) -> dict[str, float | None]:
+        """Topic -> publish rate (None: published once, at t = 0)."""
+        rates: dict[str, float | None] = {
+            TOPIC_ROBOT_DESCRIPTION: None,
+            TOPIC_TF_STATIC: None,
+            TOPIC_TF: self.tf_rate_hz,
+            TOPIC_JOINT_STATES: self.joint_rate_hz,
+            TOPIC_JOINT_COMMAND: self.command_rate_hz,
+            self.image_topic(TOPIC_WRIST_IMAGE): self.fps,
+            self.image_topic(TOPIC_OVERHEAD_IMAGE): self.fps,
+            TOPIC_WRIST_CAMERA_INFO: self.fps,
+            TOPIC_WRENCH: self.wrench_rate_hz,
+        }
+        if self.with_depth:
+            rates[TOPIC_DEPTH_IMAGE] = self.fps
+        return rates
+
+    def count(self, topic: str) -> int:
+        rate = self.rates()[topic]
+        return 1 if rate is None else round(self.duration_s * rate)
+
+    def msgtypes(self) -> dict[str, str]:
+        """Topic -> ROS 2 message type name (a ROS 1 bag's ``tf/tfMessage`` reads as TFMessage)."""
+        image = "sensor_msgs/msg/CompressedImage" if self.compressed else "sensor_msgs/msg/Image"
+        types = {
+            TOPIC_ROBOT_DESCRIPTION: "std_msgs/msg/String",
+            TOPIC_TF_STATIC: "tf2_msgs/msg/TFMessage",
+            TOPIC_TF: "tf2_msgs/msg/TFMessage",
+            TOPIC_JOINT_STATES: "sensor_msgs/msg/JointState",
+            TOPIC_JOINT_COMMAND: "sensor_msgs/msg/JointState",
+            self.image_topic(TOPIC_WRIST_IMAGE): image,
+            self.image_topic(TOPIC_OVERHEAD_IMAGE): image,
+            TOPIC_WRIST_CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            TOPIC_WRENCH: "geometry_msgs/msg/WrenchStamped",
+        }
+        if self.with_depth:
+            types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
+        return types
+
+
+@dataclass(frozen=True, order=True)
+class Event:
+    """One message of the schedule: ``topic``'s message ``seq``, stamped and received."""
+
+    receive_ns: int
+    order: int  # tie-break between topics received at the same instant
+    topic: str
+    seq: int
+    stamp_ns: int
+
+
+def schedule(config: TeleopConfig) -> Iterator[Event]:
+    """Every message of the recording in receive-time order, generated lazily."""
+
+    def stream(order: int, topic: str, rate: float | None) -> Iterator[Event]:
+        n = 1 if rate is None else round(config.duration_s * rate)
+        for seq in range(n):
+            stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
+            yield Event(stamp + receive_latency_ns(topic, seq), order, topic, seq, stamp)
+
+    streams = [stream(i, topic, rate) for i, (topic, rate) in enumerate(config.rates().items())]
+    return heapq.merge(*streams)
+
+
+@dataclass(frozen=True)
+class TeleopBagInfo:
+    """What ``write_teleop_bag`` wrote."""
+
+    path: Path  # the rosbag2 directory or the ROS 1 .bag file
+    files: tuple[Path, ...]  # the storage files
+    config: TeleopConfig
+    counts: dict[str, int]  # topic -> messages written
+    msgtypes: dict[str, str]  # topic -> ROS 2 type name, as BagSource reports it
+    start_ns: int  # stamp of t = 0
+    first_receive_ns: int
+    last_receive_ns: int
+    urdf: str = field(repr=False)
+
+    @property
+    def fmt(self) -> BagFormat:
+        return self.config.fmt
+
+    @property
+    def message_count(self) -> int:
+        return sum(self.counts.values())
+
+
+# ---------------------------------------------------------------- messages
+
+
+@lru_cache(maxsize=2)
+def typestore(ros1: bool) -> Typestore:
+    """ROS 2 Jazzy, or ROS 1 Noetic plus tf2_msgs/TFMessage and the legacy tf/tfMessage."""
+    if not ros1:
+        return get_typestore(Stores.ROS2_JAZZY)
+    store = get_typestore(Stores.ROS1_NOETIC)
+    definition = "geometry_msgs/TransformStamped[] transforms"
+    store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
+    store.register(get_types_from_msg(definition, "tf/msg/tfMessage"))
+    return store
+
+
+class _Messages:
+    """Builds and serializes each message of the schedule."""
+
+    def __init__(self, config: TeleopConfig) -> None:
+        self.config = config
+        self.ros1 = config.fmt == "ros1"
+        self.store = typestore(self.ros1)
+        self.types = self.store.types
+        self.tf_type = "tf/msg/tfMessage" if self.ros1 and config.legacy_tf else "tf2_msgs/msg/TFMessage"
+        self.jpeg = _JpegEncoder(config.width, config.height) if config.compressed else None
+        self.urdf = teleop_urdf()
+        self.builders: dict[str, tuple[str, Callable[[int, int], Any]]] = {
+            TOPIC_ROBOT_DESCRIPTION: (
+                "std_msgs/msg/String",
+                lambda seq, stamp: self.new("std_msgs/msg/String", data=self.urdf),
+            ),
+            TOPIC_TF_STATIC: ("tf2_msgs/msg/TFMessage", self.tf_static),
+            TOPIC_TF: (self.tf_type, self.tf),
+            TOPIC_JOINT_STATES: ("sensor_msgs/msg/JointState", self.joint_state),
+            TOPIC_JOINT_COMMAND: ("sensor_msgs/msg/JointState", self.command),
+            TOPIC_WRIST_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self.camera_info),
+            TOPIC_DEPTH_IMAGE: ("sensor_msgs/msg/Image", self.depth),
+            TOPIC_WRENCH: ("geometry_msgs/msg/WrenchStamped", self.wrench),
+        }
+        image_type = "sensor_msgs/msg/CompressedImage" if config.compressed else "sensor_msgs/msg/Image"
+        for camera in CAMERAS:
+            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera))
+
+    def new(self, msgtype: str, **fields: Any) -> Any:
+        """An instance of the typestore's class for ``msgtype``."""
+        return self.types[msgtype](**fields)
+
+    def msgtype(self, topic: str) -> str:
+        return self.builders[topic][0]
+
+    def serialize(self, topic: str, seq: int, stamp: int) -> bytes:
+        msgtype, build = self.builders[topic]
+        msg = build(seq, stamp)
+        if self.ros1:
+            return bytes(self.store.serialize_ros1(msg, msgtype))
+        return bytes(self.store.serialize_cdr(msg, msgtype))
+
+    def header(self, stamp: int, frame_id: str, seq: int = 0) -> Any:
+        time = self.new("builtin_interfaces/msg/Time", sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+        if self.ros1:
+            return self.new("std_msgs/msg/Header", seq=seq, stamp=time, frame_id=frame_id)
+        return self.new("std_msgs/msg/Header", stamp=time, frame_id=frame_id)
+
+    def transform(self, tf: Transform, stamp: int, seq: int = 0) -> Any:
+        return self.new(
+            "geometry_msgs/msg/TransformStamped",
+            header=self.header(stamp, tf.parent, seq),
+            child_frame_id=tf.child,
+            transform=self.new(
+                "geometry_msgs/msg/Transform",
+                translation=self.new(
+                    "geometry_msgs/msg/Vector3", x=tf.translation[0], y=tf.translation[1], z=tf.translation[2]
+                ),
+                rotation=self.new(
+                    "geometry_msgs/msg/Quaternion",
+                    x=tf.rotation_xyzw[0],
+                    y=tf.rotation_xyzw[1],
+                    z=tf.rotation_xyzw[2],
+                    w=tf.rotation_xyzw[3],
+                ),
+            ),
+        )
+
+    def tf_static(self, seq: int, stamp: int) -> Any:
+        return self.new("tf2_msgs/msg/TFMessage", transforms=[self.transform(tf, stamp) for tf in STATIC_TRANSFORMS])
+
+    def tf(self, seq: int, stamp: int) -> Any:
+        t = seconds(stamp, self.config.start_ns)
+        return self.new(self.tf_type, transforms=[self.transform(tf, stamp, seq) for tf in dynamic_transforms(t)])
+
+    def joint_state(self, seq: int, stamp: int) -> Any:
+        t = seconds(stamp, self.config.start_ns)
+        names = joint_state_names(seq)
+        return self.new(
+            "sensor_msgs/msg/JointState",
+            header=self.header(stamp, "", seq),
+            name=list(names),
+            position=select_joints(joint_positions(t), names),
+            velocity=select_joints(joint_velocities(t), names),
+            effort=select_joints(joint_efforts(t), names),
+        )
+
+    def command(self, seq: int, stamp: int) -> Any:
+        t = seconds(stamp, self.config.start_ns)
+        empty = np.zeros(0, dtype=np.float64)
+        return self.new(
+            "sensor_msgs/msg/JointState",
+            header=self.header(stamp, "", seq),
+            name=list(COMMAND_ORDER),
+            position=select_joints(joint_command(t), COMMAND_ORDER),
+            velocity=empty,
+            effort=empty,
+        )
+
+    def wrench(self, seq: int, stamp: int) -> Any:
+        force, torque = wrench(seconds(stamp, self.config.start_ns))
+        return self.new(
+            "geometry_msgs/msg/WrenchStamped",
+            header=self.header(stamp, FT_FRAME, seq),
+            wrench=self.new(
+                "geometry_msgs/msg/Wrench",
+                force=self.new("geometry_msgs/msg/Vector3", x=force[0], y=force[1], z=force[2]),
+                torque=self.new("geometry_msgs/msg/Vector3", x=torque[0], y=torque[1], z=torque[2]),
+            ),
+        )
+
+    def _image_builder(self, camera: str) -> Callable[[int, int], Any]:
+        frame_id = CAMERAS[camera]
+
+        def build(seq: int, stamp: int) -> Any:
+            rgb = rgb_frame(camera, seq, self.config.width, self.config.height)
+            if self.jpeg is not None:
+                data = np.frombuffer(self.jpeg.encode(rgb), dtype=np.uint8)
+                return self.new(
+                    "sensor_msgs/msg/CompressedImage",
+                    header=self.header(stamp, frame_id, seq),
+                    format=JPEG_FORMAT,
+                    data=data,
+                )
+            return self.image(stamp, frame_id, seq, rgb, "rgb8")
+
+        return build
+
+    def image(self, stamp: int, frame_id: str, seq: int, pixels: np.ndarray, encoding: str) -> Any:
+        height, width = pixels.shape[:2]
+        return self.new(
+            "sensor_msgs/msg/Image",
+            header=self.header(stamp, frame_id, seq),
+            height=height,
+            width=width,
+            encoding=encoding,
+            is_bigendian=0,
+            step=pixels.strides[0],
+            data=np.ascontiguousarray(pixels).reshape(-1).view(np.uint8),
+        )
+
+    def depth(self, seq: int, stamp: int) -> Any:
+        pixels = depth_frame(seq, self.config.width, self.config.height).astype("<u2")
+        return self.image(stamp, DEPTH_FRAME, seq, pixels, "16UC1")
+
+    def camera_info(self, seq: int, stamp: int) -> Any:
+        fx, fy, cx, cy = camera_intrinsics(self.config.width, self.config.height)
+        k = np.array([fx, 0, cx, 0, fy, cy, 0, 0, 1], dtype=np.float64)
+        r = np.eye(3).reshape(-1)
+        p = np.array([fx, 0, cx, 0, 0, fy, cy, 0, 0, 0, 1, 0], dtype=np.float64)
+        d = np.array(CAMERA_DISTORTION[1], dtype=np.float64)
+        roi = self.new("sensor_msgs/msg/RegionOfInterest", x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
+        common = {
+            "header": self.header(stamp, WRIST_CAMERA_FRAME, seq),
+            "height": self.config.height,
+            "width": self.config.width,
+            "distortion_model": CAMERA_DISTORTION[0],
+            "binning_x": 0,
+            "binning_y": 0,
+            "roi": roi,
+        }
+        if self.ros1:
+            return self.new("sensor_msgs/msg/CameraInfo", **common, D=d, K=k, R=r, P=p)
+        return self.new("sensor_msgs/msg/CameraInfo", **common, d=d, k=k, r=r, p=p)
+
+
+# ---------------------------------------------------------------- sinks
+
+_LATCHED = (TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC)
+_INFINITE = QosTime(2147483647, 4294967295)
+
+
+def _qos(latched: bool) -> list[Qos]:
+    return [
+        Qos(
+            history=QosHistory.KEEP_LAST,
+            depth=1 if latched else 10,
+            reliability=QosReliability.RELIABLE,
+            durability=QosDurability.TRANSIENT_LOCAL if latched else QosDurability.VOLATILE,
+            deadline=_INFINITE,
+            lifespan=_INFINITE,
+            liveliness=QosLiveliness.AUTOMATIC,
+            liveliness_lease_duration=_INFINITE,
+            avoid_ros_namespace_conventions=False,
+        )
+    ]
+
+
+class _Rosbag2Sink:
+    """A rosbag2 directory, split into ``<name>_<k>`` storage files every ``max_duration_ns``.
+
+    rosbags' writer makes one storage file per bag, so each split file is written as its
+    own bag in a subdirectory, moved up when closed, and the metadata merged at the end.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        storage: StoragePlugin,
+        compression: BagCompression,
+        max_duration_ns: int | None,
+        topics: dict[str, str],
+        store: Typestore,
+    ) -> None:
+        self.path, self.storage, self.compression = path, storage, compression
+        self.max_duration_ns = max_duration_ns
+        self.topics, self.store = topics, store
+        self.path.mkdir(parents=True)
+        self.segment_meta: list[dict[str, Any]] = []
+        self.files: list[Path] = []
+        self.writer: Rosbag2Writer | None = None
+        self.connections: dict[str, Any] = {}
+        self.segment_start = 0
+
+    def _open_segment(self, first_ns: int) -> None:
+        index = len(self.segment_meta)
+        writer = Rosbag2Writer(self.path / f"{self.path.name}_{index}", version=9, storage_plugin=self.storage)
+        if self.compression in ("file", "message"):
+            mode = CompressionMode.FILE if self.compression == "file" else CompressionMode.MESSAGE
+            writer.set_compression(mode, CompressionFormat.ZSTD)
+        elif self.compression == "storage":
+            writer.set_compression(CompressionMode.STORAGE, CompressionFormat.ZSTD)
+        writer.open()
+        self.connections = {
+            topic: writer.add_connection(
+                topic, msgtype, typestore=self.store, offered_qos_profiles=_qos(topic in _LATCHED)
+            )
+            for topic, msgtype in self.topics.items()
+        }
+        self.writer = writer
+        self.segment_start = first_ns
+
+    def _close_segment(self) -> None:
+        writer, self.writer = self.writer, None
+        assert writer is not None
+        writer.close()
+        meta = yaml.safe_load((writer.path / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+        for name in meta["relative_file_paths"]:
+            target = self.path / name
+            (writer.path / name).rename(target)
+            self.files.append(target)
+        shutil.rmtree(writer.path)
+        self.segment_meta.append(meta)
+
+    def write(self, topic: str, receive_ns: int, data: bytes) -> None:
+        if self.writer is not None and self.max_duration_ns and receive_ns - self.segment_start >= self.max_duration_ns:
+            self._close_segment()
+        if self.writer is None:
+            self._open_segment(receive_ns)
+        assert self.writer is not None
+        self.writer.write(self.connections[topic], receive_ns, data)
+
+    def close(self) -> None:
+        if self.writer is None and not self.segment_meta:
+            self._open_segment(0)
+        if self.writer is not None:
+            self._close_segment()
+        metas = self.segment_meta
+        starts = [m["starting_time"]["nanoseconds_since_epoch"] for m in metas if m["message_count"]]
+        ends = [
+            m["starting_time"]["nanoseconds_since_epoch"] + m["duration"]["nanoseconds"]
+            for m in metas
+            if m["message_count"]
+        ]
+        merged = dict(metas[0])
+        counts: dict[str, int] = {}
+        for meta in metas:
+            for entry in meta["topics_with_message_count"]:
+                name = entry["topic_metadata"]["name"]
+                counts[name] = counts.get(name, 0) + entry["message_count"]
+        merged["topics_with_message_count"] = [
+            {**entry, "message_count": counts[entry["topic_metadata"]["name"]]}
+            for entry in metas[0]["topics_with_message_count"]
+        ]
+        merged["relative_file_paths"] = [f.name for f in self.files]
+        merged["files"] = [file for meta in metas for file in meta["files"]]
+        merged["message_count"] = sum(m["message_count"] for m in metas)
+        merged["starting_time"] = {"nanoseconds_since_epoch": min(starts) if starts else 0}
+        merged["duration"] = {"nanoseconds": (max(ends) - min(starts)) if starts else 0}
+        text = yaml.safe_dump({"rosbag2_bagfile_information": merged}, sort_keys=False)
+        (self.path / "metadata.yaml").write_text(text)
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+
+
+class _Rosbag1Sink:
+    def __init__(self, path: Path, compression: BagCompression, topics: dict[str, str], store: Typestore) -> None:
+        self.writer = Rosbag1Writer(path)
+        if compression in ("bz2", "lz4"):
+            fmt = Rosbag1Writer.CompressionFormat.BZ2 if compression == "bz2" else Rosbag1Writer.CompressionFormat.LZ4
+            self.writer.set_compression(fmt)
+        self.writer.open()
+        self.connections = {
+            topic: self.writer.add_connection(
+                topic, msgtype, typestore=store, callerid="/ortf_teleop", latching=1 if topic in _LATCHED else 0
+            )
+            for topic, msgtype in topics.items()
+        }
+        self.files = [path]
+        self._flushed = 1
+
+    def write(self, topic: str, receive_ns: int, data: bytes) -> None:
+        self.writer.write(self.connections[topic], receive_ns, data)
+        chunks = self.writer.chunks
+        if len(chunks) > self._flushed:
+            # rosbags keeps every written chunk's (time, offset) index for the final chunk
+            # infos, which only need the counts: keep O(1) stand-ins so memory stays flat.
+            for chunk in chunks[self._flushed - 1 : -1]:
+                for cid, items in chunk.connections.items():
+                    chunk.connections[cid] = range(len(items))  # type: ignore[assignment]
+            self._flushed = len(chunks)
+
+    def close(self) -> None:
+        self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.abort()
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def write_teleop_bag(
+    path: Path,
+    fmt: BagFormat,
+    *,
+    duration_s: float = 2.0,
+    width: int = 64,
+    height: int = 48,
+    fps: int = 30,
+    joint_rate_hz: int = 100,
+    command_rate_hz: int = 50,
+    wrench_rate_hz: int = 1000,
+    tf_rate_hz: int = 100,
+    with_depth: bool = True,
+    compressed: bool = False,
+    legacy_tf: bool = False,
+    bag_compression: BagCompression = "none",
+    max_bagfile_duration_s: float | None = None,
+    start_ns: int = START_NS,
+) -> TeleopBagInfo:
+    """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
+
+    ``compressed``: the cameras publish ``sensor_msgs/CompressedImage`` JPEG on
+    ``<image topic>/compressed`` (depth stays raw). ``legacy_tf`` (ROS 1 only): ``/tf`` is
+    ``tf/tfMessage`` as in old bags. ``bag_compression``: see ``BagCompression``.
+    ``max_bagfile_duration_s`` (rosbag2 only): start a new storage file after this much
+    recording time, as ``ros2 bag record --max-bag-duration`` does.
+    """
+    path = Path(path)
+    if path.exists():
+        raise ConversionError(f"{path}: exists already, not overwriting")
+    if fmt not in ("mcap", "sqlite3", "ros1"):
+        raise ValueError(f"bag format {fmt!r}: expected mcap, sqlite3 or ros1")
+    allowed = {"mcap": ("none", "file", "message", "storage"), "sqlite3": ("none", "file", "message")}
+    if bag_compression not in allowed.get(fmt, ("none", "bz2", "lz4")):
+        raise ValueError(f"bag_compression {bag_compression!r} does not apply to {fmt} bags")
+    if legacy_tf and fmt != "ros1":
+        raise ValueError("legacy_tf (tf/tfMessage) exists only in ROS 1 bags")
+    if max_bagfile_duration_s is not None and fmt == "ros1":
+        raise ValueError("max_bagfile_duration_s splits rosbag2 directories; ROS 1 bags are one file")
+    _check_size(width, height)
+    config = TeleopConfig(
+        fmt=fmt,
+        duration_s=duration_s,
+        width=width,
+        height=height,
+        fps=fps,
+        joint_rate_hz=joint_rate_hz,
+        command_rate_hz=command_rate_hz,
+        wrench_rate_hz=wrench_rate_hz,
+        tf_rate_hz=tf_rate_hz,
+        with_depth=with_depth,
+        compressed=compressed,
+        legacy_tf=legacy_tf,
+        start_ns=start_ns,
+    )
+    messages = _Messages(config)
+    topics = {topic: messages.msgtype(topic) for topic in config.rates()}
+    sink: _Rosbag2Sink | _Rosbag1Sink
+    if fmt == "ros1":
+        sink = _Rosbag1Sink(path, bag_compression, topics, messages.store)
+    else:
+        storage = StoragePlugin.MCAP if fmt == "mcap" else StoragePlugin.SQLITE3
+        max_ns = None if max_bagfile_duration_s is None else round(max_bagfile_duration_s * 1e9)
+        sink = _Rosbag2Sink(path, storage, bag_compression, max_ns, topics, messages.store)
+    counts = dict.fromkeys(topics, 0)
+    first = last = 0
+    try:
+        for event in schedule(config):
+            sink.write(event.topic, event.receive_ns, messages.serialize(event.topic, event.seq, event.stamp_ns))
+            counts[event.topic] += 1
+            first = first or event.receive_ns
+            last = event.receive_ns
+        sink.close()
+    except BaseException:
+        sink.abort()
+        raise
+    return TeleopBagInfo(
+        path=path,
+        files=tuple(sink.files),
+        config=config,
+        counts=counts,
+        msgtypes=config.msgtypes(),
+        start_ns=start_ns,
+        first_receive_ns=first,
+        last_receive_ns=last,
+        urdf=messages.urdf,
+    )
