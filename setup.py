@@ -33,6 +33,9 @@ setup(
         "rich>=13",
         "datasketches>=5",
         "rosbags>=0.11",
+        # imported directly by the bag source (chunk decompression), also rosbags' own
+        "lz4>=4",
+        "backports.zstd>=1",
     ],
     extras_require={
         "test": [

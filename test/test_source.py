@@ -23,8 +23,9 @@ from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_
 from rosbags.typesys.store import Typestore
 
 from ortf_ros.errors import ConversionError
+from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage
-from ortf_ros.pipeline.source import BagSource, TopicInfo, ros2_msgtype
+from ortf_ros.pipeline.source import BagSource, TopicInfo
 from ortf_ros.synthetic_bag import (
     CAMERAS,
     COMMAND_ORDER,
@@ -152,10 +153,10 @@ def test_legacy_tf_keeps_its_original_name(bags: dict[str, TeleopBagInfo]) -> No
 
 
 def test_ros2_msgtype_names() -> None:
-    assert ros2_msgtype("sensor_msgs/Image") == "sensor_msgs/msg/Image"
-    assert ros2_msgtype("sensor_msgs/msg/Image") == "sensor_msgs/msg/Image"
-    assert ros2_msgtype("tf/tfMessage") == "tf2_msgs/msg/TFMessage"
-    assert ros2_msgtype("tf2_msgs/TFMessage") == "tf2_msgs/msg/TFMessage"
+    assert canonical_msgtype("sensor_msgs/Image") == "sensor_msgs/msg/Image"
+    assert canonical_msgtype("sensor_msgs/msg/Image") == "sensor_msgs/msg/Image"
+    assert canonical_msgtype("tf/tfMessage") == "tf2_msgs/msg/TFMessage"
+    assert canonical_msgtype("tf2_msgs/TFMessage") == "tf2_msgs/msg/TFMessage"
 
 
 def test_topic_filter(bags: dict[str, TeleopBagInfo]) -> None:

@@ -48,6 +48,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefiniti
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError
+from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage, Serialization
 
 DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
@@ -57,21 +58,12 @@ bag holds no definition. ``ros1msg`` and ``ros2msg`` both parse with rosbags'
 ``get_types_from_msg``, ``ros2idl`` with ``get_types_from_idl``."""
 
 # Types whose name changed between ROS 1 and ROS 2 but whose wire format did not.
-LEGACY_TYPES = {"tf/msg/tfMessage": "tf2_msgs/msg/TFMessage"}
 
 _ROS1_MAGIC = b"#ROSBAG V"
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _SENTINEL = -1  # connection key of a chunk's start marker in the merge (never yielded)
-
-
-def ros2_msgtype(name: str) -> str:
-    """The ROS 2 name of a message type: ``pkg/Type`` -> ``pkg/msg/Type``, legacy names mapped."""
-    parts = name.split("/")
-    if len(parts) == 2:
-        name = f"{parts[0]}/msg/{parts[1]}"
-    return LEGACY_TYPES.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -192,7 +184,7 @@ class _Rosbag2File:
                 _Conn(
                     key=key,
                     topic=conn.topic,
-                    msgtype=ros2_msgtype(conn.msgtype),
+                    msgtype=canonical_msgtype(conn.msgtype),
                     original_msgtype=conn.msgtype,
                     definition=conn.msgdef.data if fmt else "",
                     definition_format=fmt,
@@ -407,7 +399,7 @@ class _Ros1Bag:
                 _Conn(
                     key=key,
                     topic=topic if topic.startswith("/") else f"/{topic}",
-                    msgtype=ros2_msgtype(original),
+                    msgtype=canonical_msgtype(original),
                     original_msgtype=original,
                     definition=info.get("message_definition", b"").decode(),
                     definition_format="ros1msg" if info.get("message_definition") else "",
