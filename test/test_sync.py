@@ -77,3 +77,9 @@ def test_bad_configuration_is_refused() -> None:
 def test_step_times_are_a_lazy_grid() -> None:
     grid = step_times(0, 10**18, 30.0)
     assert isinstance(grid, range) and grid[1] == 33_333_333 and len(grid) > 10**9
+
+
+def test_oldest_and_next_time_drive_camera_clocked_steps() -> None:
+    s = sampler("nearest")
+    assert s.oldest_ns == 10 * MS
+    assert (s.next_time(11 * MS), s.next_time(20 * MS), s.next_time(41 * MS)) == (20 * MS, 20 * MS, None)

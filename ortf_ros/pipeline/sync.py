@@ -69,6 +69,16 @@ class StreamSampler(Generic[T]):
     def newest_ns(self) -> int | None:
         return self._times[-1] if self._times else None
 
+    @property
+    def oldest_ns(self) -> int | None:
+        """The oldest sample still held (the first ever, until pruning)."""
+        return self._times[0] if self._times else None
+
+    def next_time(self, t_ns: int) -> int | None:
+        """The time of the first held sample at or after t, if one has arrived."""
+        after = bisect.bisect_left(self._times, t_ns)
+        return self._times[after] if after < len(self._times) else None
+
     def add(self, time_ns: int, value: T) -> bool:
         """Append a sample; one older than the newest is refused (counted) and False returned:
         the sequence numbers double as indices into the stream's native-rate table."""
