@@ -89,6 +89,8 @@ TOPIC_JOINT_COMMAND = "/joint_command"
 TOPIC_WRIST_IMAGE = "/wrist_camera/image_raw"
 TOPIC_OVERHEAD_IMAGE = "/overhead_camera/image_raw"
 TOPIC_WRIST_CAMERA_INFO = "/wrist_camera/camera_info"
+TOPIC_OVERHEAD_CAMERA_INFO = "/overhead_camera/camera_info"
+TOPIC_DEPTH_CAMERA_INFO = "/depth_camera/camera_info"
 TOPIC_DEPTH_IMAGE = "/depth_camera/image_raw"
 TOPIC_WRENCH = "/ft_sensor/wrench"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
@@ -106,6 +108,8 @@ BASE_LATENCY_NS = {
     TOPIC_WRIST_IMAGE: 8_000_000,
     TOPIC_OVERHEAD_IMAGE: 9_000_000,
     TOPIC_WRIST_CAMERA_INFO: 8_000_000,
+    TOPIC_OVERHEAD_CAMERA_INFO: 9_000_000,
+    TOPIC_DEPTH_CAMERA_INFO: 12_000_000,
     TOPIC_DEPTH_IMAGE: 12_000_000,
     TOPIC_WRENCH: 200_000,
 }
@@ -458,10 +462,12 @@ class TeleopConfig:
             self.image_topic(TOPIC_WRIST_IMAGE): self.fps,
             self.image_topic(TOPIC_OVERHEAD_IMAGE): self.fps,
             TOPIC_WRIST_CAMERA_INFO: self.fps,
+            TOPIC_OVERHEAD_CAMERA_INFO: self.fps,
             TOPIC_WRENCH: self.wrench_rate_hz,
         }
         if self.with_depth:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
+            rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -480,10 +486,12 @@ class TeleopConfig:
             self.image_topic(TOPIC_WRIST_IMAGE): image,
             self.image_topic(TOPIC_OVERHEAD_IMAGE): image,
             TOPIC_WRIST_CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
+            TOPIC_OVERHEAD_CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
             TOPIC_WRENCH: "geometry_msgs/msg/WrenchStamped",
         }
         if self.with_depth:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
+            types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
         return types
 
 
@@ -569,7 +577,12 @@ class _Messages:
             TOPIC_TF: (self.tf_type, self.tf),
             TOPIC_JOINT_STATES: ("sensor_msgs/msg/JointState", self.joint_state),
             TOPIC_JOINT_COMMAND: ("sensor_msgs/msg/JointState", self.command),
-            TOPIC_WRIST_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self.camera_info),
+            TOPIC_WRIST_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(WRIST_CAMERA_FRAME)),
+            TOPIC_OVERHEAD_CAMERA_INFO: (
+                "sensor_msgs/msg/CameraInfo",
+                self._camera_info_builder(OVERHEAD_CAMERA_FRAME),
+            ),
+            TOPIC_DEPTH_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(DEPTH_FRAME)),
             TOPIC_DEPTH_IMAGE: ("sensor_msgs/msg/Image", self.depth),
             TOPIC_WRENCH: ("geometry_msgs/msg/WrenchStamped", self.wrench),
         }
@@ -694,7 +707,10 @@ class _Messages:
         pixels = depth_frame(seq, self.config.width, self.config.height).astype("<u2")
         return self.image(stamp, DEPTH_FRAME, seq, pixels, "16UC1")
 
-    def camera_info(self, seq: int, stamp: int) -> Any:
+    def _camera_info_builder(self, frame_id: str) -> Callable[[int, int], Any]:
+        return lambda seq, stamp: self.camera_info(seq, stamp, frame_id)
+
+    def camera_info(self, seq: int, stamp: int, frame_id: str) -> Any:
         fx, fy, cx, cy = camera_intrinsics(self.config.width, self.config.height)
         k = np.array([fx, 0, cx, 0, fy, cy, 0, 0, 1], dtype=np.float64)
         r = np.eye(3).reshape(-1)
@@ -702,7 +718,7 @@ class _Messages:
         d = np.array(CAMERA_DISTORTION[1], dtype=np.float64)
         roi = self.new("sensor_msgs/msg/RegionOfInterest", x_offset=0, y_offset=0, height=0, width=0, do_rectify=False)
         common = {
-            "header": self.header(stamp, WRIST_CAMERA_FRAME, seq),
+            "header": self.header(stamp, frame_id, seq),
             "height": self.config.height,
             "width": self.config.width,
             "distortion_model": CAMERA_DISTORTION[0],

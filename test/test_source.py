@@ -31,16 +31,20 @@ from ortf_ros.synthetic_bag import (
     COMMAND_ORDER,
     DEPTH_FRAME,
     FT_FRAME,
+    OVERHEAD_CAMERA_FRAME,
     STATIC_TRANSFORMS,
+    TOPIC_DEPTH_CAMERA_INFO,
     TOPIC_DEPTH_IMAGE,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_OVERHEAD_CAMERA_INFO,
     TOPIC_OVERHEAD_IMAGE,
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_TF,
     TOPIC_TF_STATIC,
     TOPIC_WRENCH,
     TOPIC_WRIST_CAMERA_INFO,
+    WRIST_CAMERA_FRAME,
     TeleopBagInfo,
     camera_intrinsics,
     decode_frame_number,
@@ -254,7 +258,8 @@ def _check_message(info: TeleopBagInfo, msg: RawMessage, decoded: Any, seq: int)
         assert (decoded.encoding, decoded.is_bigendian, header.frame_id) == ("16UC1", 0, DEPTH_FRAME)
         depth = np.frombuffer(bytes(decoded.data), dtype="<u2").reshape(height, width)
         np.testing.assert_array_equal(depth, depth_frame(seq, width, height))
-    elif topic == TOPIC_WRIST_CAMERA_INFO:
+    elif topic in CAMERA_INFO_FRAMES:
+        assert header.frame_id == CAMERA_INFO_FRAMES[topic]
         fx, fy, cx, cy = camera_intrinsics(info.config.width, info.config.height)
         k = decoded.K if ros1 else decoded.k
         np.testing.assert_array_equal(k, [fx, 0, cx, 0, fy, cy, 0, 0, 1])
@@ -265,6 +270,13 @@ def _check_message(info: TeleopBagInfo, msg: RawMessage, decoded: Any, seq: int)
         )
     else:
         raise AssertionError(f"unexpected topic {msg.topic}")
+
+
+CAMERA_INFO_FRAMES = {
+    TOPIC_WRIST_CAMERA_INFO: WRIST_CAMERA_FRAME,
+    TOPIC_OVERHEAD_CAMERA_INFO: OVERHEAD_CAMERA_FRAME,
+    TOPIC_DEPTH_CAMERA_INFO: DEPTH_FRAME,
+}
 
 
 @pytest.mark.parametrize("name", ["mcap", "sqlite3", "ros1", "ros1-lz4-legacy-tf", "mcap-chunk-zstd-jpeg"])
@@ -493,4 +505,5 @@ def test_memory_stays_bounded_while_reading(big_bags: dict[str, TeleopBagInfo], 
         finally:
             tracemalloc.stop()
     assert count == info.message_count
-    assert peak < size / 4, f"peak {peak} bytes while reading a {size}-byte bag"
+    # A chunk or two of the bag (chunks are about 1 MB), not the bag (about 19 MB).
+    assert peak < 8e6, f"peak {peak} bytes while reading a {size}-byte bag"
