@@ -1,0 +1,964 @@
+"""The topic mapping: which recorded topic becomes which part of an ORTF dataset.
+
+One schema for the bag converter (a YAML file, ``--config``) and the live recorder (ROS
+parameters): nested mappings whose leaves are scalars or lists of scalars, so every
+value has a dotted parameter name (``cameras.wrist_camera.topic``). Cameras and wrenches
+are mappings keyed by their name for that reason; a YAML file may also list them
+(``cameras: [{name: wrist_camera, topic: ...}]``), which reads the same.
+
+``config_from_mapping`` checks everything a mistake could hide in: unknown keys, wrong
+types, unknown policies, kinds and time sources, step clock, names, episode splitting,
+writer settings. Each problem is one ``ConversionError`` line naming the file and the
+dotted key path, e.g. ``teleop.yaml: cameras[1].policy: expected one of latest,
+nearest, linear, got 'mean'``. ``config_to_mapping``/``write_config`` write every key
+(``null`` where unset, so the file shows what can be set) and read back to an equal
+config. Frame names lose a leading ``/`` (ROS 1 style), as ``extract`` does for TF.
+
+``auto_config`` guesses a mapping from a recording's topics, by message type and topic
+name, so that a conventional teleop bag converts with no file at all; ``describe_mapping``
+says in words what a mapping will do (``ortf-bag2ortf --list``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+import yaml
+
+from ortf_ros.errors import ConversionError, OrtfError
+from ortf_ros.io import atomic
+from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.sync import POLICIES, Policy
+from ortf_ros.writer import WriterConfig
+
+if TYPE_CHECKING:
+    from ortf_ros.pipeline.source import TopicInfo
+
+TimeSource = Literal["header", "receive"]
+CameraKind = Literal["rgb", "depth"]
+SplitMode = Literal["input", "topic", "gap", "ranges"]
+
+TIME_SOURCES: tuple[TimeSource, ...] = ("header", "receive")
+CAMERA_KINDS: tuple[CameraKind, ...] = ("rgb", "depth")
+SPLIT_MODES: tuple[SplitMode, ...] = ("input", "topic", "gap", "ranges")
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_]+")
+"""Camera and wrench names: they become sensor, stream, file and parameter names."""
+
+_T = TypeVar("_T")
+_S = TypeVar("_S", bound=str)
+
+
+@dataclass(frozen=True)
+class CameraMapping:
+    """A ``sensor_msgs/Image`` or ``CompressedImage`` topic stored as the video ``name``."""
+
+    name: str
+    topic: str
+    kind: CameraKind
+    camera_info_topic: str | None = None
+    time: TimeSource = "header"
+    policy: Policy = "nearest"
+
+
+@dataclass(frozen=True)
+class JointStateMapping:
+    """The ``sensor_msgs/JointState`` topic of the robot's state; ``native`` also keeps
+    every message in a native-rate side table."""
+
+    topic: str
+    time: TimeSource = "header"
+    policy: Policy = "linear"
+    native: bool = True
+
+
+@dataclass(frozen=True)
+class WrenchMapping:
+    """A ``geometry_msgs/WrenchStamped`` topic, the force-torque sensor ``name``;
+    ``frame`` None: the messages' header frame."""
+
+    name: str
+    topic: str
+    frame: str | None = None
+    time: TimeSource = "header"
+    policy: Policy = "nearest"
+    native: bool = True
+
+
+@dataclass(frozen=True)
+class ActionMapping:
+    """The command topic; ``topic`` None is the documented fallback: the next step's
+    joint positions."""
+
+    topic: str | None = None
+    time: TimeSource = "header"
+    policy: Policy = "latest"
+
+
+@dataclass(frozen=True)
+class StepClock:
+    """Exactly one of: a fixed control rate, or steps driven by a camera's frames."""
+
+    rate_hz: float | None = 30.0
+    camera: str | None = None
+
+
+@dataclass(frozen=True)
+class EpisodeSplit:
+    """``input``: one episode per input; ``topic``: a boundary topic (Bool / String /
+    Empty); ``gap``: a new episode after ``gap_s`` seconds without messages; ``ranges``:
+    explicit ``(start, end)`` seconds from the bag's start, in order, not overlapping."""
+
+    mode: SplitMode = "input"
+    topic: str | None = None
+    gap_s: float | None = None
+    ranges: tuple[tuple[float, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class EpisodeLabels:
+    task: str = "teleoperation"
+    task_topic: str | None = None
+    success: bool | None = None
+    failure_reason: str | None = None
+    operator_notes: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversionConfig:
+    cameras: tuple[CameraMapping, ...] = ()
+    joint_states: JointStateMapping | None = None
+    wrenches: tuple[WrenchMapping, ...] = ()
+    action: ActionMapping = ActionMapping()
+    tf_topics: tuple[str, ...] = ("/tf",)
+    tf_static_topics: tuple[str, ...] = ("/tf_static",)
+    robot_description_topic: str = "/robot_description"
+    base_frame: str | None = None
+    end_effector_frame: str | None = None
+    world_frame: str | None = None
+    gripper_joints: tuple[str, ...] = ()
+    step: StepClock = StepClock()
+    sync_tolerance_ms: float | None = None  # None: half the step period
+    drop_outside_tolerance: bool = False
+    episodes: EpisodeSplit = EpisodeSplit()
+    labels: EpisodeLabels = EpisodeLabels()
+    writer: Mapping[str, Any] = field(default_factory=dict)  # WriterConfig.from_mapping
+
+    def camera(self, name: str) -> CameraMapping | None:
+        return next((c for c in self.cameras if c.name == name), None)
+
+    def topics(self) -> list[str]:
+        """Every topic the mapping reads, each once, in mapping order."""
+        found: list[str | None] = [c.topic for c in self.cameras]
+        found += [c.camera_info_topic for c in self.cameras]
+        found.append(self.joint_states.topic if self.joint_states else None)
+        found += [w.topic for w in self.wrenches]
+        found += [self.action.topic, *self.tf_topics, *self.tf_static_topics, self.robot_description_topic]
+        found += [self.episodes.topic, self.labels.task_topic]
+        return list(dict.fromkeys(t for t in found if t))
+
+
+# ---------------------------------------------------------------- reading
+
+
+_MISSING: Any = object()
+
+
+def _show(value: object) -> str:
+    """A value as the user wrote it in YAML, short."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+class _Map:
+    """One mapping of the config: typed getters whose errors name the file and key path."""
+
+    def __init__(self, data: object, path: str, source: str, keys: Iterable[str]) -> None:
+        self.path = path
+        self.source = source
+        if not isinstance(data, Mapping):
+            raise self.error("", f"expected a mapping, got {_show(data)}")
+        allowed = tuple(keys)
+        for key in data:
+            if not isinstance(key, str):
+                raise self.error("", f"keys must be strings, got {_show(key)}")
+            if key not in allowed:
+                raise self.error(key, f"unknown key (expected one of {', '.join(allowed)})")
+        self.data: Mapping[str, Any] = data
+
+    def where(self, key: str) -> str:
+        if not key:
+            return self.path or "top level"
+        return f"{self.path}.{key}" if self.path else key
+
+    def error(self, key: str, problem: str) -> ConversionError:
+        return ConversionError(f"{self.source}: {self.where(key)}: {problem}")
+
+    def fail(self, key: str, expected: str, value: object) -> ConversionError:
+        return self.error(key, f"expected {expected}, got {_show(value)}")
+
+    def given(self, key: str) -> bool:
+        """Whether ``key`` is present with a non-null value."""
+        return self.data.get(key) is not None
+
+    def _get(self, key: str, default: _T, convert: Callable[[object], _T], optional: bool) -> _T:
+        value = self.data.get(key, _MISSING)
+        if value is _MISSING:
+            return default
+        if value is None:
+            if optional:
+                return None  # type: ignore[return-value]
+            raise self.error(key, "must not be null")
+        return convert(value)
+
+    def string(self, key: str, default: str) -> str:
+        return self._get(key, default, lambda v: self._string(key, v), optional=False)
+
+    def opt_string(self, key: str) -> str | None:
+        return self._get(key, None, lambda v: self._string(key, v), optional=True)
+
+    def _string(self, key: str, value: object) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(key, "a non-empty string", value)
+        return value
+
+    def topic(self, key: str, default: str) -> str:
+        return self._get(key, default, lambda v: _topic(self, key, v), optional=False)
+
+    def opt_topic(self, key: str) -> str | None:
+        return self._get(key, None, lambda v: _topic(self, key, v), optional=True)
+
+    def opt_frame(self, key: str) -> str | None:
+        return self._get(key, None, lambda v: _frame(self, key, v), optional=True)
+
+    def choice(self, key: str, choices: tuple[_S, ...], default: _S) -> _S:
+        def convert(value: object) -> _S:
+            if value not in choices:
+                raise self.fail(key, f"one of {', '.join(choices)}", value)
+            return value
+
+        return self._get(key, default, convert, optional=False)
+
+    def opt_number(self, key: str, *, positive: bool = False) -> float | None:
+        return self._get(key, None, lambda v: _number(self, key, v, positive), optional=True)
+
+    def boolean(self, key: str, default: bool) -> bool:
+        return self._get(key, default, lambda v: self._bool(key, v), optional=False)
+
+    def opt_boolean(self, key: str) -> bool | None:
+        return self._get(key, None, lambda v: self._bool(key, v), optional=True)
+
+    def _bool(self, key: str, value: object) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(key, "true or false", value)
+        return value
+
+    def topics(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        def convert(value: object) -> tuple[str, ...]:
+            if not isinstance(value, list):
+                raise self.fail(key, "a list of topic names", value)
+            return _unique(self, key, [_topic(self, f"{key}[{i}]", v) for i, v in enumerate(value)])
+
+        return self._get(key, default, convert, optional=False)
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        def convert(value: object) -> tuple[str, ...]:
+            if not isinstance(value, list):
+                raise self.fail(key, "a list of names", value)
+            return _unique(self, key, [self._string(f"{key}[{i}]", v) for i, v in enumerate(value)])
+
+        return self._get(key, (), convert, optional=False)
+
+    def sub(self, key: str, keys: Iterable[str]) -> _Map | None:
+        """The nested mapping ``key``; None when absent or null."""
+        value = self.data.get(key)
+        return None if value is None else _Map(value, self.where(key), self.source, keys)
+
+
+def _topic(m: _Map, key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.startswith("/") or value == "/" or any(c.isspace() for c in value):
+        raise m.fail(key, "a topic name starting with '/'", value)
+    return value
+
+
+def _frame(m: _Map, key: str, value: object) -> str:
+    if not isinstance(value, str) or not value.lstrip("/") or any(c.isspace() for c in value):
+        raise m.fail(key, "a frame name", value)
+    return value.lstrip("/")
+
+
+def _number(m: _Map, key: str, value: object, positive: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise m.fail(key, "a number", value)
+    if value < 0 or (positive and value == 0):
+        raise m.fail(key, "a positive number" if positive else "a number >= 0", value)
+    return float(value)
+
+
+def _unique(m: _Map, key: str, values: list[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    for i, value in enumerate(values):
+        if value in seen:
+            raise m.error(f"{key}[{i}]", f"{value!r} is listed twice")
+        seen.add(value)
+    return tuple(values)
+
+
+_TOP_KEYS = (
+    "step",
+    "sync_tolerance_ms",
+    "drop_outside_tolerance",
+    "cameras",
+    "joint_states",
+    "wrenches",
+    "action",
+    "tf_topics",
+    "tf_static_topics",
+    "robot_description_topic",
+    "base_frame",
+    "end_effector_frame",
+    "world_frame",
+    "gripper_joints",
+    "episodes",
+    "labels",
+    "writer",
+)
+_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "time", "policy")
+_JOINT_KEYS = ("topic", "time", "policy", "native")
+_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native")
+_ACTION_KEYS = ("topic", "time", "policy")
+_STEP_KEYS = ("rate_hz", "camera")
+_EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
+_LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
+
+
+def _named(top: _Map, key: str, keys: tuple[str, ...]) -> list[tuple[str, _Map]]:
+    """Entries of ``cameras``/``wrenches``: a mapping name -> settings, or a list of
+    settings with a ``name`` each."""
+    value = top.data.get(key)
+    if value is None:
+        return []
+    entries: list[tuple[str, _Map]] = []
+    if isinstance(value, Mapping):
+        for name, settings in value.items():
+            if not isinstance(name, str):
+                raise top.error(key, f"names must be strings, got {_show(name)}")
+            where = f"{top.where(key)}.{name}"
+            if not NAME_PATTERN.fullmatch(name):
+                raise ConversionError(f"{top.source}: {where}: name {name!r} must match {NAME_PATTERN.pattern}")
+            entries.append((name, _Map(settings, where, top.source, keys)))
+    elif isinstance(value, list):
+        first: dict[str, str] = {}
+        for i, settings in enumerate(value):
+            entry = _Map(settings, f"{top.where(key)}[{i}]", top.source, ("name", *keys))
+            name = entry.data.get("name", _MISSING)
+            if name is _MISSING or name is None:
+                raise entry.error("name", "required key is missing")
+            if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+                raise entry.fail("name", f"a name matching {NAME_PATTERN.pattern}", name)
+            if name in first:
+                raise entry.error("name", f"{name!r} is already the name of {first[name]}")
+            first[name] = entry.path
+            entries.append((name, entry))
+    else:
+        raise top.fail(key, "a mapping of name -> settings", value)
+    return entries
+
+
+def _required_topic(m: _Map, key: str = "topic") -> str:
+    if not m.given(key):
+        raise m.error(key, "required key is missing")
+    return m.topic(key, "")
+
+
+def _camera(name: str, m: _Map) -> CameraMapping:
+    if not m.given("kind"):
+        raise m.error("kind", f"required key is missing (one of {', '.join(CAMERA_KINDS)})")
+    policy = m.choice("policy", POLICIES, "nearest")
+    if policy == "linear":
+        raise m.error("policy", "linear interpolation is for numeric streams; a camera takes latest or nearest")
+    return CameraMapping(
+        name=name,
+        topic=_required_topic(m),
+        kind=m.choice("kind", CAMERA_KINDS, "rgb"),
+        camera_info_topic=m.opt_topic("camera_info_topic"),
+        time=m.choice("time", TIME_SOURCES, "header"),
+        policy=policy,
+    )
+
+
+def _wrench(name: str, m: _Map) -> WrenchMapping:
+    return WrenchMapping(
+        name=name,
+        topic=_required_topic(m),
+        frame=m.opt_frame("frame"),
+        time=m.choice("time", TIME_SOURCES, "header"),
+        policy=m.choice("policy", POLICIES, "nearest"),
+        native=m.boolean("native", True),
+    )
+
+
+def _joint_states(m: _Map | None) -> JointStateMapping | None:
+    if m is None:
+        return None
+    return JointStateMapping(
+        topic=_required_topic(m),
+        time=m.choice("time", TIME_SOURCES, "header"),
+        policy=m.choice("policy", POLICIES, "linear"),
+        native=m.boolean("native", True),
+    )
+
+
+def _action(m: _Map | None) -> ActionMapping:
+    if m is None:
+        return ActionMapping()
+    return ActionMapping(
+        topic=m.opt_topic("topic"),
+        time=m.choice("time", TIME_SOURCES, "header"),
+        policy=m.choice("policy", POLICIES, "latest"),
+    )
+
+
+def _step(m: _Map | None, cameras: Sequence[CameraMapping]) -> StepClock:
+    if m is None or not m.data:
+        return StepClock()
+    rate = m.opt_number("rate_hz", positive=True)
+    camera = m.opt_string("camera")
+    if (rate is None) == (camera is None):
+        raise m.error("", "give exactly one of rate_hz (a fixed control rate) and camera (steps at a camera's frames)")
+    if camera is not None and camera not in {c.name for c in cameras}:
+        names = ", ".join(c.name for c in cameras) or "none"
+        raise m.error("camera", f"{camera!r} is not one of the cameras ({names})")
+    return StepClock(rate_hz=rate, camera=camera)
+
+
+def _ranges(m: _Map) -> tuple[tuple[float, float], ...]:
+    value = m.data.get("ranges")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise m.fail("ranges", "a list of [start, end] pairs", value)
+    if value and not any(isinstance(v, list) for v in value):
+        # A ROS parameter cannot hold a list of lists: [s0, e0, s1, e1, ...] reads the same.
+        if len(value) % 2:
+            raise m.fail("ranges", "[start, end] pairs (an even number of seconds)", value)
+        value = [value[i : i + 2] for i in range(0, len(value), 2)]
+    ranges: list[tuple[float, float]] = []
+    for i, pair in enumerate(value):
+        key = f"ranges[{i}]"
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise m.fail(key, "[start, end] in seconds from the bag's start", pair)
+        start, end = (_number(m, key, v, positive=False) for v in pair)
+        if end <= start:
+            raise m.error(key, f"ends at {end:g} s, not after its start {start:g} s")
+        if ranges and start < ranges[-1][1]:
+            raise m.error(
+                key,
+                f"starts at {start:g} s, before the previous range ends ({ranges[-1][1]:g} s); "
+                "ranges must be in order and not overlap",
+            )
+        ranges.append((start, end))
+    return tuple(ranges)
+
+
+def _episodes(m: _Map | None) -> EpisodeSplit:
+    if m is None:
+        return EpisodeSplit()
+    split = EpisodeSplit(
+        mode=m.choice("mode", SPLIT_MODES, "input"),
+        topic=m.opt_topic("topic"),
+        gap_s=m.opt_number("gap_s", positive=True),
+        ranges=_ranges(m),
+    )
+    needs = {"topic": ("topic", split.topic), "gap": ("gap_s", split.gap_s), "ranges": ("ranges", split.ranges)}
+    for mode, (key, value) in needs.items():
+        if split.mode == mode and not value:
+            raise m.error(key, f"required with mode {mode}")
+        if split.mode != mode and value:
+            raise m.error(key, f"only used with mode {mode}, but mode is {split.mode}")
+    return split
+
+
+def _labels(m: _Map | None) -> EpisodeLabels:
+    if m is None:
+        return EpisodeLabels()
+    return EpisodeLabels(
+        task=m.string("task", "teleoperation"),
+        task_topic=m.opt_topic("task_topic"),
+        success=m.opt_boolean("success"),
+        failure_reason=m.opt_string("failure_reason"),
+        operator_notes=m.opt_string("operator_notes"),
+    )
+
+
+def _writer(top: _Map) -> dict[str, Any]:
+    value = top.data.get("writer")
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise top.fail("writer", "a mapping of DatasetWriter settings", value)
+    try:
+        WriterConfig.from_mapping(value, f"{top.source}: writer")
+    except OrtfError as exc:
+        raise ConversionError(str(exc)) from None
+    return _plain(value)  # type: ignore[no-any-return]
+
+
+def _plain(value: Any) -> Any:
+    """A deep copy in YAML's own types (dict, list, scalars)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def config_from_mapping(data: object, source: str) -> ConversionConfig:
+    """A mapping from parsed YAML (or nested ROS parameters); ``source`` names it in errors.
+
+    Missing keys take the dataclass defaults; ``null`` means unset where a value is optional.
+    """
+    top = _Map({} if data is None else data, "", source, _TOP_KEYS)
+    cameras = tuple(_camera(name, m) for name, m in _named(top, "cameras", _CAMERA_KEYS))
+    wrenches = tuple(_wrench(name, m) for name, m in _named(top, "wrenches", _WRENCH_KEYS))
+    camera_names = {c.name for c in cameras}
+    for wrench in wrenches:
+        if wrench.name in camera_names:
+            raise top.error("wrenches", f"{wrench.name!r} is also a camera; sensor names must be unique")
+    for what, topics in (("cameras", [c.topic for c in cameras]), ("wrenches", [w.topic for w in wrenches])):
+        for i, topic in enumerate(topics):
+            if topic in topics[:i]:
+                raise top.error(what, f"topic {topic} is mapped twice")
+    return ConversionConfig(
+        cameras=cameras,
+        joint_states=_joint_states(top.sub("joint_states", _JOINT_KEYS)),
+        wrenches=wrenches,
+        action=_action(top.sub("action", _ACTION_KEYS)),
+        tf_topics=top.topics("tf_topics", ("/tf",)),
+        tf_static_topics=top.topics("tf_static_topics", ("/tf_static",)),
+        robot_description_topic=top.topic("robot_description_topic", "/robot_description"),
+        base_frame=top.opt_frame("base_frame"),
+        end_effector_frame=top.opt_frame("end_effector_frame"),
+        world_frame=top.opt_frame("world_frame"),
+        gripper_joints=top.strings("gripper_joints"),
+        step=_step(top.sub("step", _STEP_KEYS), cameras),
+        sync_tolerance_ms=top.opt_number("sync_tolerance_ms"),
+        drop_outside_tolerance=top.boolean("drop_outside_tolerance", False),
+        episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
+        labels=_labels(top.sub("labels", _LABEL_KEYS)),
+        writer=_writer(top),
+    )
+
+
+def config_from_parameters(parameters: Mapping[str, Any], source: str = "parameters") -> ConversionConfig:
+    """The mapping from flat ROS parameter names (``cameras.wrist_camera.topic``)."""
+    nested: dict[str, Any] = {}
+    for name, value in parameters.items():
+        node = nested
+        *parents, leaf = name.split(".")
+        for i, part in enumerate(parents):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ConversionError(f"{source}: {'.'.join(parents[: i + 1])}: is a value and a namespace")
+            node = child
+        if isinstance(node.get(leaf), dict):
+            raise ConversionError(f"{source}: {name}: is a value and a namespace")
+        node[leaf] = list(value) if isinstance(value, tuple) else value
+    return config_from_mapping(nested, source)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (PyYAML would keep the last silently)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            line = key_node.start_mark.line + 1
+            raise yaml.constructor.ConstructorError(None, None, f"key {key!r} given twice (line {line})")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_config(path: str | Path) -> ConversionConfig:
+    """Read a topic mapping YAML file; an empty file is the default mapping."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConversionError(f"{path}: cannot read the topic mapping ({reason})") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
+    except yaml.YAMLError as exc:
+        raise ConversionError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    return config_from_mapping(data, str(path))
+
+
+# ---------------------------------------------------------------- writing
+
+
+def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
+    """Every key of the schema (``null`` where unset): ``config_from_mapping`` reads it back
+    to an equal config."""
+    return {
+        "step": {"rate_hz": cfg.step.rate_hz, "camera": cfg.step.camera},
+        "sync_tolerance_ms": cfg.sync_tolerance_ms,
+        "drop_outside_tolerance": cfg.drop_outside_tolerance,
+        "cameras": {
+            c.name: {
+                "topic": c.topic,
+                "kind": c.kind,
+                "camera_info_topic": c.camera_info_topic,
+                "time": c.time,
+                "policy": c.policy,
+            }
+            for c in cfg.cameras
+        },
+        "joint_states": None
+        if cfg.joint_states is None
+        else {
+            "topic": cfg.joint_states.topic,
+            "time": cfg.joint_states.time,
+            "policy": cfg.joint_states.policy,
+            "native": cfg.joint_states.native,
+        },
+        "wrenches": {
+            w.name: {"topic": w.topic, "frame": w.frame, "time": w.time, "policy": w.policy, "native": w.native}
+            for w in cfg.wrenches
+        },
+        "action": {"topic": cfg.action.topic, "time": cfg.action.time, "policy": cfg.action.policy},
+        "tf_topics": list(cfg.tf_topics),
+        "tf_static_topics": list(cfg.tf_static_topics),
+        "robot_description_topic": cfg.robot_description_topic,
+        "base_frame": cfg.base_frame,
+        "end_effector_frame": cfg.end_effector_frame,
+        "world_frame": cfg.world_frame,
+        "gripper_joints": list(cfg.gripper_joints),
+        "episodes": {
+            "mode": cfg.episodes.mode,
+            "topic": cfg.episodes.topic,
+            "gap_s": cfg.episodes.gap_s,
+            "ranges": [list(r) for r in cfg.episodes.ranges],
+        },
+        "labels": {
+            "task": cfg.labels.task,
+            "task_topic": cfg.labels.task_topic,
+            "success": cfg.labels.success,
+            "failure_reason": cfg.labels.failure_reason,
+            "operator_notes": cfg.labels.operator_notes,
+        },
+        "writer": _plain(cfg.writer),
+    }
+
+
+CONFIG_HEADER = """\
+# ortf-bag2ortf topic mapping: which recorded topic becomes which part of an ORTF dataset.
+#   ortf-bag2ortf BAG... -o DATASET --config THIS_FILE
+# The live recorder takes the same keys as ROS parameters (cameras.wrist_camera.topic).
+# Keys left out take their defaults; null means "unset" / "derive it".
+#
+# step                 steps at a fixed control rate (rate_hz) or at each frame of one
+#                      camera (camera: its name); set exactly one of the two
+# sync_tolerance_ms    how far from its step a sample may be (null: half the step period);
+#                      steps beyond it are counted, or dropped with drop_outside_tolerance
+# cameras              name -> sensor_msgs/Image or CompressedImage topic; kind rgb or depth
+#                      (16-bit, stored losslessly); camera_info_topic for the intrinsics
+# joint_states         the sensor_msgs/JointState topic of the robot's state
+# wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
+#                      frame null: the messages' header frame
+# action               the command topic (JointState, JointTrajectory, Float64MultiArray,
+#                      Twist(Stamped), PoseStamped, Float64/Bool); topic null: the next
+#                      step's joint positions, declared as such in the manifest
+# time                 header: the message's header stamp; receive: when it was recorded
+#                      (use receive for messages without a header)
+# policy               latest (newest at or before the step), nearest, linear (numbers only)
+# native               also keep every sample at its native rate in a side table
+# tf_topics, tf_static_topics, robot_description_topic   TF and the URDF (std_msgs/String)
+# base_frame, end_effector_frame, world_frame   null: from the URDF and the TF tree
+# gripper_joints       [] : the URDF's movable joints named like finger or gripper
+# episodes.mode        input (one episode per input), topic (boundary topic), gap (gap_s
+#                      seconds without messages), ranges ([start, end] s from the bag start)
+# labels               task instruction, success, failure_reason and notes of the episodes
+# writer               DatasetWriter settings: chunk_size, row_group_steps, video (codec,
+#                      crf, preset, gop, pix_fmt), as in config/writer.yaml
+"""
+
+
+def dump_config(cfg: ConversionConfig) -> str:
+    """The YAML text ``write_config`` writes (checked to read back)."""
+    mapping = config_to_mapping(cfg)
+    config_from_mapping(mapping, "the mapping to write")  # refuse to write what would not load
+    return CONFIG_HEADER + "\n" + yaml.safe_dump(mapping, sort_keys=False, allow_unicode=True, width=100)
+
+
+def write_config(cfg: ConversionConfig, path: str | Path) -> None:
+    """Save ``cfg`` as YAML that ``load_config`` reads back to an equal config."""
+    text = dump_config(cfg)
+    try:
+        atomic.write_text(Path(path), text)
+    except OSError as exc:
+        raise ConversionError(f"{path}: cannot write the topic mapping ({exc.strerror or exc})") from None
+
+
+# ---------------------------------------------------------------- auto-detection
+
+_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+_TRANSPORTS = ("compressed", "compresseddepth")
+_IMAGE_PART = re.compile(r"(\w+_)?image(_\w+)?|color|rgb")
+_WRENCH_PARTS = frozenset({"wrench", "wrench_stamped", "wrench_raw", "wrench_filtered", "raw", "data"})
+_COMMAND_WORDS = ("command", "cmd", "target", "action", "desired", "setpoint")
+
+
+def _parts(topic: str) -> list[str]:
+    return [p for p in topic.split("/") if p]
+
+
+def _sanitize(parts: Iterable[str], fallback: str) -> str:
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", "_".join(parts))
+    name = re.sub(r"_+", "_", name).strip("_")
+    return name or fallback
+
+
+def _words(topic: str) -> list[str]:
+    return [w for w in re.split(r"[^a-z0-9]+", topic.lower()) if w]
+
+
+def is_command_topic(topic: str) -> bool:
+    """Named like a command: a word of the topic starts with command, cmd, target, action,
+    desired or setpoint (``/joint_command``, ``/cmd_vel``, ``/arm/targets``)."""
+    return any(word.startswith(_COMMAND_WORDS) for word in _words(topic))
+
+
+def _image_base(topic: str) -> str:
+    """The image topic without its image_transport suffix (``/compressed``)."""
+    head, _, last = topic.rpartition("/")
+    return head if head and last.lower() in _TRANSPORTS else topic
+
+
+def camera_name(topic: str) -> str:
+    """A camera name from its topic: the transport (``compressed``) and one image part
+    (``image_raw``, ``image_rect_color``, ``image``, ``rgb_image``, ``color``, ``rgb``) are
+    dropped, the rest joined by ``_``: ``/wrist_camera/image_raw`` -> ``wrist_camera``,
+    ``/camera/color/image_raw`` -> ``camera_color``."""
+    parts = _parts(_image_base(topic))
+    if parts and _IMAGE_PART.fullmatch(parts[-1].lower()):
+        parts.pop()
+    return _sanitize(parts, "camera")
+
+
+def wrench_name(topic: str) -> str:
+    """A force-torque sensor name from its topic: ``/ft_sensor/wrench`` -> ``ft_sensor``."""
+    parts = _parts(topic)
+    while parts and parts[-1].lower() in _WRENCH_PARTS:
+        parts.pop()
+    return _sanitize(parts, "wrench")
+
+
+def _unique_names(wanted: Sequence[tuple[str, str]], taken: set[str]) -> list[str]:
+    """Names for (preferred, fallback) pairs: a preferred name shared by several topics gives
+    way to the fallbacks (the full topic names), then to numbered suffixes."""
+    counts: dict[str, int] = {}
+    for preferred, _ in wanted:
+        counts[preferred] = counts.get(preferred, 0) + 1
+    names = []
+    for preferred, fallback in wanted:
+        name = preferred if counts[preferred] == 1 and preferred not in taken else fallback
+        candidate, n = name, 2
+        while candidate in taken:
+            candidate, n = f"{name}_{n}", n + 1
+        taken.add(candidate)
+        names.append(candidate)
+    return names
+
+
+def _cameras(images: list[TopicInfo], infos: set[str]) -> list[CameraMapping]:
+    raw = {t.topic for t in images if canonical_msgtype(t.msgtype) == "sensor_msgs/msg/Image"}
+    chosen = [t for t in images if not (_image_base(t.topic) != t.topic and _image_base(t.topic) in raw)]
+    names = _unique_names([(camera_name(t.topic), _sanitize(_parts(t.topic), "camera")) for t in chosen], set())
+    cameras = []
+    for name, info in zip(names, chosen, strict=True):
+        base = _image_base(info.topic)
+        sibling = f"{base.rpartition('/')[0]}/camera_info"
+        depth = "depth" in info.topic.lower()
+        cameras.append(
+            CameraMapping(
+                name=name,
+                topic=info.topic,
+                kind="depth" if depth else "rgb",
+                camera_info_topic=sibling if sibling in infos else None,
+            )
+        )
+    return cameras
+
+
+def _state_topic(joint_states: list[TopicInfo]) -> TopicInfo | None:
+    candidates = [t for t in joint_states if not is_command_topic(t.topic)]
+
+    def rank(t: TopicInfo) -> tuple[int, int, str]:
+        last = _parts(t.topic)[-1].lower() if _parts(t.topic) else ""
+        named = 0 if last in ("joint_states", "joint_state") else 1 if "joint_state" in t.topic.lower() else 2
+        return named, len(_parts(t.topic)), t.topic
+
+    return min(candidates, key=rank, default=None)
+
+
+# Action candidates, best first: (type, must be named like a command, time source).
+_ACTION_KINDS: tuple[tuple[str, bool, TimeSource], ...] = (
+    ("sensor_msgs/msg/JointState", True, "header"),
+    ("trajectory_msgs/msg/JointTrajectory", True, "header"),
+    ("std_msgs/msg/Float64MultiArray", True, "receive"),
+    ("trajectory_msgs/msg/JointTrajectory", False, "header"),
+    ("geometry_msgs/msg/TwistStamped", True, "header"),
+    ("geometry_msgs/msg/Twist", True, "receive"),
+    ("geometry_msgs/msg/PoseStamped", True, "header"),
+)
+
+
+def _action_mapping(by_type: Mapping[str, list[TopicInfo]], state: str | None) -> ActionMapping:
+    for msgtype, named, time in _ACTION_KINDS:
+        for info in by_type.get(msgtype, []):
+            if info.topic != state and (is_command_topic(info.topic) or not named):
+                return ActionMapping(topic=info.topic, time=time)
+    return ActionMapping()
+
+
+def _last_part(topic: str) -> str:
+    parts = _parts(topic)
+    return parts[-1] if parts else ""
+
+
+def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> ConversionConfig:
+    """A mapping guessed from a recording's topics (see ``describe_mapping`` for the result).
+
+    - ``sensor_msgs/Image`` and ``CompressedImage`` topics are cameras, named by
+      ``camera_name`` (made unique), depth when the topic name says ``depth``, with the
+      sibling ``camera_info`` topic. A ``.../compressed`` stream of a raw topic that is
+      recorded too is left out (the same images).
+    - The ``JointState`` topic named like ``joint_states`` (and not like a command) is the
+      state; the action is, in this order, a JointState, JointTrajectory or
+      Float64MultiArray topic named like a command (``is_command_topic``), any
+      JointTrajectory, or a Twist(Stamped) / PoseStamped named like a command (``/cmd_vel``);
+      none: the next step's joint positions. Headerless types use receive time.
+    - ``WrenchStamped`` topics are force-torque sensors named by ``wrench_name``.
+    - ``TFMessage`` topics named ``tf`` / ``tf_static``, a ``String`` topic named
+      ``robot_description``; steps at ``step_rate_hz``.
+
+    Only topics with messages are used, so the mapping names no topic the recording lacks
+    (except ``robot_description_topic``, which keeps its default when none is recorded).
+    """
+    by_type: dict[str, list[TopicInfo]] = {}
+    for info in sorted(topics, key=lambda t: t.topic):
+        if info.count > 0:
+            by_type.setdefault(canonical_msgtype(info.msgtype), []).append(info)
+    images = [t for t in sorted((t for k in _IMAGE_TYPES for t in by_type.get(k, [])), key=lambda t: t.topic)]
+    infos = {t.topic for t in by_type.get("sensor_msgs/msg/CameraInfo", [])}
+    cameras = _cameras(images, infos)
+
+    state = _state_topic(by_type.get("sensor_msgs/msg/JointState", []))
+    wrench_topics = by_type.get("geometry_msgs/msg/WrenchStamped", [])
+    wrench_names = _unique_names(
+        [(wrench_name(t.topic), _sanitize(_parts(t.topic), "wrench")) for t in wrench_topics], {c.name for c in cameras}
+    )
+    tf = by_type.get("tf2_msgs/msg/TFMessage", [])
+    descriptions = [
+        t.topic for t in by_type.get("std_msgs/msg/String", []) if _last_part(t.topic) == "robot_description"
+    ]
+    return ConversionConfig(
+        cameras=tuple(cameras),
+        joint_states=JointStateMapping(state.topic) if state else None,
+        wrenches=tuple(WrenchMapping(name, t.topic) for name, t in zip(wrench_names, wrench_topics, strict=True)),
+        action=_action_mapping(by_type, state.topic if state else None),
+        tf_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf"),
+        tf_static_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf_static"),
+        robot_description_topic=min(descriptions, key=lambda t: (len(t), t), default="/robot_description"),
+        step=StepClock(rate_hz=step_rate_hz),
+    )
+
+
+# ---------------------------------------------------------------- description
+
+
+def _timing(time: TimeSource, policy: Policy) -> str:
+    return f"{time} time, {policy}"
+
+
+def describe_mapping(cfg: ConversionConfig) -> list[str]:
+    """What the mapping does, one line per item, for ``ortf-bag2ortf --list``."""
+    lines = []
+    if cfg.step.camera is not None:
+        lines.append(f"steps: at each frame of camera {cfg.step.camera}")
+    else:
+        lines.append(f"steps: {cfg.step.rate_hz:g} Hz control rate")
+    if cfg.sync_tolerance_ms is not None:
+        tolerance = f"{cfg.sync_tolerance_ms:g} ms"
+    elif cfg.step.rate_hz:
+        tolerance = f"{500 / cfg.step.rate_hz:.3g} ms (half the step period)"
+    else:
+        tolerance = "half the frame period"
+    beyond = "dropped" if cfg.drop_outside_tolerance else "kept and counted"
+    lines.append(f"sync tolerance: {tolerance}; steps beyond it are {beyond}")
+    for c in cfg.cameras:
+        info = f", camera_info {c.camera_info_topic}" if c.camera_info_topic else ", no camera_info"
+        lines.append(f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy)}{info})")
+    if not cfg.cameras:
+        lines.append("cameras: none")
+    if cfg.joint_states is not None:
+        j = cfg.joint_states
+        native = ", every message kept at its native rate" if j.native else ""
+        lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy)}{native})")
+    else:
+        lines.append("joint state: none")
+    for w in cfg.wrenches:
+        frame = f"frame {w.frame}" if w.frame else "frame from the header"
+        native = ", every message kept at its native rate" if w.native else ""
+        lines.append(f"force-torque {w.name}: {w.topic} ({_timing(w.time, w.policy)}, {frame}{native})")
+    a = cfg.action
+    if a.topic is not None:
+        lines.append(f"action: {a.topic} ({_timing(a.time, a.policy)})")
+    else:
+        lines.append("action: none recorded; the next step's joint positions (declared so in the manifest)")
+    lines.append(f"tf: {', '.join(cfg.tf_topics) or 'none'}; static: {', '.join(cfg.tf_static_topics) or 'none'}")
+    lines.append(f"robot description: {cfg.robot_description_topic}")
+    frames = [
+        f"{what} {value or 'auto'}"
+        for what, value in (
+            ("base", cfg.base_frame),
+            ("end effector", cfg.end_effector_frame),
+            ("world", cfg.world_frame),
+        )
+    ]
+    lines.append(f"frames: {', '.join(frames)}")
+    grippers = ", ".join(cfg.gripper_joints) if cfg.gripper_joints else "auto (URDF joints named finger/gripper)"
+    lines.append(f"gripper joints: {grippers}")
+    e = cfg.episodes
+    if e.mode == "input":
+        lines.append("episodes: one per input")
+    elif e.mode == "topic":
+        lines.append(f"episodes: split at messages on {e.topic}")
+    elif e.mode == "gap":
+        lines.append(f"episodes: split at gaps of {e.gap_s:g} s or more")
+    else:
+        lines.append("episodes: " + ", ".join(f"{s:g}-{t:g} s" for s, t in e.ranges))
+    labels = cfg.labels
+    task = f"from {labels.task_topic} (default {labels.task!r})" if labels.task_topic else repr(labels.task)
+    outcome = "unknown" if labels.success is None else "success" if labels.success else "failure"
+    if labels.failure_reason:
+        outcome += f" ({labels.failure_reason})"
+    lines.append(f"task: {task}; outcome: {outcome}")
+    if cfg.writer:
+        lines.append(f"writer: {cfg.writer}")
+    return lines
