@@ -53,6 +53,7 @@ setup(
     entry_points={
         "console_scripts": [
             "ortf = ortf_ros.cli:main",
+            "ortf-bag2ortf = ortf_ros.bag2ortf:main",
         ],
     },
 )

@@ -1,0 +1,167 @@
+"""``ortf-bag2ortf``: MCAP / rosbag2 / ROS 1 recordings -> an ORTF dataset, no ROS needed.
+
+Exit codes: 0 converted, 1 a recording could not be converted (one line naming the
+file and the problem; episodes already in the dataset are untouched), 2 usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ortf_ros.errors import OrtfError
+from ortf_ros.pipeline.config import (
+    ConversionConfig,
+    auto_config,
+    describe_mapping,
+    load_config,
+    write_config,
+)
+from ortf_ros.pipeline.convert import ConversionResult, convert_recording
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.writer import WriterConfig
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
+    config = load_config(args.config) if args.config else auto_config(source.topics(), step_rate_hz=args.rate)
+    labels = config.labels
+    labels = replace(
+        labels,
+        task=args.task or labels.task,
+        success=labels.success if args.success is None else args.success,
+        failure_reason=args.failure_reason or labels.failure_reason,
+        operator_notes=args.notes or labels.operator_notes,
+    )
+    return replace(config, labels=labels)
+
+
+def _list(args: argparse.Namespace) -> int:
+    for path in args.inputs:
+        with BagSource([Path(path)]) as source:
+            print(f"{path}: {source.message_count} messages, {source.duration:.3f} s")
+            for topic in source.topics():
+                rate = f"{topic.rate_hz:.1f} Hz" if topic.rate_hz else "-"
+                span = f"{topic.duration_ns / 1e9:.3f} s"
+                print(f"  {topic.topic:<40} {topic.msgtype:<36} {topic.count:>8}  {rate:>10}  {span}")
+            print("mapping:")
+            for line in describe_mapping(_config_for(args, source)):
+                print(f"  {line}")
+    return EXIT_OK
+
+
+def _write_config(args: argparse.Namespace) -> int:
+    with BagSource([Path(args.inputs[0])]) as source:
+        write_config(_config_for(args, source), Path(args.write_config))
+    print(f"wrote {args.write_config}: edit it, then pass it with --config")
+    return EXIT_OK
+
+
+def _summary(result: ConversionResult) -> dict[str, Any]:
+    counts = result.counts
+    topics = sorted(set(counts.used) | set(counts.undecodable) | set(counts.out_of_order))
+    return {
+        "inputs": list(result.inputs),
+        "episode": result.episode.episode_id,
+        "steps": result.episode.length,
+        "seconds": round(result.seconds, 3),
+        "speed_x_realtime": round(result.recording_seconds / result.seconds, 2) if result.seconds else None,
+        "topics": {
+            t: {
+                "used": counts.used[t],
+                "undecodable": counts.undecodable[t],
+                "out_of_order": counts.out_of_order[t],
+                **({"first_problem": counts.reasons[t]} if t in counts.reasons else {}),
+            }
+            for t in topics
+        },
+        "steps_outside_tolerance": dict(counts.outside_tolerance),
+        "steps_skipped": dict(counts.skipped_steps),
+        "warnings": list(result.warnings),
+    }
+
+
+def _convert(args: argparse.Namespace) -> int:
+    writer_config = None
+    results = []
+    for path in args.inputs:
+        with BagSource([Path(path)]) as source:
+            config = _config_for(args, source)
+        if config.writer:
+            writer_config = WriterConfig.from_mapping(config.writer, args.config or "config")
+        urdf = Path(args.urdf).read_text() if args.urdf else None
+        result = convert_recording([Path(path)], Path(args.output), config, urdf=urdf, writer_config=writer_config)
+        results.append(_summary(result))
+        if not args.json:
+            _print_summary(results[-1], args.output)
+    if args.json:
+        print(json.dumps({"output": args.output, "recordings": results}, indent=2))
+    return EXIT_OK
+
+
+def _print_summary(summary: dict[str, Any], output: str) -> None:
+    print(
+        f"{', '.join(summary['inputs'])} -> {output} episode {summary['episode']}: {summary['steps']} steps "
+        f"in {summary['seconds']} s ({summary['speed_x_realtime']}x real time)"
+    )
+    for topic, c in summary["topics"].items():
+        extra = f"  ({c['first_problem']})" if "first_problem" in c else ""
+        counts = f"used {c['used']:>7}  undecodable {c['undecodable']:>4}  out of order {c['out_of_order']:>4}"
+        print(f"  {topic:<40} {counts}{extra}")
+    for stream, steps in summary["steps_outside_tolerance"].items():
+        print(f"  {steps} step(s) used a {stream} sample outside the sync tolerance")
+    for reason, steps in summary["steps_skipped"].items():
+        print(f"  {steps} step(s) not written: {reason}")
+    for warning in summary["warnings"]:
+        print(f"  warning: {warning}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ortf-bag2ortf", description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset."
+    )
+    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="bag files or rosbag2 directories, one episode each")
+    parser.add_argument("-o", "--output", help="the ORTF dataset (created, or appended to)")
+    parser.add_argument("--config", help="topic mapping YAML (default: detected from the recording)")
+    parser.add_argument("--urdf", help="robot URDF file (default: the recording's /robot_description)")
+    parser.add_argument("--rate", type=float, default=30.0, help="step rate in Hz for the detected mapping")
+    parser.add_argument("--list", action="store_true", help="print the topics and the mapping that would be used")
+    parser.add_argument("--write-config", metavar="FILE", help="save the mapping that would be used as YAML")
+    parser.add_argument("--task", help="task instruction of the episodes")
+    outcome = parser.add_mutually_exclusive_group()
+    outcome.add_argument("--success", dest="success", action="store_true", default=None)
+    outcome.add_argument("--failure", dest="success", action="store_false")
+    parser.add_argument("--failure-reason")
+    parser.add_argument("--notes", help="operator notes")
+    parser.add_argument("--json", action="store_true", help="print the conversion summary as JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.list:
+            return _list(args)
+        if args.write_config:
+            return _write_config(args)
+        if not args.output:
+            parser.print_usage(sys.stderr)
+            print("ortf-bag2ortf: error: -o/--output is required to convert", file=sys.stderr)
+            return EXIT_USAGE
+        return _convert(args)
+    except OrtfError as exc:
+        print(f"ortf-bag2ortf: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

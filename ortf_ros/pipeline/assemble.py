@@ -1,0 +1,366 @@
+"""Samples -> steps: the stage shared by bag conversion and live recording.
+
+Samples arrive in receive-time order. Every camera frame, joint state and wrench is
+written as it arrives (frames to the episode's video, fast streams to their native-rate
+tables), so nothing recorded is thrown away and memory holds only recent samples.
+Steps are laid on a control-rate grid (or on a driving camera's frames); a step is
+emitted once every stream can no longer deliver a sample closer to its time, and
+records for each stream the sample it used and how far that sample was from the step
+time (the alignment columns).
+
+Times are nanoseconds on each stream's chosen clock (header stamp or receive time).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.samples import (
+    BadMessage,
+    ImageSample,
+    JointStateSample,
+    Sample,
+    Stamps,
+    TransformSample,
+    VectorSample,
+    WrenchSample,
+)
+from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
+from ortf_ros.pipeline.tf import TfBuffer
+from ortf_ros.writer import DatasetWriter
+
+# Header stamps precede reception; a stream is assumed to deliver nothing stamped more
+# than this before the newest receive time seen (what lets a step be emitted).
+LATENCY_ALLOWANCE_NS = 200_000_000
+NS = 1_000_000_000
+
+
+def stream_time(stamps: Stamps, source: TimeSource) -> int:
+    """The time a stream's policy works on; receive time where the message has no stamp."""
+    if source == "header" and stamps.header_ns:
+        return stamps.header_ns
+    return stamps.receive_ns
+
+
+@dataclass(frozen=True)
+class StepLayout:
+    """What each step holds, decided from the prologue and reflected in the manifest."""
+
+    arm_joints: tuple[str, ...]
+    gripper_joints: tuple[str, ...]
+    with_torques: bool
+    ee_frames: tuple[str, str] | None  # (base, end effector) for ee_position/ee_orientation
+    action_names: tuple[str, ...]  # the action vector's elements
+    action_by_joint_name: bool  # the action topic carries joints by name (JointState/JointTrajectory)
+
+    @property
+    def joints(self) -> tuple[str, ...]:
+        return self.arm_joints + self.gripper_joints
+
+
+@dataclass
+class TopicCounts:
+    """Per topic: what became data, and what did not and why (the conversion summary)."""
+
+    used: Counter[str] = field(default_factory=Counter)
+    undecodable: Counter[str] = field(default_factory=Counter)
+    out_of_order: Counter[str] = field(default_factory=Counter)
+    outside_tolerance: Counter[str] = field(default_factory=Counter)
+    skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
+    reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
+
+
+class _JointMerger:
+    """Full joint vectors from messages that may list any subset of joints in any order."""
+
+    def __init__(self, joints: tuple[str, ...]) -> None:
+        self.index = {name: i for i, name in enumerate(joints)}
+        self.current = np.full((3, len(joints)), np.nan)
+
+    def merge(self, sample: JointStateSample) -> np.ndarray | None:
+        """The full (position, velocity, effort) after this message; None until every joint was seen."""
+        for row, values in enumerate((sample.position, sample.velocity, sample.effort)):
+            if len(values) == len(sample.names):
+                for name, value in zip(sample.names, values, strict=True):
+                    if name in self.index:
+                        self.current[row, self.index[name]] = value
+        positions = self.current[0]
+        return None if np.isnan(positions).any() else self.current.copy()
+
+
+class Assembler:
+    """Feeds one episode's samples into a DatasetWriter whose episode is already begun."""
+
+    def __init__(
+        self,
+        config: ConversionConfig,
+        manifest: Manifest,
+        steps: StepLayout,
+        writer: DatasetWriter,
+        counts: TopicCounts,
+    ) -> None:
+        self.config = config
+        self.manifest = manifest
+        self.layout = steps
+        self.writer = writer
+        self.counts = counts
+        self.tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
+        self.tf = TfBuffer()
+        joint_config = config.joint_states
+        self.joints = _JointMerger(steps.joints)
+        self.joint_stream: StreamSampler[np.ndarray] = StreamSampler(
+            "joint_states", joint_config.policy if joint_config else "latest", interpolate=lerp_array
+        )
+        self.wrenches: dict[str, StreamSampler[np.ndarray]] = {
+            w.name: StreamSampler(w.name, w.policy, interpolate=lerp_array) for w in config.wrenches
+        }
+        self.cameras: dict[str, StreamSampler[int]] = {c.name: StreamSampler(c.name, c.policy) for c in config.cameras}
+        self.action: StreamSampler[np.ndarray] = StreamSampler("action", config.action.policy, interpolate=lerp_array)
+        self.watermark_ns = -(2**62)
+        self.next_step_ns: int | None = None
+        self.pending_fallback: dict[str, object] | None = None  # a step waiting for the next one's joints
+        self.steps_written = 0
+        self._camera_by_topic = {c.topic: c for c in config.cameras}
+        self._wrench_by_topic = {w.topic: w for w in config.wrenches}
+        self._driving = config.step.camera
+        self.period_ns = round(NS / config.step.rate_hz) if config.step.rate_hz else 0
+
+    # -- input ------------------------------------------------------------------
+
+    def feed(self, sample: Sample, topic: str) -> None:
+        if isinstance(sample, BadMessage):
+            self.counts.undecodable[topic] += 1
+            self.counts.reasons.setdefault(topic, sample.reason)
+            return
+        self.watermark_ns = max(self.watermark_ns, sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS)
+        accepted = self._route(sample, topic)
+        if accepted:
+            self.counts.used[topic] += 1
+        self._emit_ready_steps(final=False)
+
+    def _route(self, sample: Sample, topic: str) -> bool:
+        if isinstance(sample, TransformSample):
+            return self.tf.add(sample)
+        if isinstance(sample, ImageSample):
+            return self._image(sample, topic)
+        if (
+            isinstance(sample, JointStateSample)
+            and self.config.joint_states
+            and topic == self.config.joint_states.topic
+        ):
+            return self._joint_state(sample)
+        if isinstance(sample, WrenchSample) and topic in self._wrench_by_topic:
+            return self._wrench(sample, topic)
+        if topic == self.config.action.topic and isinstance(sample, (JointStateSample, VectorSample)):
+            return self._action(sample)
+        return False  # latched state (camera info, URDF) went into the manifest
+
+    def _image(self, sample: ImageSample, topic: str) -> bool:
+        camera = self._camera_by_topic.get(topic)
+        if camera is None:
+            return False
+        time_ns = stream_time(sample.stamps, camera.time)
+        sampler = self.cameras[camera.name]
+        if sampler.newest_ns is not None and time_ns < sampler.newest_ns:
+            self.counts.out_of_order[topic] += 1
+            return False
+        index = self.writer.add_frame(camera.name, sample.pixels)
+        sampler.add(time_ns, index)
+        return True
+
+    def _joint_state(self, sample: JointStateSample) -> bool:
+        assert self.config.joint_states is not None
+        full = self.joints.merge(sample)
+        if full is None:
+            return True  # folded in; the vector is not complete yet
+        time_ns = stream_time(sample.stamps, self.config.joint_states.time)
+        if not self.joint_stream.add(time_ns, full):
+            self.counts.out_of_order[self.config.joint_states.topic] += 1
+            return False
+        if self.config.joint_states.native:
+            self.writer.add_sample(
+                "joint_states",
+                time_ns / NS,
+                {"position": full[0], "velocity": np.nan_to_num(full[1]), "effort": np.nan_to_num(full[2])},
+                stamp_ns=sample.stamps.header_ns,
+                receive_ns=sample.stamps.receive_ns,
+            )
+        return True
+
+    def _wrench(self, sample: WrenchSample, topic: str) -> bool:
+        mapping = self._wrench_by_topic[topic]
+        time_ns = stream_time(sample.stamps, mapping.time)
+        if not self.wrenches[mapping.name].add(time_ns, np.concatenate([sample.force, sample.torque])):
+            self.counts.out_of_order[topic] += 1
+            return False
+        if mapping.native:
+            self.writer.add_sample(
+                mapping.name,
+                time_ns / NS,
+                {"force": sample.force, "torque": sample.torque},
+                stamp_ns=sample.stamps.header_ns,
+                receive_ns=sample.stamps.receive_ns,
+            )
+        return True
+
+    def _action(self, sample: JointStateSample | VectorSample) -> bool:
+        time_ns = stream_time(sample.stamps, self.config.action.time)
+        if isinstance(sample, JointStateSample):
+            by_name = dict(zip(sample.names, sample.position, strict=True))
+        else:
+            by_name = dict(zip(sample.names, sample.values, strict=True))
+        values = np.array([by_name.get(name, np.nan) for name in self.layout.action_names])
+        if np.isnan(values).any():
+            return False  # a command for other joints
+        if not self.action.add(time_ns, values):
+            self.counts.out_of_order[self.config.action.topic or "action"] += 1
+            return False
+        return True
+
+    # -- steps ------------------------------------------------------------------
+
+    def _samplers(self) -> Iterator[tuple[str, StreamSampler[object]]]:
+        yield "joint_states", self.joint_stream  # type: ignore[misc]
+        yield from self.wrenches.items()  # type: ignore[misc]
+        yield from self.cameras.items()  # type: ignore[misc]
+        if self.config.action.topic is not None:
+            yield "action", self.action  # type: ignore[misc]
+
+    def _start_ns(self) -> int | None:
+        """The first step time: once every stream has delivered its first sample."""
+        firsts = []
+        for _, sampler in self._samplers():
+            if sampler.oldest_ns is None:
+                return None
+            firsts.append(sampler.oldest_ns)
+        return max(firsts)
+
+    def _next_step_time(self, after_ns: int) -> int | None:
+        """The next step time at or after ``after_ns``: on the rate grid, or the driving camera's next frame."""
+        if self._driving is None:
+            return after_ns
+        return self.cameras[self._driving].next_time(after_ns)
+
+    def _emit_ready_steps(self, final: bool) -> None:
+        if self.next_step_ns is None:
+            self.next_step_ns = self._start_ns()
+        while self.next_step_ns is not None:
+            t_ns = self._next_step_time(self.next_step_ns)
+            if t_ns is None:
+                break
+            samplers = [s for _, s in self._samplers()]
+            if final:
+                # At the end of input, steps continue while every stream still reaches them.
+                if any(s.newest_ns is None or s.newest_ns < t_ns - self.tolerance_ns for s in samplers):
+                    break
+            elif not all(s.ready(t_ns, self.watermark_ns) for s in samplers):
+                break
+            self._emit(t_ns)
+            self.next_step_ns = t_ns + (self.period_ns if self._driving is None else 1)
+        self._prune()
+
+    def _emit(self, t_ns: int) -> None:
+        sampled: dict[str, Sampled[object]] = {}
+        for name, sampler in self._samplers():
+            got = sampler.sample(t_ns)
+            if got is None:
+                self.counts.skipped_steps[f"no {name} sample"] += 1
+                return
+            sampled[name] = got
+        state, alignment = self._state(t_ns, sampled)
+        if state is None:
+            self.counts.skipped_steps["no end-effector pose in TF"] += 1
+            return
+        outside = [name for name, error in alignment.items() if error > self.tolerance_ns]
+        for name in outside:
+            self.counts.outside_tolerance[name] += 1
+        if outside and self.config.drop_outside_tolerance:
+            self.counts.skipped_steps["outside sync tolerance (dropped)"] += 1
+            return
+        step = {
+            "timestamp": t_ns / NS,
+            "state": state,
+            "frames": {name: int(sampled[name].value) for name in self.cameras},  # type: ignore[call-overload]
+            "samples": self._sample_indices(sampled),
+            "alignment_ms": {name: error / 1e6 for name, error in alignment.items()},
+        }
+        if self.config.action.topic is not None:
+            self._write_step(step, np.asarray(sampled["action"].value))
+            return
+        # Fallback action: the next step's joint positions, so hold this step one step.
+        if self.pending_fallback is not None:
+            self._write_step(self.pending_fallback, self._fallback_action(state))
+        self.pending_fallback = step
+
+    def _fallback_action(self, next_state: dict[str, np.ndarray]) -> np.ndarray:
+        parts = [next_state["joint_positions"]]
+        if "gripper_position" in next_state:
+            parts.append(next_state["gripper_position"])
+        return np.concatenate(parts)
+
+    def _write_step(self, step: dict[str, object], action: np.ndarray) -> None:
+        self.writer.add_step(
+            step["timestamp"],  # type: ignore[arg-type]
+            step["state"],  # type: ignore[arg-type]
+            action,
+            frames=step["frames"],  # type: ignore[arg-type]
+            samples=step["samples"],  # type: ignore[arg-type]
+            alignment_ms=step["alignment_ms"],  # type: ignore[arg-type]
+        )
+        self.steps_written += 1
+
+    def _sample_indices(self, sampled: dict[str, Sampled[object]]) -> dict[str, int]:
+        indices = {}
+        if self.config.joint_states and self.config.joint_states.native:
+            indices["joint_states"] = sampled["joint_states"].index
+        for mapping in self.config.wrenches:
+            if mapping.native:
+                indices[mapping.name] = sampled[mapping.name].index
+        return indices
+
+    def _state(
+        self, t_ns: int, sampled: dict[str, Sampled[object]]
+    ) -> tuple[dict[str, np.ndarray] | None, dict[str, int]]:
+        joints = np.asarray(sampled["joint_states"].value)
+        arm = len(self.layout.arm_joints)
+        state: dict[str, np.ndarray] = {
+            "joint_positions": joints[0, :arm],
+            "joint_velocities": np.nan_to_num(joints[1, :arm]),
+        }
+        if self.layout.with_torques:
+            state["joint_torques"] = np.nan_to_num(joints[2, :arm])
+        if self.layout.gripper_joints:
+            state["gripper_position"] = joints[0, arm:]
+        alignment = {name: got.error_ns for name, got in sampled.items()}
+        if self.layout.ee_frames is not None:
+            found = self.tf.lookup(*self.layout.ee_frames, t_ns)
+            if found is None:
+                return None, alignment
+            state["ee_position"] = found.pose.translation
+            state["ee_orientation"] = found.pose.rotation
+            alignment["end_effector"] = found.gap_ns
+        for mapping in self.config.wrenches:
+            state[mapping.name] = np.asarray(sampled[mapping.name].value)
+        return state, alignment
+
+    def _prune(self) -> None:
+        if self.next_step_ns is None:
+            return
+        keep_from = self.next_step_ns - self.tolerance_ns - NS
+        for _, sampler in self._samplers():
+            sampler.prune_before(keep_from)
+        self.tf.prune_before(keep_from)
+
+    def finish(self) -> None:
+        """Emit the steps the end of input made ready; a held fallback step gets the last state."""
+        self._emit_ready_steps(final=True)
+        if self.pending_fallback is not None:
+            step = self.pending_fallback
+            self._write_step(step, self._fallback_action(step["state"]))  # type: ignore[arg-type]
+            self.pending_fallback = None

@@ -1,0 +1,427 @@
+"""One recording -> one ORTF episode: prologue, manifest, then the streaming pass.
+
+The prologue reads just enough of the recording to describe the dataset before a
+single step is written: the URDF, static transforms, camera calibration, the first
+frame of each camera (its geometry), the joint names and the action's shape. The
+manifest is built from that, and the main pass streams every mapped topic through
+decode -> extract -> assemble -> DatasetWriter.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ortf_ros.errors import ConversionError
+from ortf_ros.format.manifest import (
+    ActionDimension,
+    ActionSpace,
+    Alignment,
+    Extrinsics,
+    Frame,
+    Joint,
+    Manifest,
+    NativeStream,
+    ObservationSpace,
+    Resolution,
+    Robot,
+    Sensor,
+    StateComponent,
+    Transform,
+)
+from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
+from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
+from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
+from ortf_ros.pipeline.samples import (
+    BadMessage,
+    CameraInfoSample,
+    ImageSample,
+    JointStateSample,
+    RawMessage,
+    RobotDescriptionSample,
+    Sample,
+    TransformSample,
+    VectorSample,
+)
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.tf import Pose, TfBuffer
+from ortf_ros.writer import DatasetWriter, WriterConfig
+
+PROLOGUE_TF_NS = 1_000_000_000  # dynamic TF read by the prologue, to name the moving frames
+FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
+
+
+@dataclass
+class Prologue:
+    urdf: str | None = None
+    tf: TfBuffer = field(default_factory=TfBuffer)
+    dynamic_sources: dict[str, str] = field(default_factory=dict)  # child frame -> topic
+    images: dict[str, ImageSample] = field(default_factory=dict)  # camera name -> first frame
+    camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)
+    joint_state: JointStateSample | None = None
+    action: JointStateSample | VectorSample | None = None
+    rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s in the recording
+
+
+def samples_of(source: BagSource, decoder: Decoder, topics: set[str]) -> Iterator[tuple[RawMessage, list[Sample]]]:
+    for raw in source.messages(topics):
+        message = decoder.decode(raw)
+        yield raw, [message] if isinstance(message, BadMessage) else extract(message, raw)
+
+
+def register_types(source: BagSource, decoder: Decoder) -> None:
+    for topic in source.topics():
+        if topic.definition and topic.definition_format:
+            decoder.register(topic.original_msgtype, topic.definition, topic.definition_format)
+
+
+def read_prologue(source: BagSource, decoder: Decoder, config: ConversionConfig) -> Prologue:
+    prologue = Prologue(rates={t.topic: t.rate_hz or 0.0 for t in source.topics()})
+    cameras = {c.topic: c for c in config.cameras}
+    infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
+    wanted = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics, *cameras, *infos}
+    if config.joint_states is not None:
+        wanted.add(config.joint_states.topic)
+    if config.action.topic is not None:
+        wanted.add(config.action.topic)
+    wanted &= {t.topic for t in source.topics()}
+    first_ns: int | None = None
+    for raw, samples in samples_of(source, decoder, wanted):
+        first_ns = raw.receive_ns if first_ns is None else first_ns
+        for sample in samples:
+            _learn(prologue, config, cameras, infos, raw.topic, sample)
+        if _complete(prologue, config, cameras, infos) and raw.receive_ns - first_ns > PROLOGUE_TF_NS:
+            break
+    return prologue
+
+
+def _learn(
+    prologue: Prologue,
+    config: ConversionConfig,
+    cameras: Mapping[str, CameraMapping],
+    infos: Mapping[str, CameraMapping],
+    topic: str,
+    sample: Sample,
+) -> None:
+    if isinstance(sample, RobotDescriptionSample) and topic == config.robot_description_topic:
+        prologue.urdf = prologue.urdf or sample.urdf
+    elif isinstance(sample, TransformSample):
+        if prologue.tf.add(sample) and not sample.static:
+            prologue.dynamic_sources.setdefault(sample.child, topic)
+    elif isinstance(sample, ImageSample) and topic in cameras:
+        prologue.images.setdefault(cameras[topic].name, sample)
+    elif isinstance(sample, CameraInfoSample) and topic in infos:
+        prologue.camera_info.setdefault(infos[topic].name, sample)
+    elif isinstance(sample, JointStateSample) and config.joint_states and topic == config.joint_states.topic:
+        prologue.joint_state = prologue.joint_state or sample
+    elif isinstance(sample, (JointStateSample, VectorSample)) and topic == config.action.topic:
+        prologue.action = prologue.action or sample
+
+
+def _complete(
+    prologue: Prologue,
+    config: ConversionConfig,
+    cameras: Mapping[str, CameraMapping],
+    infos: Mapping[str, CameraMapping],
+) -> bool:
+    return (
+        prologue.urdf is not None
+        and len(prologue.images) == len(cameras)
+        and len(prologue.camera_info) == len(infos)
+        and (config.joint_states is None or prologue.joint_state is not None)
+        and (config.action.topic is None or prologue.action is not None)
+    )
+
+
+# -- manifest ---------------------------------------------------------------------------
+
+
+def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> StepLayout:
+    if prologue.joint_state is None:
+        raise ConversionError("no JointState message on the joint_states topic: nothing to build steps from")
+    if robot is not None:
+        gripper = robot.gripper_joints
+        arm = tuple(j.name for j in robot.arm_joints)
+    else:
+        names = tuple(prologue.joint_state.names)
+        gripper = tuple(n for n in names if n in config.gripper_joints)
+        arm = tuple(n for n in names if n not in gripper)
+    ee_frames = None
+    base = config.base_frame or (robot.root_link if robot is not None else None)
+    ee = config.end_effector_frame or (robot.end_effector_link if robot is not None else None)
+    if base and ee and ee in prologue.tf.frames():
+        ee_frames = (base, ee)
+    action = prologue.action
+    if config.action.topic is None:
+        action_names = arm + gripper
+    elif action is None:
+        raise ConversionError(f"{config.action.topic}: the action topic has no usable message")
+    elif isinstance(action, JointStateSample):
+        action_names = tuple(n for n in arm + gripper if n in action.names)
+    else:
+        action_names = action.names
+    return StepLayout(
+        arm_joints=arm,
+        gripper_joints=gripper,
+        with_torques=len(prologue.joint_state.effort) > 0,
+        ee_frames=ee_frames,
+        action_names=action_names,
+        action_by_joint_name=isinstance(action, JointStateSample) or config.action.topic is None,
+    )
+
+
+def build_manifest(
+    config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None, steps: StepLayout, name: str
+) -> Manifest:
+    joints = steps.joints
+    state = {
+        "joint_positions": StateComponent(len(steps.arm_joints), "radians", names=steps.arm_joints),
+        "joint_velocities": StateComponent(len(steps.arm_joints), "rad_per_s", names=steps.arm_joints),
+    }
+    if steps.with_torques:
+        state["joint_torques"] = StateComponent(len(steps.arm_joints), "newton_meters", names=steps.arm_joints)
+    if steps.ee_frames is not None:
+        state["ee_position"] = StateComponent(3, "meters", frame=steps.ee_frames[0])
+        state["ee_orientation"] = StateComponent(4, "quaternion", frame=steps.ee_frames[0], order="wxyz")
+    if steps.gripper_joints:
+        state["gripper_position"] = StateComponent(len(steps.gripper_joints), "meters", names=steps.gripper_joints)
+    sensors: list[Sensor] = []
+    native: dict[str, NativeStream] = {}
+    for wrench in config.wrenches:
+        state[wrench.name] = StateComponent(6, "newtons_newton_meters", names=("fx", "fy", "fz", "tx", "ty", "tz"))
+        rate = prologue.rates.get(wrench.topic, 0.0)
+        sensors.append(
+            Sensor(
+                name=wrench.name,
+                type="force_torque",
+                # A bag does not say the sensor's range; "unknown" says so instead of inventing one.
+                extra={"rate_hz": rate, "range_force": "unknown", "range_torque": "unknown", "source": wrench.topic},
+            )
+        )
+        if wrench.native:
+            native[wrench.name] = NativeStream(
+                columns={"force": StateComponent(3, "newtons"), "torque": StateComponent(3, "newton_meters")},
+                sensor=wrench.name,
+                rate_hz=rate,
+                source=wrench.topic,
+            )
+    if config.joint_states is not None and config.joint_states.native:
+        native["joint_states"] = NativeStream(
+            columns={
+                "position": StateComponent(len(joints), names=joints),
+                "velocity": StateComponent(len(joints), names=joints),
+                "effort": StateComponent(len(joints), names=joints),
+            },
+            rate_hz=prologue.rates.get(config.joint_states.topic, 0.0),
+            source=config.joint_states.topic,
+        )
+    images = {}
+    for camera in config.cameras:
+        images[camera.name] = camera.name
+        sensors.append(_camera_sensor(config, prologue, camera.name, camera.topic, camera.kind))
+    return Manifest(
+        dataset_id="",
+        name=name,
+        robot=_robot(robot, steps),
+        action_space=_action_space(config, steps),
+        observation_space=ObservationSpace(state=state, images=images),
+        sensors=tuple(sensors),
+        frames=_frames(config, prologue, steps),
+        collection={"operator": "human_teleop", "source": "ortf-bag2ortf"},
+        sync_tolerance_ms=_tolerance_ms(config),
+        native_streams=native,
+        alignment=Alignment(streams=_aligned_streams(config, steps)),
+    )
+
+
+def _robot(robot: UrdfRobot | None, steps: StepLayout) -> Robot:
+    ee = steps.ee_frames[1] if steps.ee_frames else None
+    if robot is not None:
+        return robot.manifest_robot(end_effector_link=ee or robot.end_effector_link)
+    # No URDF: joints as the joint states name them; their types and limits are unknown.
+    joints = tuple(Joint(name, "revolute", i) for i, name in enumerate(steps.arm_joints))
+    gripper = {"joints": list(steps.gripper_joints)} if steps.gripper_joints else None
+    return Robot(name="unknown", dof=len(joints), joints=joints, gripper=gripper, end_effector_link=ee)
+
+
+def _tolerance_ms(config: ConversionConfig) -> float:
+    if config.sync_tolerance_ms is not None:
+        return config.sync_tolerance_ms
+    rate = config.step.rate_hz or 30.0
+    return 1000.0 / rate / 2
+
+
+def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, ...]:
+    names = ["joint_states", *(w.name for w in config.wrenches), *(c.name for c in config.cameras)]
+    if config.action.topic is not None:
+        names.append("action")
+    if steps.ee_frames is not None:
+        names.append("end_effector")
+    return tuple(names)
+
+
+def _action_space(config: ConversionConfig, steps: StepLayout) -> ActionSpace:
+    if steps.action_by_joint_name:
+        dims = tuple(
+            ActionDimension(n, i, "position", "radians" if n in steps.arm_joints else "meters")
+            for i, n in enumerate(steps.action_names)
+        )
+        kind = "joint_position"
+    else:
+        dims = tuple(ActionDimension(n, i, "continuous", "normalized") for i, n in enumerate(steps.action_names))
+        kind = "command"
+    extra = {"source": config.action.topic} if config.action.topic else {"source": FALLBACK_ACTION}
+    return ActionSpace(type=kind, dimensions=dims, control_frequency_hz=config.step.rate_hz, extra=extra)
+
+
+def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topic: str, kind: str) -> Sensor:
+    first = prologue.images.get(name)
+    if first is None:
+        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
+    height, width = first.pixels.shape[:2]
+    info = prologue.camera_info.get(name)
+    intrinsics = None
+    distortion = None
+    if info is not None:
+        intrinsics = {"fx": info.k[0], "fy": info.k[4], "cx": info.k[2], "cy": info.k[5]}
+        distortion = {"model": info.distortion_model, "coefficients": list(info.d)}
+    extrinsics = None
+    frame_id = first.stamps.frame_id
+    parent = prologue.tf.frames().get(frame_id)
+    if parent is not None:
+        found = prologue.tf.lookup(parent.parent, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
+        if found is not None:
+            extrinsics = Extrinsics(
+                parent.parent,
+                _transform(found.pose),
+            )
+    rate = prologue.rates.get(topic, 0.0)
+    extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
+    if kind == "depth":
+        extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
+    return Sensor(
+        name=name,
+        type="depth_camera" if kind == "depth" else "camera",
+        mount_link=frame_id or None,
+        resolution=Resolution(width, height),
+        fps=float(max(1, round(rate))),
+        intrinsics=intrinsics,
+        distortion=distortion,
+        extrinsics=extrinsics,
+        extra=extra,
+    )
+
+
+def _transform(pose: Pose) -> Transform:
+    t, r = pose.translation, pose.rotation
+    return Transform((float(t[0]), float(t[1]), float(t[2])), (float(r[0]), float(r[1]), float(r[2]), float(r[3])))
+
+
+def _frames(config: ConversionConfig, prologue: Prologue, steps: StepLayout) -> dict[str, Frame]:
+    """Every TF frame: static ones fixed with their transform, moving ones dynamic with their topic."""
+    frames: dict[str, Frame] = {}
+    tree = prologue.tf.frames()
+    for root in prologue.tf.roots():
+        frames[root] = Frame("fixed", description="root of the TF tree")
+    for child, edge in tree.items():
+        if edge.static and edge.pose is not None:
+            frames[child] = Frame("fixed", parent=edge.parent, transform=_transform(edge.pose))
+        else:
+            frames[child] = Frame("dynamic", parent=edge.parent, source=prologue.dynamic_sources.get(child, "/tf"))
+    world = config.world_frame or (prologue.tf.roots()[0] if prologue.tf.roots() else None)
+    if world is not None and "world" not in frames:
+        frames["world"] = Frame("fixed", description=f"the TF frame {world!r}", extra={"tf_frame": world})
+    if steps.ee_frames is not None:
+        base, ee = steps.ee_frames
+        if "robot_base" not in frames:
+            frames["robot_base"] = Frame("fixed", description=f"the TF frame {base!r}", extra={"tf_frame": base})
+        if "end_effector" not in frames:
+            frames["end_effector"] = Frame(
+                "dynamic", parent=base, source="tf", description=f"the TF frame {ee!r}", extra={"tf_frame": ee}
+            )
+    return frames
+
+
+# -- the conversion --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConversionResult:
+    inputs: tuple[str, ...]
+    episode: EpisodeRecord
+    counts: TopicCounts
+    seconds: float
+    recording_seconds: float
+    warnings: tuple[str, ...]
+
+
+def convert_recording(
+    inputs: list[Path],
+    output: Path,
+    config: ConversionConfig,
+    *,
+    urdf: str | None = None,
+    name: str = "ortf-bag2ortf dataset",
+    writer_config: WriterConfig | None = None,
+) -> ConversionResult:
+    """Convert one recording (a bag, or the parts of one) into one episode of ``output``."""
+    started = time.monotonic()
+    decoder = Decoder()
+    warnings: list[str] = []
+    with BagSource(inputs) as source:
+        register_types(source, decoder)
+        prologue = read_prologue(source, decoder, config)
+        urdf_text = urdf or prologue.urdf
+        robot = None
+        if urdf_text:
+            source_name = "--urdf" if urdf else config.robot_description_topic
+            robot = robot_from_urdf(urdf_text, gripper_joints=config.gripper_joints, source=source_name)
+        if robot is None:
+            warnings.append(
+                f"no URDF on {config.robot_description_topic} and none given: joints named from /joint_states"
+            )
+        steps = step_layout(config, prologue, robot)
+        manifest = build_manifest(config, prologue, robot, steps, name)
+        counts = TopicCounts()
+        topics = _mapped_topics(config) & {t.topic for t in source.topics()}
+        writer = DatasetWriter(output, manifest, config=writer_config, urdf=urdf_text)
+        with writer:
+            writer.begin_episode(config.labels.task)
+            assembler = Assembler(config, writer.manifest, steps, writer, counts)
+            try:
+                for raw, samples in samples_of(source, decoder, topics):
+                    for sample in samples:
+                        assembler.feed(sample, raw.topic)
+                assembler.finish()
+            except BaseException:
+                writer.discard_episode()
+                raise
+            if assembler.steps_written == 0:
+                writer.discard_episode()
+                raise ConversionError(f"{inputs[0]}: no step could be assembled ({dict(counts.skipped_steps)})")
+            labels = config.labels
+            record = writer.end_episode(labels.success, labels.failure_reason, labels.operator_notes)
+        warnings += [f"TF: {line}" for line in assembler.tf.problems()]
+        return ConversionResult(
+            inputs=tuple(str(p) for p in inputs),
+            episode=record,
+            counts=counts,
+            seconds=time.monotonic() - started,
+            recording_seconds=source.duration,
+            warnings=tuple(warnings),
+        )
+
+
+def _mapped_topics(config: ConversionConfig) -> set[str]:
+    topics = {*config.tf_topics, *config.tf_static_topics, *(c.topic for c in config.cameras)}
+    topics |= {w.topic for w in config.wrenches}
+    if config.joint_states is not None:
+        topics.add(config.joint_states.topic)
+    if config.action.topic is not None:
+        topics.add(config.action.topic)
+    return topics
