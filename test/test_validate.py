@@ -455,6 +455,7 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.urdf", write("robot/robot.urdf", "<robot><joint")),
     ("manifest.urdf", write("robot/robot.urdf", "<sdf/>")),
     ("manifest.urdf_joints", joint(1, "name", "j9")),
+    ("manifest.urdf_joints", edit_manifest(lambda m: m["robot"].__setitem__("gripper", {"joints": ["no_such_joint"]}))),
     ("manifest.urdf_movable", urdf(lambda u: u.replace("</robot>", f"{UNLISTED_JOINT}</robot>"))),
     ("manifest.urdf_undeclared", edit_manifest(lambda m: m["robot"].pop("urdf_path"))),
     # episodes.parquet

@@ -67,8 +67,20 @@ def check_urdf_joints(manifest: Manifest, urdf: Urdf) -> list[Finding]:
         finding("manifest.urdf_joints", layout.MANIFEST, f"{name!r} is not a joint of {path}", field="robot.joints")
         for name in sorted(listed - urdf.joints)
     ]
+    gripper = manifest.robot.gripper or {}
+    gripper_joints = gripper.get("joints", [])
+    # The gripper's joints are declared under robot.gripper.joints, as converted datasets
+    # list them: robot.joints indexes joint_positions, which holds the arm only.
+    if isinstance(gripper_joints, list):
+        found += [
+            finding(
+                "manifest.urdf_joints", layout.MANIFEST, f"{name!r} is not a joint of {path}", field="robot.gripper"
+            )
+            for name in sorted(set(map(str, gripper_joints)) - urdf.joints)
+        ]
+        listed |= set(map(str, gripper_joints))
     unlisted = sorted(urdf.independent_joints - listed)
     if unlisted:
-        message = f"movable joints of {path} not listed in robot.joints: {', '.join(unlisted)}"
+        message = f"movable joints of {path} not listed in robot.joints or robot.gripper.joints: {', '.join(unlisted)}"
         found.append(finding("manifest.urdf_movable", layout.MANIFEST, message, field="robot.joints"))
     return found
