@@ -326,3 +326,9 @@ def test_a_urdf_with_no_links_has_no_end_effector() -> None:
     robot = robot_from_urdf(_urdf(""))
     assert robot.joints == () and robot.end_effector_link is None and robot.dof == 0 and robot.root_link is None
     assert robot.manifest_robot(urdf_path=None) == Robot(name="r", dof=0)
+
+
+def test_base_link_is_where_the_arm_hangs_from_not_the_world_root() -> None:
+    robot = robot_from_urdf(teleop_urdf())
+    assert robot.root_link == "world"
+    assert robot.base_link == "base_link"

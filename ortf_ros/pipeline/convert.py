@@ -152,7 +152,7 @@ def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot |
         gripper = tuple(n for n in names if n in config.gripper_joints)
         arm = tuple(n for n in names if n not in gripper)
     ee_frames = None
-    base = config.base_frame or (robot.root_link if robot is not None else None)
+    base = config.base_frame or (robot.base_link if robot is not None else None)
     ee = config.end_effector_frame or (robot.end_effector_link if robot is not None else None)
     if base and ee and ee in prologue.tf.frames():
         ee_frames = (base, ee)
@@ -374,6 +374,7 @@ def convert_recording(
     decoder = Decoder()
     warnings: list[str] = []
     with BagSource(inputs) as source:
+        check_topics(config, source, inputs[0])
         register_types(source, decoder)
         prologue = read_prologue(source, decoder, config)
         urdf_text = urdf or prologue.urdf
@@ -415,6 +416,15 @@ def convert_recording(
             recording_seconds=source.duration,
             warnings=tuple(warnings),
         )
+
+
+def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
+    """A mapping that names a topic the recording does not have is a mistake worth one clear line."""
+    recorded = {t.topic for t in source.topics() if t.count}
+    optional = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
+    missing = [t for t in config.topics() if t not in recorded and t not in optional]
+    if missing:
+        raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")
 
 
 def _mapped_topics(config: ConversionConfig) -> set[str]:

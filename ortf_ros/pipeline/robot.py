@@ -64,6 +64,7 @@ class UrdfRobot:
     parents: Mapping[str, str]  # child link -> parent link, over every joint (fixed ones too)
     mesh_uris: tuple[str, ...]  # distinct package:// URIs of <mesh> and <texture>, in document order
     mimic_joints: Mapping[str, str] = field(default_factory=dict)  # mimic joint -> the joint it follows
+    joint_of: Mapping[str, str] = field(default_factory=dict)  # child link -> the joint that moves it
 
     @property
     def arm_joints(self) -> tuple[Joint, ...]:
@@ -95,6 +96,20 @@ class UrdfRobot:
         while chain[-1] in self.parents:
             chain.append(self.parents[chain[-1]])
         return chain[::-1]
+
+    @property
+    def base_link(self) -> str | None:
+        """The link the arm hangs from: the parent of the first movable joint on the way from
+        the root to the end effector (``base_link`` under a fixed ``world`` link, say), where
+        the end-effector pose is expressed."""
+        if self.end_effector_link is None:
+            return self.root_link
+        movable = set(self.joint_names) | set(self.mimic_joints)
+        chain = self.chain(self.end_effector_link)
+        for parent, child in zip(chain, chain[1:], strict=False):
+            if self.joint_of.get(child) in movable:
+                return parent
+        return self.root_link
 
     def is_ancestor(self, ancestor: str, link: str) -> bool:
         """Whether ``ancestor`` is on the chain from the root to ``link`` (the link included)."""
@@ -291,6 +306,7 @@ def robot_from_urdf(
         parents=parents,
         mesh_uris=_mesh_uris(root),
         mimic_joints=mimics,
+        joint_of=joint_of,
     )
 
 
