@@ -37,6 +37,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
+from itertools import pairwise
 from pathlib import Path, PurePosixPath
 
 from ortf_ros.errors import ConversionError
@@ -106,7 +107,7 @@ class UrdfRobot:
             return self.root_link
         movable = set(self.joint_names) | set(self.mimic_joints)
         chain = self.chain(self.end_effector_link)
-        for parent, child in zip(chain, chain[1:], strict=False):
+        for parent, child in pairwise(chain):
             if self.joint_of.get(child) in movable:
                 return parent
         return self.root_link
