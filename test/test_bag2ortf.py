@@ -1,0 +1,241 @@
+"""ortf-bag2ortf on generated recordings with analytically known content, in all three
+formats, and on the real third-party bags."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from ortf_ros.bag2ortf import main as bag2ortf
+from ortf_ros.format import layout
+from ortf_ros.pipeline.config import ConversionConfig, auto_config, load_config, write_config
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
+from ortf_ros.reader import Episode, load_dataset
+from ortf_ros.synthetic_bag import (
+    ARM_JOINTS,
+    FINGER_JOINTS,
+    FINGERS_ONLY_EVERY,
+    JOINTS,
+    START_NS,
+    TeleopBagInfo,
+    decode_frame_number,
+    depth_frame,
+    dynamic_transforms,
+    joint_positions,
+    seconds,
+    stamp_ns,
+    wrench,
+    write_teleop_bag,
+)
+from ortf_ros.validation import validate
+
+RESOURCES = Path(__file__).parent / "resources"
+TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
+
+
+def mapping_for(bag: Path) -> ConversionConfig:
+    with BagSource(bag) as source:
+        config = auto_config(source.topics())
+    assert config.joint_states is not None
+    return replace(
+        config,
+        joint_states=replace(config.joint_states, policy="latest"),
+        sync_tolerance_ms=TOLERANCE_MS,
+        labels=replace(config.labels, task="Pick up the peg", success=True),
+    )
+
+
+def convert(bag: TeleopBagInfo, out: Path, tmp: Path) -> Episode:
+    config_path = tmp / "mapping.yaml"
+    write_config(mapping_for(bag.path), config_path)
+    assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(config_path)]) == 0
+    return load_dataset(out).episode(0)
+
+
+@pytest.fixture(scope="module", params=["mcap", "sqlite3", "ros1"])
+def converted(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[TeleopBagInfo, Episode]:
+    tmp = tmp_path_factory.mktemp(request.param)
+    bag = write_teleop_bag(tmp / f"bag-{request.param}", request.param, duration_s=1.5)
+    return bag, convert(bag, tmp / "ds", tmp)
+
+
+def origin_ns(episode: Episode) -> float:
+    """Absolute time of the episode's relative time 0, from a native table's raw stamps."""
+    samples = episode.stream("ft_sensor", ["timestamp", "stamp_ns"])
+    return float(samples["stamp_ns"][0].as_py()) - float(samples["timestamp"][0].as_py()) * 1e9
+
+
+def vectors(table: pa.Table, column: str) -> np.ndarray:
+    values = table[column].combine_chunks()
+    array: np.ndarray = values.flatten().to_numpy().reshape(len(values), -1)
+    return array
+
+
+def test_output_validates_strictly(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    _, episode = converted
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    assert episode.record.length >= 40
+    assert episode.task.instruction == "Pick up the peg"
+    assert episode.record.success is True
+
+
+def test_joint_values_exact_after_name_reordering(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    _, episode = converted
+    native = episode.stream("joint_states")
+    positions = vectors(native, "position")
+    stamps = native["stamp_ns"].to_numpy()
+    names = episode.dataset.manifest.native_streams["joint_states"].columns["position"].names
+    assert names == ARM_JOINTS + FINGER_JOINTS
+    order = [JOINTS.index(n) for n in names]
+    for seq, (stamp, row) in enumerate(zip(stamps, positions, strict=True)):
+        expected = joint_positions(seconds(int(stamp)))[order]
+        assert stamp == stamp_ns(seq, 100)
+        if seq % FINGERS_ONLY_EVERY == FINGERS_ONLY_EVERY - 1:  # fingers only: the arm keeps its last values
+            np.testing.assert_array_equal(row[7:], expected[7:].astype(np.float32))
+        else:
+            np.testing.assert_array_equal(row, expected.astype(np.float32))
+    # each step's state is the joint sample it names ("latest" in the test mapping)
+    steps = episode.steps()
+    used = steps[layout.stream_index_column("joint_states")].to_numpy()
+    np.testing.assert_array_equal(vectors(steps, "observation.state.joint_positions"), positions[used, :7])
+    np.testing.assert_array_equal(vectors(steps, "observation.state.gripper_position"), positions[used, 7:])
+
+
+def test_end_effector_pose_from_tf_is_interpolated_and_wxyz(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    _, episode = converted
+    assert episode.dataset.manifest.observation_space.state["ee_orientation"].order == "wxyz"
+    steps = episode.steps(["timestamp", "observation.state.ee_position", "observation.state.ee_orientation"])
+    start = origin_ns(episode)
+    for t_rel, position, rotation in zip(
+        steps["timestamp"].to_numpy(),
+        vectors(steps, "observation.state.ee_position"),
+        vectors(steps, "observation.state.ee_orientation"),
+        strict=True,
+    ):
+        t_ns = start + t_rel * 1e9
+        seq = int((t_ns - START_NS) // 1e7)  # /tf at 100 Hz
+        s0, s1 = stamp_ns(seq, 100), stamp_ns(seq + 1, 100)
+        u = (t_ns - s0) / (s1 - s0)
+        pose = Pose.identity()
+        for before, after in zip(dynamic_transforms(seconds(s0)), dynamic_transforms(seconds(s1)), strict=True):
+            p0 = Pose(np.array(before.translation), xyzw_to_wxyz(before.rotation_xyzw))
+            p1 = Pose(np.array(after.translation), xyzw_to_wxyz(after.rotation_xyzw))
+            pose = pose.compose(interpolate_pose(p0, p1, u))
+        np.testing.assert_allclose(position, pose.translation, atol=1e-6)
+        sign = np.sign(np.dot(rotation, pose.rotation))
+        np.testing.assert_allclose(rotation, sign * pose.rotation, atol=1e-6)
+
+
+def test_each_step_uses_the_frame_published_nearest_its_time(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    _, episode = converted
+    start = origin_ns(episode)
+    period = 1e9 / 30
+    steps = episode.steps(["timestamp", layout.image_column("wrist_camera")])
+    for t_rel, index in zip(steps["timestamp"].to_numpy(), steps[1].to_numpy(), strict=True):
+        seq = decode_frame_number(episode.frame("wrist_camera", int(index)))
+        t_ns = start + t_rel * 1e9
+        assert abs(stamp_ns(seq, 30) - t_ns) <= period / 2 + 1e3
+    episode.close()
+
+
+def test_native_rate_wrench_samples_all_present_and_exact(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    bag, episode = converted
+    native = episode.stream("ft_sensor")
+    assert native.num_rows == bag.counts["/ft_sensor/wrench"]
+    for stamp, force, torque in zip(
+        native["stamp_ns"].to_numpy(), vectors(native, "force"), vectors(native, "torque"), strict=True
+    ):
+        expected_force, expected_torque = wrench(seconds(int(stamp)))
+        np.testing.assert_array_equal(force, expected_force.astype(np.float32))
+        np.testing.assert_array_equal(torque, expected_torque.astype(np.float32))
+
+
+def test_depth_is_bit_exact(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    bag, episode = converted
+    width, height = bag.config.width, bag.config.height
+    for frame_index in (0, 7, bag.counts["/depth_camera/image_raw"] - 1):
+        np.testing.assert_array_equal(
+            episode.frame("depth_camera", frame_index), depth_frame(frame_index, width, height)
+        )
+    episode.close()
+
+
+def test_urdf_frames_and_camera_calibration_are_in_the_dataset(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    bag, episode = converted
+    root = episode.dataset.root
+    manifest = episode.dataset.manifest
+    assert (root / layout.URDF).read_text() == bag.urdf
+    assert manifest.frames["hand"].type == "dynamic" and manifest.frames["hand"].parent == "arm_link4"
+    wrist_frame = manifest.frames["wrist_camera_optical_frame"]
+    assert wrist_frame.type == "fixed" and wrist_frame.parent == "hand" and wrist_frame.transform is not None
+    wrist = manifest.sensor("wrist_camera")
+    assert wrist is not None and wrist.intrinsics is not None and wrist.extrinsics is not None
+    assert wrist.extrinsics.parent_frame == "hand"
+    assert manifest.alignment is not None and "end_effector" in manifest.alignment.summary
+
+
+def test_list_and_write_config_round_trip(tmp_path: Path) -> None:
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5)
+    listing = subprocess.run(
+        [sys.executable, "-m", "ortf_ros.bag2ortf", str(bag.path), "--list"],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert listing.returncode == 0, listing.stderr
+    assert "/ft_sensor/wrench" in listing.stdout and "force-torque ft_sensor" in listing.stdout
+    assert bag2ortf([str(bag.path), "--write-config", str(tmp_path / "m.yaml")]) == 0
+    with BagSource(bag.path) as source:
+        assert load_config(tmp_path / "m.yaml") == auto_config(source.topics())
+
+
+def test_json_summary_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bags = [write_teleop_bag(tmp_path / f"bag{i}", "mcap", duration_s=0.5) for i in range(2)]
+    config = tmp_path / "m.yaml"
+    write_config(mapping_for(bags[0].path), config)
+    args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(config), "--json"]
+    assert bag2ortf(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert [r["episode"] for r in summary["recordings"]] == ["000000", "000001"]
+    assert summary["recordings"][0]["topics"]["/ft_sensor/wrench"]["used"] == bags[0].counts["/ft_sensor/wrench"]
+    assert len(load_dataset(tmp_path / "ds")) == 2
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ortf_ros.bag2ortf", *args], capture_output=True, text=True, env=dict(os.environ)
+    )
+
+
+@pytest.mark.parametrize(
+    ("bag", "message"),
+    [
+        ("geocamxyz__rosbags-rs/tests/test_bags/test_bag_mcap", "has no decodable frame"),
+        ("cruise-automation__rosbag.js/fixtures/example-lz4.bag", "no JointState message"),
+        ("UbiquityRobotics__fiducials/fiducial_slam/test/aruco_images.bag", "no JointState message"),
+    ],
+)
+def test_third_party_bags_are_rejected_with_one_clean_line(bag: str, message: str, tmp_path: Path) -> None:
+    result = run_cli(str(RESOURCES / bag), "-o", str(tmp_path / "ds"))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert message in result.stderr
+    assert not (tmp_path / "ds").exists()
+
+
+def test_missing_input_and_usage_errors(tmp_path: Path) -> None:
+    result = run_cli(str(tmp_path / "nope.mcap"), "-o", str(tmp_path / "ds"))
+    assert result.returncode == 1 and "nope.mcap" in result.stderr and "Traceback" not in result.stderr
+    assert run_cli(str(tmp_path / "nope.mcap")).returncode == 2
