@@ -10,7 +10,7 @@ setup:
 	@bash scripts/setup-env.sh
 
 demo: setup
-	@$(VENV)/bin/ortf demo demo-output --force --config config/writer.yaml
+	@$(VENV)/bin/ortf demo demo-output --force
 
 lint: setup
 	@$(PY) -m ruff check

@@ -12,15 +12,18 @@ import json
 import shutil
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
+from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.errors import OrtfError
 from ortf_ros.info import dataset_info
+from ortf_ros.pipeline.config import auto_config, write_config
+from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic_bag import write_teleop_bag
 from ortf_ros.validation import validate
-from ortf_ros.writer import WriterConfig
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
 
@@ -59,22 +62,36 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    """The main job on a built-in example: a generated teleop bag -> ortf-bag2ortf -> validate -> info."""
     out = Path(args.output)
     if out.exists():
         if not args.force:
             print(f"ortf demo: {out} exists; pass --force to replace it", file=sys.stderr)
             return EXIT_USAGE
         shutil.rmtree(out)
-    config = WriterConfig.from_yaml(args.config) if args.config else None
-    records = write_demo_dataset(
-        out, episodes=args.episodes, steps=args.steps, width=args.width, height=args.height, fps=args.fps, config=config
-    )
-    print(f"wrote {len(records)} synthetic episode(s) to {out}\n")
-    report = validate(out, strict=True)
+    out.mkdir(parents=True)
+    bags = [
+        write_teleop_bag(out / f"teleop_{n}", "mcap", duration_s=args.seconds, width=args.width, height=args.height)
+        for n in range(args.episodes)
+    ]
+    print(f"generated {len(bags)} teleop recording(s) of {args.seconds:g} s in {out} (MCAP: 2 cameras, depth,")
+    print("  joint states, commands, 1 kHz force-torque, TF, URDF)\n")
+    with BagSource(bags[0].path) as source:
+        # The 50 Hz command is up to 20 ms old at a 30 Hz step: a 25 ms tolerance says that is fine.
+        mapping = replace(auto_config(source.topics()), sync_tolerance_ms=25.0)
+    mapping_file = out / "mapping.yaml"
+    write_config(mapping, mapping_file)
+    dataset = out / "dataset"
+    writer_args = ["--config", str(mapping_file), "--task", "Pick up the peg", "--success"]
+    code = bag2ortf([str(b.path) for b in bags] + ["-o", str(dataset), *writer_args])
+    if code != EXIT_OK:
+        return code
+    report = validate(dataset, strict=True)
+    print()
     for finding in report.findings:
         print(finding.line())
-    print(f"ortf validate --strict: {report.summary()}\n")
-    print("\n".join(dataset_info(load_dataset(out)).lines()))
+    print(f"ortf validate --strict {dataset}: {report.summary()}\n")
+    print("\n".join(dataset_info(load_dataset(dataset)).lines()))
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
@@ -99,14 +116,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--discard", action="store_true", help="drop unfinished recordings instead of keeping them")
     p.set_defaults(run=_cmd_recover)
 
-    p = sub.add_parser("demo", help="write a synthetic two-camera dataset, validate it and show its info")
+    p = sub.add_parser("demo", help="convert generated teleop bags with ortf-bag2ortf, validate, show info")
     p.add_argument("output", nargs="?", default="demo-output")
-    p.add_argument("--episodes", type=int, default=3)
-    p.add_argument("--steps", type=int, default=90)
-    p.add_argument("--width", type=int, default=640)
-    p.add_argument("--height", type=int, default=480)
-    p.add_argument("--fps", type=int, default=30)
-    p.add_argument("--config", metavar="YAML", help="writer settings (see config/writer.yaml)")
+    p.add_argument("--episodes", type=int, default=2, help="recordings to generate and convert")
+    p.add_argument("--seconds", type=float, default=3.0, help="length of each recording")
+    p.add_argument("--width", type=int, default=320)
+    p.add_argument("--height", type=int, default=240)
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(run=_cmd_demo)
     return parser

@@ -37,6 +37,7 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     assert "ortf_ros/py.typed" in names
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
     assert "ortf = ortf_ros.cli:main" in entry_points
+    assert "ortf-bag2ortf = ortf_ros.bag2ortf:main" in entry_points
     assert not [n for n in names if n.startswith("ortf_ros/ros/")], "no node modules yet: nothing may import rclpy"
 
 
@@ -61,7 +62,7 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     clean_env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "AMENT_", "_ROS_", "LD_LIBRARY"))}
     subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, env=clean_env)
     assert subprocess.run([str(python), "-c", "import rclpy"], env=clean_env, capture_output=True).returncode != 0
-    demo = ["demo", str(tmp_path / "demo"), "--episodes", "1", "--steps", "4", "--width", "64", "--height", "48"]
+    demo = ["demo", str(tmp_path / "demo"), "--episodes", "1", "--seconds", "0.5", "--width", "64", "--height", "48"]
     result = subprocess.run(
         [str(env_dir / "bin" / "ortf"), *demo],
         env=clean_env,
@@ -69,4 +70,4 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "steps     4" in result.stdout
+    assert "valid (strict)" in result.stdout and "episodes  1" in result.stdout
