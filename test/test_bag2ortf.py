@@ -16,7 +16,15 @@ import pytest
 
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import ConversionConfig, auto_config, load_config, write_config
+from ortf_ros.pipeline.config import (
+    ActionMapping,
+    ConversionConfig,
+    EpisodeSplit,
+    StepClock,
+    auto_config,
+    load_config,
+    write_config,
+)
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
 from ortf_ros.reader import Episode, load_dataset
@@ -239,3 +247,43 @@ def test_missing_input_and_usage_errors(tmp_path: Path) -> None:
     result = run_cli(str(tmp_path / "nope.mcap"), "-o", str(tmp_path / "ds"))
     assert result.returncode == 1 and "nope.mcap" in result.stderr and "Traceback" not in result.stderr
     assert run_cli(str(tmp_path / "nope.mcap")).returncode == 2
+
+
+def convert_with(bag: TeleopBagInfo, out: Path, change: dict[str, object]) -> Episode:
+    config = replace(mapping_for(bag.path), **change)  # type: ignore[arg-type]
+    write_config(config, out.parent / "m.yaml")
+    assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / "m.yaml")]) == 0
+    return load_dataset(out).episode(0)
+
+
+@pytest.fixture(scope="module")
+def short_bag(tmp_path_factory: pytest.TempPathFactory) -> TeleopBagInfo:
+    return write_teleop_bag(tmp_path_factory.mktemp("short") / "bag", "mcap", duration_s=0.6)
+
+
+def test_without_an_action_topic_the_action_is_the_next_steps_joints(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    episode = convert_with(short_bag, tmp_path / "ds", {"action": ActionMapping(topic=None)})
+    steps = episode.steps()
+    joints = np.concatenate(
+        [vectors(steps, "observation.state.joint_positions"), vectors(steps, "observation.state.gripper_position")],
+        axis=1,
+    )
+    actions = vectors(steps, "action")
+    np.testing.assert_array_equal(actions[:-1], joints[1:])
+    np.testing.assert_array_equal(actions[-1], joints[-1])  # the last step holds its own position
+    assert "fallback" in str(episode.dataset.manifest.action_space.extra["source"])
+
+
+def test_steps_can_follow_a_cameras_frames(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    episode = convert_with(short_bag, tmp_path / "ds", {"step": StepClock(rate_hz=None, camera="wrist_camera")})
+    alignment = episode.array(layout.alignment_column("wrist_camera"))
+    assert (alignment == 0).all()  # every step is a wrist frame's time
+    frames = episode.array(layout.image_column("wrist_camera"))
+    np.testing.assert_array_equal(np.diff(frames), 1)
+
+
+def test_unimplemented_settings_fail_loudly(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    config = replace(mapping_for(short_bag.path), episodes=EpisodeSplit(mode="gap", gap_s=1.0))
+    write_config(config, tmp_path / "m.yaml")
+    result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
+    assert result.returncode == 1 and "episodes.mode 'gap' is not implemented yet" in result.stderr

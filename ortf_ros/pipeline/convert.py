@@ -373,6 +373,7 @@ def convert_recording(
     started = time.monotonic()
     decoder = Decoder()
     warnings: list[str] = []
+    check_supported(config)
     with BagSource(inputs) as source:
         check_topics(config, source, inputs[0])
         register_types(source, decoder)
@@ -416,6 +417,14 @@ def convert_recording(
             recording_seconds=source.duration,
             warnings=tuple(warnings),
         )
+
+
+def check_supported(config: ConversionConfig) -> None:
+    """Settings the schema accepts but this converter cannot honour yet fail loudly, never silently."""
+    if config.episodes.mode != "input":
+        raise ConversionError(f"episodes.mode {config.episodes.mode!r} is not implemented yet; use 'input'")
+    if config.labels.task_topic is not None:
+        raise ConversionError("labels.task_topic is not implemented yet; give the task with labels.task or --task")
 
 
 def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
