@@ -129,6 +129,11 @@ class Episode:
         return self.dataset.task(self.record.task_id)
 
     @property
+    def annotations_dir(self) -> Path:
+        position = self.dataset.episodes.index(self.record)
+        return self.dataset.root / layout.annotations_dir(layout.file_index(self.episode_id, position))
+
+    @property
     def steps_file(self) -> str:
         return layout.steps_path(self.record.chunk_id)
 

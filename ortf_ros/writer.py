@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
@@ -27,6 +27,8 @@ from typing import IO, Any, TypeVar
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
 import yaml
 from numpy.typing import ArrayLike
 
@@ -39,6 +41,7 @@ from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings, frame_kind
+from ortf_ros.reader import Episode
 from ortf_ros.staging import (
     EpisodeHeader,
     EpisodeOutcome,
@@ -242,11 +245,10 @@ class DatasetWriter:
                 f"run `ortf recover {self.root}` (or `--discard`) first"
             )
         catalog = Catalog.load(self.root)
-        if self._manifest is not None and step_schema(self._manifest) != step_schema(catalog.manifest):
-            raise WriterError(
-                f"{self.root}: cannot append: the given manifest's step columns differ from the dataset's "
-                f"({step_schema(catalog.manifest).names} vs {step_schema(self._manifest).names})"
-            )
+        if self._manifest is not None:
+            differences = manifest_differences(catalog.manifest, self._manifest)
+            if differences:
+                raise WriterError(f"{self.root}: cannot append: " + "; ".join(differences))
         return catalog
 
     # -- episodes ---------------------------------------------------------------
@@ -461,7 +463,6 @@ class DatasetWriter:
         recording = self._current()
         if recording.steps == 0:
             raise WriterError(f"episode {recording.header.episode_id} has no steps; add steps or discard it")
-        recording.close_files()
         if annotations is not None:
             _stage_annotations(recording.staged, annotations)
         outcome = EpisodeOutcome(
@@ -470,6 +471,10 @@ class DatasetWriter:
             operator_notes=operator_notes,
             terminal=success is not None if terminal is None else terminal,
         )
+        return self._commit(recording, outcome)
+
+    def _commit(self, recording: _Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
+        recording.close_files()
         self._recording = None
         try:
             return commit_staged(
@@ -482,11 +487,87 @@ class DatasetWriter:
                 f"episode {recording.header.episode_id}: commit failed ({exc}); it stays staged for `ortf recover`"
             ) from exc
 
+    def import_episode(self, episode: Episode) -> EpisodeRecord:
+        """Append a committed episode of another dataset laid out like this one, its videos
+        copied as they are (no re-encode). Parallel conversion writes each recording to a
+        dataset of its own and imports them in order, since a dataset has one writer."""
+        source = episode.dataset
+        differences = manifest_differences(self.manifest, source.manifest)
+        if differences:
+            raise WriterError(f"{source.root}: cannot import episode {episode.episode_id}: " + "; ".join(differences))
+        record = episode.record
+        task = episode.task
+        self.begin_episode(task.instruction, task_type=task.type, recorded_at=record.recorded_at)
+        recording = self._current()
+        try:
+            terminal = False
+            for batch in _episode_rows(source.root / episode.steps_file, episode.episode_id):
+                relabelled = _relabel(batch, recording.schema, recording.header.episode_id, recording.steps)
+                recording.step_log.append(relabelled)
+                recording.steps += batch.num_rows
+                terminal = bool(batch.column("is_terminal")[-1].as_py())
+            for stream in self.manifest.native_streams:
+                schema = stream_schema(self.manifest, stream)
+                log = StepLog(recording.staged.stream_file(stream), schema)
+                recording.stream_logs[stream] = log
+                path = source.root / layout.stream_path(record.chunk_id, stream)
+                for batch in _episode_rows(path, episode.episode_id):
+                    log.append(_relabel(batch, schema, recording.header.episode_id, None))
+            for camera in self.manifest.cameras:
+                target = recording.staged.video_file(camera)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(episode.video_path(camera), target)
+            if episode.annotations_dir.is_dir():
+                shutil.copytree(episode.annotations_dir, recording.staged.annotations_dir)
+        except BaseException:
+            self.discard_episode()
+            raise
+        return self._commit(
+            recording, EpisodeOutcome(record.success, record.failure_reason, record.operator_notes, terminal)
+        )
+
     def discard_episode(self) -> None:
         recording = self._current()
         recording.close_files()
         recording.staged.remove()
         self._recording = None
+
+
+def _episode_rows(path: Path, episode_id: str) -> Iterator[pa.RecordBatch]:
+    """An episode's rows of a step or stream table, streamed in file order."""
+    try:
+        yield from pads.dataset(path).to_batches(filter=pc.field("episode_id") == episode_id)
+    except (FileNotFoundError, pa.ArrowException) as exc:
+        raise WriterError(f"{path}: cannot read episode {episode_id}: {exc}") from None
+
+
+def _relabel(batch: pa.RecordBatch, schema: pa.Schema, episode_id: str, first_step: int | None) -> pa.RecordBatch:
+    """Rows of another dataset under this episode's id (and, for steps, staged step indices)."""
+    columns = {name: batch.column(name) for name in schema.names}
+    columns["episode_id"] = pa.array([episode_id] * batch.num_rows, pa.string())
+    if first_step is not None:
+        columns["step_index"] = pa.array(range(first_step, first_step + batch.num_rows), pa.int64())
+    return pa.RecordBatch.from_arrays([columns[n].cast(schema.field(n).type) for n in schema.names], schema=schema)
+
+
+def manifest_differences(dataset: Manifest, given: Manifest) -> list[str]:
+    """What makes episodes described by ``given`` unfit for a dataset described by ``dataset``."""
+    found = []
+
+    def compare(what: str, theirs: object, ours: object) -> None:
+        if theirs != ours:
+            found.append(f"{what} differ (dataset: {theirs}; new: {ours})")
+
+    compare("cameras", sorted(dataset.cameras), sorted(given.cameras))
+    for key in sorted(set(dataset.cameras) & set(given.cameras)):
+        a, b = dataset.cameras[key], given.cameras[key]
+        compare(f"camera {key!r} resolution and type", (a.resolution, a.type), (b.resolution, b.type))
+    compare("joints", [j.name for j in dataset.robot.joints], [j.name for j in given.robot.joints])
+    compare("action dimensions", [d.name for d in dataset.action_space.dimensions],
+            [d.name for d in given.action_space.dimensions])  # fmt: skip
+    if not found and step_schema(dataset) != step_schema(given):
+        found.append(f"step columns differ (dataset: {step_schema(dataset).names}; new: {step_schema(given).names})")
+    return found
 
 
 def _check_keys(

@@ -27,6 +27,7 @@ from ortf_ros.synthetic import (
     demo_state,
     write_demo_dataset,
 )
+from ortf_ros.validation import validate
 from ortf_ros.writer import Annotations, DatasetWriter, WriterConfig
 
 
@@ -346,3 +347,39 @@ def test_a_step_can_point_at_a_frame_other_than_the_newest(tmp_path: Path) -> No
     episode = load_dataset(tmp_path / "ds").episode(0)
     assert episode.array(layout.image_column("cam_wrist")).tolist() == [1]
     assert psnr(episode.frame("cam_wrist", 1), demo_rgb(0, 1, 64, 48)) >= 35.0
+
+
+def test_import_episode_copies_another_datasets_episode_without_reencoding(
+    small_dataset: tuple[Path, list[EpisodeRecord]], tmp_path: Path
+) -> None:
+    source_root, _ = small_dataset
+    source = load_dataset(source_root)
+    target = tmp_path / "target"
+    write_demo_dataset(target, episodes=1, steps=3, width=64, height=48)
+    with DatasetWriter(target) as writer:
+        imported = [writer.import_episode(source.episode(i)) for i in (2, 0)]
+    assert [r.episode_id for r in imported] == ["000001", "000002"]
+    assert (imported[0].success, imported[0].failure_reason) == (False, "gripper slipped")
+    result = load_dataset(target)
+    for ours, theirs in ((result.episode(1), source.episode(2)), (result.episode(2), source.episode(0))):
+        np.testing.assert_array_equal(ours.array("action"), theirs.array("action"))
+        np.testing.assert_array_equal(ours.array("timestamp"), theirs.array("timestamp"))
+        assert ours.task.instruction == theirs.task.instruction
+        for camera in ("cam_wrist", "depth"):
+            np.testing.assert_array_equal(ours.frame(camera, 5), theirs.frame(camera, 5))
+    report = validate(target, strict=True)
+    assert report.ok, [f.line() for f in report.findings]
+
+
+def test_import_refuses_a_differently_laid_out_episode(
+    small_dataset: tuple[Path, list[EpisodeRecord]], tmp_path: Path
+) -> None:
+    source_root, _ = small_dataset
+    other = tmp_path / "other"
+    write_demo_dataset(other, episodes=1, steps=3, width=64, height=48, depth=False)
+    with (
+        DatasetWriter(other) as writer,
+        pytest.raises(WriterError, match="cannot import episode 000000: cameras differ"),
+    ):
+        writer.import_episode(load_dataset(source_root).episode(0))
+    assert len(load_dataset(other)) == 1

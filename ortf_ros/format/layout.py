@@ -45,6 +45,12 @@ def annotations_dir(episode_index: int) -> str:
     return f"annotations/{episode_file_stem(episode_index)}"
 
 
+def file_index(episode_id: str, position: int) -> int:
+    """Writers name an episode's files after its sequential id (``000042`` ->
+    ``episode_000042``); ids of another form fall back to the row position."""
+    return int(episode_id) if episode_id.isascii() and episode_id.isdigit() else position
+
+
 def episode_id_for(episode_index: int) -> str:
     """Sequential episode ids, zero-padded like the spec's ``--episode 000042``."""
     return f"{episode_index:06d}"

@@ -7,7 +7,6 @@ checked and reported, unlike ``ortf_ros.format.metadata``, which stops at the fi
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -41,12 +40,6 @@ class Episode:
         return self.record.episode_id
 
 
-def file_index(episode_id: str, position: int) -> int:
-    """Writers name an episode's files after its sequential id (``000042`` ->
-    ``episode_000042``); ids of another form fall back to the row position."""
-    return int(episode_id) if re.fullmatch(r"[0-9]+", episode_id) else position
-
-
 def load_episodes(root: Path, manifest: Manifest) -> tuple[list[Episode] | None, list[Finding]]:
     """The episode rows, or None when the columns that locate steps are unusable."""
     try:
@@ -65,7 +58,7 @@ def load_episodes(root: Path, manifest: Manifest) -> tuple[list[Episode] | None,
         values: dict[str, Any] = {name: row[name] for name in usable}
         values[_VIDEO_FILES] = dict(values.get(_VIDEO_FILES) or {})
         record = EpisodeRecord(**values)
-        episodes.append(Episode(record, file_index(record.episode_id, position)))
+        episodes.append(Episode(record, layout.file_index(record.episode_id, position)))
     return episodes, found
 
 
