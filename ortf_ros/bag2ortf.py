@@ -8,13 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shutil
 import sys
-from collections.abc import Sequence
-from dataclasses import replace
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
 from ortf_ros.errors import OrtfError
+from ortf_ros.format import layout
+from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     auto_config,
@@ -24,7 +33,8 @@ from ortf_ros.pipeline.config import (
 )
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording
 from ortf_ros.pipeline.source import BagSource
-from ortf_ros.writer import WriterConfig
+from ortf_ros.reader import load_dataset
+from ortf_ros.writer import DatasetWriter, WriterConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -87,22 +97,101 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
     }
 
 
+@dataclass(frozen=True)
+class _Job:
+    """One recording to convert, with everything a worker process needs."""
+
+    input: Path
+    output: Path
+    config: ConversionConfig
+    urdf: str | None
+    writer_config: WriterConfig | None
+    mesh_path: tuple[Path, ...]
+
+
+def _job(args: argparse.Namespace, path: str, output: Path) -> _Job:
+    with BagSource([Path(path)]) as source:
+        config = _config_for(args, source)
+    writer_config = WriterConfig.from_mapping(config.writer, args.config or "mapping") if config.writer else None
+    urdf = Path(args.urdf).read_text() if args.urdf else None
+    return _Job(Path(path), output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
+
+
+def _run(job: _Job, progress: Callable[[int, int], None] | None = None) -> ConversionResult:
+    return convert_recording(
+        [job.input],
+        job.output,
+        job.config,
+        urdf=job.urdf,
+        writer_config=job.writer_config,
+        mesh_path=job.mesh_path,
+        progress=progress,
+    )
+
+
 def _convert(args: argparse.Namespace) -> int:
-    writer_config = None
-    results = []
-    for path in args.inputs:
-        with BagSource([Path(path)]) as source:
-            config = _config_for(args, source)
-        if config.writer:
-            writer_config = WriterConfig.from_mapping(config.writer, args.config or "config")
-        urdf = Path(args.urdf).read_text() if args.urdf else None
-        result = convert_recording([Path(path)], Path(args.output), config, urdf=urdf, writer_config=writer_config)
-        results.append(_summary(result))
-        if not args.json:
-            _print_summary(results[-1], args.output)
+    output = Path(args.output)
+    jobs = min(args.jobs or os.cpu_count() or 1, len(args.inputs))
+    show_progress = sys.stderr.isatty() and not args.json
+    summaries = []
+    if jobs == 1:
+        for path in args.inputs:
+            job = _job(args, path, output)
+            with _progress(show_progress, job.input.name) as report:
+                result = _run(job, report)
+            summaries.append(_summary(result))
+            if not args.json:
+                _print_summary(summaries[-1], args.output)
+    else:
+        summaries = _convert_in_parallel(args, output, jobs, show_progress)
     if args.json:
-        print(json.dumps({"output": args.output, "recordings": results}, indent=2))
+        print(json.dumps({"output": args.output, "recordings": summaries}, indent=2))
     return EXIT_OK
+
+
+def _convert_in_parallel(
+    args: argparse.Namespace, output: Path, jobs: int, show_progress: bool
+) -> list[dict[str, Any]]:
+    """Each recording into a dataset of its own in a worker, then imported in input order:
+    a dataset has one writer, and an episode's videos are copied, not encoded again."""
+    summaries = []
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=output.parent, prefix=".ortf-bag2ortf-") as scratch:
+        parts = [_job(args, path, Path(scratch) / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
+        with ProcessPoolExecutor(max_workers=jobs) as pool, _progress(show_progress, "recordings") as report:
+            futures = [pool.submit(_run, part) for part in parts]
+            for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
+                result = future.result()  # an OrtfError stops here: the episodes before it are kept
+                record = _import(part.output, output)
+                summary = _summary(result) | {"episode": record.episode_id}
+                summaries.append(summary)
+                if report is not None:
+                    report(done, len(parts))
+                if not args.json:
+                    _print_summary(summary, args.output)
+    return summaries
+
+
+def _import(part: Path, output: Path) -> EpisodeRecord:
+    converted = load_dataset(part)
+    urdf = part / layout.URDF
+    manifest = replace(converted.manifest, dataset_id="", created_at=None)
+    with DatasetWriter(output, manifest, urdf=urdf.read_text() if urdf.exists() else None) as writer:
+        if (part / layout.MESHES_DIR).is_dir() and not (output / layout.MESHES_DIR).exists():
+            shutil.copytree(part / layout.MESHES_DIR, output / layout.MESHES_DIR)
+        return writer.import_episode(converted.episode(0))
+
+
+@contextmanager
+def _progress(show: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich progress bar (messages/s and time left) on a terminal; nothing otherwise."""
+    if not show:
+        yield None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task(what, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _print_summary(summary: dict[str, Any], output: str) -> None:
@@ -140,6 +229,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--failure-reason")
     parser.add_argument("--notes", help="operator notes")
     parser.add_argument("--json", action="store_true", help="print the conversion summary as JSON")
+    parser.add_argument(
+        "--jobs", type=int, default=0, metavar="N", help="recordings converted in parallel (default: the CPU count)"
+    )
+    parser.add_argument(
+        "--mesh-path", action="append", default=[], metavar="DIR", help="where package:// meshes are found (repeatable)"
+    )
     return parser
 
 

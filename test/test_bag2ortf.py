@@ -287,3 +287,38 @@ def test_unimplemented_settings_fail_loudly(short_bag: TeleopBagInfo, tmp_path: 
     write_config(config, tmp_path / "m.yaml")
     result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
     assert result.returncode == 1 and "episodes.mode 'gap' is not implemented yet" in result.stderr
+
+
+def test_parallel_conversion_equals_sequential(tmp_path: Path) -> None:
+    bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(("mcap", "ros1"))]
+    config = tmp_path / "m.yaml"
+    write_config(mapping_for(bags[0].path), config)
+    inputs = [str(b.path) for b in bags]
+    for jobs in ("1", "2"):
+        assert bag2ortf([*inputs, "-o", str(tmp_path / f"ds{jobs}"), "--config", str(config), "--jobs", jobs]) == 0
+    sequential, parallel = load_dataset(tmp_path / "ds1"), load_dataset(tmp_path / "ds2")
+    assert [e.length for e in sequential.episodes] == [e.length for e in parallel.episodes]
+    for i in range(2):
+        for column in ("action", "observation.state.ee_position", layout.image_column("wrist_camera")):
+            np.testing.assert_array_equal(sequential.episode(i).array(column), parallel.episode(i).array(column))
+    assert validate(tmp_path / "ds2", strict=True).ok
+    assert not list(tmp_path.glob(".ortf-bag2ortf-*"))  # the workers' scratch datasets are gone
+
+
+def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(
+    short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    meshes = '<visual><geometry><mesh filename="package://demo_arm/meshes/hand.stl"/></geometry></visual>'
+    meshes += '<visual><geometry><mesh filename="package://demo_arm/meshes/lost.dae"/></geometry></visual>'
+    urdf = short_bag.urdf.replace('<link name="hand"/>', f'<link name="hand">{meshes}</link>', 1)
+    assert urdf != short_bag.urdf
+    (tmp_path / "robot.urdf").write_text(urdf)
+    package = tmp_path / "src" / "demo_arm"
+    (package / "meshes").mkdir(parents=True)
+    (package / "meshes" / "hand.stl").write_bytes(b"solid hand")
+    args = [str(short_bag.path), "-o", str(tmp_path / "ds"), "--urdf", str(tmp_path / "robot.urdf")]
+    assert bag2ortf([*args, "--mesh-path", str(tmp_path / "src"), "--json"]) == 0
+    assert (tmp_path / "ds" / "robot" / "meshes" / "demo_arm" / "meshes" / "hand.stl").read_bytes() == b"solid hand"
+    (recording,) = json.loads(capsys.readouterr().out)["recordings"]
+    assert "mesh not found on --mesh-path: package://demo_arm/meshes/lost.dae" in recording["warnings"]
+    assert (tmp_path / "ds" / "robot" / "robot.urdf").read_text() == urdf

@@ -10,11 +10,12 @@ decode -> extract -> assemble -> DatasetWriter.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ortf_ros.errors import ConversionError
+from ortf_ros.format import layout
 from ortf_ros.format.manifest import (
     ActionDimension,
     ActionSpace,
@@ -36,7 +37,7 @@ from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
+from ortf_ros.pipeline.robot import UrdfRobot, copy_meshes, robot_from_urdf
 from ortf_ros.pipeline.samples import (
     BadMessage,
     CameraInfoSample,
@@ -52,6 +53,7 @@ from ortf_ros.pipeline.source import BagSource
 from ortf_ros.pipeline.tf import Pose, TfBuffer
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
+PROGRESS_EVERY = 500  # messages between progress reports
 PROLOGUE_TF_NS = 1_000_000_000  # dynamic TF read by the prologue, to name the moving frames
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
 
@@ -368,8 +370,14 @@ def convert_recording(
     urdf: str | None = None,
     name: str = "ortf-bag2ortf dataset",
     writer_config: WriterConfig | None = None,
+    mesh_path: Sequence[Path] = (),
+    progress: Callable[[int, int], None] | None = None,
 ) -> ConversionResult:
-    """Convert one recording (a bag, or the parts of one) into one episode of ``output``."""
+    """Convert one recording (a bag, or the parts of one) into one episode of ``output``.
+
+    ``mesh_path`` resolves the URDF's ``package://`` meshes into robot/meshes;
+    ``progress(done, total)`` is told how many messages were read.
+    """
     started = time.monotonic()
     decoder = Decoder()
     warnings: list[str] = []
@@ -391,14 +399,21 @@ def convert_recording(
         manifest = build_manifest(config, prologue, robot, steps, name)
         counts = TopicCounts()
         topics = _mapped_topics(config) & {t.topic for t in source.topics()}
+        total = sum(t.count for t in source.topics() if t.topic in topics)
         writer = DatasetWriter(output, manifest, config=writer_config, urdf=urdf_text)
         with writer:
+            if robot is not None and mesh_path:
+                report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
+                warnings += [f"mesh not found on --mesh-path: {uri}" for uri in report.missing]
+                warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
             writer.begin_episode(config.labels.task)
             assembler = Assembler(config, writer.manifest, steps, writer, counts)
             try:
-                for raw, samples in samples_of(source, decoder, topics):
+                for done, (raw, samples) in enumerate(samples_of(source, decoder, topics), start=1):
                     for sample in samples:
                         assembler.feed(sample, raw.topic)
+                    if progress is not None and done % PROGRESS_EVERY == 0:
+                        progress(done, total)
                 assembler.finish()
             except BaseException:
                 writer.discard_episode()
