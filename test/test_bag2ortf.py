@@ -34,6 +34,7 @@ from ortf_ros.synthetic_bag import (
     FINGERS_ONLY_EVERY,
     JOINTS,
     START_NS,
+    BagFormat,
     TeleopBagInfo,
     decode_frame_number,
     depth_frame,
@@ -290,7 +291,8 @@ def test_unimplemented_settings_fail_loudly(short_bag: TeleopBagInfo, tmp_path: 
 
 
 def test_parallel_conversion_equals_sequential(tmp_path: Path) -> None:
-    bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(("mcap", "ros1"))]
+    formats: tuple[BagFormat, ...] = ("mcap", "ros1")
+    bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(formats)]
     config = tmp_path / "m.yaml"
     write_config(mapping_for(bags[0].path), config)
     inputs = [str(b.path) for b in bags]
