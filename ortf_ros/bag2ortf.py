@@ -21,7 +21,7 @@ from typing import Any
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ortf_ros.errors import OrtfError
+from ortf_ros.cli_support import EXIT_OK, EXIT_USAGE, run_guarded
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.config import (
@@ -35,8 +35,6 @@ from ortf_ros.pipeline.convert import ConversionResult, convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.writer import DatasetWriter, WriterConfig
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
@@ -241,21 +239,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    try:
-        if args.list:
-            return _list(args)
-        if args.write_config:
-            return _write_config(args)
-        if not args.output:
-            parser.print_usage(sys.stderr)
-            print("ortf-bag2ortf: error: -o/--output is required to convert", file=sys.stderr)
-            return EXIT_USAGE
-        return _convert(args)
-    except OrtfError as exc:
-        print(f"ortf-bag2ortf: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        return 130
+    if not (args.list or args.write_config or args.output):
+        parser.print_usage(sys.stderr)
+        print("ortf-bag2ortf: error: -o/--output is required to convert", file=sys.stderr)
+        return EXIT_USAGE
+    if args.list:
+        return run_guarded("ortf-bag2ortf", lambda: _list(args))
+    if args.write_config:
+        return run_guarded("ortf-bag2ortf", lambda: _write_config(args))
+    return run_guarded("ortf-bag2ortf", lambda: _convert(args))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ortf_ros.bag2ortf import main as bag2ortf
-from ortf_ros.errors import OrtfError
+from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_guarded
 from ortf_ros.info import dataset_info
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.source import BagSource
@@ -25,7 +25,7 @@ from ortf_ros.recover import recover
 from ortf_ros.synthetic_bag import write_teleop_bag
 from ortf_ros.validation import validate
 
-EXIT_OK, EXIT_INVALID, EXIT_USAGE = 0, 1, 2
+EXIT_INVALID = EXIT_FAILED  # validate: the dataset is not valid
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
@@ -129,13 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        return int(args.run(args))
-    except OrtfError as exc:
-        print(f"ortf {args.command}: {exc}", file=sys.stderr)
-        return EXIT_INVALID
-    except KeyboardInterrupt:
-        return 130
+    return run_guarded(f"ortf {args.command}", lambda: int(args.run(args)))
 
 
 if __name__ == "__main__":
