@@ -73,11 +73,13 @@ def _write_config(args: argparse.Namespace) -> int:
 
 def _summary(result: ConversionResult) -> dict[str, Any]:
     counts = result.counts
-    topics = sorted(set(counts.used) | set(counts.undecodable) | set(counts.out_of_order))
+    topics = sorted(
+        set(counts.used) | set(counts.undecodable) | set(counts.out_of_order) | set(counts.outside_episodes)
+    )
     return {
         "inputs": list(result.inputs),
-        "episode": result.episode.episode_id,
-        "steps": result.episode.length,
+        "episodes": [e.episode_id for e in result.episodes],
+        "steps": sum(e.length for e in result.episodes),
         "seconds": round(result.seconds, 3),
         "speed_x_realtime": round(result.recording_seconds / result.seconds, 2) if result.seconds else None,
         "topics": {
@@ -85,6 +87,7 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
                 "used": counts.used[t],
                 "undecodable": counts.undecodable[t],
                 "out_of_order": counts.out_of_order[t],
+                "outside_episodes": counts.outside_episodes[t],
                 **({"first_problem": counts.reasons[t]} if t in counts.reasons else {}),
             }
             for t in topics
@@ -160,8 +163,8 @@ def _convert_in_parallel(
             futures = [pool.submit(_run, part) for part in parts]
             for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
                 result = future.result()  # an OrtfError stops here: the episodes before it are kept
-                record = _import(part.output, output)
-                summary = _summary(result) | {"episode": record.episode_id}
+                records = _import(part.output, output)
+                summary = _summary(result) | {"episodes": [r.episode_id for r in records]}
                 summaries.append(summary)
                 if report is not None:
                     report(done, len(parts))
@@ -170,14 +173,14 @@ def _convert_in_parallel(
     return summaries
 
 
-def _import(part: Path, output: Path) -> EpisodeRecord:
+def _import(part: Path, output: Path) -> list[EpisodeRecord]:
     converted = load_dataset(part)
     urdf = part / layout.URDF
     manifest = replace(converted.manifest, dataset_id="", created_at=None)
     with DatasetWriter(output, manifest, urdf=urdf.read_text() if urdf.exists() else None) as writer:
         if (part / layout.MESHES_DIR).is_dir() and not (output / layout.MESHES_DIR).exists():
             shutil.copytree(part / layout.MESHES_DIR, output / layout.MESHES_DIR)
-        return writer.import_episode(converted.episode(0))
+        return [writer.import_episode(episode) for episode in converted]
 
 
 @contextmanager
@@ -193,13 +196,16 @@ def _progress(show: bool, what: str) -> Iterator[Callable[[int, int], None] | No
 
 
 def _print_summary(summary: dict[str, Any], output: str) -> None:
+    episodes = ", ".join(summary["episodes"])
     print(
-        f"{', '.join(summary['inputs'])} -> {output} episode {summary['episode']}: {summary['steps']} steps "
+        f"{', '.join(summary['inputs'])} -> {output} episode(s) {episodes}: {summary['steps']} steps "
         f"in {summary['seconds']} s ({summary['speed_x_realtime']}x real time)"
     )
     for topic, c in summary["topics"].items():
         extra = f"  ({c['first_problem']})" if "first_problem" in c else ""
         counts = f"used {c['used']:>7}  undecodable {c['undecodable']:>4}  out of order {c['out_of_order']:>4}"
+        if c["outside_episodes"]:
+            counts += f"  outside episodes {c['outside_episodes']}"
         print(f"  {topic:<40} {counts}{extra}")
     for stream, steps in summary["steps_outside_tolerance"].items():
         print(f"  {steps} step(s) used a {stream} sample outside the sync tolerance")

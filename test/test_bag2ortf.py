@@ -13,6 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pytest
+from rosbags.rosbag2 import Writer as Rosbag2Writer
+from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.format import layout
@@ -25,6 +27,7 @@ from ortf_ros.pipeline.config import (
     load_config,
     write_config,
 )
+from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
 from ortf_ros.reader import Episode, load_dataset
@@ -217,7 +220,7 @@ def test_json_summary_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[s
     args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(config), "--json"]
     assert bag2ortf(args) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert [r["episode"] for r in summary["recordings"]] == ["000000", "000001"]
+    assert [r["episodes"] for r in summary["recordings"]] == [["000000"], ["000001"]]
     assert summary["recordings"][0]["topics"]["/ft_sensor/wrench"]["used"] == bags[0].counts["/ft_sensor/wrench"]
     assert len(load_dataset(tmp_path / "ds")) == 2
 
@@ -283,11 +286,59 @@ def test_steps_can_follow_a_cameras_frames(short_bag: TeleopBagInfo, tmp_path: P
     np.testing.assert_array_equal(np.diff(frames), 1)
 
 
-def test_unimplemented_settings_fail_loudly(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
-    config = replace(mapping_for(short_bag.path), episodes=EpisodeSplit(mode="gap", gap_s=1.0))
-    write_config(config, tmp_path / "m.yaml")
-    result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
-    assert result.returncode == 1 and "episodes.mode 'gap' is not implemented yet" in result.stderr
+def convert_parts(parts: list[Path], out: Path, change: dict[str, object]) -> list[Episode]:
+    config = replace(mapping_for(parts[0]), **change)  # type: ignore[arg-type]
+    result = convert_recording(parts, out, config)
+    dataset = load_dataset(out)
+    assert [e.episode_id for e in result.episodes] == [e.episode_id for e in dataset.episodes]
+    report = validate(out, strict=True)
+    assert report.ok, [f.line() for f in report.findings]
+    return list(dataset)
+
+
+def episode_span_s(episode: Episode) -> tuple[float, float]:
+    """First and last step, in seconds from the recording's start."""
+    start = (origin_ns(episode) - START_NS) / 1e9
+    times = episode.array("timestamp")
+    return start + float(times[0]), start + float(times[-1])
+
+
+def test_episodes_split_by_time_ranges(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    split = EpisodeSplit(mode="ranges", ranges=((0.05, 0.25), (0.3, 0.55)))
+    first, second = convert_parts([short_bag.path], tmp_path / "ds", {"episodes": split})
+    a0, a1 = episode_span_s(first)
+    b0, b1 = episode_span_s(second)
+    assert 0.05 <= a0 < a1 < 0.25 < 0.3 <= b0 < b1 < 0.55
+
+
+def test_episodes_split_at_gaps(tmp_path: Path) -> None:
+    later = START_NS + 5 * 10**9
+    parts = [
+        write_teleop_bag(tmp_path / "a", "mcap", duration_s=0.4).path,
+        write_teleop_bag(tmp_path / "b", "mcap", duration_s=0.4, start_ns=later).path,
+    ]
+    first, second = convert_parts(parts, tmp_path / "ds", {"episodes": EpisodeSplit(mode="gap", gap_s=1.0)})
+    assert episode_span_s(first)[1] < 0.4 and 5.0 <= episode_span_s(second)[0] < 5.4
+
+
+def write_boundaries(path: Path, events: list[tuple[float, bool]]) -> Path:
+    """A second bag of the same recording holding /episode_active (std_msgs/Bool)."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with Rosbag2Writer(path, version=9) as bag:
+        connection = bag.add_connection("/episode_active", "std_msgs/msg/Bool", typestore=store)
+        for seconds_in, active in events:
+            message = store.types["std_msgs/msg/Bool"](data=active)
+            bag.write(connection, START_NS + round(seconds_in * 1e9), store.serialize_cdr(message, "std_msgs/msg/Bool"))
+    return path
+
+
+def test_episodes_split_by_a_boundary_topic(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    markers = write_boundaries(tmp_path / "markers", [(0.1, True), (0.3, False), (0.35, True), (0.5, False)])
+    split = EpisodeSplit(mode="topic", topic="/episode_active")
+    first, second = convert_parts([short_bag.path, markers], tmp_path / "ds", {"episodes": split})
+    a0, a1 = episode_span_s(first)
+    b0, b1 = episode_span_s(second)
+    assert 0.1 <= a0 < a1 < 0.3 < 0.35 <= b0 < b1 < 0.5
 
 
 def test_parallel_conversion_equals_sequential(tmp_path: Path) -> None:

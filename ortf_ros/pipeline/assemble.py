@@ -73,6 +73,7 @@ class TopicCounts:
     out_of_order: Counter[str] = field(default_factory=Counter)
     outside_tolerance: Counter[str] = field(default_factory=Counter)
     skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
+    outside_episodes: Counter[str] = field(default_factory=Counter)  # messages between episodes
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
@@ -104,6 +105,8 @@ class Assembler:
         steps: StepLayout,
         writer: DatasetWriter,
         counts: TopicCounts,
+        *,
+        tf: TfBuffer | None = None,
     ) -> None:
         self.config = config
         self.manifest = manifest
@@ -111,7 +114,7 @@ class Assembler:
         self.writer = writer
         self.counts = counts
         self.tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
-        self.tf = TfBuffer()
+        self.tf = tf if tf is not None else TfBuffer()
         joint_config = config.joint_states
         self.joints = _JointMerger(steps.joints)
         self.joint_stream: StreamSampler[np.ndarray] = StreamSampler(

@@ -36,6 +36,7 @@ from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.episodes import Segmenter
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.robot import UrdfRobot, copy_meshes, robot_from_urdf
 from ortf_ros.pipeline.samples import (
@@ -355,7 +356,7 @@ def _frames(config: ConversionConfig, prologue: Prologue, steps: StepLayout) -> 
 @dataclass(frozen=True)
 class ConversionResult:
     inputs: tuple[str, ...]
-    episode: EpisodeRecord
+    episodes: tuple[EpisodeRecord, ...]
     counts: TopicCounts
     seconds: float
     recording_seconds: float
@@ -373,7 +374,8 @@ def convert_recording(
     mesh_path: Sequence[Path] = (),
     progress: Callable[[int, int], None] | None = None,
 ) -> ConversionResult:
-    """Convert one recording (a bag, or the parts of one) into one episode of ``output``.
+    """Convert one recording (a bag, or the parts of one) into episodes of ``output``
+    (one, unless the mapping's ``episodes`` splits it).
 
     ``mesh_path`` resolves the URDF's ``package://`` meshes into robot/meshes;
     ``progress(done, total)`` is told how many messages were read.
@@ -399,34 +401,24 @@ def convert_recording(
         manifest = build_manifest(config, prologue, robot, steps, name)
         counts = TopicCounts()
         topics = _mapped_topics(config) & {t.topic for t in source.topics()}
-        total = sum(t.count for t in source.topics() if t.topic in topics)
         writer = DatasetWriter(output, manifest, config=writer_config, urdf=urdf_text)
         with writer:
             if robot is not None and mesh_path:
                 report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
                 warnings += [f"mesh not found on --mesh-path: {uri}" for uri in report.missing]
                 warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
-            writer.begin_episode(config.labels.task)
-            assembler = Assembler(config, writer.manifest, steps, writer, counts)
+            episodes = _Episodes(config, steps, writer, counts)
             try:
-                for done, (raw, samples) in enumerate(samples_of(source, decoder, topics), start=1):
-                    for sample in samples:
-                        assembler.feed(sample, raw.topic)
-                    if progress is not None and done % PROGRESS_EVERY == 0:
-                        progress(done, total)
-                assembler.finish()
+                _stream(source, decoder, config, topics, episodes, progress)
             except BaseException:
-                writer.discard_episode()
+                episodes.abort()
                 raise
-            if assembler.steps_written == 0:
-                writer.discard_episode()
-                raise ConversionError(f"{inputs[0]}: no step could be assembled ({dict(counts.skipped_steps)})")
-            labels = config.labels
-            record = writer.end_episode(labels.success, labels.failure_reason, labels.operator_notes)
-        warnings += [f"TF: {line}" for line in assembler.tf.problems()]
+        if not episodes.records:
+            raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
+        warnings += [f"TF: {line}" for line in episodes.tf.problems()]
         return ConversionResult(
             inputs=tuple(str(p) for p in inputs),
-            episode=record,
+            episodes=tuple(episodes.records),
             counts=counts,
             seconds=time.monotonic() - started,
             recording_seconds=source.duration,
@@ -434,10 +426,81 @@ def convert_recording(
         )
 
 
+class _Episodes:
+    """The episode being assembled, if any; latched state (the TF tree) is shared by all."""
+
+    def __init__(self, config: ConversionConfig, steps: StepLayout, writer: DatasetWriter, counts: TopicCounts):
+        self.config = config
+        self.steps = steps
+        self.writer = writer
+        self.counts = counts
+        self.tf = TfBuffer()
+        self.current: Assembler | None = None
+        self.records: list[EpisodeRecord] = []
+
+    def begin(self) -> None:
+        self.end()
+        self.writer.begin_episode(self.config.labels.task)
+        self.current = Assembler(self.config, self.writer.manifest, self.steps, self.writer, self.counts, tf=self.tf)
+
+    def end(self) -> None:
+        if self.current is None:
+            return
+        self.current.finish()
+        if self.current.steps_written == 0:
+            self.writer.discard_episode()
+            self.counts.skipped_steps["episode without a complete step (discarded)"] += 1
+        else:
+            labels = self.config.labels
+            self.records.append(self.writer.end_episode(labels.success, labels.failure_reason, labels.operator_notes))
+        self.current = None
+
+    def abort(self) -> None:
+        if self.current is not None:
+            self.writer.discard_episode()
+            self.current = None
+
+
+def _stream(
+    source: BagSource,
+    decoder: Decoder,
+    config: ConversionConfig,
+    topics: set[str],
+    episodes: _Episodes,
+    progress: Callable[[int, int], None] | None,
+) -> None:
+    """The main pass: every mapped message, split into episodes, through the assembler."""
+    boundary = config.episodes.topic if config.episodes.mode == "topic" else None
+    segmenter = Segmenter(config.episodes, source.start_ns)
+    if segmenter.inside:
+        episodes.begin()
+    wanted = topics | ({boundary} if boundary else set())
+    total = sum(t.count for t in source.topics() if t.topic in wanted)
+    for done, raw in enumerate(source.messages(wanted), start=1):
+        if progress is not None and done % PROGRESS_EVERY == 0:
+            progress(done, total)
+        decision = segmenter.boundary(raw, decoder.decode(raw)) if raw.topic == boundary else segmenter.data(raw)
+        if decision == "begin":
+            episodes.begin()
+        elif decision == "end":
+            episodes.end()
+        if raw.topic == boundary:
+            continue
+        message = decoder.decode(raw)
+        samples = [message] if isinstance(message, BadMessage) else extract(message, raw)
+        if decision in ("begin", "keep") and episodes.current is not None:
+            for sample in samples:
+                episodes.current.feed(sample, raw.topic)
+            continue
+        episodes.counts.outside_episodes[raw.topic] += 1
+        for sample in samples:  # the TF tree stays current between episodes
+            if isinstance(sample, TransformSample):
+                episodes.tf.add(sample)
+    episodes.end()
+
+
 def check_supported(config: ConversionConfig) -> None:
     """Settings the schema accepts but this converter cannot honour yet fail loudly, never silently."""
-    if config.episodes.mode != "input":
-        raise ConversionError(f"episodes.mode {config.episodes.mode!r} is not implemented yet; use 'input'")
     if config.labels.task_topic is not None:
         raise ConversionError("labels.task_topic is not implemented yet; give the task with labels.task or --task")
 
