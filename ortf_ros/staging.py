@@ -118,8 +118,12 @@ class StagedEpisode:
         if directory.exists():
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
-        atomic.write_json(directory / HEADER_FILE, asdict(header))
-        return cls(directory)
+        staged = cls(directory)
+        staged.write_header(header)
+        return staged
+
+    def write_header(self, header: EpisodeHeader) -> None:
+        atomic.write_json(self.directory / HEADER_FILE, asdict(header))
 
     @property
     def steps_file(self) -> Path:

@@ -283,6 +283,14 @@ class DatasetWriter:
         self._recording = _Recording(staged, header, step_schema(catalog.manifest))
         return header.episode_id
 
+    def set_task(self, task: str) -> None:
+        """Change the open episode's task instruction (it may be announced after the episode began)."""
+        recording = self._current()
+        if not task.strip():
+            raise WriterError("task instruction must not be empty")
+        recording.header = replace(recording.header, task=task)
+        recording.staged.write_header(recording.header)
+
     def _current(self) -> _Recording:
         if self._recording is None:
             raise WriterError("no episode in progress: call begin_episode first")

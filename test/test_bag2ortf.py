@@ -17,6 +17,7 @@ from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.bag2ortf import main as bag2ortf
+from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import (
     ActionMapping,
@@ -375,3 +376,47 @@ def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(
     (recording,) = json.loads(capsys.readouterr().out)["recordings"]
     assert "mesh not found on --mesh-path: package://demo_arm/meshes/lost.dae" in recording["warnings"]
     assert (tmp_path / "ds" / "robot" / "robot.urdf").read_text() == urdf
+
+
+def write_strings(path: Path, topic: str, events: list[tuple[float, str]]) -> Path:
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with Rosbag2Writer(path, version=9) as bag:
+        connection = bag.add_connection(topic, "std_msgs/msg/String", typestore=store)
+        for seconds_in, text in events:
+            message = store.types["std_msgs/msg/String"](data=text)
+            bag.write(
+                connection, START_NS + round(seconds_in * 1e9), store.serialize_cdr(message, "std_msgs/msg/String")
+            )
+    return path
+
+
+def test_task_instructions_from_a_topic(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    tasks = write_strings(tmp_path / "tasks", "/task", [(0.05, "Pick up the peg"), (0.32, "Insert the peg")])
+    split = EpisodeSplit(mode="ranges", ranges=((0.0, 0.3), (0.3, 0.6)))
+    labels = replace(mapping_for(short_bag.path).labels, task_topic="/task")
+    first, second = convert_parts([short_bag.path, tasks], tmp_path / "ds", {"episodes": split, "labels": labels})
+    assert (first.task.instruction, second.task.instruction) == ("Pick up the peg", "Insert the peg")
+
+
+def test_a_camera_changing_resolution_fails_and_leaves_the_dataset_untouched(
+    short_bag: TeleopBagInfo, tmp_path: Path
+) -> None:
+    out = tmp_path / "ds"
+    convert_parts([short_bag.path], out, {})
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    store = get_typestore(Stores.ROS2_JAZZY)
+    with Rosbag2Writer(tmp_path / "odd", version=9) as bag:
+        connection = bag.add_connection("/wrist_camera/image_raw", "sensor_msgs/msg/Image", typestore=store)
+        header = store.types["std_msgs/msg/Header"](
+            stamp=store.types["builtin_interfaces/msg/Time"](sec=START_NS // 10**9, nanosec=300_000_000),
+            frame_id="wrist_camera_optical_frame",
+        )
+        image = store.types["sensor_msgs/msg/Image"](
+            header=header, height=24, width=32, encoding="rgb8", is_bigendian=0, step=96, data=np.zeros(2304, np.uint8)
+        )
+        bag.write(connection, START_NS + 300_000_000, store.serialize_cdr(image, "sensor_msgs/msg/Image"))
+    parts = [short_bag.path, tmp_path / "odd"]  # one recording whose wrist camera changes resolution
+    expected = r"/wrist_camera/image_raw at 1700000000\.3\d+ s: the camera's resolution changed from 64x48 to 32x24"
+    with pytest.raises(ConversionError, match=expected):
+        convert_recording(parts, out, mapping_for(short_bag.path))
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before

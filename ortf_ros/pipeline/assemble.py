@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
@@ -169,6 +170,13 @@ class Assembler:
         if camera is None:
             return False
         time_ns = stream_time(sample.stamps, camera.time)
+        resolution = self.manifest.cameras[camera.name].resolution
+        height, width = sample.pixels.shape[:2]
+        if resolution is not None and (width, height) != (resolution.width, resolution.height):
+            raise ConversionError(
+                f"{topic} at {sample.stamps.receive_ns / NS:.6f} s: the camera's resolution changed from "
+                f"{resolution.width}x{resolution.height} to {width}x{height} mid-recording"
+            )
         sampler = self.cameras[camera.name]
         if sampler.newest_ns is not None and time_ns < sampler.newest_ns:
             self.counts.out_of_order[topic] += 1

@@ -383,7 +383,6 @@ def convert_recording(
     started = time.monotonic()
     decoder = Decoder()
     warnings: list[str] = []
-    check_supported(config)
     with BagSource(inputs) as source:
         check_topics(config, source, inputs[0])
         register_types(source, decoder)
@@ -437,10 +436,16 @@ class _Episodes:
         self.tf = TfBuffer()
         self.current: Assembler | None = None
         self.records: list[EpisodeRecord] = []
+        self.task = config.labels.task  # the latest instruction on the task topic, if there is one
+
+    def set_task(self, task: str) -> None:
+        self.task = task
+        if self.current is not None:
+            self.writer.set_task(task)
 
     def begin(self) -> None:
         self.end()
-        self.writer.begin_episode(self.config.labels.task)
+        self.writer.begin_episode(self.task)
         self.current = Assembler(self.config, self.writer.manifest, self.steps, self.writer, self.counts, tf=self.tf)
 
     def end(self) -> None:
@@ -471,14 +476,20 @@ def _stream(
 ) -> None:
     """The main pass: every mapped message, split into episodes, through the assembler."""
     boundary = config.episodes.topic if config.episodes.mode == "topic" else None
+    task_topic = config.labels.task_topic
     segmenter = Segmenter(config.episodes, source.start_ns)
     if segmenter.inside:
         episodes.begin()
-    wanted = topics | ({boundary} if boundary else set())
+    wanted = topics | {t for t in (boundary, task_topic) if t is not None}
     total = sum(t.count for t in source.topics() if t.topic in wanted)
     for done, raw in enumerate(source.messages(wanted), start=1):
         if progress is not None and done % PROGRESS_EVERY == 0:
             progress(done, total)
+        if raw.topic == task_topic:
+            task = getattr(decoder.decode(raw), "data", None)
+            if isinstance(task, str) and task.strip():
+                episodes.set_task(task.strip())
+            continue
         decision = segmenter.boundary(raw, decoder.decode(raw)) if raw.topic == boundary else segmenter.data(raw)
         if decision == "begin":
             episodes.begin()
@@ -497,12 +508,6 @@ def _stream(
             if isinstance(sample, TransformSample):
                 episodes.tf.add(sample)
     episodes.end()
-
-
-def check_supported(config: ConversionConfig) -> None:
-    """Settings the schema accepts but this converter cannot honour yet fail loudly, never silently."""
-    if config.labels.task_topic is not None:
-        raise ConversionError("labels.task_topic is not implemented yet; give the task with labels.task or --task")
 
 
 def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
