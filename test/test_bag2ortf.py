@@ -9,6 +9,7 @@ import subprocess
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -420,3 +421,31 @@ def test_a_camera_changing_resolution_fails_and_leaves_the_dataset_untouched(
     with pytest.raises(ConversionError, match=expected):
         convert_recording(parts, out, mapping_for(short_bag.path))
     assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize(
+    ("fmt", "options"),
+    [("mcap", {"compressed": True}), ("ros1", {"legacy_tf": True, "bag_compression": "lz4"})],
+    ids=["jpeg-cameras", "ros1-legacy-tf-lz4"],
+)
+def test_compressed_cameras_and_legacy_ros1_tf(fmt: BagFormat, options: dict[str, Any], tmp_path: Path) -> None:
+    bag = write_teleop_bag(tmp_path / "bag", fmt, duration_s=0.5, **options)
+    episode = convert(bag, tmp_path / "ds", tmp_path)
+    assert validate(tmp_path / "ds", strict=True).ok
+    start = origin_ns(episode)
+    steps = episode.steps(["timestamp", layout.image_column("overhead_camera")])
+    for t_rel, index in zip(steps["timestamp"].to_numpy(), steps[1].to_numpy(), strict=True):
+        seq = decode_frame_number(episode.frame("overhead_camera", int(index)))
+        assert abs(stamp_ns(seq, 30) - (start + t_rel * 1e9)) <= 1e9 / 60 + 1e3
+    assert episode.dataset.manifest.frames["hand"].type == "dynamic"
+    episode.close()
+
+
+def test_appending_a_differently_equipped_recording_is_refused(tmp_path: Path) -> None:
+    with_depth = write_teleop_bag(tmp_path / "a", "mcap", duration_s=0.4)
+    without_depth = write_teleop_bag(tmp_path / "b", "mcap", duration_s=0.4, with_depth=False)
+    convert(with_depth, tmp_path / "ds", tmp_path)
+    result = run_cli(str(without_depth.path), "-o", str(tmp_path / "ds"))
+    assert result.returncode == 1
+    assert "cannot append: cameras differ" in result.stderr and "depth_camera" in result.stderr
+    assert len(load_dataset(tmp_path / "ds")) == 1
