@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -78,6 +79,17 @@ class TopicCounts:
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
+@dataclass(frozen=True)
+class _Step:
+    """A step ready for the writer but for its action (which may be the next step's joints)."""
+
+    timestamp: float
+    state: dict[str, np.ndarray]
+    frames: dict[str, int]
+    samples: dict[str, int]
+    alignment_ms: dict[str, float]
+
+
 class _JointMerger:
     """Full joint vectors from messages that may list any subset of joints in any order."""
 
@@ -128,7 +140,7 @@ class Assembler:
         self.action: StreamSampler[np.ndarray] = StreamSampler("action", config.action.policy, interpolate=lerp_array)
         self.watermark_ns = -(2**62)
         self.next_step_ns: int | None = None
-        self.pending_fallback: dict[str, object] | None = None  # a step waiting for the next one's joints
+        self.pending_fallback: _Step | None = None  # a step waiting for the next one's joints
         self.steps_written = 0
         self._camera_by_topic = {c.topic: c for c in config.cameras}
         self._wrench_by_topic = {w.topic: w for w in config.wrenches}
@@ -236,12 +248,12 @@ class Assembler:
 
     # -- steps ------------------------------------------------------------------
 
-    def _samplers(self) -> Iterator[tuple[str, StreamSampler[object]]]:
-        yield "joint_states", self.joint_stream  # type: ignore[misc]
-        yield from self.wrenches.items()  # type: ignore[misc]
-        yield from self.cameras.items()  # type: ignore[misc]
+    def _samplers(self) -> Iterator[tuple[str, StreamSampler[Any]]]:
+        yield "joint_states", self.joint_stream
+        yield from self.wrenches.items()
+        yield from self.cameras.items()
         if self.config.action.topic is not None:
-            yield "action", self.action  # type: ignore[misc]
+            yield "action", self.action
 
     def _start_ns(self) -> int | None:
         """The first step time: once every stream has delivered its first sample."""
@@ -277,7 +289,7 @@ class Assembler:
         self._prune()
 
     def _emit(self, t_ns: int) -> None:
-        sampled: dict[str, Sampled[object]] = {}
+        sampled: dict[str, Sampled[Any]] = {}
         for name, sampler in self._samplers():
             got = sampler.sample(t_ns)
             if got is None:
@@ -294,13 +306,13 @@ class Assembler:
         if outside and self.config.drop_outside_tolerance:
             self.counts.skipped_steps["outside sync tolerance (dropped)"] += 1
             return
-        step = {
-            "timestamp": t_ns / NS,
-            "state": state,
-            "frames": {name: int(sampled[name].value) for name in self.cameras},  # type: ignore[call-overload]
-            "samples": self._sample_indices(sampled),
-            "alignment_ms": {name: error / 1e6 for name, error in alignment.items()},
-        }
+        step = _Step(
+            timestamp=t_ns / NS,
+            state=state,
+            frames={name: int(sampled[name].value) for name in self.cameras},
+            samples=self._sample_indices(sampled),
+            alignment_ms={name: error / 1e6 for name, error in alignment.items()},
+        )
         if self.config.action.topic is not None:
             self._write_step(step, np.asarray(sampled["action"].value))
             return
@@ -315,18 +327,18 @@ class Assembler:
             parts.append(next_state["gripper_position"])
         return np.concatenate(parts)
 
-    def _write_step(self, step: dict[str, object], action: np.ndarray) -> None:
+    def _write_step(self, step: _Step, action: np.ndarray) -> None:
         self.writer.add_step(
-            step["timestamp"],  # type: ignore[arg-type]
-            step["state"],  # type: ignore[arg-type]
+            step.timestamp,
+            step.state,
             action,
-            frames=step["frames"],  # type: ignore[arg-type]
-            samples=step["samples"],  # type: ignore[arg-type]
-            alignment_ms=step["alignment_ms"],  # type: ignore[arg-type]
+            frames=step.frames,
+            samples=step.samples,
+            alignment_ms=step.alignment_ms,
         )
         self.steps_written += 1
 
-    def _sample_indices(self, sampled: dict[str, Sampled[object]]) -> dict[str, int]:
+    def _sample_indices(self, sampled: dict[str, Sampled[Any]]) -> dict[str, int]:
         indices = {}
         if self.config.joint_states and self.config.joint_states.native:
             indices["joint_states"] = sampled["joint_states"].index
@@ -336,7 +348,7 @@ class Assembler:
         return indices
 
     def _state(
-        self, t_ns: int, sampled: dict[str, Sampled[object]]
+        self, t_ns: int, sampled: dict[str, Sampled[Any]]
     ) -> tuple[dict[str, np.ndarray] | None, dict[str, int]]:
         joints = np.asarray(sampled["joint_states"].value)
         arm = len(self.layout.arm_joints)
@@ -373,5 +385,5 @@ class Assembler:
         self._emit_ready_steps(final=True)
         if self.pending_fallback is not None:
             step = self.pending_fallback
-            self._write_step(step, self._fallback_action(step["state"]))  # type: ignore[arg-type]
+            self._write_step(step, self._fallback_action(step.state))
             self.pending_fallback = None
