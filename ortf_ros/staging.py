@@ -209,6 +209,7 @@ class StepLog:
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.schema = schema
         self._sink = pa.OSFile(str(path), "wb")
         self._writer = pa.ipc.new_stream(self._sink, schema)
 

@@ -373,7 +373,7 @@ class DatasetWriter:
         if log is None:
             log = StepLog(recording.staged.stream_file(stream), stream_schema(manifest, stream))
             recording.stream_logs[stream] = log
-        log.append(pa.RecordBatch.from_pydict(columns, schema=stream_schema(manifest, stream)))
+        log.append(pa.RecordBatch.from_pydict(columns, schema=log.schema))
         recording.stream_counts[stream] = index + 1
         recording.stream_last[stream] = timestamp
         return index

@@ -273,6 +273,7 @@ class Assembler:
     def _emit_ready_steps(self, final: bool) -> None:
         if self.next_step_ns is None:
             self.next_step_ns = self._start_ns()
+        emitted = False
         while self.next_step_ns is not None:
             t_ns = self._next_step_time(self.next_step_ns)
             if t_ns is None:
@@ -286,7 +287,9 @@ class Assembler:
                 break
             self._emit(t_ns)
             self.next_step_ns = t_ns + (self.period_ns if self._driving is None else 1)
-        self._prune()
+            emitted = True
+        if emitted:  # only a step moves the point before which samples are no longer needed
+            self._prune()
 
     def _emit(self, t_ns: int) -> None:
         sampled: dict[str, Sampled[Any]] = {}
