@@ -22,6 +22,7 @@ test: lint
 
 bench: setup
 	@$(PY) bench/bench_writer.py
+	@$(PY) bench/bench_bag2ortf.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log
