@@ -134,17 +134,28 @@ def _rewrite_table(
 
 
 class _CountedTables:
-    """Staged stream batches as tables, counting the rows as they pass."""
+    """Staged stream batches as tables of up to ``block_rows`` rows (one Parquet row group
+    each: row groups of a few rows would make the file's footer, and the memory that
+    writes it, grow with the episode), counting the rows as they pass."""
 
-    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema) -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, block_rows: int) -> None:
         self._batches = batches
         self.schema = schema
+        self.block_rows = block_rows
         self.count = 0
 
     def __iter__(self) -> Iterator[pa.Table]:
+        pending: list[pa.RecordBatch] = []
+        rows = 0
         for batch in self._batches:
             self.count += batch.num_rows
-            yield pa.Table.from_batches([batch], schema=self.schema)
+            pending.append(batch)
+            rows += batch.num_rows
+            if rows >= self.block_rows:
+                yield pa.Table.from_batches(pending, schema=self.schema).combine_chunks()
+                pending, rows = [], 0
+        if pending:
+            yield pa.Table.from_batches(pending, schema=self.schema).combine_chunks()
 
 
 def commit_staged(
@@ -167,7 +178,7 @@ def commit_staged(
         video_files[camera] = relative
     keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
     for stream in manifest.native_streams:
-        samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream))
+        samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream), block_rows)
         _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
         limits[layout.stream_index_column(stream)] = samples.count
     scan = _scan_steps(staged, limits)
