@@ -44,7 +44,6 @@ import os
 import pstats
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -60,6 +59,7 @@ import av
 import numpy as np
 import psutil
 from av.video.stream import VideoStream
+from measure import MB, Row, peak_rss_of_this_process, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
@@ -75,17 +75,8 @@ PRESETS = ("ultrafast", "veryfast")
 RATIO_TARGET = 1.15
 RSS_TARGET_MB = 500.0
 RSS_GROWTH_TARGET = 0.10
-MB = 1024 * 1024
 REPO = Path(__file__).resolve().parents[1]
 DEFAULT_CACHE = REPO / ".cache" / "bench"
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    value: str
-    note: str = ""
 
 
 # -- bags ----------------------------------------------------------------------------
@@ -460,19 +451,6 @@ def speed_rows(bag: CachedBag, runs: SpeedRuns, repeat: int) -> list[Row]:
 # -- 2. peak RSS -------------------------------------------------------------------------
 
 
-def peak_rss_of_this_process() -> int:
-    """VmHWM: the high-water mark of this process image's RSS, in bytes.
-
-    Not ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across
-    fork+exec into the child's (and so into RUSAGE_CHILDREN), so a child started from
-    a big parent reports the parent's size.
-    """
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError("/proc/self/status has no VmHWM (not Linux?)")
-
-
 def child_convert(bag: Path, root: Path) -> None:
     """Runs in the measured child: convert one bag with the writer's defaults, print a JSON summary."""
     # The high-water mark when end_episode starts: the streaming pass's peak, before the commit's.
@@ -517,19 +495,7 @@ def measure_child(bag: CachedBag, tmp: Path) -> RssResult:
     root = tmp / f"rss_{bag.spec.duration_s:g}s"
     script = str(Path(__file__).resolve())
     command = [sys.executable, script, "--child-convert", str(bag.path), "--child-root", str(root)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    watched = psutil.Process(child.pid)
-    peak = 0
-    while child.poll() is None:
-        try:
-            peak = max(peak, watched.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.05)
-    out, _ = child.communicate()
-    if child.returncode != 0:
-        raise SystemExit(f"child converting {bag.path} failed with exit code {child.returncode}")
-    summary = json.loads(out.strip().splitlines()[-1])
+    summary, peak = run_measured_child(command, f"converting {bag.path}")
     shutil.rmtree(root)
     return RssResult(
         bag=bag,
@@ -743,18 +709,6 @@ class ForeignLoad:
             f"other processes used {max(0.0, foreign) / wall:.2f} CPUs on average during this {wall / 60:.1f} min run "
             f"(of {os.cpu_count()}); load average now {os.getloadavg()[0]:.2f}"
         )
-
-
-def print_table(rows: list[Row]) -> None:
-    what = max(len(r.what) for r in rows)
-    value = max(len(r.value) for r in rows)
-    section = None
-    for r in rows:
-        if r.section != section:
-            section = r.section
-            print(f"\n{section}")
-        note = f"  ({r.note})" if r.note else ""
-        print(f"  {r.what:<{what}}  {r.value:>{value}}{note}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +37,7 @@ import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 from av.video.stream import VideoStream
+from measure import MB, Row, peak_rss_of_this_process, print_table, run_measured_child
 
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
@@ -51,15 +51,6 @@ CYCLE = 60  # distinct pre-generated frames / states, reused cyclically
 T0 = 1_700_000_000.0
 TASK = "Pick up the red box and place it in the bowl"
 RSS_TARGET_MB = 300.0
-MB = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Row:
-    section: str
-    what: str
-    value: str
-    note: str = ""
 
 
 # -- inputs -------------------------------------------------------------------
@@ -273,19 +264,6 @@ class Panning:
         return np.ascontiguousarray(self.base[:, offset : offset + WIDTH])
 
 
-def peak_rss_of_this_process() -> int:
-    """VmHWM: the high-water mark of this process image's RSS, in bytes.
-
-    Not ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across
-    fork+exec into the child's (and so into RUSAGE_CHILDREN), so a child started from
-    a big parent reports the parent's size.
-    """
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError("/proc/self/status has no VmHWM (not Linux?)")
-
-
 def child_episode(root: Path, steps: int) -> None:
     """Runs in the measured child: write one two-camera episode, print a JSON summary."""
     manifest = demo_manifest(WIDTH, HEIGHT, FPS, depth=False)
@@ -331,19 +309,7 @@ def measure_child(tmp: Path, minutes: float) -> RssResult:
     steps = round(minutes * 60 * FPS)
     root = tmp / f"rss_{minutes:g}min"
     command = [sys.executable, str(Path(__file__).resolve()), "--child-episode", str(steps), "--child-root", str(root)]
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    watched = psutil.Process(child.pid)
-    peak = 0
-    while child.poll() is None:
-        try:
-            peak = max(peak, watched.memory_info().rss)
-        except psutil.NoSuchProcess:
-            break
-        time.sleep(0.05)
-    out, _ = child.communicate()
-    if child.returncode != 0:
-        raise SystemExit(f"child writing a {minutes:g} min episode failed with exit code {child.returncode}")
-    summary = json.loads(out.strip().splitlines()[-1])
+    summary, peak = run_measured_child(command, f"writing a {minutes:g} min episode")
     return RssResult(
         minutes=minutes,
         steps=steps,
@@ -383,18 +349,6 @@ def bench_rss(tmp: Path, minutes: list[float]) -> list[Row]:
 
 
 # -- table -------------------------------------------------------------------------
-
-
-def print_table(rows: list[Row]) -> None:
-    what = max(len(r.what) for r in rows)
-    value = max(len(r.value) for r in rows)
-    section = None
-    for r in rows:
-        if r.section != section:
-            section = r.section
-            print(f"\n{section}")
-        note = f"  ({r.note})" if r.note else ""
-        print(f"  {r.what:<{what}}  {r.value:>{value}}{note}")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,67 @@
+"""Measuring helpers shared by the benchmarks: result rows, the table, and the peak RSS of
+a child process (its own VmHWM, cross-checked by sampling from the parent)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Row:
+    section: str
+    what: str
+    value: str
+    note: str = ""
+
+
+def print_table(rows: list[Row]) -> None:
+    what = max(len(r.what) for r in rows)
+    value = max(len(r.value) for r in rows)
+    section = None
+    for r in rows:
+        if r.section != section:
+            section = r.section
+            print(f"\n{section}")
+        note = f"  ({r.note})" if r.note else ""
+        print(f"  {r.what:<{what}}  {r.value:>{value}}{note}")
+
+
+def peak_rss_of_this_process() -> int:
+    """VmHWM: the high-water mark of this process image's RSS, in bytes.
+
+    Not ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across
+    fork+exec into the child's (and so into RUSAGE_CHILDREN), so a child started from
+    a big parent reports the parent's size.
+    """
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024  # kB
+    raise RuntimeError("/proc/self/status has no VmHWM (not Linux?)")
+
+
+def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], int]:
+    """Run a child that prints a JSON summary as its last line; returns it and the peak RSS
+    sampled every 50 ms from here (a check on the child's own VmHWM)."""
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    watched = psutil.Process(child.pid)
+    peak = 0
+    while child.poll() is None:
+        try:
+            peak = max(peak, watched.memory_info().rss)
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    out, _ = child.communicate()
+    if child.returncode != 0:
+        raise SystemExit(f"child {what} failed with exit code {child.returncode}")
+    summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
+    return summary, peak
