@@ -118,7 +118,9 @@ def _rewrite_table(
     target = root / relative
 
     def produce(tmp: Path) -> None:
-        with pq.ParquetWriter(tmp, schema, compression=PARQUET_COMPRESSION) as writer:
+        # Dictionary pages only where values repeat (episode ids): on float vectors they cost
+        # memory while the writer falls back, and compress nothing.
+        with pq.ParquetWriter(tmp, schema, compression=PARQUET_COMPRESSION, use_dictionary=["episode_id"]) as writer:
             if target.exists():
                 existing = pq.ParquetFile(target)
                 keep = pa.array(sorted(keep_ids), pa.string())
