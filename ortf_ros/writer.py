@@ -54,6 +54,10 @@ from ortf_ros.staging import (
 from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
+# Native-rate samples are appended to their log in batches: before any step that uses
+# them, and at the latest every this many samples (what a crash can lose of a stream
+# that no step has used yet).
+PENDING_SAMPLES_MAX = 1024
 _T = TypeVar("_T")
 
 
@@ -122,6 +126,7 @@ class _Recording:
         self.videos: dict[str, StagedVideoWriter] = {}
         self.step_log = StepLog(staged.steps_file, schema)
         self.stream_logs: dict[str, StepLog] = {}
+        self.pending_samples: dict[str, list[dict[str, Any]]] = {}  # not yet in the stream log
         self.stream_counts: dict[str, int] = {}
         self.stream_last: dict[str, float] = {}
 
@@ -131,7 +136,19 @@ class _Recording:
             self.origin = timestamp
         return timestamp - self.origin
 
-    def close_files(self) -> None:
+    def flush_stream(self, stream: str, schema: pa.Schema) -> None:
+        """Append the stream's pending samples to its log as one batch."""
+        pending = self.pending_samples.pop(stream, [])
+        if not pending:
+            return
+        log = self.stream_logs.get(stream)
+        if log is None:
+            log = self.stream_logs[stream] = StepLog(self.staged.stream_file(stream), schema)
+        log.append(pa.RecordBatch.from_pylist(pending, schema=schema))
+
+    def close_files(self, manifest: Manifest) -> None:
+        for stream in list(self.pending_samples):
+            self.flush_stream(stream, stream_schema(manifest, stream))
         self.step_log.close()
         for log in self.stream_logs.values():
             log.close()
@@ -188,7 +205,7 @@ class DatasetWriter:
     def close(self) -> None:
         """Release the dataset. An episode still open stays staged for ``ortf recover``."""
         if self._recording is not None:
-            self._recording.close_files()
+            self._recording.close_files(self.manifest)
             log.warning(
                 "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
                 self.root,
@@ -358,22 +375,21 @@ class DatasetWriter:
             )
         _check_keys(f"stream {stream!r}", "column", values, spec.columns)
         index = recording.stream_counts.get(stream, 0)
-        columns: dict[str, Any] = {
-            name: [_vector(f"stream {stream!r} {name}", values[name], component.dim)]
+        row: dict[str, Any] = {
+            name: _vector(f"stream {stream!r} {name}", values[name], component.dim)
             for name, component in spec.columns.items()
         }
-        columns.update(
-            episode_id=[recording.header.episode_id],
-            sample_index=[index],
-            timestamp=[recording.relative(timestamp)],
-            stamp_ns=[stamp_ns],
-            receive_ns=[receive_ns],
+        row.update(
+            episode_id=recording.header.episode_id,
+            sample_index=index,
+            timestamp=recording.relative(timestamp),
+            stamp_ns=stamp_ns,
+            receive_ns=receive_ns,
         )
-        log = recording.stream_logs.get(stream)
-        if log is None:
-            log = StepLog(recording.staged.stream_file(stream), stream_schema(manifest, stream))
-            recording.stream_logs[stream] = log
-        log.append(pa.RecordBatch.from_pydict(columns, schema=log.schema))
+        pending = recording.pending_samples.setdefault(stream, [])
+        pending.append(row)
+        if len(pending) >= PENDING_SAMPLES_MAX:
+            recording.flush_stream(stream, stream_schema(manifest, stream))
         recording.stream_counts[stream] = index + 1
         recording.stream_last[stream] = timestamp
         return index
@@ -450,6 +466,9 @@ class DatasetWriter:
                     f"step {recording.steps}: stream {stream!r} has no sample {index} "
                     f"({recording.stream_counts.get(stream, 0)} recorded)"
                 )
+            if index is not None:
+                # The samples a step uses reach the disk before the step does.
+                recording.flush_stream(stream, stream_schema(manifest, stream))
             columns[layout.stream_index_column(stream)] = [index]
         for stream in aligned:
             error = alignment_ms.get(stream)
@@ -482,7 +501,7 @@ class DatasetWriter:
         return self._commit(recording, outcome)
 
     def _commit(self, recording: _Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
-        recording.close_files()
+        recording.close_files(self.manifest)
         self._recording = None
         try:
             return commit_staged(
@@ -536,7 +555,7 @@ class DatasetWriter:
 
     def discard_episode(self) -> None:
         recording = self._current()
-        recording.close_files()
+        recording.close_files(self.manifest)
         recording.staged.remove()
         self._recording = None
 

@@ -227,3 +227,14 @@ def test_stream_rule(stream_dataset: Path, tmp_path: Path, rule: str, breaker: B
     report = validate(root)
     found = {f.rule: f.severity for f in report.findings}
     assert found.get(rule) == RULES[rule][0], [f.line() for f in report.findings]
+
+
+def test_samples_after_the_last_step_are_kept(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "ds", manifest()) as writer:
+        record(writer, steps=3)
+        for extra in range(1, 6):  # buffered, used by no step: end_episode still writes them
+            writer.add_sample("wrist_ft", 2 / STEP_HZ + extra / WRENCH_HZ, wrench(0))
+        writer.end_episode()
+    samples = load_dataset(tmp_path / "ds").episode(0).stream("wrist_ft")
+    assert samples.num_rows == int(2 / STEP_HZ * WRENCH_HZ) + 1 + 5
+    assert samples["sample_index"].to_pylist() == list(range(samples.num_rows))
