@@ -49,7 +49,6 @@ import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from fractions import Fraction
 from importlib.metadata import version
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -58,8 +57,7 @@ from typing import Any
 import av
 import numpy as np
 import psutil
-from av.video.stream import VideoStream
-from measure import MB, Row, peak_rss_of_this_process, print_table, run_measured_child
+from measure import MB, Row, bare_video_stream, peak_rss_of_this_process, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
@@ -307,16 +305,7 @@ def floor_camera(task: FloorTask) -> FloorResult:
         BagSource(Path(task.bag)) as source,
         av.open(task.output, "w", format="mp4") as container,
     ):
-        stream = container.add_stream(
-            settings.codec, rate=FPS, options={"crf": str(settings.crf), "preset": settings.preset}
-        )
-        assert isinstance(stream, VideoStream)
-        stream.pix_fmt = settings.pix_fmt
-        stream.gop_size = settings.gop
-        stream.width = WIDTH
-        stream.height = HEIGHT
-        time_base = Fraction(1, FPS)
-        stream.time_base = time_base
+        stream, time_base = bare_video_stream(container, settings, WIDTH, HEIGHT, FPS)
         touched = 0
         for raw in source.messages({task.camera_topic, *task.other_topics}):
             messages += 1

@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from pathlib import Path
 
 import av
@@ -36,8 +35,7 @@ import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
-from av.video.stream import VideoStream
-from measure import MB, Row, peak_rss_of_this_process, print_table, run_measured_child
+from measure import MB, Row, bare_video_stream, peak_rss_of_this_process, print_table, run_measured_child
 
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
@@ -108,16 +106,7 @@ def bare_encode(path: Path, frames: list[np.ndarray], n: int) -> float:
     settings = VideoSettings()
     start = time.perf_counter()
     with av.open(str(path), "w", format="mp4") as container:
-        stream = container.add_stream(
-            settings.codec, rate=FPS, options={"crf": str(settings.crf), "preset": settings.preset}
-        )
-        assert isinstance(stream, VideoStream)
-        stream.pix_fmt = settings.pix_fmt
-        stream.gop_size = settings.gop
-        stream.width = WIDTH
-        stream.height = HEIGHT
-        time_base = Fraction(1, FPS)
-        stream.time_base = time_base
+        stream, time_base = bare_video_stream(container, settings, WIDTH, HEIGHT, FPS)
         for i in range(n):
             frame = av.VideoFrame.from_ndarray(frames[i % CYCLE], format="rgb24")
             frame.pts = i

@@ -7,10 +7,15 @@ import json
 import subprocess
 import time
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import psutil
+from av.container import OutputContainer
+from av.video.stream import VideoStream
+
+from ortf_ros.io.video import VideoSettings
 
 MB = 1024 * 1024
 
@@ -65,3 +70,20 @@ def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], i
         raise SystemExit(f"child {what} failed with exit code {child.returncode}")
     summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
     return summary, peak
+
+
+def bare_video_stream(
+    container: OutputContainer, settings: VideoSettings, width: int, height: int, fps: int
+) -> tuple[VideoStream, Fraction]:
+    """The floor's encoder: PyAV alone with the writer's codec settings (frames keep the time base returned)."""
+    stream = container.add_stream(
+        settings.codec, rate=fps, options={"crf": str(settings.crf), "preset": settings.preset}
+    )
+    assert isinstance(stream, VideoStream)
+    stream.pix_fmt = settings.pix_fmt
+    stream.gop_size = settings.gop
+    stream.width = width
+    stream.height = height
+    time_base = Fraction(1, fps)
+    stream.time_base = time_base
+    return stream, time_base
