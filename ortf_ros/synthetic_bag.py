@@ -221,6 +221,9 @@ def quat_from_axis_angle(axis: tuple[float, float, float], angle: float) -> tupl
     return (axis[0] * s, axis[1] * s, axis[2] * s, math.cos(angle / 2))
 
 
+# Quaternion math of its own, in ROS's (x, y, z, w) order, on purpose: this module is the
+# ground truth the converter's TF code (ortf_ros.pipeline.tf, wxyz) is tested against,
+# so it must not share that code.
 def quat_multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Hamilton product of two (x, y, z, w) quaternions."""
     ax, ay, az, aw = a

@@ -71,10 +71,15 @@ class Prologue:
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s in the recording
 
 
+def samples_from(decoder: Decoder, raw: RawMessage) -> list[Sample]:
+    """decode -> extract; a message that cannot be decoded is its own BadMessage sample."""
+    message = decoder.decode(raw)
+    return [message] if isinstance(message, BadMessage) else extract(message, raw)
+
+
 def samples_of(source: BagSource, decoder: Decoder, topics: set[str]) -> Iterator[tuple[RawMessage, list[Sample]]]:
     for raw in source.messages(topics):
-        message = decoder.decode(raw)
-        yield raw, [message] if isinstance(message, BadMessage) else extract(message, raw)
+        yield raw, samples_from(decoder, raw)
 
 
 def register_types(source: BagSource, decoder: Decoder) -> None:
@@ -497,8 +502,7 @@ def _stream(
             episodes.end()
         if raw.topic == boundary:
             continue
-        message = decoder.decode(raw)
-        samples = [message] if isinstance(message, BadMessage) else extract(message, raw)
+        samples = samples_from(decoder, raw)
         if decision in ("begin", "keep") and episodes.current is not None:
             for sample in samples:
                 episodes.current.feed(sample, raw.topic)
