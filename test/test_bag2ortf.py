@@ -70,7 +70,9 @@ def mapping_for(bag: Path) -> ConversionConfig:
 
 def convert(bag: TeleopBagInfo, out: Path, tmp: Path) -> Episode:
     config_path = tmp / "mapping.yaml"
-    write_config(mapping_for(bag.path), config_path)
+    config = mapping_for(bag.path)
+    rated = tuple(replace(w, range_force=580.0, range_torque=20.0) for w in config.wrenches)  # from a data sheet
+    write_config(replace(config, wrenches=rated), config_path)
     assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(config_path)]) == 0
     return load_dataset(out).episode(0)
 
@@ -197,6 +199,9 @@ def test_urdf_frames_and_camera_calibration_are_in_the_dataset(converted: tuple[
     wrist = manifest.sensor("wrist_camera")
     assert wrist is not None and wrist.intrinsics is not None and wrist.extrinsics is not None
     assert wrist.extrinsics.parent_frame == "hand"
+    force_torque = manifest.sensor("ft_sensor")
+    assert force_torque is not None and force_torque.type == "force_torque"
+    assert (force_torque.extra["range_force"], force_torque.extra["range_torque"]) == (580.0, 20.0)
     assert manifest.alignment is not None and "end_effector" in manifest.alignment.summary
 
 
@@ -278,6 +283,8 @@ def test_without_an_action_topic_the_action_is_the_next_steps_joints(short_bag: 
     np.testing.assert_array_equal(actions[:-1], joints[1:])
     np.testing.assert_array_equal(actions[-1], joints[-1])  # the last step holds its own position
     assert "fallback" in str(episode.dataset.manifest.action_space.extra["source"])
+    force_torque = episode.dataset.manifest.sensor("ft_sensor")
+    assert force_torque is not None and force_torque.extra["range_force"] == "unknown"  # the bag does not say
 
 
 def test_steps_can_follow_a_cameras_frames(short_bag: TeleopBagInfo, tmp_path: Path) -> None:

@@ -208,7 +208,12 @@ def build_manifest(
                 name=wrench.name,
                 type="force_torque",
                 # A bag does not say the sensor's range; "unknown" says so instead of inventing one.
-                extra={"rate_hz": rate, "range_force": "unknown", "range_torque": "unknown", "source": wrench.topic},
+                extra={
+                    "rate_hz": rate,
+                    "range_force": "unknown" if wrench.range_force is None else wrench.range_force,
+                    "range_torque": "unknown" if wrench.range_torque is None else wrench.range_torque,
+                    "source": wrench.topic,
+                },
             )
         )
         if wrench.native:
