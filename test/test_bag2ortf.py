@@ -386,6 +386,33 @@ def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(
     assert (tmp_path / "ds" / "robot" / "robot.urdf").read_text() == urdf
 
 
+def test_without_a_urdf_joints_are_named_from_the_joint_states_with_a_warning(
+    short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = replace(mapping_for(short_bag.path), robot_description_topic="/no_urdf_here")
+    write_config(config, tmp_path / "m.yaml")
+    assert (
+        bag2ortf([str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
+    )
+    (recording,) = json.loads(capsys.readouterr().out)["recordings"]
+    assert "no URDF on /no_urdf_here and none given: joints named from /joint_states" in recording["warnings"]
+    manifest = load_dataset(tmp_path / "ds").manifest
+    assert manifest.robot.name == "unknown" and not (tmp_path / "ds" / layout.URDF).exists()
+    assert sorted(j.name for j in manifest.robot.joints) == sorted(JOINTS)
+    assert validate(tmp_path / "ds").ok
+
+
+def test_a_mapped_topic_the_recording_lacks_is_one_clean_line(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    config = mapping_for(short_bag.path)
+    missing = replace(config.cameras[0], topic="/gone/image_raw")
+    write_config(replace(config, cameras=(missing, *config.cameras[1:])), tmp_path / "m.yaml")
+    result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    line = f"ortf-bag2ortf: {short_bag.path}: the mapping names topic(s) the recording does not have: /gone/image_raw"
+    assert result.stderr.strip() == line
+    assert not (tmp_path / "ds").exists()
+
+
 def write_strings(path: Path, topic: str, events: list[tuple[float, str]]) -> Path:
     store = get_typestore(Stores.ROS2_JAZZY)
     with Rosbag2Writer(path, version=9) as bag:
