@@ -1,6 +1,7 @@
 """Child process of test_crash: appends one episode and is killed by SIGKILL.
 
-``steps N``: record N steps, announcing each, then wait to be killed.
+``steps N``: record N steps, announcing each and waiting for a line on stdin before the
+next, so the parent kills it at a known step however loaded the machine is.
 ``commit POINT``: record 10 steps and kill itself at POINT inside end_episode.
 """
 
@@ -58,6 +59,8 @@ def main() -> None:
             images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
             writer.add_step(step / 30, demo_state(2, step), demo_action(2, step), images)
             print(f"STEP {step}", flush=True)
+            if mode == "steps":
+                sys.stdin.readline()
         if mode == "steps":
             time.sleep(600)
         KILL_POINTS[arg]()

@@ -39,16 +39,19 @@ def snapshot(root: Path) -> tuple[dict[str, bytes], list[dict[str, object]]]:
 def run_child_until_killed(root: Path, mode: str, arg: str, kill_after_step: int | None) -> None:
     child = subprocess.Popen(
         [sys.executable, str(CHILD), str(root), mode, arg],
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
         env=dict(os.environ),
     )
-    assert child.stdout is not None
+    assert child.stdout is not None and child.stdin is not None
     if kill_after_step is not None:
         for line in child.stdout:
             if line.strip() == f"STEP {kill_after_step}":
                 child.send_signal(signal.SIGKILL)
                 break
+            child.stdin.write("\n")  # lock step: the child records its next step only now
+            child.stdin.flush()
     assert child.wait(timeout=120) == -signal.SIGKILL
 
 
