@@ -73,6 +73,10 @@ COLCON_WHEELS=(
   "colcon-bash==0.5.0"
   "colcon-package-information==0.4.1"
 )
+# colcon run by the venv's interpreter, wherever pip found it (with ROS_DISTRO set, the
+# ROS install's own colcon may satisfy the pins, and then there is no .venv/bin/colcon);
+# test/colcon_workspace.py runs it the same way.
+VENV_COLCON='import sys; from colcon_core.command import main; sys.exit(main(argv=sys.argv[1:]))'
 # Where the wheels' CMake exports expect the interpreter they were built with.
 WHEEL_BUILD_PY="/opt/python/cp311-cp311"
 
@@ -279,7 +283,8 @@ print("rclpy, tf2_msgs, sensor_msgs, ortf_ros import (also in a child process)")
 '
   "$VENV/bin/python" -c "$check"
   # colcon finds the package through package.xml (ros.ament_python, not plain python)
-  "$VENV/bin/colcon" --log-base /dev/null list --paths "$ROOT" | grep -P '^ortf_ros\t.*\(ros\.ament_python\)$'
+  "$VENV/bin/python" -c "$VENV_COLCON" --log-base /dev/null list --paths "$ROOT" \
+    | grep -P '^ortf_ros\t.*\(ros\.ament_python\)$'
 }
 
 if venv_usable; then

@@ -56,16 +56,20 @@ class Workspace:
 def build_workspace(root: Path) -> Workspace:
     """`colcon build` of a workspace whose src/ links to this repository.
 
-    colcon runs from the venv (scripts/setup-env.sh installs it there), so it builds
-    with the interpreter that has rclpy and the project's dependencies, as a ROS
-    user's colcon builds with the distribution's python3.
+    colcon runs in this interpreter (scripts/setup-env.sh installs it, or finds the
+    sourced ROS install's), so it builds with the python that has rclpy and the
+    project's dependencies, as a ROS user's colcon builds with the distribution's.
     """
     source = root / "src" / PACKAGE
     source.parent.mkdir(parents=True)
     source.symlink_to(REPO, target_is_directory=True)
-    colcon = Path(sys.executable).parent / "colcon"
+    colcon = [
+        sys.executable,
+        "-c",
+        "import sys; from colcon_core.command import main; sys.exit(main(argv=sys.argv[1:]))",
+    ]
     result = subprocess.run(
-        [str(colcon), "build", "--event-handlers", "console_direct+"],
+        [*colcon, "build", "--event-handlers", "console_direct+"],
         cwd=root,
         env=dict(os.environ),
         capture_output=True,
