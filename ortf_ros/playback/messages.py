@@ -58,6 +58,7 @@ class Outgoing:
     msgtype: str
     message: Any
     episode_id: str | None = None
+    episode_ns: int = 0  # time since the episode's time 0
     step: int | None = None  # the episode's step this message belongs to (0-based)
     camera: str | None = None  # the camera whose decoded frame it carries
 
@@ -154,9 +155,7 @@ class EpisodeMessages:
             items.append(pl.item(first - 2, "task", "std_msgs/msg/String", ros.string(self.episode.task.instruction)))
         if pl.publication.enabled("episode"):
             items.append(pl.item(first - 1, "episode", "std_msgs/msg/Bool", ros.boolean(True)))
-        for item in items:
-            item.episode_id = self.episode_id
-        return items
+        return [self._own(item) for item in items]
 
     def body(self) -> Iterator[Outgoing]:
         while self._next is not None:
@@ -169,12 +168,14 @@ class EpisodeMessages:
         pl = self.playlist
         if not pl.publication.enabled("episode"):
             return []
-        item = pl.item(self.end_ns + 1, "episode", "std_msgs/msg/Bool", pl.ros.boolean(False))
-        item.episode_id = self.episode_id
-        return [item]
+        return [self._own(pl.item(self.end_ns + 1, "episode", "std_msgs/msg/Bool", pl.ros.boolean(False)))]
 
     def close(self) -> None:
         self.frames.close()
+
+    def _own(self, item: Outgoing, step: int | None = None) -> Outgoing:
+        item.episode_id, item.episode_ns, item.step = self.episode_id, item.time_ns - self.clock.start_ns, step
+        return item
 
     # -- per step
 
@@ -194,9 +195,7 @@ class EpisodeMessages:
         state = self.episode.dataset.manifest.observation_space.state
 
         def out(kind: StreamKind, msgtype: str, message: Any, topic: str | None = None) -> Outgoing:
-            item = self.playlist.item(t, kind, msgtype, message, topic)
-            item.episode_id, item.step = self.episode_id, step
-            return item
+            return self._own(self.playlist.item(t, kind, msgtype, message, topic), step)
 
         def vector(component: str) -> np.ndarray:
             return np.asarray(values[layout.state_column(component)], dtype=np.float64)
@@ -256,7 +255,7 @@ class EpisodeMessages:
                 if timestamp >= self.start_offset_s:
                     t = self.clock.sample_ns(float(timestamp))
                     message = ros.wrench(t, frame_id, force, torque)
-                    yield Outgoing(t, "wrench", topic, "geometry_msgs/msg/WrenchStamped", message, self.episode_id)
+                    yield self._own(Outgoing(t, "wrench", topic, "geometry_msgs/msg/WrenchStamped", message))
 
 
 _RATES = ("joint_velocities", "joint_torques")  # JointState velocity and effort, in this order

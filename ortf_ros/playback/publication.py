@@ -91,6 +91,27 @@ class Publication:
     def joints(self) -> tuple[str, ...]:
         return self.arm_joints + self.gripper_joints
 
+    def topics(self) -> dict[str, tuple[StreamKind, str]]:
+        """Every topic published for the dataset: topic -> (stream kind, message type)."""
+        found: list[tuple[StreamKind, str, str]] = [
+            ("robot_description", self.settings.topic("robot_description"), "std_msgs/msg/String"),
+            ("tf_static", self.settings.topic("tf_static"), "tf2_msgs/msg/TFMessage"),
+            ("task", self.settings.topic("task"), "std_msgs/msg/String"),
+            ("episode", self.settings.topic("episode"), "std_msgs/msg/Bool"),
+        ]
+        if self.joints:
+            found.append(("joint_states", self.settings.topic("joint_states"), "sensor_msgs/msg/JointState"))
+        if self.ee_frames is not None:
+            found.append(("tf", self.settings.topic("tf"), "tf2_msgs/msg/TFMessage"))
+        found += [("wrench", w.topic, "geometry_msgs/msg/WrenchStamped") for w in self.wrenches]
+        if self.action is not None:
+            found.append(("action", self.action.topic, self.action.msgtype))
+        for camera in self.cameras:
+            found.append((camera.kind, camera.topic, camera.msgtype))
+            if camera.info_topic is not None:
+                found.append(("camera_info", camera.info_topic, "sensor_msgs/msg/CameraInfo"))
+        return {topic: (kind, msgtype) for kind, topic, msgtype in found if self.enabled(kind)}
+
     @classmethod
     def of(cls, manifest: Manifest, settings: MessageSettings) -> Publication:
         state = manifest.observation_space.state
