@@ -20,10 +20,10 @@ from colcon_workspace import PACKAGE, PLAYER_NODE, PLAYER_PARAMS, REPO, Workspac
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
-from ortf_ros.synthetic import JOINTS, RGB_CAMERAS, write_demo_dataset
+from ortf_ros.playback.settings import read_parameter_file, settings_from_parameters
+from ortf_ros.synthetic import DEPTH_CAMERA, JOINTS, RGB_CAMERAS, write_demo_dataset
 
 WIDTH, HEIGHT = 64, 48
-CAMERAS = len(RGB_CAMERAS) + 1  # and the depth camera
 JOINT_STATE, IMAGE = "sensor_msgs/msg/JointState", "sensor_msgs/msg/Image"
 
 
@@ -58,6 +58,7 @@ def test_sourced_workspace_is_found_by_ament_index_and_imported_from_the_install
     assert Path(get_package_prefix(PACKAGE)) == workspace.prefix
     where = subprocess.run(
         [sys.executable, "-c", "import ortf_ros.playback.node as m; print(m.__file__)"],
+        cwd=workspace.root,  # as a user in the workspace; from the repository, '' would find its ortf_ros first
         env=sourced,
         capture_output=True,
         text=True,
@@ -66,30 +67,35 @@ def test_sourced_workspace_is_found_by_ament_index_and_imported_from_the_install
     assert Path(where.stdout.strip()).is_relative_to(workspace.prefix), "must not run the source tree's copy"
 
 
-def test_installed_player_publishes_joint_states_and_images_and_stops_on_sigint(
-    sourced: dict[str, str], tmp_path: Path
+def test_installed_player_publishes_the_configured_topics_and_stops_on_sigint(
+    workspace: Workspace, sourced: dict[str, str], tmp_path: Path
 ) -> None:
     dataset = tmp_path / "dataset"
     write_demo_dataset(dataset, episodes=1, steps=12, width=WIDTH, height=HEIGHT)
     share = Path(get_package_share_directory(PACKAGE))
+    params = share / PLAYER_PARAMS
+    configured = settings_from_parameters(read_parameter_file(params), str(params)).messages
+    encodings = {configured.topic("image", key): "rgb8" for key in RGB_CAMERAS}
+    encodings[configured.topic("depth", DEPTH_CAMERA[0])] = "16UC1"
+    expected = {configured.topic("joint_states"): JOINT_STATE, **dict.fromkeys(encodings, IMAGE)}
     player_exe = Path(get_package_prefix(PACKAGE)) / "lib" / PACKAGE / "ortf_player"
-    command = [str(player_exe), "--ros-args", "--params-file", str(share / PLAYER_PARAMS)]
+    command = [str(player_exe), "--ros-args", "--params-file", str(params)]
     command += ["-p", f"dataset:={dataset}", "-p", "loop:=true"]  # loop: still publishing when discovered
     log_path = tmp_path / "player.log"
 
-    received: dict[str, list[Any]] = {}
+    received: dict[str, list[Any]] = {topic: [] for topic in expected}
     rclpy.init()
     node = rclpy.create_node("ortf_colcon_test")
     try:
         with log_path.open("w") as log_file:
-            player = subprocess.Popen(command, env=sourced, stdout=log_file, stderr=subprocess.STDOUT)
+            player = subprocess.Popen(
+                command, cwd=workspace.root, env=sourced, stdout=log_file, stderr=subprocess.STDOUT
+            )
         try:
-            topics = _published_topics(node, player, log_path)
-            for topic, msg_type in topics.items():
-                if msg_type in (JOINT_STATE, IMAGE):
-                    received[topic] = []
-                    message_class = JointState if msg_type == JOINT_STATE else Image
-                    node.create_subscription(message_class, topic, received[topic].append, qos_profile_sensor_data)
+            _wait_for_publishers(node, player, log_path, expected)
+            for topic, msg_type in expected.items():
+                message_class = JointState if msg_type == JOINT_STATE else Image
+                node.create_subscription(message_class, topic, received[topic].append, qos_profile_sensor_data)
             deadline = time.monotonic() + 60
             while not all(received.values()) and time.monotonic() < deadline and player.poll() is None:
                 rclpy.spin_once(node, timeout_sec=0.1)
@@ -105,26 +111,24 @@ def test_installed_player_publishes_joint_states_and_images_and_stops_on_sigint(
 
     log = log_path.read_text()
     assert returncode == 0 and "Traceback" not in log, log
-    joint_states = [messages[0] for messages in received.values() if messages and isinstance(messages[0], JointState)]
-    images = [messages[0] for messages in received.values() if messages and isinstance(messages[0], Image)]
     assert all(received.values()), f"topics without a message: {[t for t, m in received.items() if not m]}\n{log}"
-    assert all(set(JOINTS) <= set(state.name) for state in joint_states)
-    assert {(image.width, image.height) for image in images} == {(WIDTH, HEIGHT)}
-    assert sorted(image.encoding for image in images) == ["16UC1", "rgb8", "rgb8"]
+    (joint_state, *_) = received[configured.topic("joint_states")]
+    assert set(JOINTS) <= set(joint_state.name)
+    for topic, encoding in encodings.items():
+        image = received[topic][0]
+        assert (image.width, image.height, image.encoding) == (WIDTH, HEIGHT, encoding), topic
 
 
-def _published_topics(node: Any, player: subprocess.Popen[bytes], log_path: Path) -> dict[str, str]:
-    """The player's topics and types, once the graph shows its joint states and every camera."""
-    topics: dict[str, str] = {}
+def _wait_for_publishers(node: Any, player: subprocess.Popen[bytes], log_path: Path, expected: dict[str, str]) -> None:
+    """Until the graph shows the player's node publishing every expected topic with its type."""
+    published: dict[str, str] = {}
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         assert player.poll() is None, f"ortf_player exited with {player.returncode}:\n{log_path.read_text()}"
         if PLAYER_NODE in node.get_node_names():
-            topics = {name: types[0] for name, types in node.get_publisher_names_and_types_by_node(PLAYER_NODE, "/")}
-            kinds = list(topics.values())
-            if JOINT_STATE in kinds and kinds.count(IMAGE) == CAMERAS:
-                return topics
+            by_node = node.get_publisher_names_and_types_by_node(PLAYER_NODE, "/")
+            published = {name: types[0] for name, types in by_node}
+            if expected.items() <= published.items():
+                return
         rclpy.spin_once(node, timeout_sec=0.1)
-    raise AssertionError(
-        f"{PLAYER_NODE}: no joint states and {CAMERAS} image topics in 60 s: {topics}\n{log_path.read_text()}"
-    )
+    raise AssertionError(f"{PLAYER_NODE} publishes {published}, expected {expected}:\n{log_path.read_text()}")
