@@ -17,7 +17,7 @@ from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import MessageSettings, default_settings
-from ortf_ros.reader import Dataset
+from ortf_ros.reader import Dataset, Episode
 from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 
 SYNC_TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
@@ -78,3 +78,12 @@ def pairs(items: list[Outgoing], rows: int) -> Iterator[tuple[int, Outgoing]]:
     for row, item in enumerate(items):
         assert item.step == row
         yield row, item
+
+
+def equal_columns(first: Episode, second: Episode, *, timestamp_atol: float = 0.0) -> None:
+    """The state and action columns bit for bit, and the timestamps to ``timestamp_atol`` seconds."""
+    a, b = first.steps(), second.steps()
+    assert a.num_rows == b.num_rows
+    for column in [c for c in a.column_names if c.startswith(("observation.state.", "action"))]:
+        assert b[column].equals(a[column]), column
+    np.testing.assert_allclose(b["timestamp"].to_numpy(), a["timestamp"].to_numpy(), rtol=0, atol=timestamp_atol)

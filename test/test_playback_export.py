@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from playback_data import stamp_ns, teleop_dataset, vectors
+from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli import main as ortf
@@ -18,7 +18,7 @@ from ortf_ros.pipeline.config import auto_config, load_config
 from ortf_ros.pipeline.convert import samples_from
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.source import BagSource
-from ortf_ros.reader import Episode, load_dataset
+from ortf_ros.reader import load_dataset
 from ortf_ros.validation import validate
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
@@ -72,14 +72,6 @@ def test_images_in_the_file_are_the_decoded_frames(exported: tuple[Path, Path, P
     for row, index in enumerate(frames):
         np.testing.assert_array_equal(depth[row].pixels, episode.frame("depth_camera", int(index)))  # type: ignore[union-attr]
     episode.close()
-
-
-def equal_columns(first: Episode, second: Episode) -> None:
-    a, b = first.steps(), second.steps()
-    assert a.num_rows == b.num_rows
-    columns = [c for c in a.column_names if c.startswith(("observation.state.", "action"))] + ["timestamp"]
-    for column in columns:
-        assert b[column].equals(a[column]), column
 
 
 def test_export_converts_back_to_the_same_dataset(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:

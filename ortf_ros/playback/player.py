@@ -54,6 +54,7 @@ class Status:
     time_s: float  # seconds into the episode
     rate: float  # requested (0: as fast as possible)
     achieved_rate: float | None  # playback seconds per wall second, lately
+    decoded_ahead: dict[str, int]  # frames decoded and waiting, per camera (at most lookahead_frames)
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -64,6 +65,7 @@ class Status:
             "time": round(self.time_s, 6),
             "rate": self.rate,
             "achieved_rate": None if self.achieved_rate is None else round(self.achieved_rate, 4),
+            "decoded_ahead": self.decoded_ahead,
         }
 
 
@@ -181,6 +183,7 @@ class Player:
                 time_s=item.episode_ns / 1e9 if item is not None else 0.0,
                 rate=self.settings.rate,
                 achieved_rate=achieved,
+                decoded_ahead={camera: count for camera, count in sorted(self._frames.items()) if count},
             )
 
     # -- the publishing thread
