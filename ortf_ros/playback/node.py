@@ -172,7 +172,7 @@ class PlayerNode(Node):
         return self._answer(response, done, "skipping to the next episode" if done else "nothing to skip")
 
     def wait_for_delivery(self) -> None:
-        for publisher in self.publishers_by_topic.values():
+        for publisher in [*self.publishers_by_topic.values(), self.status_publisher]:
             publisher.wait_for_all_acked(Duration(seconds=DELIVERY_TIMEOUT_S))
 
 

@@ -33,6 +33,10 @@ SPIN_NS = 1_000_000  # the last millisecond before a message is due is waited ou
 CLOCK_PERIOD_NS = 10_000_000  # /clock advances at most every 10 ms of stamps (100 Hz)
 RATE_WINDOW_NS = 2_000_000_000  # the achieved rate is measured over the last 2 s of wall time
 STEP_TIMEOUT_S = 10.0
+PREROLL_TIMEOUT_NS = 3_000_000_000
+"""Before a stretch of playback is anchored, the decode-ahead queue fills (at most this
+long): opening a video and decoding its first frames takes tens of milliseconds, which
+would otherwise make the first steps late."""
 KEPT_WHEN_SKIPPING = frozenset({"robot_description", "tf_static", "task", "episode"})
 """Kinds a skipped episode still publishes: latched state, and where episodes begin and end."""
 
@@ -112,6 +116,8 @@ class Player:
         self._last_clock: int | None = None
         self._error: BaseException | None = None
         self._finished = False
+        self._full_or_done = False  # the producer waits for room, or has put everything
+        self._preroll_until: int | None = None
         self._current: Outgoing | None = None  # last published
         self._position = 0
         self._progress: deque[tuple[int, int]] = deque()  # (monotonic ns, timeline ns) since the anchor
@@ -233,6 +239,8 @@ class Player:
                     queued = self._take()  # stepping: no waiting
                     return self._anchored(queued) if self._anchor is None else queued
                 if self._anchor is None:
+                    if self._prerolling():
+                        continue
                     return self._anchored(self._take())
                 if self.settings.rate == 0.0:
                     return self._take()
@@ -248,6 +256,20 @@ class Player:
         while self._monotonic_ns() < spin_until:
             time.sleep(0)  # lets other threads run without giving up the time slice to the OS
         return queued
+
+    def _prerolling(self) -> bool:
+        """Whether to wait (lock held, the wait done) for the decode-ahead queue to fill first."""
+        if self._full_or_done or self.settings.rate == 0.0:
+            self._preroll_until = None
+            return False
+        now = self._monotonic_ns()
+        if self._preroll_until is None:
+            self._preroll_until = now + PREROLL_TIMEOUT_NS
+        if now >= self._preroll_until:
+            self._preroll_until = None
+            return False
+        self._cond.wait((self._preroll_until - now) / 1e9)
+        return True
 
     def _take(self) -> _Queued:
         queued = self._queue.popleft()
@@ -312,9 +334,13 @@ class Player:
     def _put(self, position: int, item: Outgoing | None) -> None:
         with self._cond:
             while not self._stopped and item is not None and self._full(item):
+                if not self._full_or_done:
+                    self._full_or_done = True
+                    self._cond.notify_all()
                 self._cond.wait()
             if self._stopped:
                 raise _StoppedError
+            self._full_or_done = item is None
             self._queue.append(_Queued(position, item))
             if item is not None and item.camera is not None:
                 self._frames[item.camera] += 1
