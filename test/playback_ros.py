@@ -28,10 +28,10 @@ PLAYER = "/ortf_player"
 SUBSCRIBER_DEPTH = 10_000
 
 
-def start_player(dataset: Path, log: Path, *parameters: str) -> subprocess.Popen[bytes]:
+def start_player(dataset: Path | None, log: Path, *parameters: str) -> subprocess.Popen[bytes]:
     """``ortf_player`` with the repository's config/playback.yaml and ``name:=value`` overrides."""
     command = [sys.executable, "-m", "ortf_ros.playback.node", "--ros-args", "--params-file", str(PLAYER_PARAMS)]
-    command += ["-p", f"dataset:={dataset}"]
+    command += ["-p", f"dataset:={dataset}"] if dataset is not None else []
     for parameter in parameters:
         command += ["-p", parameter]
     with log.open("w") as out:

@@ -3,13 +3,17 @@ converter's own reader, and converted back into the dataset they came from."""
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
+from test_ros_env import BLOCK_ROS
 
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli import main as ortf
@@ -169,4 +173,18 @@ def test_bad_input_is_one_clean_line_and_nothing_is_lost(
     error = one_line_error(capsys, str(root), str(out), "--force", "--config", str(config))
     assert "topics.joint_states: expected a topic name starting with '/'" in error
     assert ortf(["export", "mcap", str(root), str(out), "--force", "--episode", "000000"]) == 0
+    assert out.read_bytes().startswith(MCAP_MAGIC)
+
+
+def test_export_imports_no_ros(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    root, _, _ = exported
+    out = tmp_path / "no_ros.mcap"
+    script = BLOCK_ROS + (
+        "from ortf_ros.cli import main\n"
+        f"code = main(['export', 'mcap', {str(root)!r}, {str(out)!r}, '--episode', '0'])\n"
+        "assert 'rclpy' not in sys.modules\n"
+        "sys.exit(code)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ))
+    assert result.returncode == 0, result.stderr
     assert out.read_bytes().startswith(MCAP_MAGIC)

@@ -210,7 +210,7 @@ def test_sim_stamps_and_clock_as_fast_as_possible(ros: None, tmp_path: Path) -> 
     assert clock[0] <= items[0].time_ns and clock[-1] >= items[-1].time_ns - 10_000_000
 
 
-def player_error(tmp_path: Path, dataset: Path, *parameters: str) -> str:
+def player_error(tmp_path: Path, dataset: Path | None, *parameters: str) -> str:
     log = tmp_path / "player.log"
     player = start_player(dataset, log, *parameters)
     assert player.wait(timeout=60) == 1
@@ -221,6 +221,7 @@ def player_error(tmp_path: Path, dataset: Path, *parameters: str) -> str:
 
 
 def test_bad_input_is_one_error_line_and_exit_1(played: Played, tmp_path: Path) -> None:
+    assert "parameter dataset: required" in player_error(tmp_path, None)
     assert "not an ORTF dataset" in player_error(tmp_path, tmp_path)
     assert "parameter rate: expected a double" in player_error(tmp_path, played.root, "rate:=2")
     assert "no episode '3'" in player_error(tmp_path, played.root, "episodes:=['3']")

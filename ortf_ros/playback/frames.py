@@ -2,8 +2,9 @@
 
 Consecutive steps often show the same frame: it is decoded once and shared. A frame
 that cannot be decoded (a damaged video) is skipped with a warning and playback goes
-on; the camera's reader is reopened, so the next frame is sought afresh instead of
-read from a decoder that failed.
+on; the episode's video readers are reopened, so the next frame is sought afresh
+instead of read from a decoder that failed. (With H.264 the frames up to the next
+keyframe depend on a damaged one, so they fail, and are skipped, too.)
 """
 
 from __future__ import annotations

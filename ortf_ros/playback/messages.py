@@ -87,8 +87,10 @@ class Playlist:
             if previous is not None:
                 start = max(start, previous.end_ns + GAP_NS)
             current = EpisodeMessages(self, episode, start, position, start_offset_s if position == 0 else 0.0)
-            yield current
-            current.close()
+            try:
+                yield current
+            finally:
+                current.close()
             previous = current
 
     def latched(self, time_ns: int) -> list[Outgoing]:

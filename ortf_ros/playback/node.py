@@ -102,6 +102,8 @@ class PlayerNode(Node):
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
         self.settings = settings_from_parameters(declare_parameters(self), f"node {NODE_NAME}")
+        if not self.settings.dataset:
+            raise SettingsError("parameter dataset: required: the directory of the dataset to play")
         dataset, episodes = open_for_playback(self.settings.dataset, self.settings.episodes)
         self.playlist = Playlist(dataset, episodes, self.settings.messages, self.log.warning)
         self.player = Player(self.playlist, self.settings, self)

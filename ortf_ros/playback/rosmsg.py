@@ -172,9 +172,6 @@ class RosMessages:
             ),
         )
 
-    def clock(self, ns: int) -> Any:
-        return self.new("rosgraph_msgs/msg/Clock", clock=self.time(ns))
-
     # -- stamps and bytes
 
     def restamp(self, message: Any, shift_ns: int) -> None:
