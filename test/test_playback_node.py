@@ -120,7 +120,7 @@ def test_messages_arrive_on_schedule_at_1x(played: Played) -> None:
     span = (arrivals[-1] - arrivals[0]) / (stamps[-1] - stamps[0])
     assert 0.9 < span < 1.5, span  # 1x: neither as fast as possible nor stalling
     lateness = (arrivals - stamps) - np.min(arrivals - stamps)
-    assert np.median(lateness) < 50e6 and np.max(lateness) < 300e6
+    assert np.median(lateness) < 50e6 and np.max(lateness) < 1e9
 
 
 def test_recording_the_player_converts_back_to_the_same_dataset(played: Played, tmp_path: Path) -> None:

@@ -7,8 +7,9 @@ length. The publishing thread (``run``) takes each message when it is due, resta
 serializes and hands it to a ``Sink`` (the ROS node, or a test).
 
 A message is due at ``anchor_wall + (time - anchor_time) / rate`` (at once with rate 0).
-The anchor is set at the first message, and again after a resume, a step or a skip, so
-playback carries on from where it stands instead of rushing to catch up. The stamp
+The anchor is set when playback starts, once the decode-ahead queue is full, and again
+after a resume, a step or a skip, so playback carries on from where it stands instead
+of rushing to catch up. The stamp
 offset is chosen there too: ``now`` stamps are the message times shifted so that the
 anchored message is stamped with the wall clock; ``sim`` stamps are the times
 themselves. Between anchors stamps keep the recording's spacing.
