@@ -60,11 +60,15 @@ class Recorder:
             self.received[topic] = []
             durability = DurabilityPolicy.TRANSIENT_LOCAL if topic in self.latched else DurabilityPolicy.VOLATILE
             qos = QoSProfile(depth=SUBSCRIBER_DEPTH, reliability=ReliabilityPolicy.RELIABLE, durability=durability)  # type: ignore[no-untyped-call]
-            self.node.create_subscription(message_class(msgtype), topic, self._keeper(topic), qos, raw=True)
+            # rclpy passes the message info to a callback that takes two arguments (its types say one)
+            keeper = self._keeper(topic)
+            self.node.create_subscription(message_class(msgtype), topic, keeper, qos, raw=True)  # type: ignore[arg-type]
 
-    def _keeper(self, topic: str) -> Callable[[bytes], None]:
+    def _keeper(self, topic: str) -> Callable[[bytes, dict[str, int]], None]:
+        """Keeps each message with the time the middleware received it (not when this
+        process's executor got round to the callback)."""
         sink = self.received[topic]
-        return lambda data: sink.append(Received(time.time_ns(), data))
+        return lambda data, info: sink.append(Received(info["received_timestamp"], data))
 
     def spin_until(self, done: Callable[[], bool], timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
@@ -114,9 +118,15 @@ class Recorder:
         self.node.destroy_node()  # type: ignore[no-untyped-call]
 
 
+DEEP_HISTORY = tuple(f"qos.{kind}.depth:=1000" for kind in ("image", "depth", "camera_info"))
+"""A reliable publisher keeps its last ``depth`` messages for a subscriber that lags; the
+default 10 frames (0.3 s) are not enough for this process's Python callbacks on a loaded
+machine, and a test that counts every message must not lose one."""
+
+
 def play_through(recorder: Recorder, dataset: Path, log: Path, *parameters: str) -> None:
     """Start the player paused, wait until every topic is matched, resume, and receive to the end."""
-    player = start_player(dataset, log, "start_paused:=true", *parameters)
+    player = start_player(dataset, log, "start_paused:=true", *DEEP_HISTORY, *parameters)
     try:
         recorder.wait_for_publishers(player, log)
         assert recorder.call("resume").success

@@ -108,7 +108,7 @@ def test_stamps_are_the_recorded_times_shifted_to_now(played: Played) -> None:
         received = played.recorder.received[topic]
         for item, message, got in zip(on(items, topic), played.recorder.messages(topic), received, strict=True):
             shifts.add(stamp_ns(message) - item.time_ns)
-            assert abs(got.receive_ns - stamp_ns(message)) < 1e9
+            assert abs(got.receive_ns - stamp_ns(message)) < 5e9  # now, not 2023
     assert len(shifts) == 1  # one offset for the whole stretch of playback
 
 
