@@ -1,4 +1,4 @@
-"""``ortf``: inspect, validate, recover and demo ORTF datasets from the shell.
+"""``ortf``: inspect, validate, recover, export and demo ORTF datasets from the shell.
 
 Every subcommand returns an exit code; anticipated failures (``OrtfError``) become
 one line on stderr and exit 1, usage errors exit 2, and only real bugs show a
@@ -20,6 +20,9 @@ from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_guarded
 from ortf_ros.info import dataset_info
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.source import BagSource
+from ortf_ros.playback.export import export_mcap
+from ortf_ros.playback.replay import replay_mapping
+from ortf_ros.playback.settings import IMAGE_FORMATS, default_settings, read_parameter_file, settings_from_parameters
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
 from ortf_ros.synthetic_bag import write_teleop_bag
@@ -95,6 +98,53 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return EXIT_OK if report.ok else EXIT_INVALID
 
 
+def _cmd_export_mcap(args: argparse.Namespace) -> int:
+    settings = default_settings()
+    if args.config:
+        settings = settings_from_parameters(read_parameter_file(args.config), args.config)
+    messages = settings.messages
+    if args.image_format:
+        messages = replace(messages, image_format=args.image_format)
+
+    def warn(line: str) -> None:
+        print(f"ortf export mcap: warning: {line}", file=sys.stderr)
+
+    result = export_mcap(args.dataset, args.output, messages, episodes=args.episode, force=args.force, warn=warn)
+    total = sum(result.counts.values())
+    print(
+        f"{result.path}: {total} messages on {len(result.counts)} topics, {result.seconds:.3f} s, "
+        f"episode(s) {', '.join(result.episodes)}"
+    )
+    for topic, count in sorted(result.counts.items()):
+        print(f"  {topic:<40} {count:>8}")
+    if args.write_config:
+        mapping = replay_mapping(load_dataset(args.dataset).manifest, messages, split_episodes=True)
+        write_config(mapping, Path(args.write_config))
+        print(f"wrote {args.write_config}: ortf-bag2ortf {result.path} -o DATASET --config {args.write_config}")
+    return EXIT_OK
+
+
+def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ortf export FORMAT``: one subcommand per target format."""
+    export = sub.add_parser("export", help="write a dataset in another format")
+    formats = export.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    p = formats.add_parser(
+        "mcap",
+        help="the messages ortf_player publishes, as a ROS 2 MCAP file (Foxglove, ros2 bag play)",
+        description="Write the messages ortf_player would publish as one ROS 2 MCAP file; no ROS needed.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT.mcap")
+    p.add_argument("--episode", action="append", default=[], metavar="ID", help="episode id or position (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace OUT.mcap if it exists")
+    p.add_argument("--image-format", choices=IMAGE_FORMATS, help="colour cameras as raw rgb8 or JPEG (default raw)")
+    p.add_argument("--config", metavar="PLAYBACK_YAML", help="topic names and streams, as config/playback.yaml")
+    p.add_argument(
+        "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
+    )
+    p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ortf", description="Work with ORTF v0.2 robot training datasets.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -124,12 +174,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--height", type=int, default=240)
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
     p.set_defaults(run=_cmd_demo)
+
+    _add_export(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return run_guarded(f"ortf {args.command}", lambda: int(args.run(args)))
+    return run_guarded(getattr(args, "prog", f"ortf {args.command}"), lambda: int(args.run(args)))
 
 
 if __name__ == "__main__":

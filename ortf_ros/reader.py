@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ortf_ros.catalog import load_manifest
@@ -143,11 +144,60 @@ class Episode:
 
     def stream(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
         """Every sample of a native-rate stream in this episode, in order, with its stamps."""
+        self._check_stream(name)
+        return self._rows(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+
+    def step_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """This episode's rows in step order, one Parquet row group at a time.
+
+        Memory is a row group (bounded by the writer's ``row_group_steps``), not the
+        episode: what a player streaming an hour-long episode needs. Rows must be
+        stored in step order, as every ortf_ros writer stores them.
+        """
+        return self._batches(self.steps_file, "step_index", columns)
+
+    def stream_batches(self, name: str, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """``stream`` a row group at a time (see ``step_batches``)."""
+        self._check_stream(name)
+        return self._batches(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+
+    def _check_stream(self, name: str) -> None:
         if name not in self.dataset.manifest.native_streams:
             raise ReaderError(
                 f"unknown stream {name!r}; the manifest declares {sorted(self.dataset.manifest.native_streams)}"
             )
-        return self._rows(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+
+    def _batches(self, relative: str, order: str, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
+        try:
+            parquet = pq.ParquetFile(self.dataset.root / relative)
+        except FileNotFoundError:
+            raise ReaderError(f"{relative}: missing (episode {self.episode_id})") from None
+        except (pa.ArrowException, OSError) as exc:
+            raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
+        names = list(columns) if columns is not None else parquet.schema_arrow.names
+        wanted = list(dict.fromkeys([*names, order, "episode_id"]))
+        last: int | None = None
+        with parquet:
+            for group in range(parquet.num_row_groups):
+                if not _may_hold(parquet.metadata.row_group(group), self.episode_id):
+                    continue
+                try:
+                    table = parquet.read_row_group(group, columns=wanted)
+                except (pa.ArrowException, OSError) as exc:
+                    raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
+                table = table.filter(pc.equal(table["episode_id"], self.episode_id))
+                if table.num_rows == 0:
+                    continue
+                positions = table[order].to_numpy()
+                if (last is not None and positions[0] <= last) or bool(np.any(np.diff(positions) <= 0)):
+                    raise ReaderError(
+                        f"{relative}: rows of episode {self.episode_id} are not stored in {order} order "
+                        "(read them whole with steps()/stream())"
+                    )
+                last = int(positions[-1])
+                yield from table.select(names).to_batches()
+        if last is None and order == "step_index":
+            raise ReaderError(f"{relative}: no rows for episode {self.episode_id}")
 
     def _rows(self, relative: str, order: str, columns: Sequence[str] | None) -> pa.Table:
         wanted = None if columns is None else list(dict.fromkeys([*columns, order]))
@@ -166,13 +216,7 @@ class Episode:
 
     def array(self, column: str) -> np.ndarray:
         """A column as numpy: (steps, dim) for vectors, (steps,) for scalars."""
-        values = self.steps([column])[column].combine_chunks()
-        if pa.types.is_fixed_size_list(values.type):
-            dim = values.type.list_size
-            array: np.ndarray = values.flatten().to_numpy().reshape(-1, dim)
-        else:
-            array = values.to_numpy(zero_copy_only=False)
-        return array
+        return column_array(self.steps([column])[column].combine_chunks())
 
     def video_path(self, camera: str) -> Path:
         if camera not in self.dataset.manifest.cameras:
@@ -203,3 +247,25 @@ class Episode:
         """The frame each step saw, in step order."""
         for index in self.array(layout.image_column(camera)):
             yield self.frame(camera, int(index))
+
+
+def column_array(values: pa.Array) -> np.ndarray:
+    """A step or stream column as numpy: (rows, dim) for vectors, (rows,) for scalars."""
+    if pa.types.is_fixed_size_list(values.type):
+        array: np.ndarray = values.flatten().to_numpy().reshape(-1, values.type.list_size)
+    else:
+        array = values.to_numpy(zero_copy_only=False)
+    return array
+
+
+def _may_hold(row_group: pq.RowGroupMetaData, episode_id: str) -> bool:
+    """Whether a row group can hold rows of the episode, by its ``episode_id`` statistics
+    (a chunk's tables hold up to a thousand episodes, one or more row groups each)."""
+    for column in range(row_group.num_columns):
+        chunk = row_group.column(column)
+        if chunk.path_in_schema == "episode_id":
+            stats = chunk.statistics
+            if stats is None or not stats.has_min_max:
+                return True
+            return bool(stats.min <= episode_id <= stats.max)
+    return True

@@ -31,12 +31,10 @@ import math
 import shutil
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-import av
 import numpy as np
 import yaml
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
@@ -47,6 +45,7 @@ from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
 from ortf_ros.errors import ConversionError
+from ortf_ros.io.jpeg import JpegEncoder
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
 BagCompression = Literal["none", "file", "message", "storage", "bz2", "lz4"]
@@ -415,23 +414,6 @@ def camera_intrinsics(width: int, height: int) -> tuple[float, float, float, flo
 CAMERA_DISTORTION = ("plumb_bob", (0.1, -0.05, 0.001, 0.002, 0.0))
 
 
-class _JpegEncoder:
-    def __init__(self, width: int, height: int) -> None:
-        self.ctx = av.CodecContext.create("mjpeg", "w")
-        self.ctx.width, self.ctx.height = width, height
-        self.ctx.pix_fmt = "yuvj420p"
-        self.ctx.time_base = Fraction(1, 30)
-        self.ctx.options = {"qscale": "2"}
-        self.ctx.open()
-
-    def encode(self, rgb: np.ndarray) -> bytes:
-        frame = av.VideoFrame.from_ndarray(rgb, format="rgb24").reformat(format="yuvj420p")
-        data = b"".join(bytes(p) for p in self.ctx.encode(frame))
-        if not data:
-            raise RuntimeError("the JPEG encoder returned no image")
-        return data
-
-
 # ---------------------------------------------------------------- the schedule
 
 
@@ -569,7 +551,7 @@ class _Messages:
         self.store = typestore(self.ros1)
         self.types = self.store.types
         self.tf_type = "tf/msg/tfMessage" if self.ros1 and config.legacy_tf else "tf2_msgs/msg/TFMessage"
-        self.jpeg = _JpegEncoder(config.width, config.height) if config.compressed else None
+        self.jpeg = JpegEncoder(config.width, config.height) if config.compressed else None
         self.urdf = teleop_urdf()
         self.builders: dict[str, tuple[str, Callable[[int, int], Any]]] = {
             TOPIC_ROBOT_DESCRIPTION: (

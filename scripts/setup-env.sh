@@ -7,7 +7,8 @@
 #   .venv/   python3.11 venv (python3 if 3.11 is missing) with the ROS 2 Jazzy wheels
 #            from PyPI (rclpy + Fast DDS, std/sensor/geometry msgs, std_srvs,
 #            rosgraph_msgs), tf2_msgs built from ros/tf2_msgs and installed into the
-#            venv prefix, and this project installed editable with its "test" extra.
+#            venv prefix, this project installed editable with its "test" extra, and
+#            colcon (the minimal set that builds an ament_python package).
 #   .cache/  the tf2_msgs CMake build tree, the log of the last run (setup-env.log).
 # Afterwards `.venv/bin/python -c "import rclpy; from tf2_msgs.msg import TFMessage"`
 # works with nothing sourced: the wheels' bootstrapper (a .pth file) re-executes the
@@ -15,7 +16,8 @@
 # are installed too; ortf_ros_env.pth adds the venv to AMENT_PREFIX_PATH.
 #
 # With ROS_DISTRO set (a sourced real ROS 2 install) the venv sees the system
-# site-packages, and only the project is installed: rclpy and tf2_msgs come from ROS.
+# site-packages, and only the project and colcon are installed: rclpy and tf2_msgs
+# come from ROS.
 #
 # Every stage is skipped when nothing it depends on changed (stamp files in .venv
 # hold hashes of the inputs). Output: one line per stage; the full log goes to
@@ -58,6 +60,23 @@ ROS_BUILD_WHEELS=(
   "ros-jazzy-ament-cmake-pytest==2.5.4"
   "ros-jazzy-python-cmake-module==0.11.1"
 )
+# colcon, to build this package the way ROS users do (test/test_colcon.py): the core,
+# and colcon-ros for package.xml / ament_python (it pulls colcon-python-setup-py,
+# colcon-cmake, colcon-pkg-config, colcon-recursive-crawl). colcon-bash adds the
+# install/setup.bash that README's instructions source, colcon-package-information
+# `colcon list` (the check below). Installed in both modes: its
+# python build runs with the interpreter colcon runs in, which must be the venv's
+# (console scripts get its shebang, and it sees the project's dependencies).
+COLCON_WHEELS=(
+  "colcon-core==0.21.3"
+  "colcon-ros==0.5.0"
+  "colcon-bash==0.5.0"
+  "colcon-package-information==0.4.1"
+)
+# colcon run by the venv's interpreter, wherever pip found it (with ROS_DISTRO set, the
+# ROS install's own colcon may satisfy the pins, and then there is no .venv/bin/colcon);
+# test/colcon_workspace.py runs it the same way.
+VENV_COLCON='import sys; from colcon_core.command import main; sys.exit(main(argv=sys.argv[1:]))'
 # Where the wheels' CMake exports expect the interpreter they were built with.
 WHEEL_BUILD_PY="/opt/python/cp311-cp311"
 
@@ -248,7 +267,7 @@ PY
 }
 
 install_project() {
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[test]" "${COLCON_WHEELS[@]}"
 }
 
 verify() {
@@ -263,6 +282,9 @@ subprocess.run([sys.executable, "-c", code], env=dict(os.environ), check=True)
 print("rclpy, tf2_msgs, sensor_msgs, ortf_ros import (also in a child process)")
 '
   "$VENV/bin/python" -c "$check"
+  # colcon finds the package through package.xml (ros.ament_python, not plain python)
+  "$VENV/bin/python" -c "$VENV_COLCON" --log-base /dev/null list --paths "$ROOT" \
+    | grep -P '^ortf_ros\t.*\(ros\.ament_python\)$'
 }
 
 if venv_usable; then
@@ -285,7 +307,7 @@ else
   echo "==> ROS_DISTRO=$ROS_DISTRO: using the sourced ROS 2 (no wheels, no tf2_msgs build)"
 fi
 rm -f "$PROJECT_STAMP"
-stage "project: pip install -e .[test]" install_project
+stage "project: pip install -e .[test], colcon" install_project
 stage "check imports" verify
 echo "$PROJECT_HASH" >"$PROJECT_STAMP"
 echo "environment ready (log: ${LOG#"$ROOT"/})"

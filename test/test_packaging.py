@@ -33,12 +33,14 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     data = "ortf_ros-0.1.0.data/data/share/"
     assert f"{data}ament_index/resource_index/packages/ortf_ros" in names
     assert f"{data}ortf_ros/package.xml" in names
-    assert f"{data}ortf_ros/config/writer.yaml" in names
+    for installed in ("config/writer.yaml", "config/playback.yaml", "launch/playback.launch.py"):
+        assert f"{data}ortf_ros/{installed}" in names, installed
     assert "ortf_ros/py.typed" in names
+    assert "ortf_ros/playback/node.py" in names
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
     assert "ortf = ortf_ros.cli:main" in entry_points
     assert "ortf-bag2ortf = ortf_ros.bag2ortf:main" in entry_points
-    assert not [n for n in names if n.startswith("ortf_ros/ros/")], "no node modules yet: nothing may import rclpy"
+    assert "ortf_player = ortf_ros.playback.node:main" in entry_points
 
 
 def test_package_xml_declares_ros_and_python_dependencies() -> None:
@@ -48,6 +50,8 @@ def test_package_xml_declares_ros_and_python_dependencies() -> None:
     exec_depends = {e.text for e in root.findall("exec_depend")}
     for ros_package in ("rclpy", "sensor_msgs", "geometry_msgs", "tf2_msgs", "std_msgs", "std_srvs", "rosgraph_msgs"):
         assert ros_package in exec_depends
+    for launch_package in ("launch", "launch_ros", "ros2launch", "ament_index_python"):  # launch/*.launch.py
+        assert launch_package in exec_depends
     for rosdep_key in ("python3-numpy", "python3-pyarrow", "python3-av", "python3-yaml"):
         assert rosdep_key in exec_depends
     assert root.findtext("export/build_type") == "ament_python"

@@ -40,6 +40,14 @@ _TFMESSAGE_DEFINITION = "geometry_msgs/TransformStamped[] transforms\n"
 _IDL_SEPARATOR = "=" * 80 + "\n"
 
 
+def ros2_typestore() -> Typestore:
+    """A new ROS 2 Jazzy typestore: what CDR is decoded with here and what the player encodes with.
+
+    A new one each time, because ``Decoder.register`` changes its store.
+    """
+    return get_typestore(Stores.ROS2_JAZZY)
+
+
 def normalize_msgtype(name: str) -> str:
     """``pkg/Type`` -> ``pkg/msg/Type``; ``pkg/msg/Type`` (and ``pkg/srv/...``) unchanged."""
     parts = [part for part in name.strip().split("/") if part]
@@ -92,7 +100,7 @@ class Decoder:
 
     def __init__(self) -> None:
         self._stores: dict[str, Typestore] = {
-            "cdr": get_typestore(Stores.ROS2_JAZZY),
+            "cdr": ros2_typestore(),
             "ros1": get_typestore(Stores.ROS1_NOETIC),
         }
         # Noetic's store lacks tf2_msgs/TFMessage, which ROS 1 bags carry on /tf_static; the legacy

@@ -353,14 +353,16 @@ def _multi_array(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Samp
     return _vector(raw, None, names, values)
 
 
-_TWIST_NAMES = ("linear_x", "linear_y", "linear_z", "angular_x", "angular_y", "angular_z")
-_POSE_NAMES = ("x", "y", "z", "qw", "qx", "qy", "qz")
+TWIST_NAMES = ("linear_x", "linear_y", "linear_z", "angular_x", "angular_y", "angular_z")
+"""The action elements a Twist(Stamped) becomes (and the player turns back into one)."""
+POSE_NAMES = ("x", "y", "z", "qw", "qx", "qy", "qz")
+"""The action elements a Pose(Stamped) becomes; the orientation in ORTF's (w, x, y, z) order."""
 
 
 def _twist(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
     header = getattr(msg, "header", None)
     twist = msg.twist if header is not None else msg
-    return _vector(raw, header, _TWIST_NAMES, np.concatenate([_vec3(twist.linear), _vec3(twist.angular)]))
+    return _vector(raw, header, TWIST_NAMES, np.concatenate([_vec3(twist.linear), _vec3(twist.angular)]))
 
 
 def _pose(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
@@ -368,7 +370,7 @@ def _pose(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
     pose = msg.pose if header is not None else msg
     q = pose.orientation
     values = np.concatenate([_vec3(pose.position), np.array([q.w, q.x, q.y, q.z], dtype=np.float64)])
-    return _vector(raw, header, _POSE_NAMES, values)
+    return _vector(raw, header, POSE_NAMES, values)
 
 
 def _gripper(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:

@@ -1,0 +1,228 @@
+"""``ortf_player``: an ORTF dataset published as ROS 2 topics. The only module that imports rclpy.
+
+    ortf_player --ros-args --params-file config/playback.yaml -p dataset:=/path/to/dataset
+
+Parameters are declared with their types from ``settings.PARAMETERS`` (documented in
+config/playback.yaml); a wrong type or value, a dataset that cannot be played (not a
+dataset, fails validation, a video missing, an unknown episode) is one error line and
+exit code 1. The messages are built by ``messages`` and scheduled by ``player``; this
+node creates a publisher per topic (with the real message classes, publishing the
+serialized CDR), ``/clock`` when ``publish_clock`` is set, and:
+
+- services ``~/pause``, ``~/resume``, ``~/step`` (one step while paused) and
+  ``~/next_episode`` (std_srvs/Trigger);
+- ``~/status`` (std_msgs/String, JSON: state, episode, step, time, rate, achieved_rate),
+  twice a second and on every change.
+
+The node exits 0 when everything is published (not with ``loop``) or on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+import rclpy
+from builtin_interfaces.msg import Time
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.duration import Duration
+from rclpy.exceptions import InvalidParameterTypeException
+from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.publisher import Publisher
+from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
+from rclpy.utilities import try_shutdown
+from rosgraph_msgs.msg import Clock
+from std_msgs.msg import String
+from std_srvs.srv import Trigger
+
+from ortf_ros.errors import OrtfError
+from ortf_ros.playback.messages import Outgoing, Playlist
+from ortf_ros.playback.player import Player
+from ortf_ros.playback.selection import open_for_playback
+from ortf_ros.playback.settings import (
+    NODE_NAME,
+    PARAMETERS,
+    QosSettings,
+    SettingsError,
+    settings_from_parameters,
+    type_name,
+)
+
+STATUS_PERIOD_S = 0.5
+DELIVERY_TIMEOUT_S = 2.0  # at the end, how long reliable subscribers get to acknowledge
+SWITCH_INTERVAL_S = 0.0005  # GIL hand-over: the publishing thread must not wait 5 ms for the decoder's
+
+
+def message_class(msgtype: str) -> Any:
+    """The rclpy class of ``pkg/msg/Type``."""
+    package, _, name = msgtype.split("/")
+    return getattr(importlib.import_module(f"{package}.msg"), name)
+
+
+def qos_profile(qos: QosSettings) -> QoSProfile:
+    return QoSProfile(  # type: ignore[no-untyped-call]
+        history=HistoryPolicy.KEEP_LAST,
+        depth=qos.depth,
+        reliability=ReliabilityPolicy.RELIABLE if qos.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,
+        durability=DurabilityPolicy.TRANSIENT_LOCAL
+        if qos.durability == "transient_local"
+        else DurabilityPolicy.VOLATILE,
+    )
+
+
+def declare_parameters(node: Node) -> dict[str, object]:
+    """Every player parameter, declared with its type; the values given (defaults for the rest)."""
+    values: dict[str, object] = {}
+    for name, default in PARAMETERS.items():
+        descriptor = ParameterDescriptor(description=f"{type_name(default)}, default {default!r}")
+        try:
+            if isinstance(default, tuple) and not default:
+                value = node.declare_parameter(name, Parameter.Type.STRING_ARRAY, descriptor).value
+            else:
+                given = list(default) if isinstance(default, tuple) else default
+                value = node.declare_parameter(name, given, descriptor).value
+        except InvalidParameterTypeException as exc:
+            hint = " (write it with a decimal point)" if isinstance(default, float) else ""
+            raise SettingsError(f"parameter {name}: expected a {type_name(default)}{hint}: {exc.args[0]}") from None
+        values[name] = () if value is None else value
+    return values
+
+
+class PlayerNode(Node):
+    def __init__(self) -> None:
+        super().__init__(NODE_NAME)
+        self.log = self.get_logger()  # type: ignore[no-untyped-call]
+        self.settings = settings_from_parameters(declare_parameters(self), f"node {NODE_NAME}")
+        if not self.settings.dataset:
+            raise SettingsError("parameter dataset: required: the directory of the dataset to play")
+        dataset, episodes = open_for_playback(self.settings.dataset, self.settings.episodes)
+        self.playlist = Playlist(dataset, episodes, self.settings.messages, self.log.warning)
+        self.player = Player(self.playlist, self.settings, self)
+        messages = self.settings.messages
+        self.publishers_by_topic: dict[str, Publisher] = {
+            topic: self.create_publisher(message_class(msgtype), topic, qos_profile(messages.qos[kind]))
+            for topic, (kind, msgtype) in self.playlist.publication.topics().items()
+        }
+        reliable = qos_profile(QosSettings(10, "reliable", "volatile"))
+        self.clock_publisher = self.create_publisher(Clock, "/clock", reliable) if self.settings.publish_clock else None
+        self.status_publisher = self.create_publisher(String, "~/status", reliable)
+        for name, action in (
+            ("pause", self._pause),
+            ("resume", self._resume),
+            ("step", self._step),
+            ("next_episode", self._next_episode),
+        ):
+            self.create_service(Trigger, f"~/{name}", action)
+        self.create_timer(STATUS_PERIOD_S, self.publish_status)
+        self._describe(dataset.root, episodes)
+
+    def _describe(self, root: object, episodes: Sequence[str]) -> None:
+        s = self.settings
+        rate = "as fast as possible" if s.rate == 0 else f"at {s.rate:g}x"
+        extras = [w for w, on in (("looping", s.loop), ("paused", s.start_paused), ("/clock", s.publish_clock)) if on]
+        self.log.info(
+            f"playing {len(episodes)} episode(s) of {root} {rate}, {s.stamps} stamps"
+            + (f" ({', '.join(extras)})" if extras else "")
+        )
+        missing = self.playlist.publication.unpublished_frames
+        if missing:
+            self.log.info(f"dynamic TF frames the dataset has no poses of (not published): {missing}")
+
+    # -- Sink
+
+    def publish(self, item: Outgoing, data: bytes) -> None:
+        self.publishers_by_topic[item.topic].publish(data)
+
+    def clock(self, stamp_ns: int) -> None:
+        if self.clock_publisher is not None:
+            sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+            self.clock_publisher.publish(Clock(clock=Time(sec=sec, nanosec=nanosec)))
+
+    # -- status and services
+
+    def publish_status(self) -> None:
+        self.status_publisher.publish(String(data=json.dumps(self.player.status().to_dict())))
+
+    def _answer(self, response: Any, success: bool, message: str) -> Any:
+        response.success, response.message = success, message
+        self.publish_status()
+        return response
+
+    def _pause(self, request: Any, response: Any) -> Any:
+        done = self.player.pause()
+        return self._answer(response, done, "paused" if done else "not playing")
+
+    def _resume(self, request: Any, response: Any) -> Any:
+        done = self.player.resume()
+        return self._answer(response, done, "playing" if done else "not paused")
+
+    def _step(self, request: Any, response: Any) -> Any:
+        published = self.player.step()
+        return self._answer(response, published is not None, published or "not paused, or nothing left to play")
+
+    def _next_episode(self, request: Any, response: Any) -> Any:
+        done = self.player.next_episode()
+        return self._answer(response, done, "skipping to the next episode" if done else "nothing to skip")
+
+    def wait_for_delivery(self) -> None:
+        for publisher in [*self.publishers_by_topic.values(), self.status_publisher]:
+            publisher.wait_for_all_acked(Duration(seconds=DELIVERY_TIMEOUT_S))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _spin(executor: SingleThreadedExecutor) -> None:
+    with contextlib.suppress(ExternalShutdownException):  # Ctrl-C: main() winds down
+        executor.spin()
+
+
+def main(args: Sequence[str] | None = None) -> int:
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    # Ctrl-C and SIGTERM reach the publishing loop as KeyboardInterrupt, which stops it
+    # cleanly; rclpy's own handler would invalidate the context under a publish instead.
+    rclpy.init(args=list(args) if args is not None else None, signal_handler_options=SignalHandlerOptions.NO)
+    for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts background jobs ignoring it
+        signal.signal(stop, _interrupt)
+    try:
+        node = PlayerNode()
+    except OrtfError as exc:
+        rclpy.logging.get_logger(NODE_NAME).error(str(exc))  # type: ignore[no-untyped-call]
+        try_shutdown()
+        return 1
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    spinner = threading.Thread(target=_spin, args=(executor,), name="ortf_player services", daemon=True)
+    spinner.start()
+    code = 0
+    try:
+        node.player.run()
+        node.publish_status()
+        node.wait_for_delivery()
+        node.log.info("finished")
+    except (KeyboardInterrupt, ExternalShutdownException):
+        node.log.info("stopped")
+    except OrtfError as exc:
+        node.log.error(str(exc))
+        code = 1
+    finally:
+        node.player.stop()
+        executor.shutdown()
+        spinner.join()
+        node.destroy_node()  # type: ignore[no-untyped-call]
+        try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
