@@ -55,7 +55,7 @@ setup(
             "ortf = ortf_ros.cli:main",
             "ortf-bag2ortf = ortf_ros.bag2ortf:main",
             # ROS 2 node: `ros2 run ortf_ros ortf_player` (colcon installs it into lib/ortf_ros)
-            "ortf_player = ortf_ros.playback.node:main",
+            "ortf_player = ortf_ros.playback.entry:main",
         ],
     },
 )

@@ -40,7 +40,7 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
     assert "ortf = ortf_ros.cli:main" in entry_points
     assert "ortf-bag2ortf = ortf_ros.bag2ortf:main" in entry_points
-    assert "ortf_player = ortf_ros.playback.node:main" in entry_points
+    assert "ortf_player = ortf_ros.playback.entry:main" in entry_points
 
 
 def test_package_xml_declares_ros_and_python_dependencies() -> None:
@@ -75,3 +75,11 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid (strict)" in result.stdout and "episodes  1" in result.stdout
+    player = subprocess.run(
+        [str(env_dir / "bin" / "ortf_player"), "--ros-args", "-p", f"dataset:={tmp_path / 'demo'}"],
+        env=clean_env,
+        capture_output=True,
+        text=True,
+    )
+    assert player.returncode == 1 and "Traceback" not in player.stderr
+    assert player.stderr.startswith("ortf_player: needs ROS 2 (rclpy is not importable)")
