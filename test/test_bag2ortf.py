@@ -70,7 +70,9 @@ def mapping_for(bag: Path) -> ConversionConfig:
 
 def convert(bag: TeleopBagInfo, out: Path, tmp: Path) -> Episode:
     config_path = tmp / "mapping.yaml"
-    write_config(mapping_for(bag.path), config_path)
+    config = mapping_for(bag.path)
+    rated = tuple(replace(w, range_force=580.0, range_torque=20.0) for w in config.wrenches)  # from a data sheet
+    write_config(replace(config, wrenches=rated), config_path)
     assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(config_path)]) == 0
     return load_dataset(out).episode(0)
 
@@ -197,6 +199,9 @@ def test_urdf_frames_and_camera_calibration_are_in_the_dataset(converted: tuple[
     wrist = manifest.sensor("wrist_camera")
     assert wrist is not None and wrist.intrinsics is not None and wrist.extrinsics is not None
     assert wrist.extrinsics.parent_frame == "hand"
+    force_torque = manifest.sensor("ft_sensor")
+    assert force_torque is not None and force_torque.type == "force_torque"
+    assert (force_torque.extra["range_force"], force_torque.extra["range_torque"]) == (580.0, 20.0)
     assert manifest.alignment is not None and "end_effector" in manifest.alignment.summary
 
 
@@ -278,6 +283,8 @@ def test_without_an_action_topic_the_action_is_the_next_steps_joints(short_bag: 
     np.testing.assert_array_equal(actions[:-1], joints[1:])
     np.testing.assert_array_equal(actions[-1], joints[-1])  # the last step holds its own position
     assert "fallback" in str(episode.dataset.manifest.action_space.extra["source"])
+    force_torque = episode.dataset.manifest.sensor("ft_sensor")
+    assert force_torque is not None and force_torque.extra["range_force"] == "unknown"  # the bag does not say
 
 
 def test_steps_can_follow_a_cameras_frames(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
@@ -377,6 +384,33 @@ def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(
     (recording,) = json.loads(capsys.readouterr().out)["recordings"]
     assert "mesh not found on --mesh-path: package://demo_arm/meshes/lost.dae" in recording["warnings"]
     assert (tmp_path / "ds" / "robot" / "robot.urdf").read_text() == urdf
+
+
+def test_without_a_urdf_joints_are_named_from_the_joint_states_with_a_warning(
+    short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = replace(mapping_for(short_bag.path), robot_description_topic="/no_urdf_here")
+    write_config(config, tmp_path / "m.yaml")
+    assert (
+        bag2ortf([str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
+    )
+    (recording,) = json.loads(capsys.readouterr().out)["recordings"]
+    assert "no URDF on /no_urdf_here and none given: joints named from /joint_states" in recording["warnings"]
+    manifest = load_dataset(tmp_path / "ds").manifest
+    assert manifest.robot.name == "unknown" and not (tmp_path / "ds" / layout.URDF).exists()
+    assert sorted(j.name for j in manifest.robot.joints) == sorted(JOINTS)
+    assert validate(tmp_path / "ds").ok
+
+
+def test_a_mapped_topic_the_recording_lacks_is_one_clean_line(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    config = mapping_for(short_bag.path)
+    missing = replace(config.cameras[0], topic="/gone/image_raw")
+    write_config(replace(config, cameras=(missing, *config.cameras[1:])), tmp_path / "m.yaml")
+    result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    line = f"ortf-bag2ortf: {short_bag.path}: the mapping names topic(s) the recording does not have: /gone/image_raw"
+    assert result.stderr.strip() == line
+    assert not (tmp_path / "ds").exists()
 
 
 def write_strings(path: Path, topic: str, events: list[tuple[float, str]]) -> Path:

@@ -42,7 +42,11 @@ FULL = ConversionConfig(
         CameraMapping("depth", "/cam/depth/image_raw", "depth"),
     ),
     joint_states=JointStateMapping("/joint_states", "receive", "nearest", native=False),
-    wrenches=(WrenchMapping("ft", "/ft/wrench", "tool0", "receive", "linear", native=False),),
+    wrenches=(
+        WrenchMapping(
+            "ft", "/ft/wrench", "tool0", "receive", "linear", native=False, range_force=500.0, range_torque=10
+        ),
+    ),
     action=ActionMapping("/cmd_vel", "receive", "nearest"),
     tf_topics=("/tf", "/robot2/tf"),
     tf_static_topics=(),
@@ -81,7 +85,7 @@ def test_shipped_arm_config_loads() -> None:
         ("depth_camera", "depth"),
     ]
     assert cfg.joint_states == JointStateMapping("/joint_states")
-    assert cfg.wrenches == (WrenchMapping("ft_sensor", "/ft_sensor/wrench"),)
+    assert cfg.wrenches == (WrenchMapping("ft_sensor", "/ft_sensor/wrench", range_force=580.0, range_torque=20.0),)
     assert cfg.action == ActionMapping("/joint_command")
     assert (cfg.base_frame, cfg.end_effector_frame, cfg.world_frame) == ("base_link", "hand", "world")
     assert cfg.step == StepClock(30.0) and cfg.sync_tolerance_ms == 20.0
@@ -246,6 +250,10 @@ CAM = {"topic": "/cam/image_raw", "kind": "rgb"}
         ({"drop_outside_tolerance": "yes"}, "drop_outside_tolerance: expected true or false, got 'yes'"),
         ({"joint_states": {"policy": "linear"}}, "teleop.yaml: joint_states.topic: required key is missing"),
         ({"joint_states": {"topic": "/j", "native": 1}}, "joint_states.native: expected true or false, got 1"),
+        (
+            {"wrenches": {"ft": {"topic": "/ft", "range_force": 0}}},
+            "wrenches.ft.range_force: expected a positive number, got 0",
+        ),
         ({"action": {"policy": "mean"}}, "teleop.yaml: action.policy: expected one of latest, nearest, linear"),
         ({"action": None, "tf_topics": None}, "teleop.yaml: tf_topics: must not be null"),
         ({"tf_topics": "/tf"}, "teleop.yaml: tf_topics: expected a list of topic names, got '/tf'"),

@@ -79,7 +79,8 @@ class JointStateMapping:
 @dataclass(frozen=True)
 class WrenchMapping:
     """A ``geometry_msgs/WrenchStamped`` topic, the force-torque sensor ``name``;
-    ``frame`` None: the messages' header frame."""
+    ``frame`` None: the messages' header frame. The rated ranges (N, N m) come only
+    from the user: a bag does not carry them, and the manifest says "unknown" without."""
 
     name: str
     topic: str
@@ -87,6 +88,8 @@ class WrenchMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     native: bool = True
+    range_force: float | None = None
+    range_torque: float | None = None
 
 
 @dataclass(frozen=True)
@@ -333,7 +336,7 @@ _TOP_KEYS = (
 )
 _CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "time", "policy")
 _JOINT_KEYS = ("topic", "time", "policy", "native")
-_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native")
+_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
 _ACTION_KEYS = ("topic", "time", "policy")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
@@ -403,6 +406,8 @@ def _wrench(name: str, m: _Map) -> WrenchMapping:
         time=m.choice("time", TIME_SOURCES, "header"),
         policy=m.choice("policy", POLICIES, "nearest"),
         native=m.boolean("native", True),
+        range_force=m.opt_number("range_force", positive=True),
+        range_torque=m.opt_number("range_torque", positive=True),
     )
 
 
@@ -637,7 +642,15 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
             "native": cfg.joint_states.native,
         },
         "wrenches": {
-            w.name: {"topic": w.topic, "frame": w.frame, "time": w.time, "policy": w.policy, "native": w.native}
+            w.name: {
+                "topic": w.topic,
+                "frame": w.frame,
+                "time": w.time,
+                "policy": w.policy,
+                "native": w.native,
+                "range_force": w.range_force,
+                "range_torque": w.range_torque,
+            }
             for w in cfg.wrenches
         },
         "action": {"topic": cfg.action.topic, "time": cfg.action.time, "policy": cfg.action.policy},
@@ -679,7 +692,8 @@ CONFIG_HEADER = """\
 #                      (16-bit, stored losslessly); camera_info_topic for the intrinsics
 # joint_states         the sensor_msgs/JointState topic of the robot's state
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
-#                      frame null: the messages' header frame
+#                      frame null: the messages' header frame; range_force (N) and
+#                      range_torque (N m): the sensor's rated ranges (null: "unknown")
 # action               the command topic (JointState, JointTrajectory, Float64MultiArray,
 #                      Twist(Stamped), PoseStamped, Float64/Bool); topic null: the next
 #                      step's joint positions, declared as such in the manifest

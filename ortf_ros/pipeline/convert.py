@@ -208,7 +208,12 @@ def build_manifest(
                 name=wrench.name,
                 type="force_torque",
                 # A bag does not say the sensor's range; "unknown" says so instead of inventing one.
-                extra={"rate_hz": rate, "range_force": "unknown", "range_torque": "unknown", "source": wrench.topic},
+                extra={
+                    "rate_hz": rate,
+                    "range_force": "unknown" if wrench.range_force is None else wrench.range_force,
+                    "range_torque": "unknown" if wrench.range_torque is None else wrench.range_torque,
+                    "source": wrench.topic,
+                },
             )
         )
         if wrench.native:
@@ -398,8 +403,9 @@ def convert_recording(
             source_name = "--urdf" if urdf else config.robot_description_topic
             robot = robot_from_urdf(urdf_text, gripper_joints=config.gripper_joints, source=source_name)
         if robot is None:
+            state_topic = config.joint_states.topic if config.joint_states else "the joint states"
             warnings.append(
-                f"no URDF on {config.robot_description_topic} and none given: joints named from /joint_states"
+                f"no URDF on {config.robot_description_topic} and none given: joints named from {state_topic}"
             )
         steps = step_layout(config, prologue, robot)
         manifest = build_manifest(config, prologue, robot, steps, name)
