@@ -124,6 +124,28 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.mixtrain_export import MIXTRAIN_VERSION, to_mixtrain
+
+    result = to_mixtrain(args.dataset, args.output)
+    print(
+        f"{result.path}: Mixtrain {MIXTRAIN_VERSION} dataset, {result.episodes} episode(s) as rows, "
+        f"{result.steps} steps, in {', '.join(result.data_files) or 'no data file'} + mixtrain.json"
+    )
+    return EXIT_OK
+
+
+def _cmd_export_rlds(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rlds_export import SPLIT, to_rlds
+
+    result = to_rlds(args.dataset, args.output)
+    print(
+        f"{result.path}: RLDS dataset {result.name!r} (TFDS, split {SPLIT!r}), {result.episodes} episode(s), "
+        f"{result.steps} steps; read it with tfds.builder_from_directory({str(result.path)!r})"
+    )
+    return EXIT_OK
+
+
 def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``ortf export FORMAT``: one subcommand per target format."""
     export = sub.add_parser("export", help="write a dataset in another format")
@@ -143,6 +165,23 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = formats.add_parser(
+        "mixtrain",
+        help="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
+        description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.set_defaults(run=_cmd_export_mixtrain, prog="ortf export mixtrain")
+    p = formats.add_parser(
+        "rlds",
+        help="RLDS in TFDS's on-disk layout (needs pip install 'ortf_ros[rlds]')",
+        description="Write the dataset as an RLDS dataset that tfds.builder_from_directory reads, "
+        "in a new (or empty) directory; needs tensorflow-datasets (pip install 'ortf_ros[rlds]').",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.set_defaults(run=_cmd_export_rlds, prog="ortf export rlds")
 
 
 def build_parser() -> argparse.ArgumentParser:
