@@ -184,6 +184,32 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     p.set_defaults(run=_cmd_export_rlds, prog="ortf export rlds")
 
 
+def _cmd_import_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_import import from_lerobot
+
+    def warn(line: str) -> None:
+        print(f"ortf import lerobot: warning: {line}", file=sys.stderr)
+
+    result = from_lerobot(args.source, args.output, warn=warn)
+    cameras = ", ".join(result.cameras) or "none"
+    print(f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}")
+    return EXIT_OK
+
+
+def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ortf import FORMAT``: one subcommand per source format."""
+    imports = sub.add_parser("import", help="make an ORTF dataset from another format")
+    formats = imports.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    p = formats.add_parser(
+        "lerobot",
+        help="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
+        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT (which must not exist or be empty).",
+    )
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("output", metavar="OUT")
+    p.set_defaults(run=_cmd_import_lerobot, prog="ortf import lerobot")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ortf", description="Work with ORTF v0.2 robot training datasets.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -215,6 +241,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_demo)
 
     _add_export(sub)
+    _add_import(sub)
     return parser
 
 

@@ -1,0 +1,181 @@
+"""``ortf import lerobot``: a LeRobotDataset v3.0 into a new ORTF dataset.
+
+Every LeRobot episode becomes one ORTF episode written through ``DatasetWriter``, so
+the result has the writer's staging, statistics and checks; the dataset is built in
+a scratch directory beside the destination and renamed onto it only when complete
+(``output_dir.staged_directory``), so a bad input leaves the destination untouched.
+
+Rows are streamed from the data shards one Parquet batch at a time and frames decoded
+as they are needed, so memory does not grow with episode length. Step times are
+ORTF's real capture times when the dataset came from ``ortf export lerobot``
+(``REAL_TIME_COLUMN``), else LeRobot's ``timestamp``; video frames are always found
+by ``timestamp``, which is their time in the shard.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still
+from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
+from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
+from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
+from ortf_ros.convert.output_dir import staged_directory
+from ortf_ros.errors import ConversionError
+from ortf_ros.writer import DatasetWriter, WriterConfig
+
+# The extra column ``ortf export lerobot`` keeps ORTF's step times in (LeRobot's own
+# ``timestamp`` must be frame_index / fps).
+REAL_TIME_COLUMN = "ortf.timestamp"
+# Per-frame flags some LeRobot datasets carry; their last values are the episode's.
+SUCCESS_FEATURE = "next.success"
+DONE_FEATURE = "next.done"
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    path: Path
+    episodes: int
+    steps: int
+    cameras: tuple[str, ...]
+
+
+def from_lerobot(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    config: WriterConfig | None = None,
+    warn: Callable[[str], None] = lambda _: None,
+) -> ImportResult:
+    """Import the LeRobot v3.0 dataset at ``src`` as a new ORTF dataset at ``dst``."""
+    meta = read_meta(Path(src))
+    spaces = split_spaces(meta)
+    manifest = lerobot_manifest(meta, spaces)
+    steps = 0
+    with staged_directory(dst) as scratch, DatasetWriter(scratch, manifest, config=config) as writer:
+        importer = _EpisodeImporter(meta, spaces, writer, warn)
+        try:
+            for episode in meta.episodes:
+                steps += importer.run(episode)
+        finally:
+            importer.close()
+    return ImportResult(Path(dst), len(meta.episodes), steps, tuple(camera_key(f) for f in meta.cameras))
+
+
+class _EpisodeImporter:
+    def __init__(self, meta: LeRobotMeta, spaces: Spaces, writer: DatasetWriter, warn: Callable[[str], None]) -> None:
+        self.meta = meta
+        self.spaces = spaces
+        self.writer = writer
+        self.warn = warn
+        self.videos = {f.key: ShardFrames(f) for f in meta.cameras if f.dtype == "video"}
+        self.images = [f.key for f in meta.cameras if f.dtype == "image"]
+        self.episode_open = False
+
+    def close(self) -> None:
+        for frames in self.videos.values():
+            frames.close()
+
+    def run(self, episode: EpisodeMeta) -> int:
+        """Write one episode; on failure nothing of it stays staged."""
+        try:
+            return self._write(episode)
+        except BaseException:
+            if self.episode_open:
+                self.writer.discard_episode()
+                self.episode_open = False
+            raise
+
+    def _write(self, episode: EpisodeMeta) -> int:
+        steps = 0
+        success, done = episode.success, None
+        for batch in self._rows(episode):
+            where = f"{episode.data_path}: episode {episode.index}"
+            if steps == 0:
+                self._begin(episode, batch, where)
+            times = _column(batch, REAL_TIME_COLUMN if REAL_TIME_COLUMN in batch.schema.names else "timestamp", where)
+            lerobot_times = _column(batch, "timestamp", where)
+            state = {p.name: _matrix(batch, p, where) for p in self.spaces.state_parts}
+            action = _matrix(batch, Part(ACTION, 0, self.spaces.action.dim, ACTION), where)
+            extras = {p.name: _matrix(batch, p, where) for p in self.spaces.extra_parts}
+            images = {key: batch.column(key).to_pylist() for key in self.images}
+            for row in range(batch.num_rows):
+                frames = {
+                    camera_key(self.videos[key].feature): self.videos[key].frame(span, float(lerobot_times[row]))
+                    for key, span in episode.videos.items()
+                }
+                for key, cells in images.items():
+                    frames[camera_key(self.meta.features[key])] = decode_still(cells[row], f"{where} {key}")
+                samples = {}
+                if extras:
+                    values = {name: matrix[row] for name, matrix in extras.items()}
+                    samples[EXTRAS_STREAM] = self.writer.add_sample(EXTRAS_STREAM, float(times[row]), values)
+                self.writer.add_step(
+                    float(times[row]),
+                    {name: matrix[row] for name, matrix in state.items()},
+                    action[row],
+                    frames,
+                    samples=samples,
+                )
+            if SUCCESS_FEATURE in batch.schema.names and episode.success is None:
+                success = bool(batch.column(SUCCESS_FEATURE)[-1].as_py())
+            if DONE_FEATURE in batch.schema.names:
+                done = bool(batch.column(DONE_FEATURE)[-1].as_py())
+            steps += batch.num_rows
+        if steps != episode.length:
+            raise ConversionError(
+                f"{episode.data_path}: episode {episode.index}: {steps} rows, but meta/episodes says {episode.length}"
+            )
+        self.episode_open = False  # committed or, if the commit fails, left to the scratch directory's removal
+        self.writer.end_episode(success, episode.failure_reason, episode.operator_notes, terminal=done)
+        return steps
+
+    def _begin(self, episode: EpisodeMeta, batch: pa.RecordBatch, where: str) -> None:
+        task_index = batch.column("task_index")[0].as_py() if "task_index" in batch.schema.names else None
+        task = self.meta.tasks.get(task_index) if task_index is not None else None
+        task = task or (episode.tasks[0] if episode.tasks else None)
+        if task is None:
+            raise ConversionError(f"{where}: task_index {task_index} is not in meta/tasks.parquet")
+        if len(episode.tasks) > 1:
+            self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
+        self.writer.begin_episode(task, recorded_at=episode.recorded_at)
+        self.episode_open = True
+
+    def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
+        """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""
+        wanted = (pc.field("index") >= episode.first_row) & (pc.field("index") < episode.first_row + episode.length)
+        try:
+            yield from pads.dataset(episode.data_path, format="parquet").to_batches(filter=wanted)
+        except (FileNotFoundError, pa.ArrowException) as exc:
+            raise ConversionError(f"{episode.data_path}: cannot read episode {episode.index}: {exc}") from None
+
+
+def _column(batch: pa.RecordBatch, name: str, where: str) -> np.ndarray:
+    if name not in batch.schema.names:
+        raise ConversionError(f"{where}: column {name!r} is missing")
+    return np.asarray(batch.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _matrix(batch: pa.RecordBatch, part: Part, where: str) -> np.ndarray:
+    """Elements ``start:end`` of a feature, one row per step; the feature may be stored as a
+    scalar, a fixed-size list (``Sequence``/``List`` with a length) or a variable list."""
+    if part.feature not in batch.schema.names:
+        raise ConversionError(f"{where}: column {part.feature!r} is missing")
+    column = batch.column(part.feature)
+    kind = column.type
+    nested = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
+    values = pc.list_flatten(column) if nested else column
+    if values.null_count:
+        raise ConversionError(f"{where}: column {part.feature!r} holds nulls")
+    flat = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+    if flat.size % max(batch.num_rows, 1) or (batch.num_rows and flat.size // batch.num_rows < part.end):
+        raise ConversionError(f"{where}: column {part.feature!r}: rows are not vectors of at least {part.end} values")
+    return flat.reshape(batch.num_rows, -1)[:, part.start : part.end]
