@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli import main as ortf
-from ortf_ros.convert.lerobot_import import from_lerobot
+from ortf_ros.convert import from_lerobot
 from ortf_ros.io.video import VideoReader, probe
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.validation import validate

@@ -3,3 +3,25 @@
 Each target lives in a module of its own and is imported only when used, so the core
 never pays for a heavy optional dependency (TensorFlow for RLDS).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# Public name -> the module that defines it, imported on first use.
+_API = {
+    "from_lerobot": "ortf_ros.convert.lerobot_import",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _API.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+from ortf_ros.convert.mixtrain_export import to_mixtrain
+from ortf_ros.convert.rlds_export import to_rlds
+
+__all__ = ["to_mixtrain", "to_rlds"]
