@@ -12,6 +12,9 @@ from typing import Any
 # Public name -> the module that defines it, imported on first use.
 _API = {
     "from_lerobot": "ortf_ros.convert.lerobot_import",
+    "to_lerobot": "ortf_ros.convert.lerobot_export",
+    "to_mixtrain": "ortf_ros.convert.mixtrain_export",
+    "to_rlds": "ortf_ros.convert.rlds_export",
 }
 
 
@@ -20,8 +23,3 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
-
-from ortf_ros.convert.mixtrain_export import to_mixtrain
-from ortf_ros.convert.rlds_export import to_rlds
-
-__all__ = ["to_mixtrain", "to_rlds"]

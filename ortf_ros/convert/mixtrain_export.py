@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
 from ortf_ros.io import atomic
@@ -159,7 +160,11 @@ def _copy_video(episode: Episode, camera: str, root: Path) -> str | None:
     source = episode.video_path(camera)
     relative = f"{FILES_DIR}/{camera}/ep_{episode.episode_id}{source.suffix}"
     (root / relative).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(source, root / relative)
+    try:
+        shutil.copyfile(source, root / relative)
+    except FileNotFoundError:
+        where = source.relative_to(episode.dataset.root)
+        raise ReaderError(f"{where}: missing (episode {episode.episode_id}, camera {camera})") from None
     return relative
 
 
