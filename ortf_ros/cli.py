@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ortf_ros.bag2ortf import _progress as bag2ortf_progress
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_guarded
 from ortf_ros.info import dataset_info
@@ -124,6 +125,18 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_export import to_lerobot
+
+    with bag2ortf_progress(sys.stderr.isatty(), "frames") as progress:
+        result = to_lerobot(args.dataset, args.output, args.flavor, progress=progress)
+    print(
+        f"{result.path}: {result.flavor} dataset, {result.episodes} episode(s), {result.frames} frames; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
+    return EXIT_OK
+
+
 def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
     from ortf_ros.convert.mixtrain_export import MIXTRAIN_VERSION, to_mixtrain
 
@@ -165,6 +178,15 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = formats.add_parser(
+        "lerobot",
+        help="a LeRobotDataset v3.0 that lerobot loads as is (--flavor gr00t: LeRobot v2.0 + meta/modality.json)",
+        description="Write the dataset as a LeRobotDataset v3.0, or GR00T's LeRobot v2.0 flavour, in a new directory.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.add_argument("--flavor", choices=("lerobot", "gr00t"), default="lerobot")
+    p.set_defaults(run=_cmd_export_lerobot, prog="ortf export lerobot")
     p = formats.add_parser(
         "mixtrain",
         help="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
