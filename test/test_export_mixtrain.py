@@ -88,12 +88,11 @@ def test_duckdb_reads_the_arrays_and_filters_on_metadata(exported: tuple[Path, P
         assert np.array_equal(np.array(joints, dtype=np.float32), episode.array("observation.state.joint_positions"))
         expected = episode.array("observation.state.ee_orientation")
         assert np.array_equal(np.array(orientation, dtype=np.float32), expected)
-    failed = duckdb.execute(f"SELECT sequence_id FROM read_parquet('{out}/data/*.parquet') WHERE NOT success").fetchall()
+    data = f"read_parquet('{out}/data/*.parquet')"
+    failed = duckdb.execute(f"SELECT sequence_id FROM {data} WHERE NOT success").fetchall()
     assert failed == [(source.episodes[2].episode_id,)]
     # An element of the arrays, without reading them into Python: the last step's gripper command.
-    ((last,),) = duckdb.execute(
-        f"SELECT action[length][8] FROM read_parquet('{out}/data/*.parquet') WHERE sequence_id = '000001'"
-    ).fetchall()
+    ((last,),) = duckdb.execute(f"SELECT action[length][8] FROM {data} WHERE sequence_id = '000001'").fetchall()
     assert last == pytest.approx(float(source.episode("000001").array("action")[-1, 7]))
 
 

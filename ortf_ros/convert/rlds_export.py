@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.convert.output_dir import check_target, open_source, staged_directory
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
@@ -63,6 +63,7 @@ def to_rlds(
 ) -> RldsResult:
     """Write the dataset to ``out`` (a new or empty directory) as one TFDS ``train`` split."""
     source = open_source(dataset)
+    check_target(Path(out))  # bad input is reported before TensorFlow's seconds-long import
     tfds = _tensorflow_datasets()
     manifest = source.manifest
     name = dataset_name(manifest)
