@@ -212,7 +212,8 @@ def _cmd_import_lerobot(args: argparse.Namespace) -> int:
     def warn(line: str) -> None:
         print(f"ortf import lerobot: warning: {line}", file=sys.stderr)
 
-    result = from_lerobot(args.source, args.output, warn=warn)
+    with bag2ortf_progress(sys.stderr.isatty(), "steps") as progress:
+        result = from_lerobot(args.source, args.output, warn=warn, progress=progress)
     cameras = ", ".join(result.cameras) or "none"
     print(f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}")
     return EXIT_OK

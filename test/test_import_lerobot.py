@@ -5,6 +5,7 @@ columns, GR00T's modality.json, and bad input."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli import main as ortf
-from ortf_ros.convert import from_lerobot
+from ortf_ros.convert import from_lerobot, lerobot_import
 from ortf_ros.io.video import VideoReader, probe
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.validation import validate
@@ -172,9 +173,16 @@ def variant(tmp_path: Path) -> Path:
     return root
 
 
-def test_image_and_h264_cameras_list_columns_and_modality(variant: Path, tmp_path: Path) -> None:
+def test_image_and_h264_cameras_list_columns_and_modality(
+    variant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "ortf"
-    from_lerobot(variant, out)
+    monkeypatch.setattr(lerobot_import, "BATCH_ROWS", 5)  # episodes span several batches
+    reported: list[tuple[int, int]] = []
+    from_lerobot(variant, out, progress=lambda done, total: reported.append((done, total)))
+    done = [0] + [d for d, _ in reported]
+    assert reported[-1] == (sum(LENGTHS), sum(LENGTHS))
+    assert all(0 < b - a <= 5 for a, b in itertools.pairwise(done))  # never more than a batch at once
     assert validate(out, strict=True).ok
     dataset = load_dataset(out)
     state = dataset.manifest.observation_space.state

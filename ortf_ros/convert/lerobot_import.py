@@ -35,6 +35,10 @@ from ortf_ros.writer import DatasetWriter, WriterConfig
 # The extra column ``ortf export lerobot`` keeps ORTF's step times in (LeRobot's own
 # ``timestamp`` must be frame_index / fps).
 REAL_TIME_COLUMN = "ortf.timestamp"
+# Rows decoded at a time: with image cameras a row holds its encoded stills, so this (with
+# the shard's row groups) is what bounds memory, never the episode's length.
+BATCH_ROWS = 256
+Progress = Callable[[int, int], None]  # (steps written, steps in the dataset)
 # Per-frame flags some LeRobot datasets carry; their last values are the episode's.
 SUCCESS_FEATURE = "next.success"
 DONE_FEATURE = "next.done"
@@ -54,6 +58,7 @@ def from_lerobot(
     *,
     config: WriterConfig | None = None,
     warn: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
 ) -> ImportResult:
     """Import the LeRobot v3.0 dataset at ``src`` as a new ORTF dataset at ``dst``."""
     meta = read_meta(Path(src))
@@ -61,7 +66,7 @@ def from_lerobot(
     manifest = lerobot_manifest(meta, spaces)
     steps = 0
     with staged_directory(dst) as scratch, DatasetWriter(scratch, manifest, config=config) as writer:
-        importer = _EpisodeImporter(meta, spaces, writer, warn)
+        importer = _EpisodeImporter(meta, spaces, writer, warn, progress)
         try:
             for episode in meta.episodes:
                 steps += importer.run(episode)
@@ -71,7 +76,14 @@ def from_lerobot(
 
 
 class _EpisodeImporter:
-    def __init__(self, meta: LeRobotMeta, spaces: Spaces, writer: DatasetWriter, warn: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        meta: LeRobotMeta,
+        spaces: Spaces,
+        writer: DatasetWriter,
+        warn: Callable[[str], None],
+        progress: Progress | None,
+    ) -> None:
         self.meta = meta
         self.spaces = spaces
         self.writer = writer
@@ -79,6 +91,8 @@ class _EpisodeImporter:
         self.videos = {f.key: ShardFrames(f) for f in meta.cameras if f.dtype == "video"}
         self.images = [f.key for f in meta.cameras if f.dtype == "image"]
         self.episode_open = False
+        self.progress = progress
+        self.done, self.total = 0, sum(e.length for e in meta.episodes)
 
     def close(self) -> None:
         for frames in self.videos.values():
@@ -130,6 +144,9 @@ class _EpisodeImporter:
             if DONE_FEATURE in batch.schema.names:
                 done = bool(batch.column(DONE_FEATURE)[-1].as_py())
             steps += batch.num_rows
+            self.done += batch.num_rows
+            if self.progress is not None:
+                self.progress(self.done, self.total)
         if steps != episode.length:
             raise ConversionError(
                 f"{episode.data_path}: episode {episode.index}: {steps} rows, but meta/episodes says {episode.length}"
@@ -153,7 +170,9 @@ class _EpisodeImporter:
         """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""
         wanted = (pc.field("index") >= episode.first_row) & (pc.field("index") < episode.first_row + episode.length)
         try:
-            yield from pads.dataset(episode.data_path, format="parquet").to_batches(filter=wanted)
+            dataset = pads.dataset(episode.data_path, format="parquet")
+            batches = dataset.to_batches(filter=wanted, batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
+            yield from (batch for batch in batches if batch.num_rows)  # the filter leaves empty batches
         except (FileNotFoundError, pa.ArrowException) as exc:
             raise ConversionError(f"{episode.data_path}: cannot read episode {episode.index}: {exc}") from None
 
