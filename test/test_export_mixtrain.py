@@ -4,6 +4,7 @@ PyAV (no ortf_ros code on the reading side) and compared with the ORTF source.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -15,6 +16,7 @@ import pytest
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.convert import to_mixtrain
+from ortf_ros.convert.mixtrain_export import sidecar
 from ortf_ros.format import layout
 from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic import write_demo_dataset
@@ -120,9 +122,9 @@ def test_video_references_resolve_to_the_episode_videos(exported: tuple[Path, Pa
 def test_sidecar_declares_every_column_with_semantics(exported: tuple[Path, Path]) -> None:
     root, out = exported
     manifest = load_dataset(root).manifest
-    sidecar = json.loads((out / "mixtrain.json").read_text())
-    assert sidecar["mixtrain"] == "1.0"
-    types = sidecar["column_types"]
+    written = json.loads((out / "mixtrain.json").read_text())
+    assert written["mixtrain"] == "1.0"
+    types = written["column_types"]
     schema = pq.read_schema(next((out / "data").glob("*.parquet")))
     trajectories = {f.name for f in schema if pa.types.is_list(f.type) and pa.types.is_list(f.type.value_type)}
     trajectories |= {
@@ -144,6 +146,14 @@ def test_sidecar_declares_every_column_with_semantics(exported: tuple[Path, Path
     assert types["video_cam_wrist"]["codec"] == "h264"
     assert types["video_depth"]["codec"] == "ffv1" and types["video_depth"]["units"] == "mm"
     assert "task" not in types and "success" not in types  # plain scalars need no declaration
+    npz = replace(manifest, sensors=tuple(replace(s, encoding="npz") if s.is_depth else s for s in manifest.sensors))
+    assert sidecar(npz)["column_types"]["video_depth"] == {
+        "type": "3d",
+        "format": "npz",
+        "fps": 30,
+        "resolution": [64, 48],
+        "units": "mm",
+    }
 
 
 def test_the_python_api_takes_a_loaded_dataset(exported: tuple[Path, Path], tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ their scalar columns and trainers slice windows out of whole trajectories. Mappi
 - ``timestamp``: [T] float64 step times in seconds (ORTF's real capture times).
 - ``video_<camera>``: the episode's video copied, unchanged, to
   ``files/<camera>/ep_<id>.<ext>`` and referenced relative to the dataset root (colour
-  H.264; depth FFV1 ``gray16le`` in millimetres, lossless). ORTF keeps every frame a
+  H.264; depth FFV1 ``gray16le`` in millimetres, lossless, or an NPZ archive declared
+  as type ``3d``). ORTF keeps every frame a
   camera delivered, so frame i is not always step i: ``video_<camera>_frame_index``
   ([T] int64) names the frame each step saw.
 - ``mixtrain.json``: ``column_types`` for every trajectory, video and index column,
@@ -42,6 +43,7 @@ from ortf_ros.reader import Dataset, Episode
 MIXTRAIN_VERSION = "1.0"
 SIDECAR = "mixtrain.json"
 FILES_DIR = "files"
+NPZ_DEPTH = "npz"  # the manifest encoding of depth stored as NPZ archives
 
 
 @dataclass(frozen=True)
@@ -221,9 +223,11 @@ def _video_type(sensor: Sensor) -> dict[str, Any]:
         "codec": sensor.encoding,
         "resolution": [resolution.width, resolution.height] if resolution else None,
     }
-    if sensor.is_depth:
-        # Depth videos hold 16-bit millimetres losslessly (FFV1 gray16le), or an NPZ archive.
-        entry |= {"pix_fmt": "gray16le", "units": "mm"}
+    if sensor.encoding == NPZ_DEPTH:
+        # Depth frames as a NumPy archive (the spec's other lossless option): not a video.
+        entry |= {"type": "3d", "format": "npz", "codec": None, "units": "mm"}
+    elif sensor.is_depth:
+        entry |= {"pix_fmt": "gray16le", "units": "mm"}  # 16-bit millimetres, lossless (FFV1)
     return _drop_none(entry)
 
 
