@@ -21,9 +21,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli import main as ortf
-from ortf_ros.convert import from_lerobot, lerobot_import
+from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
 from ortf_ros.io.video import VideoReader, probe
 from ortf_ros.reader import Dataset, load_dataset
+from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.validation import validate
 
 REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
@@ -234,3 +235,30 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     ortf_dataset = tmp_path / "ortf"
     assert ortf(["import", "lerobot", str(REFERENCE), str(ortf_dataset)]) == 0
     assert "is an ORTF dataset, not a LeRobot one" in _one_line_error(capsys, ortf_dataset, tmp_path / "again")
+
+
+def test_an_ortf_export_gets_its_manifest_and_urdf_back(tmp_path: Path) -> None:
+    """What LeRobot has no place for comes back from the exporter's ``ortf/`` copy; depth,
+    which is no LeRobot feature, is left out with a warning."""
+    source = tmp_path / "source"
+    write_demo_dataset(source, episodes=2, steps=6, width=64, height=48)
+    to_lerobot(source, tmp_path / "lerobot")
+    warnings: list[str] = []
+    from_lerobot(tmp_path / "lerobot", tmp_path / "back", warn=warnings.append)
+    assert validate(tmp_path / "back", strict=True).ok
+    before, after = load_dataset(source).manifest, load_dataset(tmp_path / "back").manifest
+    assert (after.robot, after.action_space, after.frames) == (before.robot, before.action_space, before.frames)
+    assert after.observation_space.state == before.observation_space.state
+    assert after.cameras == {k: s for k, s in before.cameras.items() if k != "depth"}
+    assert (tmp_path / "back/robot/robot.urdf").read_text() == (source / "robot/robot.urdf").read_text()
+    assert warnings == [
+        "cameras ['depth'] are not LeRobot features (depth stays under ortf/depth) and are not imported"
+    ]
+    stale = tmp_path / "lerobot/ortf/meta/manifest.json"
+    data = json.loads(stale.read_text())
+    del data["observation_space"]["state"]["ee_position"]
+    stale.write_text(json.dumps(data))
+    warnings.clear()
+    from_lerobot(tmp_path / "lerobot", tmp_path / "stale", warn=warnings.append)
+    assert len(warnings) == 1 and "no longer describes the data (state components" in warnings[0]
+    assert load_dataset(tmp_path / "stale").manifest.robot.joints == ()  # built from LeRobot's metadata alone

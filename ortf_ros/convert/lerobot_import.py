@@ -27,6 +27,7 @@ import pyarrow.dataset as pads
 from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
 from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
+from ortf_ros.convert.lerobot_origin import exported_origin
 from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
 from ortf_ros.convert.output_dir import staged_directory
 from ortf_ros.errors import ConversionError
@@ -64,8 +65,14 @@ def from_lerobot(
     meta = read_meta(Path(src))
     spaces = split_spaces(meta)
     manifest = lerobot_manifest(meta, spaces)
+    origin = exported_origin(meta, manifest, warn)
+    urdf, meshes = (origin.urdf, origin.meshes) if origin is not None else (None, None)
+    manifest = origin.manifest if origin is not None else manifest
     steps = 0
-    with staged_directory(dst) as scratch, DatasetWriter(scratch, manifest, config=config) as writer:
+    with (
+        staged_directory(dst) as scratch,
+        DatasetWriter(scratch, manifest, config=config, urdf=urdf, meshes=meshes) as writer,
+    ):
         importer = _EpisodeImporter(meta, spaces, writer, warn, progress)
         try:
             for episode in meta.episodes:

@@ -102,6 +102,7 @@ class LeRobotMeta:
     episodes: tuple[EpisodeMeta, ...]
     tasks: Mapping[int, str]
     modality: Mapping[str, Any] | None
+    ortf: Mapping[str, Any]  # info.json's ``ortf`` entry, which ``ortf export lerobot`` writes
 
     @property
     def cameras(self) -> list[Feature]:
@@ -129,6 +130,7 @@ def read_meta(root: Path) -> LeRobotMeta:
         episodes=_episodes(root, info, features),
         tasks=_tasks(root),
         modality=_modality(root),
+        ortf=info["ortf"] if isinstance(info.get("ortf"), dict) else {},
     )
 
 
