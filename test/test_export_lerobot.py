@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from av.container import InputContainer
+from test_writer_reader import psnr
 
 from ortf_ros.cli import main as ortf_main
 from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
@@ -189,11 +190,6 @@ def test_lerobot_loads_every_frame_as_the_source_has_it(
             frames = items[f"observation.images.{camera}"][rows]
             for step in range(STEPS):
                 assert np.array_equal(frames[step], episode.frame(camera, step)), (camera, position, step)
-
-
-def psnr(a: np.ndarray, b: np.ndarray) -> float:
-    mse = float(np.mean((a.astype(np.float64) - b.astype(np.float64)) ** 2))
-    return float("inf") if mse == 0 else 10 * np.log10(255**2 / mse)
 
 
 def test_reencoded_video_loads_in_lerobot_within_35_db(
