@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("rlds_child.py")
 STATE = ("joint_positions", "joint_velocities", "ee_position", "ee_orientation", "gripper_position")
 STEPS = 8
+# The first test also builds the TFDS venv (about 3 minutes with an empty pip cache).
+pytestmark = pytest.mark.timeout(900)
 
 
 def child_env() -> dict[str, str]:
