@@ -23,6 +23,7 @@ test: lint
 bench: setup
 	@$(PY) bench/bench_writer.py
 	@$(PY) bench/bench_bag2ortf.py
+	@$(PY) bench/bench_export.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

@@ -71,15 +71,15 @@ class ShardWriter:
                 self._stream = self._container.add_stream_from_template(in_stream)
                 # Ticks of 1/fps: pts = frame index, as ORTF stores it and LeRobot finds it.
                 self._stream.time_base = self._tick
-            in_base = Fraction(in_stream.time_base or self._tick)
+            frames_per_tick = float(in_stream.time_base or self._tick) * self._fps  # float: Fraction is slow per packet
             start = in_stream.start_time or 0
             offset = self.frames
             frames = 0
             for packet in src.demux(in_stream):
                 if packet.dts is None or packet.pts is None:
                     continue
-                packet.pts = offset + round((packet.pts - start) * in_base * self._fps)
-                packet.dts = offset + round((packet.dts - start) * in_base * self._fps)
+                packet.pts = offset + round((packet.pts - start) * frames_per_tick)
+                packet.dts = offset + round((packet.dts - start) * frames_per_tick)
                 packet.duration = 1  # one frame, in ticks of 1/fps
                 packet.stream = self._stream
                 packet.time_base = self._tick  # the muxer rescales to its own time base
