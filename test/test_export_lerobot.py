@@ -207,7 +207,7 @@ def test_reencoded_video_loads_in_lerobot_within_35_db(
         source, out, data_files_size_in_mb=1e-6, video_files_size_in_mb=1e-6, progress=lambda d, t: seen.append((d, t))
     )
     assert (summary.videos_reused, summary.videos_reencoded) == (0, 4)
-    assert seen[-1] == (24, 24)
+    assert seen[-1] == (48, 48) and len(seen) == 48  # every re-encoded frame moves the bar
     assert sorted(p.name for p in (out / "data/chunk-000").iterdir()) == ["file-000.parquet", "file-001.parquet"]
     assert [m["data/file_index"] for m in episodes_meta(out)] == [0, 1]
     assert [m["videos/observation.images.cam_wrist/file_index"] for m in episodes_meta(out)] == [0, 1]

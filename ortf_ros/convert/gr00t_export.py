@@ -25,6 +25,7 @@ from ortf_ros.convert.episode_video import episode_video
 from ortf_ros.convert.lerobot_export import (
     CHUNKS_SIZE,
     ExportSummary,
+    FrameProgress,
     Progress,
     camera_size,
     colour_cameras,
@@ -87,6 +88,7 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
     validity = {outcome: len(texts) + i for i, outcome in enumerate(VALIDITY.values())}
     texts += list(VALIDITY.values())
     summary = ExportSummary(root, "gr00t")
+    frames = FrameProgress(progress, dataset, len(cameras))
     totals = cols.FrameStats(features)
     scratch = root / ".reencode"
     scratch.mkdir()
@@ -105,7 +107,7 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
                 writer.write_batch(batch)
                 totals.update(batch)
             for camera, size in cameras.items():
-                source = episode_video(episode, camera, fps, size, scratch, settings)
+                source = episode_video(episode, camera, fps, size, scratch, settings, frames.advance)
                 target = VIDEO_PATH.format(
                     episode_chunk=chunk, video_key=cols.camera_key(camera), episode_index=episode_index
                 )
@@ -114,6 +116,7 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
                 shard.close()
                 if source.reused:
                     summary.videos_reused += 1
+                    frames.advance(record.length)
                 else:
                     summary.videos_reencoded += 1
                     source.path.unlink()
@@ -123,8 +126,8 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
         )
         summary.episodes += 1
         summary.frames += record.length
-        if progress is not None:
-            progress(summary.frames, dataset.total_steps)
+        if not cameras:
+            frames.advance(record.length)
     scratch.rmdir()
     meta = root / "meta"
     atomic.write_text(meta / "episodes.jsonl", "".join(json.dumps(line) + "\n" for line in episodes_lines))

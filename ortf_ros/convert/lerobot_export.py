@@ -20,7 +20,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -65,7 +65,6 @@ class ExportSummary:
     frames: int = 0
     videos_reused: int = 0
     videos_reencoded: int = 0
-    notes: list[str] = field(default_factory=list)
 
 
 def to_lerobot(
@@ -79,6 +78,8 @@ def to_lerobot(
     progress: Progress | None = None,
 ) -> ExportSummary:
     """Export ``dataset`` to the new directory ``out`` (LeRobot v3.0, or GR00T's v2.0 flavour)."""
+    if flavor not in ("lerobot", "gr00t"):
+        raise ConversionError(f"unknown flavor {flavor!r}; expected 'lerobot' or 'gr00t'")
     source = open_source(dataset)
     if len(source) == 0:
         raise ConversionError(f"{source.root}: has no episodes to export")
@@ -88,13 +89,26 @@ def to_lerobot(
             from ortf_ros.convert.gr00t_export import write_gr00t
 
             summary = write_gr00t(source, scratch, settings, progress)
-        elif flavor == "lerobot":
+        else:
             limits = (int(data_files_size_in_mb * 2**20), int(video_files_size_in_mb * 2**20))
             summary = _V3Writer(source, scratch, settings, limits, progress).write()
-        else:
-            raise ConversionError(f"unknown flavor {flavor!r}; expected 'lerobot' or 'gr00t'")
     summary.path = Path(out)
     return summary
+
+
+class FrameProgress:
+    """Video frames written (re-encoded ones as they are encoded) out of all there are:
+    a re-encode is what takes minutes, so the bar moves with it."""
+
+    def __init__(self, report: Progress | None, dataset: Dataset, cameras: int) -> None:
+        self._report = report
+        self.total = dataset.total_steps * max(cameras, 1)
+        self.done = 0
+
+    def advance(self, frames: int = 1) -> None:
+        self.done += frames
+        if self._report is not None:
+            self._report(self.done, self.total)
 
 
 def colour_cameras(dataset: Dataset) -> dict[str, Sensor]:
@@ -197,7 +211,6 @@ class _V3Writer:
         self.root = root
         self.settings = settings
         self.data_limit, self.video_limit = limits
-        self.progress = progress
         self.fps = cols.dataset_fps(dataset)
         self.state = cols.StateLayout.of(dataset.manifest)
         self.depth = depth_cameras(dataset)
@@ -209,6 +222,7 @@ class _V3Writer:
         self.schema = cols.arrow_schema(self.features)
         self.tasks = task_indices(dataset)
         self.summary = ExportSummary(root, "lerobot")
+        self.progress = FrameProgress(progress, dataset, len(self.cameras))
         self.scratch = root / ".reencode"
         self._data_position = _ShardPosition()
         self._data: pq.ParquetWriter | None = None
@@ -218,15 +232,12 @@ class _V3Writer:
     def write(self) -> ExportSummary:
         episodes_meta: list[dict[str, Any]] = []
         totals = cols.FrameStats(self.features)
-        total = self.dataset.total_steps
         try:
             for episode_index, episode in enumerate(self.dataset):
                 with episode:
                     row, stats = self._episode(episode, episode_index)
                 episodes_meta.append(row)
                 totals.merge(stats)
-                if self.progress is not None:
-                    self.progress(self.summary.frames, total)
         finally:
             self._close_data()
             for shard in self._videos.values():
@@ -256,6 +267,8 @@ class _V3Writer:
         }
         for camera, size in self.cameras.items():
             row.update(self._episode_video(episode, camera, size))
+        if not self.cameras:
+            self.progress.advance(record.length)
         for name, values in stats.summary().items():
             row.update({f"stats/{name}/{key}": value for key, value in values.items()})
         row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
@@ -290,7 +303,7 @@ class _V3Writer:
     def _episode_video(self, episode: Episode, camera: str, size: tuple[int, int]) -> dict[str, Any]:
         key = cols.camera_key(camera)
         self.scratch.mkdir(exist_ok=True)
-        source = episode_video(episode, camera, self.fps, size, self.scratch, self.settings)
+        source = episode_video(episode, camera, self.fps, size, self.scratch, self.settings, self.progress.advance)
         stream = stream_key(source.path)
         shard = self._videos.get(camera)
         if shard is not None and (shard.key != stream or shard.bytes >= self.video_limit):
@@ -311,6 +324,7 @@ class _V3Writer:
             )
         if source.reused:
             self.summary.videos_reused += 1
+            self.progress.advance(frames)
         else:
             self.summary.videos_reencoded += 1
             source.path.unlink()

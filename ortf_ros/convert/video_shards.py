@@ -21,7 +21,6 @@ import av
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import FINAL_MUX_OPTIONS
 
 
@@ -90,7 +89,4 @@ class ShardWriter:
         return frames
 
     def close(self) -> None:
-        if self._stream is None:
-            self._container.close()
-            raise ConversionError(f"{self.path}: no episode was written to this video shard")
         self._container.close()
