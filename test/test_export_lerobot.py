@@ -28,8 +28,8 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.reader import Dataset, load_dataset
-from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.writer import WriterConfig
+from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state, write_demo_dataset
+from ortf_ros.writer import DatasetWriter, WriterConfig
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO.parent / "shared" / "lerobot-env" / "setup.sh"
@@ -281,3 +281,26 @@ def test_bad_input_one_line_and_nothing_written(
     with pytest.raises(ConversionError, match="unknown flavor"):
         to_lerobot(source, tmp_path / "x", "rlds")  # type: ignore[arg-type]
     assert not (tmp_path / "x").exists()
+
+
+def test_steps_sharing_a_camera_frame_are_re_encoded_one_frame_per_step(tmp_path: Path) -> None:
+    """A camera slower than the steps (frame i is not step i) cannot be remuxed: LeRobot
+    addresses frames by step, so each step's frame is encoded, repeats included."""
+    root, steps = tmp_path / "slow-camera", 10
+    with DatasetWriter(root, demo_manifest(WIDTH, HEIGHT, depth=False)) as writer:
+        writer.begin_episode("Open the drawer")
+        for step in range(steps):
+            images = {c: demo_rgb(n, step, WIDTH, HEIGHT) for n, c in enumerate(COLOUR)} if step % 2 == 0 else {}
+            writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), images)
+        writer.end_episode(success=True)
+    source = load_dataset(root)
+    summary = to_lerobot(source, tmp_path / "out")
+    assert (summary.videos_reused, summary.videos_reencoded) == (0, 2)
+    episode = source.episode(0)
+    for camera in COLOUR:
+        assert episode.array(layout.image_column(camera)).tolist() == [s // 2 for s in range(steps)]
+        with av.open(str(tmp_path / f"out/videos/observation.images.{camera}/chunk-000/file-000.mp4")) as shard:
+            decoded = [f.to_ndarray(format="rgb24") for f in shard.decode(video=0)]
+        assert len(decoded) == steps
+        for step, frame in enumerate(decoded):
+            assert psnr(frame, episode.frame(camera, step // 2)) >= 35, (camera, step)
