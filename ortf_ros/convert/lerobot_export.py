@@ -204,6 +204,9 @@ class _ShardPosition:
 
 
 class _V3Writer:
+    """One pass over the episodes: rows and videos appended to the open shards, one
+    ``meta/episodes`` row and its statistics per episode; the metadata files last."""
+
     def __init__(
         self, dataset: Dataset, root: Path, settings: VideoSettings, limits: tuple[int, int], progress: Progress | None
     ) -> None:
@@ -280,20 +283,17 @@ class _V3Writer:
 
     def _data_file(self) -> tuple[int, int]:
         """The data shard the next episode goes to; a full one is closed first."""
-        if self._data is not None:
-            path = self.root / DATA_PATH.format(
-                chunk_index=self._data_position.chunk, file_index=self._data_position.file
-            )
-            if path.stat().st_size >= self.data_limit:
-                self._close_data()
-                self._data_position.advance()
+        position = self._data_position
+        if self._data is not None and self._data_path().stat().st_size >= self.data_limit:
+            self._close_data()
+            position.advance()
         if self._data is None:
-            path = self.root / DATA_PATH.format(
-                chunk_index=self._data_position.chunk, file_index=self._data_position.file
-            )
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._data = pq.ParquetWriter(path, self.schema)
-        return self._data_position.chunk, self._data_position.file
+            self._data_path().parent.mkdir(parents=True, exist_ok=True)
+            self._data = pq.ParquetWriter(self._data_path(), self.schema)
+        return position.chunk, position.file
+
+    def _data_path(self) -> Path:
+        return self.root / DATA_PATH.format(chunk_index=self._data_position.chunk, file_index=self._data_position.file)
 
     def _close_data(self) -> None:
         if self._data is not None:
