@@ -215,7 +215,10 @@ def _cmd_import_lerobot(args: argparse.Namespace) -> int:
     with bag2ortf_progress(sys.stderr.isatty(), "steps") as progress:
         result = from_lerobot(args.source, args.output, warn=warn, progress=progress)
     cameras = ", ".join(result.cameras) or "none"
-    print(f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}")
+    print(
+        f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
     return EXIT_OK
 
 

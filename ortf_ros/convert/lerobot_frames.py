@@ -7,6 +7,10 @@ libdav1d, so AV1 decodes as well as H.264) through the package's ``VideoReader``
 which keeps decoding forward instead of seeking while frames are read in order: an
 episode costs one decode per frame, whatever its codec's GOP.
 
+When the episode's range of the shard is cut at keyframes, the import copies its packets
+instead (``episode_segment``, ``DatasetWriter.add_encoded_video``) and each step names
+its frame of the copy by the same rule (``shard_frame``).
+
 Image cameras: each row holds the encoded still (PNG, as the ``datasets`` library
 writes ``Image`` features), decoded with PyAV too.
 """
@@ -24,7 +28,22 @@ from av.container import InputContainer
 
 from ortf_ros.convert.lerobot_meta import Feature, VideoSpan
 from ortf_ros.errors import ConversionError, ReaderError
+from ortf_ros.io.segment import VideoSegment
 from ortf_ros.io.video import VideoReader
+
+
+def shard_frame(span: VideoSpan, timestamp: float, fps: float) -> int:
+    """Index in the shard of the frame a row with LeRobot ``timestamp`` shows."""
+    return round((span.from_timestamp + timestamp) * fps)
+
+
+def episode_segment(span: VideoSpan, fps: float) -> VideoSegment | None:
+    """The episode's frames of the shard, from ``from_timestamp`` up to ``to_timestamp``
+    (None when the metadata gives no end)."""
+    if span.to_timestamp is None:
+        return None
+    first = shard_frame(span, 0.0, fps)
+    return VideoSegment(span.path, first, round(span.to_timestamp * fps) - first)
 
 
 class ShardFrames:
@@ -36,7 +55,7 @@ class ShardFrames:
 
     def frame(self, span: VideoSpan, timestamp: float) -> np.ndarray:
         reader = self._open(span.path)
-        index = round((span.from_timestamp + timestamp) * reader.fps)
+        index = shard_frame(span, timestamp, reader.fps)
         try:
             return reader.read(index)
         except ReaderError as exc:

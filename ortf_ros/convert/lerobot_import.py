@@ -5,6 +5,12 @@ the result has the writer's staging, statistics and checks; the dataset is built
 a scratch directory beside the destination and renamed onto it only when complete
 (``output_dir.staged_directory``), so a bad input leaves the destination untouched.
 
+A video camera's frames are copied without re-encoding when the episode's range of
+its shard is cut at keyframes and stored as the writer stores the camera (H.264 in
+the writer's pixel format: what ``ortf export lerobot`` writes when it reuses ORTF's
+files), so such frames come back bit-exact; any other range (AV1, another pixel
+format, a cut inside a group of pictures) is decoded and re-encoded.
+
 Rows are streamed from the data shards one Parquet batch at a time and frames decoded
 as they are needed, so memory does not grow with episode length. Step times are
 ORTF's real capture times when the dataset came from ``ortf export lerobot``
@@ -24,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
-from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still
+from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still, episode_segment, shard_frame
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
 from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
 from ortf_ros.convert.lerobot_origin import exported_origin
@@ -51,6 +57,8 @@ class ImportResult:
     episodes: int
     steps: int
     cameras: tuple[str, ...]
+    videos_reused: int = 0  # episode videos copied without re-encoding
+    videos_reencoded: int = 0
 
 
 def from_lerobot(
@@ -79,7 +87,10 @@ def from_lerobot(
                 steps += importer.run(episode)
         finally:
             importer.close()
-    return ImportResult(Path(dst), len(meta.episodes), steps, tuple(camera_key(f) for f in meta.cameras))
+    cameras = tuple(camera_key(f) for f in meta.cameras)
+    return ImportResult(
+        Path(dst), len(meta.episodes), steps, cameras, importer.videos_reused, importer.videos_reencoded
+    )
 
 
 class _EpisodeImporter:
@@ -97,6 +108,9 @@ class _EpisodeImporter:
         self.warn = warn
         self.videos = {f.key: ShardFrames(f) for f in meta.cameras if f.dtype == "video"}
         self.images = [f.key for f in meta.cameras if f.dtype == "image"]
+        self.fps = {f.key: writer.manifest.cameras[camera_key(f)].fps or meta.fps for f in meta.cameras}
+        self.copied: dict[str, int] = {}  # video feature -> shard frame the episode's copy starts at
+        self.videos_reused = self.videos_reencoded = 0
         self.episode_open = False
         self.progress = progress
         self.done, self.total = 0, sum(e.length for e in meta.episodes)
@@ -129,10 +143,13 @@ class _EpisodeImporter:
             extras = {p.name: _matrix(batch, p, where) for p in self.spaces.extra_parts}
             images = {key: batch.column(key).to_pylist() for key in self.images}
             for row in range(batch.num_rows):
-                frames = {
-                    camera_key(self.videos[key].feature): self.videos[key].frame(span, float(lerobot_times[row]))
-                    for key, span in episode.videos.items()
-                }
+                frames, copied = {}, {}
+                for key, span in episode.videos.items():
+                    camera, time = camera_key(self.meta.features[key]), float(lerobot_times[row])
+                    if key in self.copied:
+                        copied[camera] = shard_frame(span, time, self.fps[key]) - self.copied[key]
+                    else:
+                        frames[camera] = self.videos[key].frame(span, time)
                 for key, cells in images.items():
                     frames[camera_key(self.meta.features[key])] = decode_still(cells[row], f"{where} {key}")
                 samples = {}
@@ -145,6 +162,7 @@ class _EpisodeImporter:
                     action[row],
                     frames,
                     samples=samples,
+                    frames=copied,
                 )
             if SUCCESS_FEATURE in batch.schema.names and episode.success is None:
                 success = bool(batch.column(SUCCESS_FEATURE)[-1].as_py())
@@ -172,6 +190,16 @@ class _EpisodeImporter:
             self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
+        self.copied = {}
+        for key, span in episode.videos.items():
+            segment = episode_segment(span, self.fps[key])
+            camera = camera_key(self.meta.features[key])
+            if segment is not None and self.writer.encoded_video_problem(camera, segment) is None:
+                self.writer.add_encoded_video(camera, segment)
+                self.copied[key] = segment.first
+                self.videos_reused += 1
+            else:
+                self.videos_reencoded += 1
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
         """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""

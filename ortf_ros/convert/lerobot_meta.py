@@ -72,10 +72,13 @@ class Feature:
 
 @dataclass(frozen=True)
 class VideoSpan:
-    """Where an episode's frames of one camera lie: a shard and a time range in it."""
+    """Where an episode's frames of one camera lie: a shard and a time range in it (its end
+    is optional: LeRobot's loader needs only the start, and the import its end only to
+    copy the range without re-encoding it)."""
 
     path: Path
     from_timestamp: float
+    to_timestamp: float | None = None
 
 
 @dataclass(frozen=True)
@@ -198,7 +201,8 @@ def _episodes(root: Path, info: Mapping[str, Any], features: Mapping[str, Featur
             missing = [c for c in wanted if c not in names]
             if missing:
                 raise ConversionError(f"{file}: columns {missing} are missing (LeRobot v3.0 episode metadata)")
-            table = pq.read_table(file, columns=wanted + [c for c in OUTCOME_COLUMNS if c in names])
+            optional = [*OUTCOME_COLUMNS, *(f"videos/{key}/to_timestamp" for key in videos)]
+            table = pq.read_table(file, columns=wanted + [c for c in optional if c in names])
         except (OSError, pa.ArrowException) as exc:
             raise ConversionError(f"{file}: not readable Parquet: {exc}") from None
         for row in table.to_pylist():
@@ -210,7 +214,7 @@ def _episodes(root: Path, info: Mapping[str, Any], features: Mapping[str, Featur
 def _episode(
     root: Path, info: Mapping[str, Any], row: Mapping[str, Any], videos: Sequence[str], file: Path
 ) -> EpisodeMeta:
-    if any(v is None for k, v in row.items() if k not in OUTCOME_COLUMNS):
+    if any(v is None for k, v in row.items() if k not in OUTCOME_COLUMNS and not k.endswith("/to_timestamp")):
         raise ConversionError(f"{file}: episode {row.get('episode_index')}: null in {sorted(row)}")
     try:
         data_path = root / info["data_path"].format(
@@ -225,6 +229,7 @@ def _episode(
                     file_index=row[f"videos/{key}/file_index"],
                 ),
                 float(row[f"videos/{key}/from_timestamp"]),
+                _optional_float(row.get(f"videos/{key}/to_timestamp")),
             )
             for key in videos
         }
@@ -243,6 +248,10 @@ def _episode(
         operator_notes=row.get("ortf/operator_notes"),
         recorded_at=row.get("ortf/recorded_at"),
     )
+
+
+def _optional_float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def _tasks(root: Path) -> dict[int, str]:
