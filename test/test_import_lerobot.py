@@ -10,7 +10,7 @@ import json
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from fractions import Fraction
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from av.video.frame import PictureType
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
@@ -31,6 +32,7 @@ REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
 LENGTHS = (24, 9, 37)
 FPS = 30
 CAMERAS = {"front": (128, 96), "wrist": (96, 64)}
+H264_KEYFRAMES = (0, LENGTHS[0])
 
 
 def reference_state(episode: int, frames: int) -> np.ndarray:
@@ -123,14 +125,16 @@ def _png(image: np.ndarray) -> bytes:
     return b"".join(bytes(p) for p in [*context.encode(frame), *context.encode(None)])
 
 
-def _h264(frames: Iterator[np.ndarray], path: Path, width: int, height: int) -> None:
+def _h264(frames: Iterator[np.ndarray], path: Path, width: int, height: int, keyframes: Container[int]) -> None:
+    """Frames as H.264 with B-frames, keyframes (IDR) at ``keyframes`` and nowhere else."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
         stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-        stream.options = {"crf": "18"}
+        stream.options = {"crf": "18", "x264-params": "keyint=1000:min-keyint=1000:scenecut=0:bframes=2"}
         for index, image in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
             frame.pts, frame.time_base = index, Fraction(1, FPS)
+            frame.pict_type = PictureType.I if index in keyframes else PictureType.NONE
             container.mux(stream.encode(frame))
         container.mux(stream.encode(None))
 
@@ -138,8 +142,9 @@ def _h264(frames: Iterator[np.ndarray], path: Path, width: int, height: int) -> 
 @pytest.fixture
 def variant(tmp_path: Path) -> Path:
     """The reference rewritten the ways other LeRobot writers store it: the wrist camera as
-    PNG images in the data shard, the front camera as H.264, state as a variable-length
-    list (a ``List`` without length), and GR00T's modality.json splitting state and action."""
+    PNG images in the data shard, the front camera as H.264 (keyframes at frames 0 and 24
+    only: the start of episodes 0 and 1), state as a variable-length list (a ``List``
+    without length), and GR00T's modality.json splitting state and action."""
     root = tmp_path / "variant"
     shutil.copytree(REFERENCE, root)
     for path in root.rglob("*"):
@@ -159,7 +164,7 @@ def variant(tmp_path: Path) -> Path:
     shutil.rmtree(root / "videos/observation.images.wrist")
     front = root / "videos/observation.images.front/chunk-000/file-000.mp4"
     frames = list(_reference_frames("front"))
-    _h264(iter(frames), front, *CAMERAS["front"])
+    _h264(iter(frames), front, *CAMERAS["front"], keyframes=H264_KEYFRAMES)
     info["features"]["observation.images.front"]["info"]["video.codec"] = "h264"
     (root / "meta/info.json").write_text(json.dumps(info))
     episodes = root / "meta/episodes/chunk-000/file-000.parquet"
@@ -199,6 +204,28 @@ def test_image_and_h264_cameras_list_columns_and_modality(
         for camera in CAMERAS:
             drawn = [drawn_numbers(image)[:2] for image in episode.step_frames(camera)]
             assert drawn == [(f, number) for f in range(LENGTHS[number])], camera
+
+
+def test_h264_episodes_cut_at_keyframes_are_copied_the_others_reencoded(variant: Path, tmp_path: Path) -> None:
+    """Episode 0 (frames 0..23) starts at a keyframe and frame 24 is one: its packets are
+    copied, and its frames decode bit-exactly as the shard's. Episode 1 (24..32) starts at
+    one but frame 33 is not (its B-frames may reference frames past its end), episode 2
+    (33..69) does not start at one: both are decoded and re-encoded, and still show the
+    right frames."""
+    result = from_lerobot(variant, tmp_path / "ortf")
+    assert (result.videos_reused, result.videos_reencoded) == (1, 2)
+    assert validate(tmp_path / "ortf", strict=True).ok
+    dataset = load_dataset(tmp_path / "ortf")
+    shard = variant / "videos/observation.images.front/chunk-000/file-000.mp4"
+    with av.open(str(shard)) as container:
+        keyframes = [p.pts for p in container.demux(video=0) if p.is_keyframe]
+    assert len(keyframes) == len(H264_KEYFRAMES)  # the input is cut as the test means it
+    with VideoReader(shard, "rgb") as reader:
+        for image, index in zip(dataset.episode(0).step_frames("front"), range(LENGTHS[0]), strict=True):
+            assert np.array_equal(image, reader.read(index)), index
+    for number, episode in enumerate(dataset):
+        drawn = [drawn_numbers(image)[:2] for image in episode.step_frames("front")]
+        assert drawn == [(f, number) for f in range(LENGTHS[number])]
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], src: Path, dst: Path) -> str:
