@@ -23,6 +23,7 @@ from av.video.frame import PictureType
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
+from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import VideoReader, probe
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.synthetic import write_demo_dataset
@@ -264,9 +265,10 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     assert "is an ORTF dataset, not a LeRobot one" in _one_line_error(capsys, ortf_dataset, tmp_path / "again")
 
 
-def test_an_ortf_export_gets_its_manifest_and_urdf_back(tmp_path: Path) -> None:
-    """What LeRobot has no place for comes back from the exporter's ``ortf/`` copy; depth,
-    which is no LeRobot feature, is left out with a warning."""
+def test_an_ortf_export_gets_its_manifest_urdf_and_depth_back(tmp_path: Path) -> None:
+    """What LeRobot has no place for comes back from the exporter's ``ortf/`` copy, depth
+    included (test_lerobot_round_trip compares its frames); depth the writer could not
+    take as it is (an NPZ stack) is left out with a warning, a depth file gone is an error."""
     source = tmp_path / "source"
     write_demo_dataset(source, episodes=2, steps=6, width=64, height=48)
     to_lerobot(source, tmp_path / "lerobot")
@@ -276,15 +278,25 @@ def test_an_ortf_export_gets_its_manifest_and_urdf_back(tmp_path: Path) -> None:
     before, after = load_dataset(source).manifest, load_dataset(tmp_path / "back").manifest
     assert (after.robot, after.action_space, after.frames) == (before.robot, before.action_space, before.frames)
     assert after.observation_space.state == before.observation_space.state
-    assert after.cameras == {k: s for k, s in before.cameras.items() if k != "depth"}
+    assert after.cameras == before.cameras and warnings == []
     assert (tmp_path / "back/robot/robot.urdf").read_text() == (source / "robot/robot.urdf").read_text()
-    assert warnings == [
-        "cameras ['depth'] are not LeRobot features (depth stays under ortf/depth) and are not imported"
-    ]
-    stale = tmp_path / "lerobot/ortf/meta/manifest.json"
-    data = json.loads(stale.read_text())
+    kept = tmp_path / "lerobot/ortf/meta/manifest.json"
+    exported = kept.read_text()
+    data = json.loads(exported)
+    depth_sensor = data["observation_space"]["images"]["depth"]
+    next(s for s in data["sensors"] if s["name"] == depth_sensor)["encoding"] = "npz"
+    kept.write_text(json.dumps(data))
+    from_lerobot(tmp_path / "lerobot", tmp_path / "npz", warn=warnings.append)
+    assert warnings == ["cameras ['depth'] are neither LeRobot features nor FFV1 depth under ortf/depth; not imported"]
+    assert "depth" not in load_dataset(tmp_path / "npz").manifest.cameras
+    kept.write_text(exported)
+    (tmp_path / "lerobot/ortf/depth/depth/episode_000001.mp4").unlink()
+    with pytest.raises(ConversionError, match=r"episode_000001.mp4: .*\(depth camera 'depth', kept by ortf export"):
+        from_lerobot(tmp_path / "lerobot", tmp_path / "gone")
+    assert not (tmp_path / "gone").exists()
+    data = json.loads(exported)
     del data["observation_space"]["state"]["ee_position"]
-    stale.write_text(json.dumps(data))
+    kept.write_text(json.dumps(data))
     warnings.clear()
     from_lerobot(tmp_path / "lerobot", tmp_path / "stale", warn=warnings.append)
     assert len(warnings) == 1 and "no longer describes the data (state components" in warnings[0]

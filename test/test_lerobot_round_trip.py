@@ -3,9 +3,9 @@ same steps, times, tasks, outcomes and episode boundaries; the result passes ``o
 validate --strict``. When both legs copy the H.264 packets (ORTF's yuv420p files are
 remuxed into the shards at keyframes, and the import cuts them out again) every frame
 decodes bit-exactly as the source's; when both re-encode (a yuv444p source, an import
-that stores yuv444p) frames stay within 35 dB PSNR. Depth is not part of the trip: the
-export keeps it under ``ortf/depth`` (LeRobot has no lossless depth feature) and the
-importer reads LeRobot features only."""
+that stores yuv444p) frames stay within 35 dB PSNR. Depth, which the export keeps under
+``ortf/depth`` as ORTF's FFV1 files (LeRobot has no lossless depth feature), comes back
+byte-identical, with the same step -> frame column."""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def test_round_trip_keeps_steps_tasks_outcomes_and_frames(
     assert videos_reused == reused
     assert [e.length for e in after.episodes] == [e.length for e in before.episodes] == [STEPS] * 3
     assert list(after.manifest.observation_space.state) == list(before.manifest.observation_space.state)
-    assert list(after.manifest.cameras) == list(COLOUR)
+    assert list(after.manifest.cameras) == [*COLOUR, "depth"] == list(before.manifest.cameras)
     for old, new in zip(before, after, strict=True):
         assert new.task.instruction == old.task.instruction
         assert (new.record.success, new.record.failure_reason) == (old.record.success, old.record.failure_reason)
@@ -77,4 +77,8 @@ def test_round_trip_keeps_steps_tasks_outcomes_and_frames(
                     assert np.array_equal(image, source), (camera, step)
                 else:
                     assert psnr(image, source) >= 35, (camera, step)
+        assert new.video_path("depth").read_bytes() == old.video_path("depth").read_bytes()
+        assert np.array_equal(new.array(layout.image_column("depth")), old.array(layout.image_column("depth")))
+        for image, source in zip(new.step_frames("depth"), old.step_frames("depth"), strict=True):
+            assert image.dtype == np.uint16 and np.array_equal(image, source)
     assert ortf_main(["validate", "--strict", str(after.root)]) == 0, capsys.readouterr().out

@@ -9,7 +9,9 @@ A video camera's frames are copied without re-encoding when the episode's range 
 its shard is cut at keyframes and stored as the writer stores the camera (H.264 in
 the writer's pixel format: what ``ortf export lerobot`` writes when it reuses ORTF's
 files), so such frames come back bit-exact; any other range (AV1, another pixel
-format, a cut inside a group of pictures) is decoded and re-encoded.
+format, a cut inside a group of pictures) is decoded and re-encoded. Depth that
+``ortf export lerobot`` kept beside LeRobot's files is copied back the same way
+(``lerobot_origin``).
 
 Rows are streamed from the data shards one Parquet batch at a time and frames decoded
 as they are needed, so memory does not grow with episode length. Step times are
@@ -21,7 +23,7 @@ by ``timestamp``, which is their time in the shard.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,10 +35,11 @@ import pyarrow.dataset as pads
 from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still, episode_segment, shard_frame
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
 from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
-from ortf_ros.convert.lerobot_origin import exported_origin
+from ortf_ros.convert.lerobot_origin import DepthFiles, exported_origin
 from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
 from ortf_ros.convert.output_dir import staged_directory
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, ReaderError
+from ortf_ros.io.segment import whole_video
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
 # The extra column ``ortf export lerobot`` keeps ORTF's step times in (LeRobot's own
@@ -81,13 +84,14 @@ def from_lerobot(
         staged_directory(dst) as scratch,
         DatasetWriter(scratch, manifest, config=config, urdf=urdf, meshes=meshes) as writer,
     ):
-        importer = _EpisodeImporter(meta, spaces, writer, warn, progress)
+        depth = origin.depth if origin is not None else {}
+        importer = _EpisodeImporter(meta, spaces, writer, depth, warn, progress)
         try:
             for episode in meta.episodes:
                 steps += importer.run(episode)
         finally:
             importer.close()
-    cameras = tuple(camera_key(f) for f in meta.cameras)
+    cameras = tuple(manifest.cameras)
     return ImportResult(
         Path(dst), len(meta.episodes), steps, cameras, importer.videos_reused, importer.videos_reencoded
     )
@@ -99,12 +103,14 @@ class _EpisodeImporter:
         meta: LeRobotMeta,
         spaces: Spaces,
         writer: DatasetWriter,
+        depth: Mapping[str, DepthFiles],
         warn: Callable[[str], None],
         progress: Progress | None,
     ) -> None:
         self.meta = meta
         self.spaces = spaces
         self.writer = writer
+        self.depth = depth
         self.warn = warn
         self.videos = {f.key: ShardFrames(f) for f in meta.cameras if f.dtype == "video"}
         self.images = [f.key for f in meta.cameras if f.dtype == "image"]
@@ -142,6 +148,7 @@ class _EpisodeImporter:
             action = _matrix(batch, Part(ACTION, 0, self.spaces.action.dim, ACTION), where)
             extras = {p.name: _matrix(batch, p, where) for p in self.spaces.extra_parts}
             images = {key: batch.column(key).to_pylist() for key in self.images}
+            depth = {camera: _column(batch, files.frame_column, where) for camera, files in self.depth.items()}
             for row in range(batch.num_rows):
                 frames, copied = {}, {}
                 for key, span in episode.videos.items():
@@ -150,6 +157,7 @@ class _EpisodeImporter:
                         copied[camera] = shard_frame(span, time, self.fps[key]) - self.copied[key]
                     else:
                         frames[camera] = self.videos[key].frame(span, time)
+                copied.update((camera, int(indices[row])) for camera, indices in depth.items())
                 for key, cells in images.items():
                     frames[camera_key(self.meta.features[key])] = decode_still(cells[row], f"{where} {key}")
                 samples = {}
@@ -200,6 +208,19 @@ class _EpisodeImporter:
                 self.videos_reused += 1
             else:
                 self.videos_reencoded += 1
+        for camera, files in self.depth.items():
+            self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))
+
+    def _copy_depth(self, camera: str, path: Path) -> None:
+        """The episode's depth file as the export kept it (no fallback: it is the writer's own format)."""
+        try:
+            segment = whole_video(path)
+        except ReaderError as exc:
+            raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
+        problem = self.writer.encoded_video_problem(camera, segment)
+        if problem is not None:
+            raise ConversionError(f"{problem} (depth camera {camera!r}, kept by ortf export lerobot)")
+        self.writer.add_encoded_video(camera, segment)
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
         """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""

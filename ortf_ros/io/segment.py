@@ -23,7 +23,7 @@ from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
 from ortf_ros.errors import ReaderError
-from ortf_ros.io.video import STAGING_MUX_OPTIONS
+from ortf_ros.io.video import STAGING_MUX_OPTIONS, probe
 
 
 @dataclass(frozen=True)
@@ -34,6 +34,11 @@ class VideoSegment:
     path: Path
     first: int
     count: int
+
+
+def whole_video(path: Path) -> VideoSegment:
+    """Every frame of ``path``."""
+    return VideoSegment(path, 0, probe(path).frames)
 
 
 class SegmentError(ReaderError):
