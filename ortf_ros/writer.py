@@ -40,7 +40,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.segment import SegmentError, VideoSegment, check_segment, stage_segment
+from ortf_ros.io.segment import VideoSegment, check_segment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
     RGB_ENCODING,
@@ -357,17 +357,19 @@ class DatasetWriter:
         """Stage ``segment`` of an already-encoded video as the camera's whole video in this
         episode, its packets copied unchanged: no re-encode, so every frame decodes
         bit-exactly as in the source. Returns its frame count; steps name their frame of it
-        with ``add_step(frames=...)``. Refused (WriterError) when ``encoded_video_problem``
-        names a problem, or when the camera already has frames."""
+        with ``add_step(frames=...)``. Refused (WriterError, nothing staged) for what
+        ``encoded_video_problem`` names, or when the camera already has frames."""
         recording = self._current()
         if camera in recording.videos:
             raise WriterError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
-        problem = self.encoded_video_problem(camera, segment)
+        problem = self._format_problem(camera, segment)
         if problem is not None:
             raise WriterError(problem)
+        target = recording.staged.video_file(camera)
         try:
-            stage_segment(segment, recording.staged.video_file(camera))
-        except SegmentError as exc:  # the file changed since it was checked
+            stage_segment(segment, target)  # checks the cut as it copies
+        except ReaderError as exc:
+            target.unlink(missing_ok=True)
             raise WriterError(str(exc)) from None
         recording.videos[camera] = _CopiedVideo(segment.count)
         return segment.count
@@ -375,7 +377,18 @@ class DatasetWriter:
     def encoded_video_problem(self, camera: str, segment: VideoSegment) -> str | None:
         """Why ``segment`` cannot be this camera's video as it is, or None: it must be
         stored as this writer stores the camera (codec, pixel format, size, frame rate)
-        and cut at keyframes so its packets decode on their own."""
+        and cut at keyframes so its packets decode on their own. Reads the packets,
+        decodes nothing."""
+        problem = self._format_problem(camera, segment)
+        if problem is not None:
+            return problem
+        try:
+            check_segment(segment)
+        except ReaderError as exc:
+            return str(exc)
+        return None
+
+    def _format_problem(self, camera: str, segment: VideoSegment) -> str | None:
         sensor = self.manifest.cameras.get(camera)
         if sensor is None:
             return f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}"
@@ -383,17 +396,16 @@ class DatasetWriter:
         expected = storage_format(frame_kind(sensor), self.config.video)
         try:
             info = probe(segment.path)
-            found = (info.codec, info.pix_fmt, info.width, info.height, round(info.fps))
-            if found != (*expected, sensor.resolution.width, sensor.resolution.height, round(sensor.fps)):
-                return (
-                    f"{segment.path}: is {info.codec}/{info.pix_fmt} {info.width}x{info.height} at {info.fps:g} fps; "
-                    f"camera {camera!r} is stored as {expected[0]}/{expected[1]} "
-                    f"{sensor.resolution.width}x{sensor.resolution.height} at {sensor.fps:g} fps"
-                )
-            check_segment(segment)
         except ReaderError as exc:
             return str(exc)
-        return None
+        found = (info.codec, info.pix_fmt, info.width, info.height, round(info.fps))
+        if found == (*expected, sensor.resolution.width, sensor.resolution.height, round(sensor.fps)):
+            return None
+        return (
+            f"{segment.path}: is {info.codec}/{info.pix_fmt} {info.width}x{info.height} at {info.fps:g} fps; "
+            f"camera {camera!r} is stored as {expected[0]}/{expected[1]} "
+            f"{sensor.resolution.width}x{sensor.resolution.height} at {sensor.fps:g} fps"
+        )
 
     def _checked_image(self, camera: str, image: np.ndarray) -> np.ndarray:
         sensor = self.manifest.cameras.get(camera)

@@ -198,6 +198,13 @@ class _EpisodeImporter:
             self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
+        self._copy_videos(episode)
+        for camera, files in self.depth.items():
+            self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))
+
+    def _copy_videos(self, episode: EpisodeMeta) -> None:
+        """Copy each video camera's range of its shard that the writer takes as it is; the
+        others are decoded row by row."""
         self.copied = {}
         for key, span in episode.videos.items():
             segment = episode_segment(span, self.fps[key])
@@ -208,8 +215,6 @@ class _EpisodeImporter:
                 self.videos_reused += 1
             else:
                 self.videos_reencoded += 1
-        for camera, files in self.depth.items():
-            self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))
 
     def _copy_depth(self, camera: str, path: Path) -> None:
         """The episode's depth file as the export kept it (no fallback: it is the writer's own format)."""
