@@ -38,6 +38,12 @@ setup(
         "backports.zstd>=1",
     ],
     extras_require={
+        # `ortf export rlds`: TFDS writes the dataset (TensorFlow's CPU build where it exists).
+        "rlds": [
+            "tensorflow-datasets>=4.9",
+            "tensorflow-cpu>=2.16; platform_system != 'Darwin'",
+            "tensorflow>=2.16; platform_system == 'Darwin'",
+        ],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from ortf_ros.bag2ortf import _progress as bag2ortf_progress
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_guarded
 from ortf_ros.info import dataset_info
@@ -124,6 +125,40 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_export import to_lerobot
+
+    with bag2ortf_progress(sys.stderr.isatty(), "frames") as progress:
+        result = to_lerobot(args.dataset, args.output, args.flavor, progress=progress)
+    print(
+        f"{result.path}: {result.flavor} dataset, {result.episodes} episode(s), {result.frames} frames; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
+    return EXIT_OK
+
+
+def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.mixtrain_export import MIXTRAIN_VERSION, to_mixtrain
+
+    result = to_mixtrain(args.dataset, args.output)
+    print(
+        f"{result.path}: Mixtrain {MIXTRAIN_VERSION} dataset, {result.episodes} episode(s) as rows, "
+        f"{result.steps} steps, in {', '.join(result.data_files) or 'no data file'} + mixtrain.json"
+    )
+    return EXIT_OK
+
+
+def _cmd_export_rlds(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rlds_export import SPLIT, to_rlds
+
+    result = to_rlds(args.dataset, args.output)
+    print(
+        f"{result.path}: RLDS dataset {result.name!r} (TFDS, split {SPLIT!r}), {result.episodes} episode(s), "
+        f"{result.steps} steps; read it with tfds.builder_from_directory({str(result.path)!r})"
+    )
+    return EXIT_OK
+
+
 def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """``ortf export FORMAT``: one subcommand per target format."""
     export = sub.add_parser("export", help="write a dataset in another format")
@@ -143,6 +178,62 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = formats.add_parser(
+        "lerobot",
+        help="a LeRobotDataset v3.0 that lerobot loads as is (--flavor gr00t: LeRobot v2.0 + meta/modality.json)",
+        description="Write the dataset as a LeRobotDataset v3.0, or GR00T's LeRobot v2.0 flavour, in a new directory.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.add_argument("--flavor", choices=("lerobot", "gr00t"), default="lerobot")
+    p.set_defaults(run=_cmd_export_lerobot, prog="ortf export lerobot")
+    p = formats.add_parser(
+        "mixtrain",
+        help="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
+        description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.set_defaults(run=_cmd_export_mixtrain, prog="ortf export mixtrain")
+    p = formats.add_parser(
+        "rlds",
+        help="RLDS in TFDS's on-disk layout (needs pip install 'ortf_ros[rlds]')",
+        description="Write the dataset as an RLDS dataset that tfds.builder_from_directory reads, "
+        "in a new (or empty) directory; needs tensorflow-datasets (pip install 'ortf_ros[rlds]').",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT_DIR")
+    p.set_defaults(run=_cmd_export_rlds, prog="ortf export rlds")
+
+
+def _cmd_import_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_import import from_lerobot
+
+    def warn(line: str) -> None:
+        print(f"ortf import lerobot: warning: {line}", file=sys.stderr)
+
+    with bag2ortf_progress(sys.stderr.isatty(), "steps") as progress:
+        result = from_lerobot(args.source, args.output, warn=warn, progress=progress)
+    cameras = ", ".join(result.cameras) or "none"
+    print(
+        f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
+    return EXIT_OK
+
+
+def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``ortf import FORMAT``: one subcommand per source format."""
+    imports = sub.add_parser("import", help="make an ORTF dataset from another format")
+    formats = imports.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    p = formats.add_parser(
+        "lerobot",
+        help="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
+        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT (which must not exist or be empty).",
+    )
+    p.add_argument("source", metavar="SRC")
+    p.add_argument("output", metavar="OUT")
+    p.set_defaults(run=_cmd_import_lerobot, prog="ortf import lerobot")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,6 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_demo)
 
     _add_export(sub)
+    _add_import(sub)
     return parser
 
 

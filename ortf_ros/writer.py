@@ -34,13 +34,22 @@ from numpy.typing import ArrayLike
 
 from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
 from ortf_ros.commit import commit_staged
-from ortf_ros.errors import OrtfError, WriterError
+from ortf_ros.errors import OrtfError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING, StagedVideoWriter, VideoSettings, frame_kind
+from ortf_ros.io.segment import VideoSegment, check_segment, stage_segment
+from ortf_ros.io.video import (
+    LOSSLESS_DEPTH_ENCODING,
+    RGB_ENCODING,
+    StagedVideoWriter,
+    VideoSettings,
+    frame_kind,
+    probe,
+    storage_format,
+)
 from ortf_ros.reader import Episode
 from ortf_ros.staging import (
     EpisodeHeader,
@@ -113,6 +122,16 @@ class Annotations:
     first_frame_jpeg: bytes | None = None
 
 
+@dataclass(frozen=True)
+class _CopiedVideo:
+    """A camera whose episode video was staged from encoded packets (``add_encoded_video``)."""
+
+    frames_written: int
+
+    def close(self) -> None:
+        """Nothing to flush: the packets were on disk when the call returned."""
+
+
 class _Recording:
     """The episode in progress: its staging directory, step log and video encoders."""
 
@@ -123,7 +142,7 @@ class _Recording:
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
-        self.videos: dict[str, StagedVideoWriter] = {}
+        self.videos: dict[str, StagedVideoWriter | _CopiedVideo] = {}
         self.step_log = StepLog(staged.steps_file, schema)
         self.stream_logs: dict[str, StepLog] = {}
         self.pending_samples: dict[str, list[dict[str, Any]]] = {}  # not yet in the stream log
@@ -318,6 +337,8 @@ class DatasetWriter:
         recording = self._current()
         image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
+        if isinstance(writer, _CopiedVideo):
+            raise WriterError(f"camera {camera!r}: this episode's video was added encoded; it takes no more frames")
         if writer is None:
             sensor = self.manifest.cameras[camera]
             assert sensor.resolution is not None and sensor.fps is not None  # checked at open
@@ -331,6 +352,60 @@ class DatasetWriter:
             )
             recording.videos[camera] = writer
         return writer.write(image)
+
+    def add_encoded_video(self, camera: str, segment: VideoSegment) -> int:
+        """Stage ``segment`` of an already-encoded video as the camera's whole video in this
+        episode, its packets copied unchanged: no re-encode, so every frame decodes
+        bit-exactly as in the source. Returns its frame count; steps name their frame of it
+        with ``add_step(frames=...)``. Refused (WriterError, nothing staged) for what
+        ``encoded_video_problem`` names, or when the camera already has frames."""
+        recording = self._current()
+        if camera in recording.videos:
+            raise WriterError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
+        problem = self._format_problem(camera, segment)
+        if problem is not None:
+            raise WriterError(problem)
+        target = recording.staged.video_file(camera)
+        try:
+            stage_segment(segment, target)  # checks the cut as it copies
+        except ReaderError as exc:
+            target.unlink(missing_ok=True)
+            raise WriterError(str(exc)) from None
+        recording.videos[camera] = _CopiedVideo(segment.count)
+        return segment.count
+
+    def encoded_video_problem(self, camera: str, segment: VideoSegment) -> str | None:
+        """Why ``segment`` cannot be this camera's video as it is, or None: it must be
+        stored as this writer stores the camera (codec, pixel format, size, frame rate)
+        and cut at keyframes so its packets decode on their own. Reads the packets,
+        decodes nothing."""
+        problem = self._format_problem(camera, segment)
+        if problem is not None:
+            return problem
+        try:
+            check_segment(segment)
+        except ReaderError as exc:
+            return str(exc)
+        return None
+
+    def _format_problem(self, camera: str, segment: VideoSegment) -> str | None:
+        sensor = self.manifest.cameras.get(camera)
+        if sensor is None:
+            return f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}"
+        assert sensor.resolution is not None and sensor.fps is not None  # checked at open
+        expected = storage_format(frame_kind(sensor), self.config.video)
+        try:
+            info = probe(segment.path)
+        except ReaderError as exc:
+            return str(exc)
+        found = (info.codec, info.pix_fmt, info.width, info.height, round(info.fps))
+        if found == (*expected, sensor.resolution.width, sensor.resolution.height, round(sensor.fps)):
+            return None
+        return (
+            f"{segment.path}: is {info.codec}/{info.pix_fmt} {info.width}x{info.height} at {info.fps:g} fps; "
+            f"camera {camera!r} is stored as {expected[0]}/{expected[1]} "
+            f"{sensor.resolution.width}x{sensor.resolution.height} at {sensor.fps:g} fps"
+        )
 
     def _checked_image(self, camera: str, image: np.ndarray) -> np.ndarray:
         sensor = self.manifest.cameras.get(camera)

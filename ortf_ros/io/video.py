@@ -60,6 +60,12 @@ def _kind_format(kind: FrameKind) -> tuple[str, str]:
     return ("gray16le", "gray16le") if kind == "depth" else ("rgb24", "")
 
 
+def storage_format(kind: FrameKind, settings: VideoSettings) -> tuple[str, str]:
+    """(codec, pixel format) of the files ``StagedVideoWriter`` writes for ``kind``: what an
+    already-encoded video must be to stand in for them."""
+    return (LOSSLESS_DEPTH_ENCODING, _kind_format(kind)[1]) if kind == "depth" else (RGB_ENCODING, settings.pix_fmt)
+
+
 class StagedVideoWriter:
     """Encodes frames one at a time into a fragmented MP4; memory is one GOP of the encoder."""
 

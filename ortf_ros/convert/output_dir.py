@@ -1,0 +1,50 @@
+"""Where an export writes: a new directory that appears whole or not at all.
+
+An export is built in a scratch directory beside its target and renamed onto it when
+complete, so a failure (bad input, a full disk, Ctrl-C) never leaves a half-written
+dataset that a trainer would load, and never touches what was already at the target.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from ortf_ros.errors import ConversionError
+from ortf_ros.io import atomic
+from ortf_ros.reader import Dataset, load_dataset
+
+
+def open_source(dataset: Dataset | str | os.PathLike[str]) -> Dataset:
+    """The ORTF dataset to export, opened (an already loaded one is used as it is)."""
+    return dataset if isinstance(dataset, Dataset) else load_dataset(dataset)
+
+
+def check_target(target: Path) -> None:
+    """Refuse a destination that holds anything: an export never merges or overwrites."""
+    if target.is_dir():
+        if any(target.iterdir()):
+            raise ConversionError(f"{target}: exists and is not empty; expected a new or empty directory")
+    elif target.exists():
+        raise ConversionError(f"{target}: exists and is not a directory; expected a new or empty directory")
+
+
+@contextlib.contextmanager
+def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a scratch directory that becomes ``target`` when the block succeeds."""
+    final = Path(target)
+    check_target(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.export-"))
+    try:
+        yield scratch
+        check_target(final)  # nothing appeared there meanwhile
+        # rename(2) replaces an empty directory, so an empty target needs no removal.
+        os.replace(scratch, final)
+        atomic.fsync_dir(final.parent)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,119 @@
+"""A run of frames cut out of an encoded video without re-encoding it.
+
+A multi-episode video (a LeRobot shard) holds each episode as a time range. When that
+range begins at a keyframe and the frame after it is a keyframe too (or the file
+ends), its packets decode on their own: they are copied into the episode's staged
+video with their timestamps moved to start at zero, and every frame decodes
+bit-exactly as in the source. Any other cut would leave frames whose references lie
+outside the range, so ``segment_packets`` refuses it and the caller re-encodes.
+
+Only the packets of the range are read (a seek to the keyframe at its start), and
+what is remembered of them is bounded by the codec's frame reordering, not by the
+length of the range.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+from av.container import InputContainer, OutputContainer
+from av.video.stream import VideoStream
+
+from ortf_ros.errors import ReaderError
+from ortf_ros.io.video import STAGING_MUX_OPTIONS, probe
+
+
+@dataclass(frozen=True)
+class VideoSegment:
+    """Frames ``first .. first + count - 1`` of ``path`` (frame ``i`` shown ``i / fps`` s
+    after the stream's start, as ``VideoReader`` counts them)."""
+
+    path: Path
+    first: int
+    count: int
+
+
+def whole_video(path: Path) -> VideoSegment:
+    """Every frame of ``path``."""
+    return VideoSegment(path, 0, probe(path).frames)
+
+
+class SegmentError(ReaderError):
+    """The segment's packets do not decode on their own (or are not all there)."""
+
+
+def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterator[av.Packet[VideoStream]]:
+    """The segment's packets in decode order; raises SegmentError when the cut is not clean."""
+    stream = container.streams.video[0]
+    rate = stream.average_rate or stream.base_rate
+    if not rate or not stream.time_base:
+        raise SegmentError(f"{segment.path}: video stream has no frame rate or time base")
+    ticks_per_frame = 1 / (float(stream.time_base) * float(rate))
+    start = stream.start_time or 0
+    end = segment.first + segment.count
+    where = f"{segment.path}: frames {segment.first}..{end - 1}"
+    container.seek(start + round(segment.first * ticks_per_frame), stream=stream, backward=True, any_frame=False)
+    complete = segment.first  # frames first..complete-1 have all been seen
+    ahead: set[int] = set()  # seen past the gap: bounded by the codec's reordering
+    for packet in container.demux(stream):
+        if packet.pts is None or packet.dts is None:
+            continue  # the demuxer's end-of-stream marker
+        index = round((packet.pts - start) / ticks_per_frame)
+        if complete == segment.first and not ahead:
+            if index != segment.first or not packet.is_keyframe:
+                raise SegmentError(f"{where}: frame {segment.first} is not a keyframe")
+        elif not segment.first <= index < end:
+            if complete == end and packet.is_keyframe:
+                return
+            raise SegmentError(f"{where}: the frame after them is not a keyframe (frame {index} is mixed in)")
+        if index < complete or index in ahead:
+            raise SegmentError(f"{where}: frame {index} appears twice")
+        ahead.add(index)
+        while complete in ahead:
+            ahead.remove(complete)
+            complete += 1
+        yield packet
+    if complete != end or ahead:
+        raise SegmentError(f"{where}: the file holds frames {segment.first}..{complete - 1} of them")
+
+
+def check_segment(segment: VideoSegment) -> None:
+    """Raise SegmentError unless ``segment`` can be copied (reads its packets, decodes nothing)."""
+    with _open(segment) as container:
+        for _ in segment_packets(container, segment):
+            pass
+
+
+def stage_segment(segment: VideoSegment, target: Path) -> None:
+    """Copy the segment's packets into a staged (fragmented) episode video, frame ``first``
+    at time zero; ``video.finalize`` turns it into the committed file like any other."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with _open(segment) as src, av.open(str(target), "w", format="mp4", options=STAGING_MUX_OPTIONS) as dst:
+        assert isinstance(dst, OutputContainer)
+        in_stream = src.streams.video[0]
+        out_stream = dst.add_stream_from_template(in_stream)
+        out_stream.time_base = in_stream.time_base
+        origin: int | None = None
+        for packet in segment_packets(src, segment):
+            if origin is None:
+                origin = packet.pts  # the keyframe: the segment's first frame
+            assert packet.pts is not None and packet.dts is not None and origin is not None
+            packet.pts -= origin
+            packet.dts -= origin
+            packet.stream = out_stream
+            dst.mux(packet)
+
+
+def _open(segment: VideoSegment) -> InputContainer:
+    try:
+        container = av.open(str(segment.path))
+    except (av.error.FFmpegError, OSError) as exc:
+        raise ReaderError(f"{segment.path}: not a readable video: {exc}") from None
+    assert isinstance(container, InputContainer)
+    if not container.streams.video:
+        container.close()
+        raise ReaderError(f"{segment.path}: has no video stream")
+    return container

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Cached venv for the RLDS export and its check: tensorflow-cpu + tensorflow-datasets
+# + this project (pip install -e ".[rlds]").
+#
+#   bash scripts/tfds-env.sh        (idempotent; a second run takes well under a second)
+#
+# TensorFlow is far too heavy for the main .venv that every test run uses (it would
+# add ~1 GB and seconds to every import), so test/test_export_rlds.py builds this one
+# once (about a minute with a cold pip cache) and runs the export and
+# tfds.builder_from_directory() in it. Rebuilt when this script, setup.py or setup.cfg
+# change (a stamp file holds their hash). Output: one line; the log goes to
+# .cache/tfds-env.log and is printed on failure.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+CACHE="$ROOT/.cache"
+VENV="$CACHE/tfds-venv"
+LOG="$CACHE/tfds-env.log"
+STAMP="$VENV/.tfds-env.stamp"
+
+inputs_hash() {
+  local f
+  for f in scripts/tfds-env.sh setup.py setup.cfg; do
+    if [[ -f "$f" ]]; then sha256sum "$f"; fi
+  done | sha256sum | cut -d' ' -f1
+}
+HASH="$(inputs_hash)"
+ready() { [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; }
+
+if ready; then
+  echo "tfds environment ready: $VENV"
+  exit 0
+fi
+
+mkdir -p "$CACHE"
+exec 9>"$CACHE/tfds-env.lock"
+flock 9 # one build at a time per checkout (pytest workers, parallel runs)
+if ready; then
+  echo "tfds environment ready: $VENV"
+  exit 0
+fi
+
+build() {
+  local py=python3
+  if command -v python3.11 >/dev/null 2>&1; then py=python3.11; fi
+  rm -rf "$VENV"
+  "$py" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[rlds]"
+  "$VENV/bin/python" -c 'import tensorflow_datasets as tfds, ortf_ros.convert.rlds_export; print("tfds", tfds.__version__)'
+}
+
+if ! build >"$LOG" 2>&1; then
+  echo "!!! building $VENV failed; its log follows" >&2
+  cat "$LOG" >&2
+  exit 1
+fi
+echo "$HASH" >"$STAMP"
+echo "tfds environment ready: $VENV (built; log: ${LOG#"$ROOT"/})"

@@ -1,0 +1,303 @@
+"""``ortf import lerobot`` on a dataset LeRobot itself wrote, compared value by value with
+the formulas it was written from (test/resources/lerobot-v3-reference/PROVENANCE.md),
+and on hand-made variants: image-typed and H.264 cameras, variable-length list
+columns, GR00T's modality.json, and bad input."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Container, Iterator
+from fractions import Fraction
+from pathlib import Path
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from av.video.frame import PictureType
+
+from ortf_ros.cli import main as ortf
+from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
+from ortf_ros.errors import ConversionError
+from ortf_ros.io.video import VideoReader, probe
+from ortf_ros.reader import Dataset, load_dataset
+from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.validation import validate
+
+REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
+LENGTHS = (24, 9, 37)
+FPS = 30
+CAMERAS = {"front": (128, 96), "wrist": (96, 64)}
+H264_KEYFRAMES = (0, LENGTHS[0])
+
+
+def reference_state(episode: int, frames: int) -> np.ndarray:
+    f = np.arange(frames, dtype=np.float64)[:, None]
+    j = np.arange(7, dtype=np.float64)[None, :]
+    return (episode * 100 + f + j / 8).astype(np.float32)
+
+
+def drawn_numbers(image: np.ndarray) -> tuple[int, int, tuple[int, int, int]]:
+    """(frame number, episode number, strongest channel of the red/green/blue patches) as the
+    reference frames draw them: 8 frame bits across the top, 4 episode bits along the bottom."""
+    h, w, _ = image.shape
+    gray = image.mean(axis=2)
+    frame = sum(int(gray[h // 4, int((k + 0.5) * w / 8)] > 128) << (7 - k) for k in range(8))
+    episode = sum(int(gray[int(h * 0.9), int((k + 0.5) * w / 4)] > 128) << (3 - k) for k in range(4))
+    row = h * 5 // 8
+    patches = tuple(int(image[row, x].argmax()) for x in (w // 6, w // 2, w * 5 // 6))
+    return frame, episode, patches  # type: ignore[return-value]
+
+
+def source_tasks(root: Path) -> list[str]:
+    """Each episode's task, read from LeRobot's own files with plain pyarrow."""
+    episodes = pq.read_table(root / "meta/episodes/chunk-000/file-000.parquet", columns=["episode_index", "tasks"])
+    return [tasks[0] for tasks in episodes.sort_by("episode_index").column("tasks").to_pylist()]
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Dataset:
+    out = tmp_path_factory.mktemp("import") / "ortf"
+    from_lerobot(REFERENCE, out)
+    return load_dataset(out)
+
+
+def test_steps_are_the_reference_values(imported: Dataset) -> None:
+    assert [e.record.length for e in imported] == list(LENGTHS)
+    assert [e.task.instruction for e in imported] == source_tasks(REFERENCE)
+    assert imported.manifest.robot.name == "reference_arm_7dof"
+    state_space = imported.manifest.observation_space.state["state"]
+    assert state_space.names == ("joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6", "gripper")
+    assert [d.name for d in imported.manifest.action_space.dimensions] == list(state_space.names)
+    for number, episode in enumerate(imported):
+        expected = reference_state(number, LENGTHS[number])
+        np.testing.assert_array_equal(episode.array("observation.state.state"), expected)
+        np.testing.assert_array_equal(episode.array("action"), expected + np.float32(1000))
+        times = episode.steps(["timestamp"]).column("timestamp").to_numpy()
+        np.testing.assert_allclose(times, np.arange(LENGTHS[number]) / FPS, atol=1e-6)
+        assert episode.record.success is None  # LeRobot does not say
+
+
+def test_reward_is_kept_beside_the_steps(imported: Dataset) -> None:
+    for number, episode in enumerate(imported):
+        reward = episode.stream("lerobot_extras", ["next_reward"]).column("next_reward").to_pylist()
+        assert reward == [[0.0]] * (LENGTHS[number] - 1) + [[1.0]]
+        samples = episode.steps(["streams.lerobot_extras.sample_index"]).column(0).to_pylist()
+        assert samples == list(range(LENGTHS[number]))
+
+
+def test_av1_frames_decode_to_their_frame_and_episode(imported: Dataset) -> None:
+    for camera, (width, height) in CAMERAS.items():
+        sensor = imported.manifest.cameras[camera]
+        assert sensor.resolution is not None and (sensor.resolution.width, sensor.resolution.height) == (width, height)
+        assert sensor.extra["source_codec"] == "av1" and sensor.intrinsics == {"unknown": True}
+        for number, episode in enumerate(imported):
+            drawn = [drawn_numbers(image) for image in episode.step_frames(camera)]
+            assert drawn == [(f, number, (0, 1, 2)) for f in range(LENGTHS[number])], camera
+
+
+def test_cli_import_then_strict_validation(tmp_path: Path) -> None:
+    out = tmp_path / "ortf"
+    run = [sys.executable, "-m", "ortf_ros.cli"]
+    imported = subprocess.run([*run, "import", "lerobot", str(REFERENCE), str(out)], capture_output=True, text=True)
+    assert imported.returncode == 0, imported.stderr
+    assert "3 episode(s), 70 steps, cameras: front, wrist" in imported.stdout
+    checked = subprocess.run([*run, "validate", "--strict", str(out)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout
+    assert "valid (strict): 0 error(s), 0 warning(s)" in checked.stdout
+
+
+def _reference_frames(camera: str) -> Iterator[np.ndarray]:
+    path = REFERENCE / f"videos/observation.images.{camera}/chunk-000/file-000.mp4"
+    with VideoReader(path, "rgb") as reader:
+        for index in range(sum(LENGTHS)):
+            yield reader.read(index)
+
+
+def _png(image: np.ndarray) -> bytes:
+    context = av.CodecContext.create("png", "w")
+    context.width, context.height, context.pix_fmt = image.shape[1], image.shape[0], "rgb24"
+    frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+    return b"".join(bytes(p) for p in [*context.encode(frame), *context.encode(None)])
+
+
+def _h264(frames: Iterator[np.ndarray], path: Path, width: int, height: int, keyframes: Container[int]) -> None:
+    """Frames as H.264 with B-frames, keyframes (IDR) at ``keyframes`` and nowhere else."""
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream("libx264", rate=FPS)
+        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.options = {"crf": "18", "x264-params": "keyint=1000:min-keyint=1000:scenecut=0:bframes=2"}
+        for index, image in enumerate(frames):
+            frame = av.VideoFrame.from_ndarray(image, format="rgb24")
+            frame.pts, frame.time_base = index, Fraction(1, FPS)
+            frame.pict_type = PictureType.I if index in keyframes else PictureType.NONE
+            container.mux(stream.encode(frame))
+        container.mux(stream.encode(None))
+
+
+@pytest.fixture
+def variant(tmp_path: Path) -> Path:
+    """The reference rewritten the ways other LeRobot writers store it: the wrist camera as
+    PNG images in the data shard, the front camera as H.264 (keyframes at frames 0 and 24
+    only: the start of episodes 0 and 1), state as a variable-length list (a ``List``
+    without length), and GR00T's modality.json splitting state and action."""
+    root = tmp_path / "variant"
+    shutil.copytree(REFERENCE, root)
+    for path in root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    info = json.loads((root / "meta/info.json").read_text())
+    data = root / "data/chunk-000/file-000.parquet"
+    table = pq.read_table(data)
+    state = pa.array(table.column("observation.state").to_pylist(), pa.list_(pa.float32()))
+    table = table.set_column(table.schema.get_field_index("observation.state"), "observation.state", state)
+    image_type = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+    cells = [{"bytes": _png(image), "path": None} for image in _reference_frames("wrist")]
+    table = table.append_column("observation.images.wrist", pa.array(cells, image_type))
+    pq.write_table(table.replace_schema_metadata(None), data)
+    wrist = info["features"]["observation.images.wrist"]
+    wrist["dtype"] = "image"
+    del wrist["info"]
+    shutil.rmtree(root / "videos/observation.images.wrist")
+    front = root / "videos/observation.images.front/chunk-000/file-000.mp4"
+    frames = list(_reference_frames("front"))
+    _h264(iter(frames), front, *CAMERAS["front"], keyframes=H264_KEYFRAMES)
+    info["features"]["observation.images.front"]["info"]["video.codec"] = "h264"
+    (root / "meta/info.json").write_text(json.dumps(info))
+    episodes = root / "meta/episodes/chunk-000/file-000.parquet"
+    meta = pq.read_table(episodes)
+    pq.write_table(meta.drop_columns([c for c in meta.column_names if "observation.images.wrist" in c]), episodes)
+    modality = {
+        "state": {"arm": {"start": 0, "end": 6}, "gripper": {"start": 6, "end": 7}},
+        "action": {"arm": {"start": 0, "end": 6}, "gripper": {"start": 6, "end": 7}},
+        "video": {"front_view": {"original_key": "observation.images.front"}},
+    }
+    (root / "meta/modality.json").write_text(json.dumps(modality))
+    return root
+
+
+def test_image_and_h264_cameras_list_columns_and_modality(
+    variant: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "ortf"
+    monkeypatch.setattr(lerobot_import, "BATCH_ROWS", 5)  # episodes span several batches
+    reported: list[tuple[int, int]] = []
+    from_lerobot(variant, out, progress=lambda done, total: reported.append((done, total)))
+    done = [0] + [d for d, _ in reported]
+    assert reported[-1] == (sum(LENGTHS), sum(LENGTHS))
+    assert all(0 < b - a <= 5 for a, b in itertools.pairwise(done))  # never more than a batch at once
+    assert validate(out, strict=True).ok
+    dataset = load_dataset(out)
+    state = dataset.manifest.observation_space.state
+    assert list(state) == ["arm", "gripper"]
+    assert state["arm"].names == ("joint_1", "joint_2", "joint_3", "joint_4", "joint_5", "joint_6")
+    assert state["gripper"].names == ("gripper",)
+    assert probe(dataset.episode(0).video_path("front")).codec == "h264"
+    for number, episode in enumerate(dataset):
+        expected = reference_state(number, LENGTHS[number])
+        np.testing.assert_array_equal(episode.array("observation.state.arm"), expected[:, :6])
+        np.testing.assert_array_equal(episode.array("observation.state.gripper"), expected[:, 6:])
+        np.testing.assert_array_equal(episode.array("action"), expected + np.float32(1000))
+        for camera in CAMERAS:
+            drawn = [drawn_numbers(image)[:2] for image in episode.step_frames(camera)]
+            assert drawn == [(f, number) for f in range(LENGTHS[number])], camera
+
+
+def test_h264_episodes_cut_at_keyframes_are_copied_the_others_reencoded(variant: Path, tmp_path: Path) -> None:
+    """Episode 0 (frames 0..23) starts at a keyframe and frame 24 is one: its packets are
+    copied, and its frames decode bit-exactly as the shard's. Episode 1 (24..32) starts at
+    one but frame 33 is not (its B-frames may reference frames past its end), episode 2
+    (33..69) does not start at one: both are decoded and re-encoded, and still show the
+    right frames."""
+    result = from_lerobot(variant, tmp_path / "ortf")
+    assert (result.videos_reused, result.videos_reencoded) == (1, 2)
+    assert validate(tmp_path / "ortf", strict=True).ok
+    dataset = load_dataset(tmp_path / "ortf")
+    shard = variant / "videos/observation.images.front/chunk-000/file-000.mp4"
+    with av.open(str(shard)) as container:
+        keyframes = [p.pts for p in container.demux(video=0) if p.is_keyframe]
+    assert len(keyframes) == len(H264_KEYFRAMES)  # the input is cut as the test means it
+    with VideoReader(shard, "rgb") as reader:
+        for image, index in zip(dataset.episode(0).step_frames("front"), range(LENGTHS[0]), strict=True):
+            assert np.array_equal(image, reader.read(index)), index
+    for number, episode in enumerate(dataset):
+        drawn = [drawn_numbers(image)[:2] for image in episode.step_frames("front")]
+        assert drawn == [(f, number) for f in range(LENGTHS[number])]
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], src: Path, dst: Path) -> str:
+    assert ortf(["import", "lerobot", str(src), str(dst)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("ortf import lerobot: "), err
+    return err
+
+
+def test_bad_input_is_one_line_and_the_destination_is_untouched(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert "meta/info.json: missing; is" in _one_line_error(capsys, tmp_path / "nothing", out)
+    v21 = tmp_path / "v21"
+    (v21 / "meta").mkdir(parents=True)
+    (v21 / "meta/info.json").write_text(json.dumps({"codebase_version": "v2.1", "fps": 30, "features": {}}))
+    (v21 / "meta/episodes.jsonl").write_text('{"episode_index": 0, "tasks": ["t"], "length": 3}\n')
+    error = _one_line_error(capsys, v21, out)
+    assert "v21/meta/info.json: codebase_version: expected 'v3.0', got 'v2.1'" in error
+    unknown = tmp_path / "unknown"
+    shutil.copytree(REFERENCE, unknown)
+    info_path = unknown / "meta/info.json"
+    info_path.chmod(0o644)
+    info = json.loads(info_path.read_text())
+    info["features"]["next.reward"]["dtype"] = "complex64"
+    info_path.write_text(json.dumps(info))
+    assert "features.next.reward.dtype: unknown dtype 'complex64'" in _one_line_error(capsys, unknown, out)
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))  # no scratch directory left behind
+    out.mkdir()
+    (out / "keep.txt").write_text("keep me")
+    assert "out: exists and is not empty" in _one_line_error(capsys, REFERENCE, out)
+    assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
+    ortf_dataset = tmp_path / "ortf"
+    assert ortf(["import", "lerobot", str(REFERENCE), str(ortf_dataset)]) == 0
+    assert "is an ORTF dataset, not a LeRobot one" in _one_line_error(capsys, ortf_dataset, tmp_path / "again")
+
+
+def test_an_ortf_export_gets_its_manifest_urdf_and_depth_back(tmp_path: Path) -> None:
+    """What LeRobot has no place for comes back from the exporter's ``ortf/`` copy, depth
+    included (test_lerobot_round_trip compares its frames); depth the writer could not
+    take as it is (an NPZ stack) is left out with a warning, a depth file gone is an error."""
+    source = tmp_path / "source"
+    write_demo_dataset(source, episodes=2, steps=6, width=64, height=48)
+    to_lerobot(source, tmp_path / "lerobot")
+    warnings: list[str] = []
+    from_lerobot(tmp_path / "lerobot", tmp_path / "back", warn=warnings.append)
+    assert validate(tmp_path / "back", strict=True).ok
+    before, after = load_dataset(source).manifest, load_dataset(tmp_path / "back").manifest
+    assert (after.robot, after.action_space, after.frames) == (before.robot, before.action_space, before.frames)
+    assert after.observation_space.state == before.observation_space.state
+    assert after.cameras == before.cameras and warnings == []
+    assert (tmp_path / "back/robot/robot.urdf").read_text() == (source / "robot/robot.urdf").read_text()
+    kept = tmp_path / "lerobot/ortf/meta/manifest.json"
+    exported = kept.read_text()
+    data = json.loads(exported)
+    depth_sensor = data["observation_space"]["images"]["depth"]
+    next(s for s in data["sensors"] if s["name"] == depth_sensor)["encoding"] = "npz"
+    kept.write_text(json.dumps(data))
+    from_lerobot(tmp_path / "lerobot", tmp_path / "npz", warn=warnings.append)
+    assert warnings == ["cameras ['depth'] are neither LeRobot features nor FFV1 depth under ortf/depth; not imported"]
+    assert "depth" not in load_dataset(tmp_path / "npz").manifest.cameras
+    kept.write_text(exported)
+    (tmp_path / "lerobot/ortf/depth/depth/episode_000001.mp4").unlink()
+    with pytest.raises(ConversionError, match=r"episode_000001.mp4: .*\(depth camera 'depth', kept by ortf export"):
+        from_lerobot(tmp_path / "lerobot", tmp_path / "gone")
+    assert not (tmp_path / "gone").exists()
+    data = json.loads(exported)
+    del data["observation_space"]["state"]["ee_position"]
+    kept.write_text(json.dumps(data))
+    warnings.clear()
+    from_lerobot(tmp_path / "lerobot", tmp_path / "stale", warn=warnings.append)
+    assert len(warnings) == 1 and "no longer describes the data (state components" in warnings[0]
+    assert load_dataset(tmp_path / "stale").manifest.robot.joints == ()  # built from LeRobot's metadata alone
