@@ -218,5 +218,7 @@ class StepLog:
         self._sink.flush()
 
     def close(self) -> None:
-        self._writer.close()
-        self._sink.close()
+        """Idempotent: a failed commit closes the files again when the episode is discarded."""
+        if not self._sink.closed:
+            self._writer.close()
+            self._sink.close()

@@ -69,6 +69,13 @@ class WriterConfig:
     video: VideoSettings = field(default_factory=VideoSettings)
     # Rows per Parquet row group when an episode is committed: bounds commit memory.
     row_group_steps: int = 65536
+    # Frames per camera waiting for its encoder thread: bounds memory (a 640x480 colour
+    # frame is 0.9 MB) and what a killed process loses beyond the encoder's own delay.
+    encoder_queue_frames: int = 8
+
+    def __post_init__(self) -> None:
+        if self.encoder_queue_frames < 1:
+            raise WriterError(f"encoder_queue_frames must be at least 1, got {self.encoder_queue_frames}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
@@ -152,8 +159,14 @@ class _Recording:
         self.step_log.close()
         for log in self.stream_logs.values():
             log.close()
-        for writer in self.videos.values():
-            writer.close()
+        failures = []
+        for writer in self.videos.values():  # every encoder thread is joined, even after a failure
+            try:
+                writer.close()
+            except WriterError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
 
 class DatasetWriter:
@@ -204,19 +217,21 @@ class DatasetWriter:
 
     def close(self) -> None:
         """Release the dataset. An episode still open stays staged for ``ortf recover``."""
-        if self._recording is not None:
-            self._recording.close_files(self.manifest)
-            log.warning(
-                "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
-                self.root,
-                self._recording.header.episode_id,
-                self.root,
-            )
-            self._recording = None
-        self._catalog = None
-        if self._lock is not None:
-            unlock_dataset(self.root, self._lock)
-            self._lock = None
+        recording, self._recording = self._recording, None
+        try:
+            if recording is not None:
+                log.warning(
+                    "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
+                    self.root,
+                    recording.header.episode_id,
+                    self.root,
+                )
+                recording.close_files(self.manifest)
+        finally:
+            self._catalog = None
+            if self._lock is not None:
+                unlock_dataset(self.root, self._lock)
+                self._lock = None
 
     def __enter__(self) -> DatasetWriter:
         return self.open()
@@ -314,7 +329,8 @@ class DatasetWriter:
         return self._recording
 
     def add_frame(self, camera: str, image: np.ndarray) -> int:
-        """Encode one camera frame now; returns its frame index in the episode's video."""
+        """Hand one camera frame to its encoder (copied: the caller may reuse the array);
+        returns its frame index in the episode's video."""
         recording = self._current()
         image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
@@ -328,6 +344,8 @@ class DatasetWriter:
                 sensor.fps,
                 frame_kind(sensor),
                 self.config.video,
+                camera=camera,
+                queue_frames=self.config.encoder_queue_frames,
             )
             recording.videos[camera] = writer
         return writer.write(image)

@@ -383,3 +383,44 @@ def test_import_refuses_a_differently_laid_out_episode(
     ):
         writer.import_episode(load_dataset(source_root).episode(0))
     assert len(load_dataset(other)) == 1
+
+
+def test_an_encoder_thread_failure_reaches_the_caller_naming_the_camera(
+    small_dataset: tuple[Path, list[EpisodeRecord]],
+) -> None:
+    root, _ = small_dataset
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("pick")
+        video = root / layout.STAGING_DIR / layout.episode_file_stem(3) / "videos" / "cam_wrist.mp4"
+        video.parent.mkdir(parents=True)
+        video.symlink_to("/dev/full")  # every write of cam_wrist's encoder thread fails: ENOSPC
+        with pytest.raises(WriterError, match=r"camera 'cam_wrist': encoding into .* No space left on device"):
+            _record(writer, steps=200)  # raised by a later add_step, or at the latest by end_episode
+        writer.discard_episode()
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert len(load_dataset(root)) == 3
+
+
+def _record(writer: DatasetWriter, steps: int) -> None:
+    for step in range(steps):
+        writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), _images(step))
+    writer.end_episode(success=True)
+
+
+def test_a_frame_is_copied_before_add_frame_returns(tmp_path: Path) -> None:
+    image = demo_rgb(0, 0, 64, 48)
+    with DatasetWriter(tmp_path / "ds", demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        for camera, frame in _images(0).items():
+            writer.add_frame(camera, image if camera == "cam_wrist" else frame)
+        image[:] = 0  # the caller reuses its buffer while the frame waits for the encoder
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0))
+        writer.end_episode()
+    assert psnr(load_dataset(tmp_path / "ds").episode(0).frame("cam_wrist", 0), demo_rgb(0, 0, 64, 48)) >= 35.0
+
+
+def test_the_encoder_queue_is_bounded_by_configuration() -> None:
+    assert WriterConfig.from_mapping({"encoder_queue_frames": 2}, "test").encoder_queue_frames == 2
+    with pytest.raises(WriterError, match="encoder_queue_frames must be at least 1, got 0"):
+        WriterConfig.from_mapping({"encoder_queue_frames": 0}, "test")
