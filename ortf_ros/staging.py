@@ -19,11 +19,13 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ortf_ros.errors import FormatError, WriterError
@@ -222,3 +224,103 @@ class StepLog:
         if not self._sink.closed:
             self._writer.close()
             self._sink.close()
+
+
+PENDING_SAMPLES_MAX = 1024
+# A value beyond float32 becomes inf in the cast into a sample buffer, which SampleLog then
+# refuses with its own message; numpy's warning about the cast would say it twice (and an
+# errstate around every sample costs more than the sample's other checks).
+warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning, __name__)
+"""Native-rate samples appended to their log in batches: before any step that uses them,
+and at the latest every this many samples (what a crash can lose of a stream that no step
+has used yet)."""
+
+
+class SampleLog:
+    """A native-rate stream's samples on their way to its log.
+
+    One Arrow batch per sample would cost more than the sample (at 1 kHz, more than the
+    stream is worth), so samples wait in fixed-size column buffers, float32 as stored,
+    and go to the log as one batch. The log file is created by the first batch.
+    """
+
+    def __init__(self, path: Path, stream: str, schema: pa.Schema, dims: dict[str, int], episode_id: str) -> None:
+        self.path = path
+        self.stream = stream
+        self.schema = schema
+        self.dims = dims
+        self.count = 0  # samples recorded, the next sample's index
+        self.last_timestamp = -float("inf")  # the caller's clock, to refuse a sample from the past
+        self._episode_id = episode_id
+        self._slices: list[slice] = []
+        start = 0
+        for dim in dims.values():
+            self._slices.append(slice(start, start + dim))
+            start += dim
+        self._values = np.empty((PENDING_SAMPLES_MAX, start), np.float32)
+        self._timestamps = np.empty(PENDING_SAMPLES_MAX, np.float64)
+        self._stamp_ns: list[int | None] = []
+        self._receive_ns: list[int | None] = []
+        self._log: StepLog | None = None
+
+    def add(
+        self,
+        timestamp: float,
+        values: list[np.ndarray],
+        stamp_ns: int | None,
+        receive_ns: int | None,
+        stored_time: Callable[[float], float],
+    ) -> int:
+        """Keep one sample (``values`` in the order of ``dims``, each of its size); returns its index.
+
+        Values must be finite as float32: a sample with NaN, inf or a value beyond
+        float32 is refused and leaves no trace. ``stored_time(timestamp)`` is called only
+        for a sample that is kept (it may start the episode's clock).
+        """
+        row_index = len(self._stamp_ns)
+        row = self._values[row_index]
+        for part, value in zip(self._slices, values, strict=True):
+            row[part] = value
+        if not np.isfinite(row).all():
+            raise WriterError(
+                f"stream {self.stream!r}: values must be finite, got "
+                + ", ".join(f"{name} {value.tolist()}" for name, value in zip(self.dims, values, strict=True))
+            )
+        self._timestamps[row_index] = stored_time(timestamp)
+        self._stamp_ns.append(stamp_ns)
+        self._receive_ns.append(receive_ns)
+        self.last_timestamp = timestamp
+        self.count += 1
+        if len(self._stamp_ns) == PENDING_SAMPLES_MAX:
+            self.flush()
+        return self.count - 1
+
+    def flush(self) -> None:
+        """Append the samples that wait as one batch."""
+        rows = len(self._stamp_ns)
+        if not rows:
+            return
+        columns: dict[str, pa.Array] = {
+            "episode_id": pa.array([self._episode_id] * rows, pa.string()),
+            "sample_index": pa.array(np.arange(self.count - rows, self.count, dtype=np.int64)),
+            "timestamp": pa.array(self._timestamps[:rows]),
+            "stamp_ns": pa.array(self._stamp_ns, pa.int64()),
+            "receive_ns": pa.array(self._receive_ns, pa.int64()),
+        }
+        for (name, dim), part in zip(self.dims.items(), self._slices, strict=True):
+            flat = np.ascontiguousarray(self._values[:rows, part]).reshape(-1)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+        self.append(pa.RecordBatch.from_arrays([columns[n] for n in self.schema.names], schema=self.schema))
+        self._stamp_ns = []
+        self._receive_ns = []
+
+    def append(self, batch: pa.RecordBatch) -> None:
+        """Append rows as they are (another dataset's, when importing an episode)."""
+        if self._log is None:
+            self._log = StepLog(self.path, self.schema)
+        self._log.append(batch)
+
+    def close(self) -> None:
+        self.flush()
+        if self._log is not None:
+            self._log.close()

@@ -17,6 +17,7 @@ step, so memory does not grow with episode length. ``end_episode`` commits throu
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
 from collections.abc import Collection, Iterator, Mapping
@@ -45,6 +46,7 @@ from ortf_ros.reader import Episode
 from ortf_ros.staging import (
     EpisodeHeader,
     EpisodeOutcome,
+    SampleLog,
     StagedEpisode,
     StepLog,
     lock_dataset,
@@ -54,10 +56,6 @@ from ortf_ros.staging import (
 from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
-# Native-rate samples are appended to their log in batches: before any step that uses
-# them, and at the latest every this many samples (what a crash can lose of a stream
-# that no step has used yet).
-PENDING_SAMPLES_MAX = 1024
 _T = TypeVar("_T")
 
 
@@ -120,22 +118,84 @@ class Annotations:
     first_frame_jpeg: bytes | None = None
 
 
+class _StepRows:
+    """A step as the one-row RecordBatch the staging log appends, built from numpy buffers.
+
+    This runs for every step (30 times a second and more), and pyarrow converts Python
+    lists column by column, several times slower: here the vectors are slices of one
+    float32 buffer and the indices of one int64 array, and the constant columns are
+    built once per episode.
+    """
+
+    def __init__(self, manifest: Manifest, schema: pa.Schema, episode_id: str) -> None:
+        self.schema = schema
+        self.action = slice(0, manifest.action_space.dim)
+        self.state: dict[str, slice] = {}
+        self._vector_columns = {"action": self.action}
+        start = self.action.stop
+        for name, component in manifest.observation_space.state.items():
+            part = self.state[name] = slice(start, start + component.dim)
+            self._vector_columns[layout.state_column(name)] = part
+            start = part.stop
+        self.width = start
+        self.cameras = list(manifest.cameras)
+        self.camera_set = set(self.cameras)
+        self.streams = list(manifest.native_streams)
+        self.stream_set = set(self.streams)
+        self.aligned = list(manifest.alignment.streams) if manifest.alignment else []
+        self.aligned_set = set(self.aligned)
+        self._constant = {
+            "episode_id": pa.array([episode_id], pa.string()),
+            "is_last": pa.array([False]),
+            "is_terminal": pa.array([False]),
+        }
+        self._is_first = {first: pa.array([first]) for first in (True, False)}
+
+    def batch(
+        self,
+        step_index: int,
+        timestamp: float,
+        vectors: np.ndarray,
+        frames: list[int],
+        samples: list[int | None],
+        alignment: list[float | None],
+    ) -> pa.RecordBatch:
+        columns = dict(self._constant)
+        columns["is_first"] = self._is_first[step_index == 0]
+        columns["timestamp"] = pa.array(np.array([timestamp]))
+        values = pa.array(vectors)
+        for name, part in self._vector_columns.items():
+            columns[name] = pa.FixedSizeListArray.from_arrays(
+                values.slice(part.start, part.stop - part.start), part.stop - part.start
+            )
+        indices = np.array([step_index, *frames, *(-1 if i is None else i for i in samples)], np.int64)
+        ints = pa.array(indices, mask=indices < 0)
+        columns["step_index"] = ints.slice(0, 1)
+        for offset, camera in enumerate(self.cameras, start=1):
+            columns[layout.image_column(camera)] = ints.slice(offset, 1)
+        for offset, stream in enumerate(self.streams, start=1 + len(self.cameras)):
+            columns[layout.stream_index_column(stream)] = ints.slice(offset, 1)
+        errors = np.array([np.nan if e is None else e for e in alignment], np.float32)
+        floats = pa.array(errors, mask=np.isnan(errors))
+        for offset, stream in enumerate(self.aligned):
+            columns[layout.alignment_column(stream)] = floats.slice(offset, 1)
+        return pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
+
+
 class _Recording:
     """The episode in progress: its staging directory, step log and video encoders."""
 
-    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, schema: pa.Schema) -> None:
+    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, manifest: Manifest) -> None:
         self.staged = staged
         self.header = header
-        self.schema = schema
+        self.schema = step_schema(manifest)
+        self.rows = _StepRows(manifest, self.schema, header.episode_id)
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
         self.videos: dict[str, StagedVideoWriter] = {}
-        self.step_log = StepLog(staged.steps_file, schema)
-        self.stream_logs: dict[str, StepLog] = {}
-        self.pending_samples: dict[str, list[dict[str, Any]]] = {}  # not yet in the stream log
-        self.stream_counts: dict[str, int] = {}
-        self.stream_last: dict[str, float] = {}
+        self.step_log = StepLog(staged.steps_file, self.schema)
+        self.stream_logs: dict[str, SampleLog] = {}
 
     def relative(self, timestamp: float) -> float:
         """Seconds since the episode's first step or sample, whichever came first."""
@@ -143,19 +203,19 @@ class _Recording:
             self.origin = timestamp
         return timestamp - self.origin
 
-    def flush_stream(self, stream: str, schema: pa.Schema) -> None:
-        """Append the stream's pending samples to its log as one batch."""
-        pending = self.pending_samples.pop(stream, [])
-        if not pending:
-            return
+    def stream_log(self, manifest: Manifest, stream: str) -> SampleLog:
         log = self.stream_logs.get(stream)
         if log is None:
-            log = self.stream_logs[stream] = StepLog(self.staged.stream_file(stream), schema)
-        log.append(pa.RecordBatch.from_pylist(pending, schema=schema))
+            spec = manifest.native_streams.get(stream)
+            if spec is None:
+                raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
+            dims = {name: component.dim for name, component in spec.columns.items()}
+            log = self.stream_logs[stream] = SampleLog(
+                self.staged.stream_file(stream), stream, stream_schema(manifest, stream), dims, self.header.episode_id
+            )
+        return log
 
-    def close_files(self, manifest: Manifest) -> None:
-        for stream in list(self.pending_samples):
-            self.flush_stream(stream, stream_schema(manifest, stream))
+    def close_files(self) -> None:
         self.step_log.close()
         for log in self.stream_logs.values():
             log.close()
@@ -226,7 +286,7 @@ class DatasetWriter:
                     recording.header.episode_id,
                     self.root,
                 )
-                recording.close_files(self.manifest)
+                recording.close_files()
         finally:
             self._catalog = None
             if self._lock is not None:
@@ -312,7 +372,7 @@ class DatasetWriter:
             task_description=task_description,
         )
         staged = StagedEpisode.create(self.root, header)
-        self._recording = _Recording(staged, header, step_schema(catalog.manifest))
+        self._recording = _Recording(staged, header, catalog.manifest)
         return header.episode_id
 
     def set_task(self, task: str) -> None:
@@ -381,36 +441,17 @@ class DatasetWriter:
         header stamp and receive time of the message it came from.
         """
         recording = self._current()
-        manifest = self.manifest
-        spec = manifest.native_streams.get(stream)
-        if spec is None:
-            raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
+        log = recording.stream_log(self.manifest, stream)
         timestamp = float(timestamp)
-        last = recording.stream_last.get(stream, -np.inf)
-        if not np.isfinite(timestamp) or timestamp < last:
+        if not (log.last_timestamp <= timestamp < math.inf):  # NaN fails too
             raise WriterError(
-                f"stream {stream!r}: sample timestamp {timestamp} must be finite and not before the previous ({last})"
+                f"stream {stream!r}: sample timestamp {timestamp} must be finite and not before the previous "
+                f"({log.last_timestamp})"
             )
-        _check_keys(f"stream {stream!r}", "column", values, spec.columns)
-        index = recording.stream_counts.get(stream, 0)
-        row: dict[str, Any] = {
-            name: _vector(f"stream {stream!r} {name}", values[name], component.dim)
-            for name, component in spec.columns.items()
-        }
-        row.update(
-            episode_id=recording.header.episode_id,
-            sample_index=index,
-            timestamp=recording.relative(timestamp),
-            stamp_ns=stamp_ns,
-            receive_ns=receive_ns,
-        )
-        pending = recording.pending_samples.setdefault(stream, [])
-        pending.append(row)
-        if len(pending) >= PENDING_SAMPLES_MAX:
-            recording.flush_stream(stream, stream_schema(manifest, stream))
-        recording.stream_counts[stream] = index + 1
-        recording.stream_last[stream] = timestamp
-        return index
+        if values.keys() != log.dims.keys():
+            _check_keys(f"stream {stream!r}", "column", values, log.dims)
+        arrays = [_shaped(f"stream {stream!r} {name}", values[name], dim) for name, dim in log.dims.items()]
+        return log.add(timestamp, arrays, stamp_ns, receive_ns, recording.relative)
 
     def add_step(
         self,
@@ -433,67 +474,69 @@ class DatasetWriter:
         Everything is checked before anything is written.
         """
         recording = self._current()
-        manifest = self.manifest
+        rows = recording.rows
         timestamp = float(timestamp)
         if not np.isfinite(timestamp) or timestamp <= recording.last_timestamp:
             raise WriterError(
                 f"step {recording.steps}: timestamp {timestamp} must be finite and after the previous step's "
                 f"({recording.last_timestamp})"
             )
-        columns: dict[str, Any] = {"action": [_vector("action", action, manifest.action_space.dim)]}
-        _check_keys(f"step {recording.steps} state", "state component", state, manifest.observation_space.state)
-        for name, component in manifest.observation_space.state.items():
-            columns[layout.state_column(name)] = [_vector(f"state {name}", state[name], component.dim)]
-        columns.update(self._stream_columns(recording, samples or {}, alignment_ms or {}))
+        vectors = np.empty(rows.width, np.float32)
+        _fill_vector(vectors, rows.action, "action", action)
+        if state.keys() != rows.state.keys():
+            _check_keys(f"step {recording.steps} state", "state component", state, rows.state)
+        for name, part in rows.state.items():
+            _fill_vector(vectors, part, f"state {name}", state[name])
+        sample_indices, alignment = self._stream_columns(recording, samples or {}, alignment_ms or {})
         checked = {camera: self._checked_image(camera, image) for camera, image in (images or {}).items()}
         for camera, image in checked.items():
             self.add_frame(camera, image)
-        _check_keys(f"step {recording.steps} frames", "camera", frames or {}, manifest.cameras, partial=True)
-        for camera in manifest.cameras:
+        frames = frames or {}
+        if not frames.keys() <= rows.camera_set:
+            _check_keys(f"step {recording.steps} frames", "camera", frames, rows.cameras, partial=True)
+        frame_indices = []
+        for camera in rows.cameras:
             writer = recording.videos.get(camera)
             written = writer.frames_written if writer is not None else 0
-            index = (frames or {}).get(camera, written - 1)
+            index = frames.get(camera, written - 1)
             if not 0 <= index < written:
                 raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame {index} ({written} written)")
-            columns[layout.image_column(camera)] = [index]
-        columns.update(
-            episode_id=[recording.header.episode_id],
-            step_index=[recording.steps],
-            timestamp=[recording.relative(timestamp)],
-            is_first=[recording.steps == 0],
-            is_last=[False],
-            is_terminal=[False],
+            frame_indices.append(index)
+        batch = rows.batch(
+            recording.steps, recording.relative(timestamp), vectors, frame_indices, sample_indices, alignment
         )
-        batch = pa.RecordBatch.from_pydict(columns, schema=recording.schema)
         recording.step_log.append(batch)
         recording.steps += 1
         recording.last_timestamp = timestamp
 
     def _stream_columns(
         self, recording: _Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
-    ) -> dict[str, list[Any]]:
-        manifest = self.manifest
-        _check_keys(f"step {recording.steps} samples", "stream", samples, manifest.native_streams, partial=True)
-        aligned = manifest.alignment.streams if manifest.alignment else ()
-        _check_keys(f"step {recording.steps} alignment_ms", "stream", alignment_ms, aligned, partial=True)
-        columns: dict[str, list[Any]] = {}
-        for stream in manifest.native_streams:
+    ) -> tuple[list[int | None], list[float | None]]:
+        """Per native stream the sample index (None: none used), per aligned stream the error in ms."""
+        rows = recording.rows
+        if not samples.keys() <= rows.stream_set:
+            _check_keys(f"step {recording.steps} samples", "stream", samples, rows.streams, partial=True)
+        if not alignment_ms.keys() <= rows.aligned_set:
+            _check_keys(f"step {recording.steps} alignment_ms", "stream", alignment_ms, rows.aligned, partial=True)
+        indices: list[int | None] = []
+        for stream in rows.streams:
             index = samples.get(stream)
-            if index is not None and not 0 <= index < recording.stream_counts.get(stream, 0):
-                raise WriterError(
-                    f"step {recording.steps}: stream {stream!r} has no sample {index} "
-                    f"({recording.stream_counts.get(stream, 0)} recorded)"
-                )
             if index is not None:
-                # The samples a step uses reach the disk before the step does.
-                recording.flush_stream(stream, stream_schema(manifest, stream))
-            columns[layout.stream_index_column(stream)] = [index]
-        for stream in aligned:
+                log = recording.stream_logs.get(stream)
+                recorded = log.count if log is not None else 0
+                if log is None or not 0 <= index < log.count:
+                    raise WriterError(
+                        f"step {recording.steps}: stream {stream!r} has no sample {index} ({recorded} recorded)"
+                    )
+                log.flush()  # the samples a step uses reach the disk before the step does
+            indices.append(index)
+        errors: list[float | None] = []
+        for stream in rows.aligned:
             error = alignment_ms.get(stream)
-            if error is not None and not (np.isfinite(error) and error >= 0):
+            if error is not None and not (math.isfinite(error) and error >= 0):
                 raise WriterError(f"step {recording.steps}: alignment of {stream!r} must be >= 0 ms, got {error}")
-            columns[layout.alignment_column(stream)] = [error]
-        return columns
+            errors.append(error)
+        return indices, errors
 
     def end_episode(
         self,
@@ -519,7 +562,7 @@ class DatasetWriter:
         return self._commit(recording, outcome)
 
     def _commit(self, recording: _Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
-        recording.close_files(self.manifest)
+        recording.close_files()
         self._recording = None
         try:
             return commit_staged(
@@ -552,12 +595,10 @@ class DatasetWriter:
                 recording.steps += batch.num_rows
                 terminal = bool(batch.column("is_terminal")[-1].as_py())
             for stream in self.manifest.native_streams:
-                schema = stream_schema(self.manifest, stream)
-                log = StepLog(recording.staged.stream_file(stream), schema)
-                recording.stream_logs[stream] = log
+                log = recording.stream_log(self.manifest, stream)
                 path = source.root / layout.stream_path(record.chunk_id, stream)
                 for batch in _episode_rows(path, episode.episode_id):
-                    log.append(_relabel(batch, schema, recording.header.episode_id, None))
+                    log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -573,7 +614,7 @@ class DatasetWriter:
 
     def discard_episode(self) -> None:
         recording = self._current()
-        recording.close_files(self.manifest)
+        recording.close_files()
         recording.staged.remove()
         self._recording = None
 
@@ -626,15 +667,22 @@ def _check_keys(
         )
 
 
-def _vector(what: str, value: ArrayLike, dim: int) -> list[float]:
+def _shaped(what: str, value: ArrayLike, dim: int) -> np.ndarray:
+    """``value`` as an array of ``dim`` real numbers (not yet checked to be finite)."""
     array = np.asarray(value, dtype=np.float64) if not isinstance(value, np.ndarray) else value
     if array.shape != (dim,):
         raise WriterError(f"{what}: expected {dim} values, got shape {array.shape}")
     if array.dtype.kind not in "iuf":  # dtype.kind: cheap on the per-step path
         raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
+    return array
+
+
+def _fill_vector(buffer: np.ndarray, part: slice, what: str, value: ArrayLike) -> None:
+    """Check ``value`` (size, real, finite) and store it in ``buffer[part]`` as float32."""
+    array = _shaped(what, value, part.stop - part.start)
     if not np.isfinite(array).all():
         raise WriterError(f"{what}: values must be finite, got {array.tolist()}")
-    return array.astype(np.float32).tolist()  # type: ignore[no-any-return]
+    buffer[part] = array
 
 
 def _with_storage_encoding(sensor: Sensor) -> Sensor:

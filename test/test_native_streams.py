@@ -132,6 +132,11 @@ def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
             writer.add_sample("imu", 0.0, wrench(0))
         with pytest.raises(WriterError, match=r"unknown column\(s\) \[\] , missing \['torque'\]".replace(" ,", ",")):
             writer.add_sample("wrist_ft", 0.0, {"force": np.zeros(3)})
+        with pytest.raises(WriterError, match=r"'wrist_ft' force: expected 3 values, got shape \(1,\)"):
+            writer.add_sample("wrist_ft", 0.0, {"force": np.zeros(1), "torque": np.zeros(3)})
+        for bad in (np.nan, np.inf, 1e39):  # 1e39 is beyond float32, as stored
+            with pytest.raises(WriterError, match=r"stream 'wrist_ft': values must be finite, got force \["):
+                writer.add_sample("wrist_ft", 0.0, {"force": np.array([bad, 0, 0]), "torque": np.zeros(3)})
         writer.add_sample("wrist_ft", 0.5, wrench(0))
         with pytest.raises(WriterError, match="must be finite and not before the previous"):
             writer.add_sample("wrist_ft", 0.4, wrench(1))
@@ -143,8 +148,11 @@ def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
         writer.add_step(0.5, demo_state(0, 0), demo_action(0, 0), images, samples={"wrist_ft": 0})
         record = writer.end_episode()
     assert record.length == 1
-    steps = load_dataset(tmp_path / "ds").episode(0).steps([layout.alignment_column("cam_wrist")])
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    steps = episode.steps([layout.alignment_column("cam_wrist"), "timestamp"])
     assert steps.column(0).to_pylist() == [None]  # not reported, not invented
+    assert steps.column(1).to_pylist() == [0.0]  # refused samples did not start the episode's clock
+    assert episode.stream("wrist_ft")["sample_index"].to_pylist() == [0]
 
 
 def test_interrupted_recording_keeps_its_samples(tmp_path: Path) -> None:
