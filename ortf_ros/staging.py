@@ -19,7 +19,6 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -227,21 +226,19 @@ class StepLog:
 
 
 PENDING_SAMPLES_MAX = 1024
-# A value beyond float32 becomes inf in the cast into a sample buffer, which SampleLog then
-# refuses with its own message; numpy's warning about the cast would say it twice (and an
-# errstate around every sample costs more than the sample's other checks).
-warnings.filterwarnings("ignore", "overflow encountered in cast", RuntimeWarning, __name__)
 """Native-rate samples appended to their log in batches: before any step that uses them,
 and at the latest every this many samples (what a crash can lose of a stream that no step
 has used yet)."""
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 class SampleLog:
     """A native-rate stream's samples on their way to its log.
 
     One Arrow batch per sample would cost more than the sample (at 1 kHz, more than the
-    stream is worth), so samples wait in fixed-size column buffers, float32 as stored,
-    and go to the log as one batch. The log file is created by the first batch.
+    stream is worth), so samples wait in fixed-size column buffers and go to the log as
+    one batch, cast to the float32 they are stored as. The log file is created by the
+    first batch.
     """
 
     def __init__(self, path: Path, stream: str, schema: pa.Schema, dims: dict[str, int], episode_id: str) -> None:
@@ -257,7 +254,7 @@ class SampleLog:
         for dim in dims.values():
             self._slices.append(slice(start, start + dim))
             start += dim
-        self._values = np.empty((PENDING_SAMPLES_MAX, start), np.float32)
+        self._values = np.empty((PENDING_SAMPLES_MAX, start), np.float64)
         self._timestamps = np.empty(PENDING_SAMPLES_MAX, np.float64)
         self._stamp_ns: list[int | None] = []
         self._receive_ns: list[int | None] = []
@@ -281,7 +278,7 @@ class SampleLog:
         row = self._values[row_index]
         for part, value in zip(self._slices, values, strict=True):
             row[part] = value
-        if not np.isfinite(row).all():
+        if not (np.abs(row) <= _FLOAT32_MAX).all():  # NaN fails too
             raise WriterError(
                 f"stream {self.stream!r}: values must be finite, got "
                 + ", ".join(f"{name} {value.tolist()}" for name, value in zip(self.dims, values, strict=True))
@@ -308,7 +305,7 @@ class SampleLog:
             "receive_ns": pa.array(self._receive_ns, pa.int64()),
         }
         for (name, dim), part in zip(self.dims.items(), self._slices, strict=True):
-            flat = np.ascontiguousarray(self._values[:rows, part]).reshape(-1)
+            flat = self._values[:rows, part].astype(np.float32).reshape(-1)
             columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
         self.append(pa.RecordBatch.from_arrays([columns[n] for n in self.schema.names], schema=self.schema))
         self._stamp_ns = []

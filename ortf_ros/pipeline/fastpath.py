@@ -170,6 +170,7 @@ class SampleDecoder:
 
     def __init__(self, decoder: Decoder) -> None:
         self.decoder = decoder
+        self.fast_reads = 0  # messages the fast path read (the rest went the full way)
         self._layouts: dict[tuple[str, str, str, int], _Layout] = {}
 
     def samples(self, raw: RawMessage) -> list[Sample]:
@@ -179,6 +180,7 @@ class SampleDecoder:
         if layout is not None:
             sample = layout.read(raw)
             if sample is not None:
+                self.fast_reads += 1
                 return [sample]
         message = self.decoder.decode(raw)
         if isinstance(message, BadMessage):
