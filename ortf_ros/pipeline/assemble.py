@@ -93,19 +93,32 @@ class _Step:
 class _JointMerger:
     """Full joint vectors from messages that may list any subset of joints in any order."""
 
+    _PLACEMENTS_MAX = 64  # name lists remembered; a publisher uses one or two
+
     def __init__(self, joints: tuple[str, ...]) -> None:
         self.index = {name: i for i, name in enumerate(joints)}
         self.current = np.full((3, len(joints)), np.nan)
+        self._placements: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
 
     def merge(self, sample: JointStateSample) -> np.ndarray | None:
         """The full (position, velocity, effort) after this message; None until every joint was seen."""
+        source, target = self._placement(sample.names)
         for row, values in enumerate((sample.position, sample.velocity, sample.effort)):
             if len(values) == len(sample.names):
-                for name, value in zip(sample.names, values, strict=True):
-                    if name in self.index:
-                        self.current[row, self.index[name]] = value
+                self.current[row, target] = values[source]
         positions = self.current[0]
         return None if np.isnan(positions).any() else self.current.copy()
+
+    def _placement(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+        """Where the known joints of a message's name list are in it, and in the full vectors."""
+        placement = self._placements.get(names)
+        if placement is None:
+            known = [(i, self.index[name]) for i, name in enumerate(names) if name in self.index]
+            placement = (np.array([i for i, _ in known], np.intp), np.array([j for _, j in known], np.intp))
+            if len(self._placements) >= self._PLACEMENTS_MAX:
+                self._placements.clear()
+            self._placements[names] = placement
+        return placement
 
 
 class Assembler:
@@ -144,8 +157,11 @@ class Assembler:
         self.steps_written = 0
         self._camera_by_topic = {c.topic: c for c in config.cameras}
         self._wrench_by_topic = {w.topic: w for w in config.wrenches}
+        self._joint_topic = joint_config.topic if joint_config else None
         self._driving = config.step.camera
         self.period_ns = round(NS / config.step.rate_hz) if config.step.rate_hz else 0
+        self._sampler_list = [sampler for _, sampler in self._samplers()]
+        self._blocking = self._sampler_list[0]  # the stream that held the last step back: asked first
 
     # -- input ------------------------------------------------------------------
 
@@ -154,25 +170,22 @@ class Assembler:
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
             return
-        self.watermark_ns = max(self.watermark_ns, sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS)
-        accepted = self._route(sample, topic)
-        if accepted:
+        watermark = sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS
+        if watermark > self.watermark_ns:
+            self.watermark_ns = watermark
+        if self._route(sample, topic):
             self.counts.used[topic] += 1
         self._emit_ready_steps(final=False)
 
     def _route(self, sample: Sample, topic: str) -> bool:
+        if isinstance(sample, WrenchSample):  # (the most frequent first; the types exclude each other)
+            return topic in self._wrench_by_topic and self._wrench(sample, topic)
         if isinstance(sample, TransformSample):
             return self.tf.add(sample)
         if isinstance(sample, ImageSample):
             return self._image(sample, topic)
-        if (
-            isinstance(sample, JointStateSample)
-            and self.config.joint_states
-            and topic == self.config.joint_states.topic
-        ):
+        if isinstance(sample, JointStateSample) and topic == self._joint_topic:
             return self._joint_state(sample)
-        if isinstance(sample, WrenchSample) and topic in self._wrench_by_topic:
-            return self._wrench(sample, topic)
         if topic == self.config.action.topic and isinstance(sample, (JointStateSample, VectorSample)):
             return self._action(sample)
         return False  # latched state (camera info, URDF) went into the manifest
@@ -207,10 +220,13 @@ class Assembler:
             self.counts.out_of_order[self.config.joint_states.topic] += 1
             return False
         if self.config.joint_states.native:
+            rates = full[1:]  # velocity and effort: a joint that never had one is NaN, stored as 0
+            if not np.isfinite(rates).all():
+                rates = np.nan_to_num(rates)
             self.writer.add_sample(
                 "joint_states",
                 time_ns / NS,
-                {"position": full[0], "velocity": np.nan_to_num(full[1]), "effort": np.nan_to_num(full[2])},
+                {"position": full[0], "velocity": rates[0], "effort": rates[1]},
                 stamp_ns=sample.stamps.header_ns,
                 receive_ns=sample.stamps.receive_ns,
             )
@@ -278,18 +294,29 @@ class Assembler:
             t_ns = self._next_step_time(self.next_step_ns)
             if t_ns is None:
                 break
-            samplers = [s for _, s in self._samplers()]
             if final:
                 # At the end of input, steps continue while every stream still reaches them.
-                if any(s.newest_ns is None or s.newest_ns < t_ns - self.tolerance_ns for s in samplers):
+                reach = t_ns - self.tolerance_ns
+                if any(s.newest_ns is None or s.newest_ns < reach for s in self._sampler_list):
                     break
-            elif not all(s.ready(t_ns, self.watermark_ns) for s in samplers):
+            elif not self._ready(t_ns):
                 break
             self._emit(t_ns)
             self.next_step_ns = t_ns + (self.period_ns if self._driving is None else 1)
             emitted = True
         if emitted:  # only a step moves the point before which samples are no longer needed
             self._prune()
+
+    def _ready(self, t_ns: int) -> bool:
+        """Whether every stream is ready for a step at t; runs for every message, so the
+        stream that was not ready last time is asked first."""
+        if not self._blocking.ready(t_ns, self.watermark_ns):
+            return False
+        for sampler in self._sampler_list:
+            if not sampler.ready(t_ns, self.watermark_ns):
+                self._blocking = sampler
+                return False
+        return True
 
     def _emit(self, t_ns: int) -> None:
         sampled: dict[str, Sampled[Any]] = {}

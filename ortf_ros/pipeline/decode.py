@@ -195,10 +195,13 @@ class Decoder:
                 distro = "ROS 1 Noetic" if raw.serialization == "ros1" else "ROS 2 Jazzy"
                 why = f"unknown message type (not in {distro} and the recording brings no definition)"
             return BadMessage(raw.topic, raw.receive_ns, f"{where}: {why}")
+        # A memoryview, because rosbags slices the payload off its header: from bytes, that
+        # would copy every image.
+        data = memoryview(raw.data)
         try:
             if raw.serialization == "ros1":
-                return store.deserialize_ros1(raw.data, name)
-            return store.deserialize_cdr(raw.data, name)
+                return store.deserialize_ros1(data, name)
+            return store.deserialize_cdr(data, name)
         except Exception as exc:  # untrusted bytes: any failure is this message's, not ours
             return BadMessage(
                 raw.topic,

@@ -629,7 +629,9 @@ class BagSource:
                 self._open_file(file, str(file), compression="detect")
             return
         try:
-            doc = yaml.safe_load(meta_path.read_text())
+            # libyaml's loader where PyYAML has it: a split recording's metadata lists every
+            # file and topic, and the pure-Python loader takes tens of milliseconds on it.
+            doc = yaml.load(meta_path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             info = doc["rosbag2_bagfile_information"]
             names = [PurePath(str(x)).name for x in info["relative_file_paths"]]
             storage = str(info.get("storage_identifier", "") or "")
