@@ -248,7 +248,6 @@ class SampleLog:
         self.dims = dims
         self.count = 0  # samples recorded, the next sample's index
         self.last_timestamp = -float("inf")  # the caller's clock, to refuse a sample from the past
-        self._episode_id = episode_id
         self._slices: list[slice] = []
         start = 0
         for dim in dims.values():
@@ -258,6 +257,7 @@ class SampleLog:
         self._timestamps = np.empty(PENDING_SAMPLES_MAX, np.float64)
         self._stamp_ns: list[int | None] = []
         self._receive_ns: list[int | None] = []
+        self._episode_ids = pa.array([episode_id] * PENDING_SAMPLES_MAX, pa.string())  # sliced by each batch
         self._log: StepLog | None = None
 
     def add(
@@ -298,7 +298,7 @@ class SampleLog:
         if not rows:
             return
         columns: dict[str, pa.Array] = {
-            "episode_id": pa.array([self._episode_id] * rows, pa.string()),
+            "episode_id": self._episode_ids.slice(0, rows),
             "sample_index": pa.array(np.arange(self.count - rows, self.count, dtype=np.int64)),
             "timestamp": pa.array(self._timestamps[:rows]),
             "stamp_ns": pa.array(self._stamp_ns, pa.int64()),

@@ -441,7 +441,7 @@ class DatasetWriter:
         header stamp and receive time of the message it came from.
         """
         recording = self._current()
-        log = recording.stream_log(self.manifest, stream)
+        log = recording.stream_logs.get(stream) or recording.stream_log(self.manifest, stream)
         timestamp = float(timestamp)
         if not (log.last_timestamp <= timestamp < math.inf):  # NaN fails too
             raise WriterError(
@@ -450,7 +450,12 @@ class DatasetWriter:
             )
         if values.keys() != log.dims.keys():
             _check_keys(f"stream {stream!r}", "column", values, log.dims)
-        arrays = [_shaped(f"stream {stream!r} {name}", values[name], dim) for name, dim in log.dims.items()]
+        arrays = []
+        for name, dim in log.dims.items():  # (up to kHz: the message of _shaped is made only for a bad value)
+            value = values[name]
+            if not (isinstance(value, np.ndarray) and value.shape == (dim,) and value.dtype.kind in "iuf"):
+                value = _shaped(f"stream {stream!r} {name}", value, dim)
+            arrays.append(value)
         return log.add(timestamp, arrays, stamp_ns, receive_ns, recording.relative)
 
     def add_step(

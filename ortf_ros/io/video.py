@@ -93,6 +93,7 @@ class StagedVideoWriter:
         self.shape: tuple[int, ...] = (height, width) if kind == "depth" else (height, width, 3)
         self.frames_written = 0
         self._array_format = _kind_format(kind)[0]
+        self._dtype = np.dtype(np.uint16 if kind == "depth" else np.uint8)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
         rate = _as_rate(fps)
@@ -123,7 +124,18 @@ class StagedVideoWriter:
     def write(self, image: np.ndarray) -> int:
         """Queue one frame for encoding; returns its frame index."""
         self._raise_failure(again=True)
-        frame = av.VideoFrame.from_ndarray(image, format=self._array_format)
+        if image.shape != self.shape or image.dtype != self._dtype:
+            raise WriterError(
+                f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
+                f"got {image.dtype.name} {image.shape}"
+            )
+        frame = av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
+        # One numpy copy into the frame's buffer, rows laid out as FFmpeg aligns them
+        # (from_ndarray makes two copies, both holding the GIL).
+        plane = frame.planes[0]
+        pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
+        strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
+        np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
         frame.pts = self.frames_written
         frame.time_base = self._frame_time_base
         self._queue.put(frame)
