@@ -211,7 +211,9 @@ class StepLog:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema = schema
-        self._sink = pa.OSFile(str(path), "wb")
+        # Buffered, and flushed by every append: the IPC writer makes a dozen small writes
+        # per batch, which would each be a system call.
+        self._sink = pa.BufferedOutputStream(pa.OSFile(str(path), "wb"), 1 << 16)
         self._writer = pa.ipc.new_stream(self._sink, schema)
 
     def append(self, batch: pa.RecordBatch) -> None:
