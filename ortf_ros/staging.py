@@ -19,7 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -264,35 +264,52 @@ class SampleLog:
 
     def add(
         self,
-        timestamp: float,
-        values: list[np.ndarray],
-        stamp_ns: int | None,
-        receive_ns: int | None,
-        stored_time: Callable[[float], float],
+        timestamps: np.ndarray,
+        rows: np.ndarray,
+        stamp_ns: Sequence[int | None],
+        receive_ns: Sequence[int | None],
+        origin: Callable[[float], float],
     ) -> int:
-        """Keep one sample (``values`` in the order of ``dims``, each of its size); returns its index.
+        """Keep consecutive samples, all or none; returns the index of the first.
 
-        Values must be finite as float32: a sample with NaN, inf or a value beyond
-        float32 is refused and leaves no trace. ``stored_time(timestamp)`` is called only
-        for a sample that is kept (it may start the episode's clock).
+        ``timestamps`` (float64) must be finite and not decrease, from the last one kept
+        on. ``rows`` holds one float64 row per sample, the columns of ``dims`` side by
+        side; values must be finite as float32 (NaN, inf or beyond float32 is refused).
+        ``origin(first timestamp)`` gives the episode's clock origin (the first sample
+        or step sets it), so the stored times are ``timestamps - origin``.
         """
-        row_index = len(self._stamp_ns)
-        row = self._values[row_index]
-        for part, value in zip(self._slices, values, strict=True):
-            row[part] = value
-        if not (np.abs(row) <= _FLOAT32_MAX).all():  # NaN fails too
+        count = len(timestamps)
+        steps = np.diff(timestamps, prepend=self.last_timestamp)
+        if not (np.isfinite(timestamps).all() and (steps >= 0).all()):
+            bad = int(np.flatnonzero(~(np.isfinite(timestamps) & (steps >= 0)))[0])
+            previous = timestamps[bad - 1] if bad else self.last_timestamp
+            raise WriterError(
+                f"stream {self.stream!r}: sample timestamp {timestamps[bad]} must be finite and not before "
+                f"the previous ({previous})"
+            )
+        in_range = (np.abs(rows) <= _FLOAT32_MAX).all(axis=1)  # NaN fails too
+        if not in_range.all():
+            row = rows[int(np.flatnonzero(~in_range)[0])]
             raise WriterError(
                 f"stream {self.stream!r}: values must be finite, got "
-                + ", ".join(f"{name} {value.tolist()}" for name, value in zip(self.dims, values, strict=True))
+                + ", ".join(f"{name} {row[part].tolist()}" for name, part in zip(self.dims, self._slices, strict=True))
             )
-        self._timestamps[row_index] = stored_time(timestamp)
-        self._stamp_ns.append(stamp_ns)
-        self._receive_ns.append(receive_ns)
-        self.last_timestamp = timestamp
-        self.count += 1
-        if len(self._stamp_ns) == PENDING_SAMPLES_MAX:
-            self.flush()
-        return self.count - 1
+        first = self.count
+        stored = timestamps - origin(float(timestamps[0]))
+        done = 0
+        while done < count:
+            at = len(self._stamp_ns)
+            take = min(count - done, PENDING_SAMPLES_MAX - at)
+            self._values[at : at + take] = rows[done : done + take]
+            self._timestamps[at : at + take] = stored[done : done + take]
+            self._stamp_ns += stamp_ns[done : done + take]
+            self._receive_ns += receive_ns[done : done + take]
+            self.count += take
+            done += take
+            if len(self._stamp_ns) == PENDING_SAMPLES_MAX:
+                self.flush()
+        self.last_timestamp = float(timestamps[-1])
+        return first
 
     def flush(self) -> None:
         """Append the samples that wait as one batch."""

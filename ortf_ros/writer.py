@@ -20,11 +20,11 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -197,11 +197,16 @@ class _Recording:
         self.step_log = StepLog(staged.steps_file, self.schema)
         self.stream_logs: dict[str, SampleLog] = {}
 
+    def clock(self, first: float) -> float:
+        """The episode's time origin: the timestamp of its first step or sample (``first``, if
+        nothing came before it)."""
+        if self.origin is None:
+            self.origin = first
+        return self.origin
+
     def relative(self, timestamp: float) -> float:
         """Seconds since the episode's first step or sample, whichever came first."""
-        if self.origin is None:
-            self.origin = timestamp
-        return timestamp - self.origin
+        return timestamp - self.clock(timestamp)
 
     def stream_log(self, manifest: Manifest, stream: str) -> SampleLog:
         log = self.stream_logs.get(stream)
@@ -440,23 +445,40 @@ class DatasetWriter:
         ``timestamp`` is on the steps' clock; ``stamp_ns``/``receive_ns`` keep the raw
         header stamp and receive time of the message it came from.
         """
+        rows = {name: cast("ArrayLike", [value]) for name, value in values.items()}
+        return self.add_samples(stream, [timestamp], rows, stamp_ns=[stamp_ns], receive_ns=[receive_ns])
+
+    def add_samples(
+        self,
+        stream: str,
+        timestamps: ArrayLike,
+        values: Mapping[str, ArrayLike],
+        *,
+        stamp_ns: Sequence[int | None] | None = None,
+        receive_ns: Sequence[int | None] | None = None,
+    ) -> int:
+        """Record consecutive samples of a native-rate stream in one call, as ``add_sample``
+        would one by one (``values[column]`` has a row per sample); all are checked before
+        any is kept. Returns the index of the first. A stream at kHz costs a call per
+        batch instead of one per sample.
+        """
         recording = self._current()
         log = recording.stream_logs.get(stream) or recording.stream_log(self.manifest, stream)
-        timestamp = float(timestamp)
-        if not (log.last_timestamp <= timestamp < math.inf):  # NaN fails too
-            raise WriterError(
-                f"stream {stream!r}: sample timestamp {timestamp} must be finite and not before the previous "
-                f"({log.last_timestamp})"
-            )
+        times = np.asarray(timestamps, dtype=np.float64).reshape(-1)
+        count = len(times)
         if values.keys() != log.dims.keys():
             _check_keys(f"stream {stream!r}", "column", values, log.dims)
-        arrays = []
-        for name, dim in log.dims.items():  # (up to kHz: the message of _shaped is made only for a bad value)
-            value = values[name]
-            if not (isinstance(value, np.ndarray) and value.shape == (dim,) and value.dtype.kind in "iuf"):
-                value = _shaped(f"stream {stream!r} {name}", value, dim)
-            arrays.append(value)
-        return log.add(timestamp, arrays, stamp_ns, receive_ns, recording.relative)
+        columns = [_rows(f"stream {stream!r} {name}", values[name], count, dim) for name, dim in log.dims.items()]
+        stamps = [None] * count if stamp_ns is None else list(stamp_ns)
+        receives = [None] * count if receive_ns is None else list(receive_ns)
+        if len(stamps) != count or len(receives) != count:
+            raise WriterError(
+                f"stream {stream!r}: {count} timestamps, {len(stamps)} stamp_ns, {len(receives)} receive_ns"
+            )
+        if not count:
+            return log.count
+        rows = columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)
+        return log.add(times, rows, stamps, receives, recording.clock)
 
     def add_step(
         self,
@@ -672,19 +694,28 @@ def _check_keys(
         )
 
 
-def _shaped(what: str, value: ArrayLike, dim: int) -> np.ndarray:
-    """``value`` as an array of ``dim`` real numbers (not yet checked to be finite)."""
+def _rows(what: str, value: ArrayLike, count: int, dim: int) -> np.ndarray:
+    """``value`` as ``count`` rows of ``dim`` real numbers, float64 (not yet checked to be finite)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged
+        raise WriterError(f"{what}: expected {count} rows of {dim} values") from None
+    if array.shape != (count, dim):
+        got = array.shape[1:] if array.ndim and array.shape[0] == count else array.shape
+        raise WriterError(f"{what}: expected {dim} values, got shape {got}")
+    if array.dtype.kind not in "iuf":
+        raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
+    return array.astype(np.float64, copy=False)
+
+
+def _fill_vector(buffer: np.ndarray, part: slice, what: str, value: ArrayLike) -> None:
+    """Check ``value`` (size, real, finite) and store it in ``buffer[part]`` as float32."""
+    dim = part.stop - part.start
     array = np.asarray(value, dtype=np.float64) if not isinstance(value, np.ndarray) else value
     if array.shape != (dim,):
         raise WriterError(f"{what}: expected {dim} values, got shape {array.shape}")
     if array.dtype.kind not in "iuf":  # dtype.kind: cheap on the per-step path
         raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
-    return array
-
-
-def _fill_vector(buffer: np.ndarray, part: slice, what: str, value: ArrayLike) -> None:
-    """Check ``value`` (size, real, finite) and store it in ``buffer[part]`` as float32."""
-    array = _shaped(what, value, part.stop - part.start)
     if not np.isfinite(array).all():
         raise WriterError(f"{what}: values must be finite, got {array.tolist()}")
     buffer[part] = array

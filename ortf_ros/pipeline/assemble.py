@@ -41,6 +41,7 @@ from ortf_ros.writer import DatasetWriter
 # than this before the newest receive time seen (what lets a step be emitted).
 LATENCY_ALLOWANCE_NS = 200_000_000
 NS = 1_000_000_000
+NATIVE_BATCH_MAX = 256  # native-rate samples held for the writer, at most, per stream
 
 
 def stream_time(stamps: Stamps, source: TimeSource) -> int:
@@ -121,6 +122,39 @@ class _JointMerger:
         return placement
 
 
+class _NativeBatch:
+    """A native-rate stream's samples on their way to the writer, in one ``add_samples`` call:
+    before the next step is written (it may point at them), when ``NATIVE_BATCH_MAX`` wait,
+    and at the end. A call per sample would cost more, at 1 kHz, than the rest of a sample's
+    way through the pipeline."""
+
+    def __init__(self, stream: str, dims: dict[str, int]) -> None:
+        self.stream = stream
+        self.columns: dict[str, slice] = {}
+        start = 0
+        for name, dim in dims.items():
+            self.columns[name] = slice(start, start + dim)
+            start += dim
+        self.times: list[float] = []
+        self.rows: list[np.ndarray] = []  # the columns side by side
+        self.stamp_ns: list[int | None] = []
+        self.receive_ns: list[int | None] = []
+
+    def add(self, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
+        self.times.append(time_ns / NS)
+        self.rows.append(row)
+        self.stamp_ns.append(stamps.header_ns)
+        self.receive_ns.append(stamps.receive_ns)
+
+    def send(self, writer: DatasetWriter) -> None:
+        if not self.times:
+            return
+        rows = np.stack(self.rows)
+        values = {name: rows[:, part] for name, part in self.columns.items()}
+        writer.add_samples(self.stream, self.times, values, stamp_ns=self.stamp_ns, receive_ns=self.receive_ns)
+        self.times, self.rows, self.stamp_ns, self.receive_ns = [], [], [], []
+
+
 class Assembler:
     """Feeds one episode's samples into a DatasetWriter whose episode is already begun."""
 
@@ -162,6 +196,11 @@ class Assembler:
         self.period_ns = round(NS / config.step.rate_hz) if config.step.rate_hz else 0
         self._sampler_list = [sampler for _, sampler in self._samplers()]
         self._blocking = self._sampler_list[0]  # the stream that held the last step back: asked first
+        self._native = {
+            name: _NativeBatch(name, {column: c.dim for column, c in stream.columns.items()})
+            for name, stream in manifest.native_streams.items()
+        }
+        self._clock_started = False  # whether the writer has had a sample (its first starts the clock)
 
     # -- input ------------------------------------------------------------------
 
@@ -220,33 +259,35 @@ class Assembler:
             self.counts.out_of_order[self.config.joint_states.topic] += 1
             return False
         if self.config.joint_states.native:
-            rates = full[1:]  # velocity and effort: a joint that never had one is NaN, stored as 0
-            if not np.isfinite(rates).all():
-                rates = np.nan_to_num(rates)
-            self.writer.add_sample(
-                "joint_states",
-                time_ns / NS,
-                {"position": full[0], "velocity": rates[0], "effort": rates[1]},
-                stamp_ns=sample.stamps.header_ns,
-                receive_ns=sample.stamps.receive_ns,
-            )
+            row = full.reshape(-1)  # position, velocity, effort side by side
+            if not np.isfinite(full[1:]).all():  # a joint that never had a velocity or effort: stored as 0
+                row = np.concatenate([full[0], np.nan_to_num(full[1:]).reshape(-1)])
+            self._hold("joint_states", time_ns, row, sample.stamps)
         return True
 
     def _wrench(self, sample: WrenchSample, topic: str) -> bool:
         mapping = self._wrench_by_topic[topic]
         time_ns = stream_time(sample.stamps, mapping.time)
-        if not self.wrenches[mapping.name].add(time_ns, np.concatenate([sample.force, sample.torque])):
+        values = np.concatenate([sample.force, sample.torque])
+        if not self.wrenches[mapping.name].add(time_ns, values):
             self.counts.out_of_order[topic] += 1
             return False
         if mapping.native:
-            self.writer.add_sample(
-                mapping.name,
-                time_ns / NS,
-                {"force": sample.force, "torque": sample.torque},
-                stamp_ns=sample.stamps.header_ns,
-                receive_ns=sample.stamps.receive_ns,
-            )
+            self._hold(mapping.name, time_ns, values, sample.stamps)
         return True
+
+    def _hold(self, stream: str, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
+        """Queue a native-rate sample for the writer. The episode's first goes at once: the
+        writer's clock starts at the first sample it gets, which must be the first that came."""
+        batch = self._native[stream]
+        batch.add(time_ns, row, stamps)
+        if not self._clock_started or len(batch.times) >= NATIVE_BATCH_MAX:
+            batch.send(self.writer)
+            self._clock_started = True
+
+    def _send_samples(self) -> None:
+        for batch in self._native.values():
+            batch.send(self.writer)
 
     def _action(self, sample: JointStateSample | VectorSample) -> bool:
         time_ns = stream_time(sample.stamps, self.config.action.time)
@@ -301,6 +342,7 @@ class Assembler:
                     break
             elif not self._ready(t_ns):
                 break
+            self._send_samples()
             self._emit(t_ns)
             self.next_step_ns = t_ns + (self.period_ns if self._driving is None else 1)
             emitted = True
@@ -411,8 +453,10 @@ class Assembler:
         self.tf.prune_before(keep_from)
 
     def finish(self) -> None:
-        """Emit the steps the end of input made ready; a held fallback step gets the last state."""
+        """Emit the steps the end of input made ready; a held fallback step gets the last state.
+        Native-rate samples after the last step are written too."""
         self._emit_ready_steps(final=True)
+        self._send_samples()
         if self.pending_fallback is not None:
             step = self.pending_fallback
             self._write_step(step, self._fallback_action(step.state))
