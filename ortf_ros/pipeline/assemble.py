@@ -13,6 +13,7 @@ Times are nanoseconds on each stream's chosen clock (header stamp or receive tim
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -92,34 +93,41 @@ class _Step:
 
 
 class _JointMerger:
-    """Full joint vectors from messages that may list any subset of joints in any order."""
+    """Full joint vectors from messages that may list any subset of joints in any order.
+
+    Python lists, not numpy: the vectors are short, and numpy's fancy indexing releases
+    the GIL, which an encoder thread may then keep the main thread waiting for (this runs
+    for every joint state).
+    """
 
     _PLACEMENTS_MAX = 64  # name lists remembered; a publisher uses one or two
 
     def __init__(self, joints: tuple[str, ...]) -> None:
         self.index = {name: i for i, name in enumerate(joints)}
-        self.current = np.full((3, len(joints)), np.nan)
-        self._placements: dict[tuple[str, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.current = [[math.nan] * len(joints) for _ in range(3)]
+        self._placements: dict[tuple[str, ...], list[tuple[int, int]]] = {}
 
     def merge(self, sample: JointStateSample) -> np.ndarray | None:
         """The full (position, velocity, effort) after this message; None until every joint was seen."""
-        source, target = self._placement(sample.names)
-        for row, values in enumerate((sample.position, sample.velocity, sample.effort)):
+        pairs = self._placement(sample.names)
+        for row, values in zip(self.current, (sample.position, sample.velocity, sample.effort), strict=True):
             if len(values) == len(sample.names):
-                self.current[row, target] = values[source]
-        positions = self.current[0]
-        return None if np.isnan(positions).any() else self.current.copy()
+                given = values.tolist()
+                for source, target in pairs:
+                    row[target] = given[source]
+        if any(position != position for position in self.current[0]):  # NaN: a joint not seen yet
+            return None
+        return np.array(self.current)
 
-    def _placement(self, names: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
-        """Where the known joints of a message's name list are in it, and in the full vectors."""
-        placement = self._placements.get(names)
-        if placement is None:
-            known = [(i, self.index[name]) for i, name in enumerate(names) if name in self.index]
-            placement = (np.array([i for i, _ in known], np.intp), np.array([j for _, j in known], np.intp))
+    def _placement(self, names: tuple[str, ...]) -> list[tuple[int, int]]:
+        """(place in the message, place in the full vectors) of each joint the message names that we know."""
+        pairs = self._placements.get(names)
+        if pairs is None:
+            pairs = [(i, self.index[name]) for i, name in enumerate(names) if name in self.index]
             if len(self._placements) >= self._PLACEMENTS_MAX:
                 self._placements.clear()
-            self._placements[names] = placement
-        return placement
+            self._placements[names] = pairs
+        return pairs
 
 
 class _NativeBatch:
