@@ -28,7 +28,7 @@ import numpy as np
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ReaderError, WriterError
+from ortf_ros.errors import ReaderError, WriterError, describe
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
 
@@ -172,13 +172,8 @@ class StagedVideoWriter:
             return
         self._failure_raised = True
         raise WriterError(
-            f"camera {self.camera!r}: encoding into {self.path} failed: {_describe(self._failure)}"
+            f"camera {self.camera!r}: encoding into {self.path} failed: {describe(self._failure)}"
         ) from self._failure
-
-
-def _describe(exc: BaseException) -> str:
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _as_rate(fps: float) -> int:
