@@ -49,6 +49,7 @@ from ortf_ros.staging import (
     SampleLog,
     StagedEpisode,
     StepLog,
+    StepRows,
     lock_dataset,
     staged_episode_dirs,
     unlock_dataset,
@@ -118,70 +119,6 @@ class Annotations:
     first_frame_jpeg: bytes | None = None
 
 
-class _StepRows:
-    """A step as the one-row RecordBatch the staging log appends, built from numpy buffers.
-
-    This runs for every step (30 times a second and more), and pyarrow converts Python
-    lists column by column, several times slower: here the vectors are slices of one
-    float32 buffer and the indices of one int64 array, and the constant columns are
-    built once per episode.
-    """
-
-    def __init__(self, manifest: Manifest, schema: pa.Schema, episode_id: str) -> None:
-        self.schema = schema
-        self.action = slice(0, manifest.action_space.dim)
-        self.state: dict[str, slice] = {}
-        self._vector_columns = {"action": self.action}
-        start = self.action.stop
-        for name, component in manifest.observation_space.state.items():
-            part = self.state[name] = slice(start, start + component.dim)
-            self._vector_columns[layout.state_column(name)] = part
-            start = part.stop
-        self.width = start
-        self.cameras = list(manifest.cameras)
-        self.camera_set = set(self.cameras)
-        self.streams = list(manifest.native_streams)
-        self.stream_set = set(self.streams)
-        self.aligned = list(manifest.alignment.streams) if manifest.alignment else []
-        self.aligned_set = set(self.aligned)
-        self._constant = {
-            "episode_id": pa.array([episode_id], pa.string()),
-            "is_last": pa.array([False]),
-            "is_terminal": pa.array([False]),
-        }
-        self._is_first = {first: pa.array([first]) for first in (True, False)}
-
-    def batch(
-        self,
-        step_index: int,
-        timestamp: float,
-        vectors: np.ndarray,
-        frames: list[int],
-        samples: list[int | None],
-        alignment: list[float | None],
-    ) -> pa.RecordBatch:
-        columns = dict(self._constant)
-        columns["is_first"] = self._is_first[step_index == 0]
-        columns["timestamp"] = pa.array(np.array([timestamp]))
-        values = pa.array(vectors)
-        for name, part in self._vector_columns.items():
-            columns[name] = pa.FixedSizeListArray.from_arrays(
-                values.slice(part.start, part.stop - part.start), part.stop - part.start
-            )
-        indices = np.array([step_index, *frames, *(-1 if i is None else i for i in samples)], np.int64)
-        ints = pa.array(indices, mask=indices < 0)
-        columns["step_index"] = ints.slice(0, 1)
-        for offset, camera in enumerate(self.cameras, start=1):
-            columns[layout.image_column(camera)] = ints.slice(offset, 1)
-        for offset, stream in enumerate(self.streams, start=1 + len(self.cameras)):
-            columns[layout.stream_index_column(stream)] = ints.slice(offset, 1)
-        errors = np.array([np.nan if e is None else e for e in alignment], np.float32)
-        floats = pa.array(errors, mask=np.isnan(errors))
-        for offset, stream in enumerate(self.aligned):
-            columns[layout.alignment_column(stream)] = floats.slice(offset, 1)
-        return pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
-
-
 class _Recording:
     """The episode in progress: its staging directory, step log and video encoders."""
 
@@ -189,7 +126,7 @@ class _Recording:
         self.staged = staged
         self.header = header
         self.schema = step_schema(manifest)
-        self.rows = _StepRows(manifest, self.schema, header.episode_id)
+        self.rows = StepRows(manifest, self.schema, header.episode_id)
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
