@@ -71,16 +71,10 @@ class WriterConfig:
     # Frames per camera waiting for its encoder thread: bounds memory (a 640x480 colour
     # frame is 0.9 MB) and what a killed process loses beyond the encoder's own delay.
     encoder_queue_frames: int = 8
-    # How much lower the encoder threads' CPU priority is than the caller's (Linux nice
-    # steps, 0..19): the thread feeding the encoders cannot be spread over cores, so it
-    # goes first and the encoders use the CPU it leaves. 0: they take turns.
-    encoder_nice: int = 10
 
     def __post_init__(self) -> None:
         if self.encoder_queue_frames < 1:
             raise WriterError(f"encoder_queue_frames must be at least 1, got {self.encoder_queue_frames}")
-        if not 0 <= self.encoder_nice <= 19:
-            raise WriterError(f"encoder_nice must be 0..19, got {self.encoder_nice}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
@@ -354,7 +348,6 @@ class DatasetWriter:
                 self.config.video,
                 camera=camera,
                 queue_frames=self.config.encoder_queue_frames,
-                nice=self.config.encoder_nice,
             )
             recording.videos[camera] = writer
         return writer.write(image)

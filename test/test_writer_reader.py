@@ -3,10 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
-import threading
-import time
 from pathlib import Path
 
 import av
@@ -424,29 +420,7 @@ def test_a_frame_is_copied_before_add_frame_returns(tmp_path: Path) -> None:
     assert psnr(load_dataset(tmp_path / "ds").episode(0).frame("cam_wrist", 0), demo_rgb(0, 0, 64, 48)) >= 35.0
 
 
-def test_encoder_settings_are_checked() -> None:
+def test_the_encoder_queue_is_bounded_by_configuration() -> None:
     assert WriterConfig.from_mapping({"encoder_queue_frames": 2}, "test").encoder_queue_frames == 2
     with pytest.raises(WriterError, match="encoder_queue_frames must be at least 1, got 0"):
         WriterConfig.from_mapping({"encoder_queue_frames": 0}, "test")
-    with pytest.raises(WriterError, match=r"encoder_nice must be 0..19, got 20"):
-        WriterConfig.from_mapping({"encoder_nice": 20}, "test")
-
-
-@pytest.mark.skipif(sys.platform != "linux", reason="a thread's own priority is Linux's")
-def test_encoders_run_on_threads_of_lower_priority_joined_at_the_end(tmp_path: Path) -> None:
-    def encoders() -> list[threading.Thread]:
-        return [t for t in threading.enumerate() if t.name.startswith("encoder ")]
-
-    own = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    with DatasetWriter(tmp_path / "ds", demo_manifest(64, 48), config=WriterConfig(encoder_nice=7)) as writer:
-        writer.begin_episode("pick")
-        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
-        assert sorted(t.name for t in encoders()) == ["encoder cam_overhead", "encoder cam_wrist", "encoder depth"]
-        for thread in encoders():  # each lowers its own priority as it starts
-            deadline = time.monotonic() + 10
-            while os.getpriority(os.PRIO_PROCESS, thread.native_id or 0) == own and time.monotonic() < deadline:
-                time.sleep(0.01)
-            assert os.getpriority(os.PRIO_PROCESS, thread.native_id or 0) == min(19, own + 7)
-        writer.end_episode()
-    assert encoders() == []
-    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == own

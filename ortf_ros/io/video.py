@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import queue
-import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -75,11 +73,6 @@ class StagedVideoWriter:
     that many frames plus one GOP inside the encoder, and a killed process loses what
     was queued as well as what the encoder held. A failure of the encoder is raised as a
     ``WriterError`` naming the camera, by the next ``write`` or by ``close``.
-
-    ``nice`` lowers the encoder's CPU priority (and that of the x264 threads it starts)
-    below the caller's, on Linux: the caller's thread, which feeds every encoder, is the
-    part that cannot be spread over cores, so the encoders take the CPU it leaves rather
-    than take turns with it. Scheduling only: what is encoded does not change.
     """
 
     def __init__(
@@ -93,7 +86,6 @@ class StagedVideoWriter:
         *,
         camera: str,
         queue_frames: int = 8,
-        nice: int = 0,
     ) -> None:
         self.path = path
         self.camera = camera
@@ -126,7 +118,6 @@ class StagedVideoWriter:
         self._queue: queue.Queue[av.VideoFrame | None] = queue.Queue(maxsize=queue_frames)
         self._failure: BaseException | None = None
         self._failure_raised = False
-        self._nice = nice
         self._encoder = threading.Thread(target=self._encode_queued, name=f"encoder {camera}", daemon=True)
         self._encoder.start()
 
@@ -161,7 +152,6 @@ class StagedVideoWriter:
     def _encode_queued(self) -> None:
         """The encoder thread: frames until None, then the encoder's last packets; after a
         failure it keeps taking frames (and drops them), so ``write`` never blocks on it."""
-        _lower_this_threads_priority(self._nice)  # before the first encode starts x264's threads
         while True:
             frame = self._queue.get()
             if self._failure is None:
@@ -184,14 +174,6 @@ class StagedVideoWriter:
         raise WriterError(
             f"camera {self.camera!r}: encoding into {self.path} failed: {describe(self._failure)}"
         ) from self._failure
-
-
-def _lower_this_threads_priority(nice: int) -> None:
-    """Raise the calling thread's nice value by ``nice`` (Linux: per thread; threads it starts inherit it)."""
-    if nice and sys.platform == "linux":
-        thread = threading.get_native_id()
-        with contextlib.suppress(OSError):  # only ever lowering the priority: a refusal changes nothing
-            os.setpriority(os.PRIO_PROCESS, thread, min(19, os.getpriority(os.PRIO_PROCESS, thread) + nice))
 
 
 def _as_rate(fps: float) -> int:
