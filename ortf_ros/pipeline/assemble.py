@@ -1,8 +1,9 @@
 """Samples -> steps: the stage shared by bag conversion and live recording.
 
 Samples arrive in receive-time order. Every camera frame, joint state and wrench is
-written as it arrives (frames to the episode's video, fast streams to their native-rate
-tables), so nothing recorded is thrown away and memory holds only recent samples.
+written (frames to the episode's video as they arrive, fast streams to their native-rate
+tables in batches before each step), so nothing recorded is thrown away and memory
+holds only recent samples.
 Steps are laid on a control-rate grid (or on a driving camera's frames); a step is
 emitted once every stream can no longer deliver a sample closer to its time, and
 records for each stream the sample it used and how far that sample was from the step
