@@ -424,3 +424,14 @@ def test_the_encoder_queue_is_bounded_by_configuration() -> None:
     assert WriterConfig.from_mapping({"encoder_queue_frames": 2}, "test").encoder_queue_frames == 2
     with pytest.raises(WriterError, match="encoder_queue_frames must be at least 1, got 0"):
         WriterConfig.from_mapping({"encoder_queue_frames": 0}, "test")
+
+
+def test_frames_whose_rows_ffmpeg_pads_round_trip(tmp_path: Path) -> None:
+    width, height = 100, 50  # 300-byte colour rows and 200-byte depth rows: FFmpeg aligns them wider
+    write_demo_dataset(tmp_path / "ds", episodes=1, steps=3, width=width, height=height)
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):
+        np.testing.assert_array_equal(frame, demo_depth(step, width, height))
+    for step, frame in enumerate(episode.step_frames("cam_wrist")):
+        assert psnr(frame, demo_rgb(0, step, width, height)) >= 35.0
+    episode.close()

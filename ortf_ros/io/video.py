@@ -130,12 +130,16 @@ class StagedVideoWriter:
                 f"got {image.dtype.name} {image.shape}"
             )
         frame = av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
-        # One numpy copy into the frame's buffer, rows laid out as FFmpeg aligns them
-        # (from_ndarray makes two copies, both holding the GIL).
+        # One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
+        # FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
+        # 40 us can take the caller milliseconds to get back from the encoder threads.
         plane = frame.planes[0]
-        pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
-        strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
-        np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
+        if plane.buffer_size == image.nbytes and image.flags.c_contiguous:
+            plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
+        else:
+            pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
+            strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
+            np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
         frame.pts = self.frames_written
         frame.time_base = self._frame_time_base
         self._queue.put(frame)
