@@ -5,7 +5,7 @@ loses only what was in flight:
 
     .staging/episode_000007/
         episode.json     who the episode is (written once, atomically, at begin)
-        steps.arrows     Arrow IPC stream, one record batch per step, never rewritten
+        steps.arrows     Arrow IPC stream of steps in batches (see StepRows), never rewritten
         streams/<name>.arrows  native-rate samples, in batches (see SampleLog)
         videos/<cam>.mp4 fragmented MP4, every packet flushed
         annotations/     given at the end, moved into place on commit
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import shutil
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
@@ -230,12 +231,12 @@ class StepLog:
 
 
 class StepRows:
-    """A step as the one-row RecordBatch the staging log appends, built from numpy buffers.
+    """Steps on their way to the staging log, appended as one RecordBatch of several rows.
 
-    This runs for every step (30 times a second and more), and pyarrow converts Python
-    lists column by column, several times slower: here the vectors are slices of one
-    float32 buffer and the indices of one int64 array, and the constant columns are
-    built once per episode.
+    A batch per step (30 a second and more) costs more in Arrow conversions and writes
+    than the step is worth, so the writer appends them together, up to
+    ``WriterConfig.step_batch`` at a time. Values come in as numpy vectors and indices;
+    the constant columns are built once per batch.
     """
 
     def __init__(self, manifest: Manifest, schema: pa.Schema, episode_id: str) -> None:
@@ -255,14 +256,16 @@ class StepRows:
         self.stream_set = set(self.streams)
         self.aligned = list(manifest.alignment.streams) if manifest.alignment else []
         self.aligned_set = set(self.aligned)
-        self._constant = {
-            "episode_id": pa.array([episode_id], pa.string()),
-            "is_last": pa.array([False]),
-            "is_terminal": pa.array([False]),
-        }
-        self._is_first = {first: pa.array([first]) for first in (True, False)}
+        self._episode_id = episode_id
+        self._timestamps: list[float] = []
+        self._vectors: list[np.ndarray] = []
+        self._indices: list[list[int]] = []  # step index, frame per camera, sample per stream (-1: none)
+        self._errors: list[list[float]] = []  # alignment per aligned stream (NaN: none)
 
-    def batch(
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    def add(
         self,
         step_index: int,
         timestamp: float,
@@ -270,26 +273,38 @@ class StepRows:
         frames: list[int],
         samples: list[int | None],
         alignment: list[float | None],
-    ) -> pa.RecordBatch:
-        columns = dict(self._constant)
-        columns["is_first"] = self._is_first[step_index == 0]
-        columns["timestamp"] = pa.array(np.array([timestamp]))
-        values = pa.array(vectors)
+    ) -> None:
+        """Hold one checked step: ``vectors`` float32 (action and state side by side)."""
+        self._timestamps.append(timestamp)
+        self._vectors.append(vectors)
+        self._indices.append([step_index, *frames, *(-1 if i is None else i for i in samples)])
+        self._errors.append([math.nan if e is None else e for e in alignment])
+
+    def batch(self) -> pa.RecordBatch | None:
+        """The steps held, as one batch (None if there are none); they are no longer held."""
+        rows = len(self._timestamps)
+        if not rows:
+            return None
+        indices = np.array(self._indices, np.int64)
+        errors = np.array(self._errors, np.float32).reshape(rows, len(self.aligned))
+        vectors = np.stack(self._vectors)
+        no = pa.array(np.zeros(rows, np.bool_))
+        columns: dict[str, pa.Array] = {
+            "episode_id": pa.array([self._episode_id] * rows, pa.string()),
+            "timestamp": pa.array(np.array(self._timestamps)),
+            "is_first": pa.array(indices[:, 0] == 0),
+            "is_last": no,
+            "is_terminal": no,
+        }
         for name, part in self._vector_columns.items():
-            columns[name] = pa.FixedSizeListArray.from_arrays(
-                values.slice(part.start, part.stop - part.start), part.stop - part.start
-            )
-        indices = np.array([step_index, *frames, *(-1 if i is None else i for i in samples)], np.int64)
-        ints = pa.array(indices, mask=indices < 0)
-        columns["step_index"] = ints.slice(0, 1)
-        for offset, camera in enumerate(self.cameras, start=1):
-            columns[layout.image_column(camera)] = ints.slice(offset, 1)
-        for offset, stream in enumerate(self.streams, start=1 + len(self.cameras)):
-            columns[layout.stream_index_column(stream)] = ints.slice(offset, 1)
-        errors = np.array([np.nan if e is None else e for e in alignment], np.float32)
-        floats = pa.array(errors, mask=np.isnan(errors))
-        for offset, stream in enumerate(self.aligned):
-            columns[layout.alignment_column(stream)] = floats.slice(offset, 1)
+            flat = np.ascontiguousarray(vectors[:, part]).reshape(-1)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), part.stop - part.start)
+        names = ["step_index", *map(layout.image_column, self.cameras), *map(layout.stream_index_column, self.streams)]
+        for column, values in zip(names, indices.T, strict=True):
+            columns[column] = pa.array(values, mask=values < 0)
+        for stream, values in zip(self.aligned, errors.T, strict=True):
+            columns[layout.alignment_column(stream)] = pa.array(values, mask=np.isnan(values))
+        self._timestamps, self._vectors, self._indices, self._errors = [], [], [], []
         return pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
 
 

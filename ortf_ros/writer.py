@@ -8,10 +8,11 @@ Usage::
             writer.add_step(t, state, action, images)
         writer.end_episode(success=True)
 
-Steps and frames go to the staging area the moment they arrive (see
-``ortf_ros.staging``); nothing of an episode is held in memory but the current
-step, so memory does not grow with episode length. ``end_episode`` commits through
-``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
+Steps and frames go to the staging area as they arrive (see ``ortf_ros.staging``):
+frames through a bounded queue to each camera's encoder thread, steps and native-rate
+samples in small batches. Nothing of an episode is held in memory beyond those bounds
+(``WriterConfig``), so memory does not grow with episode length. ``end_episode``
+commits through ``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
 """
 
 from __future__ import annotations
@@ -71,10 +72,14 @@ class WriterConfig:
     # Frames per camera waiting for its encoder thread: bounds memory (a 640x480 colour
     # frame is 0.9 MB) and what a killed process loses beyond the encoder's own delay.
     encoder_queue_frames: int = 8
+    # Steps appended to the staging log together: one write instead of one per step
+    # (and per native stream). What a killed process can lose of its last steps.
+    step_batch: int = 8
 
     def __post_init__(self) -> None:
-        if self.encoder_queue_frames < 1:
-            raise WriterError(f"encoder_queue_frames must be at least 1, got {self.encoder_queue_frames}")
+        for name in ("encoder_queue_frames", "step_batch"):
+            if getattr(self, name) < 1:
+                raise WriterError(f"{name} must be at least 1, got {getattr(self, name)}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
@@ -157,7 +162,17 @@ class _Recording:
             )
         return log
 
+    def append_steps(self) -> None:
+        """Append the steps that wait, after the native samples they may point at."""
+        batch = self.rows.batch()
+        if batch is None:
+            return
+        for log in self.stream_logs.values():
+            log.flush()
+        self.step_log.append(batch)
+
     def close_files(self) -> None:
+        self.append_steps()
         self.step_log.close()
         for log in self.stream_logs.values():
             log.close()
@@ -466,12 +481,11 @@ class DatasetWriter:
             if not 0 <= index < written:
                 raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame {index} ({written} written)")
             frame_indices.append(index)
-        batch = rows.batch(
-            recording.steps, recording.relative(timestamp), vectors, frame_indices, sample_indices, alignment
-        )
-        recording.step_log.append(batch)
+        rows.add(recording.steps, recording.relative(timestamp), vectors, frame_indices, sample_indices, alignment)
         recording.steps += 1
         recording.last_timestamp = timestamp
+        if len(rows) >= self.config.step_batch:
+            recording.append_steps()
 
     def _stream_columns(
         self, recording: _Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
@@ -492,7 +506,6 @@ class DatasetWriter:
                     raise WriterError(
                         f"step {recording.steps}: stream {stream!r} has no sample {index} ({recorded} recorded)"
                     )
-                log.flush()  # the samples a step uses reach the disk before the step does
             indices.append(index)
         errors: list[float | None] = []
         for stream in rows.aligned:

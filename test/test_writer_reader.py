@@ -16,6 +16,7 @@ from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.reader import load_dataset
+from ortf_ros.staging import StagedEpisode
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -424,6 +425,8 @@ def test_the_encoder_queue_is_bounded_by_configuration() -> None:
     assert WriterConfig.from_mapping({"encoder_queue_frames": 2}, "test").encoder_queue_frames == 2
     with pytest.raises(WriterError, match="encoder_queue_frames must be at least 1, got 0"):
         WriterConfig.from_mapping({"encoder_queue_frames": 0}, "test")
+    with pytest.raises(WriterError, match="step_batch must be at least 1, got 0"):
+        WriterConfig.from_mapping({"step_batch": 0}, "test")
 
 
 def test_frames_whose_rows_ffmpeg_pads_round_trip(tmp_path: Path) -> None:
@@ -435,3 +438,19 @@ def test_frames_whose_rows_ffmpeg_pads_round_trip(tmp_path: Path) -> None:
     for step, frame in enumerate(episode.step_frames("cam_wrist")):
         assert psnr(frame, demo_rgb(0, step, width, height)) >= 35.0
     episode.close()
+
+
+def test_steps_reach_the_staging_log_in_batches_of_step_batch(tmp_path: Path) -> None:
+    tables = []
+    for batch in (1, 4):
+        root = tmp_path / f"batch{batch}"
+        with DatasetWriter(root, demo_manifest(64, 48), config=WriterConfig(step_batch=batch)) as writer:
+            writer.begin_episode("pick")
+            for step in range(10):
+                writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), _images(step))
+            staged = StagedEpisode(next((root / layout.STAGING_DIR).glob("episode_*")))
+            assert sum(b.num_rows for b in staged.read_steps()) == 10 // batch * batch  # the rest waits
+            writer.end_episode()
+        tables.append(pq.read_table(root / layout.steps_path(0)))
+        assert load_dataset(root).episode(0).record.length == 10
+    assert tables[0].equals(tables[1])
