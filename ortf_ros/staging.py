@@ -313,6 +313,8 @@ PENDING_SAMPLES_MAX = 1024
 and at the latest every this many samples (what a crash can lose of a stream that no step
 has used yet)."""
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+# (np.arange would give up the GIL for every batch, and the encoder threads take a while to return it.)
+_ROW_NUMBERS = np.arange(PENDING_SAMPLES_MAX, dtype=np.int64)
 
 
 class SampleLog:
@@ -399,7 +401,7 @@ class SampleLog:
             return
         columns: dict[str, pa.Array] = {
             "episode_id": self._episode_ids.slice(0, rows),
-            "sample_index": pa.array(np.arange(self.count - rows, self.count, dtype=np.int64)),
+            "sample_index": pa.array(_ROW_NUMBERS[:rows] + (self.count - rows)),
             "timestamp": pa.array(self._timestamps[:rows]),
             "stamp_ns": pa.array(self._stamp_ns, pa.int64()),
             "receive_ns": pa.array(self._receive_ns, pa.int64()),
