@@ -544,11 +544,10 @@ def rss_rows(results: list[RssResult]) -> list[Row]:
 _Key = tuple[str, int, str]  # pstats: (file, first line, function); file "~" for C functions
 # The functions each stage is timed by; they do not call each other, so their times add up.
 READ = ["ortf_ros.pipeline.source:BagSource._messages"]
-DECODE = ["ortf_ros.pipeline.decode:Decoder.decode"]
-EXTRACT = ["ortf_ros.pipeline.extract:extract"]
+SAMPLES = ["ortf_ros.pipeline.fastpath:SampleDecoder.samples"]
 ASSEMBLE = ["ortf_ros.pipeline.assemble:Assembler.feed", "ortf_ros.pipeline.assemble:Assembler.finish"]
 ADD_FRAME = ["ortf_ros.writer:DatasetWriter.add_frame"]
-ADD_SAMPLE = ["ortf_ros.writer:DatasetWriter.add_sample"]
+ADD_SAMPLES = ["ortf_ros.writer:DatasetWriter.add_samples"]
 ADD_STEP = ["ortf_ros.writer:DatasetWriter.add_step"]
 END_EPISODE = ["ortf_ros.writer:DatasetWriter.end_episode"]
 TOTAL = ["ortf_ros.pipeline.convert:convert_recording"]
@@ -578,16 +577,6 @@ def _cumulative(stats: dict[_Key, Any], wanted: list[str]) -> tuple[float, int]:
     return total, calls
 
 
-def _c_self(stats: dict[_Key, Any], fragment: str) -> tuple[float, int]:
-    """Self time of C functions (PyAV's) whose name contains ``fragment``."""
-    total, calls = 0.0, 0
-    for (filename, _, name), (_, ncalls, tottime, _, _) in stats.items():
-        if filename == "~" and fragment in name:
-            total += tottime
-            calls += ncalls
-    return total, calls
-
-
 def profile(bag: CachedBag, tmp: Path, top: int) -> None:
     """One conversion at ultrafast under cProfile, its stages set against the floor."""
     preset = "ultrafast"
@@ -600,7 +589,9 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
     finally:
         floor.close()
     read_s, _, _ = read_all(bag.path)
+    main_thread = time.thread_time()
     plain = timed_convert(bag.path, tmp / "plain", preset)
+    main_thread = time.thread_time() - main_thread
     profiler = cProfile.Profile()
     start = time.perf_counter()
     profiler.enable()
@@ -613,54 +604,43 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
     profiler.dump_stats(str(out))
     stats: dict[_Key, Any] = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
 
-    encode_floor = sum(r.encode_seconds for r in results)
     real = bag.duration_s
-    print(f"\n  converter, no profiler        {plain:7.2f} s  {real / plain:6.2f}x real time")
+    print(
+        f"\n  converter, no profiler        {plain:7.2f} s  {real / plain:6.2f}x real time; its main thread (the "
+        f"Python pipeline) used {main_thread:.2f} s of CPU, the encoder threads the rest"
+    )
     print(f"  converter under cProfile      {profiled:7.2f} s  (the profiler inflates the many small Python calls)")
     print(
         f"  floor ({len(results)} processes)           {floor_wall:7.2f} s  {real / floor_wall:6.2f}x real time "
         f"(encoding {' + '.join(f'{r.encode_seconds:.2f}' for r in results)} s)"
     )
-    print(
-        f"  serial floor (1 thread)       {read_s + encode_floor:7.2f} s  {real / (read_s + encode_floor):6.2f}x "
-        f"real time (read {read_s:.2f} s + both cameras' encoding {encode_floor:.2f} s: the best a converter "
-        "that encodes on one thread can do)"
-    )
 
     total, _ = _cumulative(stats, TOTAL)
     frame, frames = _cumulative(stats, ADD_FRAME)
-    sample, samples = _cumulative(stats, ADD_SAMPLE)
+    samples, batches = _cumulative(stats, ADD_SAMPLES)
     step, steps = _cumulative(stats, ADD_STEP)
     assemble, feeds = _cumulative(stats, ASSEMBLE)
-    encode, _ = _c_self(stats, "method 'encode' of 'av.")
-    from_ndarray, _ = _c_self(stats, "from_ndarray")
-    mux, _ = _c_self(stats, "method 'mux' of 'av.")
-    rows: list[tuple[str, float, int, float | None]] = [
+    rows: list[tuple[str, float, int, float]] = [
         ("read: BagSource.messages (rosbags, merge)", *_cumulative(stats, READ), read_s),
-        ("decode: Decoder.decode (CDR -> message)", *_cumulative(stats, DECODE), 0.0),
-        ("extract: extract (message -> sample)", *_cumulative(stats, EXTRACT), 0.0),
-        ("assemble: Assembler.feed/finish, own time", assemble - frame - sample - step, feeds, 0.0),
-        ("writer.add_frame", frame, frames, encode_floor),
-        ("  of which PyAV encode (RGB->YUV + x264)", encode, frames, None),
-        ("  of which VideoFrame.from_ndarray", from_ndarray, frames, None),
-        ("writer.add_sample (native-rate rows)", sample, samples, 0.0),
+        ("samples: decode -> extract, or the fast path", *_cumulative(stats, SAMPLES), 0.0),
+        ("assemble: Assembler.feed/finish, own time", assemble - frame - samples - step, feeds, 0.0),
+        ("writer.add_frame (copy, queue to an encoder)", frame, frames, 0.0),
+        ("writer.add_samples (native-rate rows)", samples, batches, 0.0),
         ("writer.add_step (step rows)", step, steps, 0.0),
         ("writer.end_episode (close, remux, commit)", *_cumulative(stats, END_EPISODE), 0.0),
     ]
-    counted = sum(seconds for label, seconds, _, _ in rows if not label.startswith(" "))
-    rows.append(("other (open, mapping, manifest, glue)", total - counted, 1, 0.0))
+    rows.append(("other (open, mapping, manifest, glue)", total - sum(r[1] for r in rows), 1, 0.0))
     print(
-        f"\n  {'stage (cumulative seconds under cProfile)':<44} {'seconds':>8} {'share':>6} {'calls':>8}"
+        f"\n  {'main thread, by stage (cumulative s, cProfile)':<46} {'seconds':>8} {'share':>6} {'calls':>8}"
         f"  {'floor':>6} {'beyond':>7}"
     )
     for label, seconds, calls, floor_s in rows:
-        floor_text = "" if floor_s is None else f"{floor_s:6.2f} {seconds - floor_s:7.2f}"
-        print(f"  {label:<44} {seconds:8.2f} {100 * seconds / total:5.1f}% {calls:8,}  {floor_text}")
-    print(f"  {'total: convert_recording':<44} {total:8.2f} {100:5.1f}%")
+        share = 100 * seconds / total
+        print(f"  {label:<46} {seconds:8.2f} {share:5.1f}% {calls:8,}  {floor_s:6.2f} {seconds - floor_s:7.2f}")
+    print(f"  {'total: convert_recording':<46} {total:8.2f} {100:5.1f}%")
     print(
-        f"  (PyAV mux, staging and remux: {mux:.2f} s. Floor column: the floor's read (1 process) and encoding\n"
-        "  time; the latter is measured with both floor encoders running at once, so it is a little higher than\n"
-        "  one encoder alone.)"
+        "  (cProfile sees the main thread only: the encoding runs on one thread per camera, as the floor's runs in\n"
+        "  one process per camera. Floor column: the floor's read, in one process.)"
     )
     print(f"\n  top {top} functions by self time")
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)

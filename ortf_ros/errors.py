@@ -24,3 +24,9 @@ class ReaderError(OrtfError):
 
 class ConversionError(OrtfError):
     """An input recording or export target could not be converted."""
+
+
+def describe(exc: BaseException) -> str:
+    """A foreign exception (a library's, an OS error) as one line: its type and message."""
+    text = " ".join(str(exc).split()).rstrip(".")
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

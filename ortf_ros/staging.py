@@ -5,7 +5,8 @@ loses only what was in flight:
 
     .staging/episode_000007/
         episode.json     who the episode is (written once, atomically, at begin)
-        steps.arrows     Arrow IPC stream, one record batch per step, never rewritten
+        steps.arrows     Arrow IPC stream of steps in batches (see StepRows), never rewritten
+        streams/<name>.arrows  native-rate samples, in batches (see SampleLog)
         videos/<cam>.mp4 fragmented MP4, every packet flushed
         annotations/     given at the end, moved into place on commit
         COMMIT.json      present once end_episode started committing (the outcome)
@@ -18,16 +19,19 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import pyarrow as pa
 
 from ortf_ros.errors import FormatError, WriterError
 from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 
 HEADER_FILE = "episode.json"
@@ -210,7 +214,9 @@ class StepLog:
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.schema = schema
-        self._sink = pa.OSFile(str(path), "wb")
+        # Buffered, and flushed by every append: the IPC writer makes a dozen small writes
+        # per batch, which would each be a system call.
+        self._sink = pa.BufferedOutputStream(pa.OSFile(str(path), "wb"), 1 << 16)
         self._writer = pa.ipc.new_stream(self._sink, schema)
 
     def append(self, batch: pa.RecordBatch) -> None:
@@ -218,5 +224,202 @@ class StepLog:
         self._sink.flush()
 
     def close(self) -> None:
-        self._writer.close()
-        self._sink.close()
+        """Idempotent: a failed commit closes the files again when the episode is discarded."""
+        if not self._sink.closed:
+            self._writer.close()
+            self._sink.close()
+
+
+class StepRows:
+    """Steps on their way to the staging log, appended as one RecordBatch of several rows.
+
+    A batch per step (30 a second and more) costs more in Arrow conversions and writes
+    than the step is worth, so the writer appends them together, up to
+    ``WriterConfig.step_batch`` at a time. Values come in as numpy vectors and indices;
+    the constant columns are built once per batch.
+    """
+
+    def __init__(self, manifest: Manifest, schema: pa.Schema, episode_id: str) -> None:
+        self.schema = schema
+        self.action = slice(0, manifest.action_space.dim)
+        self.state: dict[str, slice] = {}
+        self._vector_columns = {"action": self.action}
+        start = self.action.stop
+        for name, component in manifest.observation_space.state.items():
+            part = self.state[name] = slice(start, start + component.dim)
+            self._vector_columns[layout.state_column(name)] = part
+            start = part.stop
+        self.width = start
+        self.cameras = list(manifest.cameras)
+        self.camera_set = set(self.cameras)
+        self.streams = list(manifest.native_streams)
+        self.stream_set = set(self.streams)
+        self.aligned = list(manifest.alignment.streams) if manifest.alignment else []
+        self.aligned_set = set(self.aligned)
+        self._episode_id = episode_id
+        self._timestamps: list[float] = []
+        self._vectors: list[np.ndarray] = []
+        self._indices: list[list[int]] = []  # step index, frame per camera, sample per stream (-1: none)
+        self._errors: list[list[float]] = []  # alignment per aligned stream (NaN: none)
+
+    def __len__(self) -> int:
+        return len(self._timestamps)
+
+    def add(
+        self,
+        step_index: int,
+        timestamp: float,
+        vectors: np.ndarray,
+        frames: list[int],
+        samples: list[int | None],
+        alignment: list[float | None],
+    ) -> None:
+        """Hold one checked step: ``vectors`` float32 (action and state side by side)."""
+        self._timestamps.append(timestamp)
+        self._vectors.append(vectors)
+        self._indices.append([step_index, *frames, *(-1 if i is None else i for i in samples)])
+        self._errors.append([math.nan if e is None else e for e in alignment])
+
+    def batch(self) -> pa.RecordBatch | None:
+        """The steps held, as one batch (None if there are none); they are no longer held."""
+        rows = len(self._timestamps)
+        if not rows:
+            return None
+        indices = np.array(self._indices, np.int64)
+        errors = np.array(self._errors, np.float32).reshape(rows, len(self.aligned))
+        vectors = np.stack(self._vectors)
+        no = pa.array(np.zeros(rows, np.bool_))
+        columns: dict[str, pa.Array] = {
+            "episode_id": pa.array([self._episode_id] * rows, pa.string()),
+            "timestamp": pa.array(np.array(self._timestamps)),
+            "is_first": pa.array(indices[:, 0] == 0),
+            "is_last": no,
+            "is_terminal": no,
+        }
+        for name, part in self._vector_columns.items():
+            flat = np.ascontiguousarray(vectors[:, part]).reshape(-1)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), part.stop - part.start)
+        names = ["step_index", *map(layout.image_column, self.cameras), *map(layout.stream_index_column, self.streams)]
+        for column, values in zip(names, indices.T, strict=True):
+            columns[column] = pa.array(values, mask=values < 0)
+        for stream, values in zip(self.aligned, errors.T, strict=True):
+            columns[layout.alignment_column(stream)] = pa.array(values, mask=np.isnan(values))
+        self._timestamps, self._vectors, self._indices, self._errors = [], [], [], []
+        return pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
+
+
+PENDING_SAMPLES_MAX = 1024
+"""Native-rate samples appended to their log in batches: before any step that uses them,
+and at the latest every this many samples (what a crash can lose of a stream that no step
+has used yet)."""
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+# (np.arange would give up the GIL for every batch, and the encoder threads take a while to return it.)
+_ROW_NUMBERS = np.arange(PENDING_SAMPLES_MAX, dtype=np.int64)
+
+
+class SampleLog:
+    """A native-rate stream's samples on their way to its log.
+
+    One Arrow batch per sample would cost more than the sample (at 1 kHz, more than the
+    stream is worth), so samples wait in fixed-size column buffers and go to the log as
+    one batch, cast to the float32 they are stored as. The log file is created by the
+    first batch.
+    """
+
+    def __init__(self, path: Path, stream: str, schema: pa.Schema, dims: dict[str, int], episode_id: str) -> None:
+        self.path = path
+        self.stream = stream
+        self.schema = schema
+        self.dims = dims
+        self.count = 0  # samples recorded, the next sample's index
+        self.last_timestamp = -float("inf")  # the caller's clock, to refuse a sample from the past
+        self._slices: list[slice] = []
+        start = 0
+        for dim in dims.values():
+            self._slices.append(slice(start, start + dim))
+            start += dim
+        self._values = np.empty((PENDING_SAMPLES_MAX, start), np.float64)
+        self._timestamps = np.empty(PENDING_SAMPLES_MAX, np.float64)
+        self._stamp_ns: list[int | None] = []
+        self._receive_ns: list[int | None] = []
+        self._episode_ids = pa.array([episode_id] * PENDING_SAMPLES_MAX, pa.string())  # sliced by each batch
+        self._log: StepLog | None = None
+
+    def add(
+        self,
+        timestamps: np.ndarray,
+        rows: np.ndarray,
+        stamp_ns: Sequence[int | None],
+        receive_ns: Sequence[int | None],
+        origin: Callable[[float], float],
+    ) -> int:
+        """Keep consecutive samples, all or none; returns the index of the first.
+
+        ``timestamps`` (float64) must be finite and not decrease, from the last one kept
+        on. ``rows`` holds one float64 row per sample, the columns of ``dims`` side by
+        side; values must be finite as float32 (NaN, inf or beyond float32 is refused).
+        ``origin(first timestamp)`` gives the episode's clock origin (the first sample
+        or step sets it), so the stored times are ``timestamps - origin``.
+        """
+        count = len(timestamps)
+        steps = np.diff(timestamps, prepend=self.last_timestamp)
+        if not (np.isfinite(timestamps).all() and (steps >= 0).all()):
+            bad = int(np.flatnonzero(~(np.isfinite(timestamps) & (steps >= 0)))[0])
+            previous = timestamps[bad - 1] if bad else self.last_timestamp
+            raise WriterError(
+                f"stream {self.stream!r}: sample timestamp {timestamps[bad]} must be finite and not before "
+                f"the previous ({previous})"
+            )
+        in_range = (np.abs(rows) <= _FLOAT32_MAX).all(axis=1)  # NaN fails too
+        if not in_range.all():
+            row = rows[int(np.flatnonzero(~in_range)[0])]
+            raise WriterError(
+                f"stream {self.stream!r}: values must be finite, got "
+                + ", ".join(f"{name} {row[part].tolist()}" for name, part in zip(self.dims, self._slices, strict=True))
+            )
+        first = self.count
+        stored = timestamps - origin(float(timestamps[0]))
+        done = 0
+        while done < count:
+            at = len(self._stamp_ns)
+            take = min(count - done, PENDING_SAMPLES_MAX - at)
+            self._values[at : at + take] = rows[done : done + take]
+            self._timestamps[at : at + take] = stored[done : done + take]
+            self._stamp_ns += stamp_ns[done : done + take]
+            self._receive_ns += receive_ns[done : done + take]
+            self.count += take
+            done += take
+            if len(self._stamp_ns) == PENDING_SAMPLES_MAX:
+                self.flush()
+        self.last_timestamp = float(timestamps[-1])
+        return first
+
+    def flush(self) -> None:
+        """Append the samples that wait as one batch."""
+        rows = len(self._stamp_ns)
+        if not rows:
+            return
+        columns: dict[str, pa.Array] = {
+            "episode_id": self._episode_ids.slice(0, rows),
+            "sample_index": pa.array(_ROW_NUMBERS[:rows] + (self.count - rows)),
+            "timestamp": pa.array(self._timestamps[:rows]),
+            "stamp_ns": pa.array(self._stamp_ns, pa.int64()),
+            "receive_ns": pa.array(self._receive_ns, pa.int64()),
+        }
+        for (name, dim), part in zip(self.dims.items(), self._slices, strict=True):
+            flat = self._values[:rows, part].astype(np.float32).reshape(-1)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+        self.append(pa.RecordBatch.from_arrays([columns[n] for n in self.schema.names], schema=self.schema))
+        self._stamp_ns = []
+        self._receive_ns = []
+
+    def append(self, batch: pa.RecordBatch) -> None:
+        """Append rows as they are (another dataset's, when importing an episode)."""
+        if self._log is None:
+            self._log = StepLog(self.path, self.schema)
+        self._log.append(batch)
+
+    def close(self) -> None:
+        self.flush()
+        if self._log is not None:
+            self._log.close()

@@ -8,22 +8,24 @@ Usage::
             writer.add_step(t, state, action, images)
         writer.end_episode(success=True)
 
-Steps and frames go to the staging area the moment they arrive (see
-``ortf_ros.staging``); nothing of an episode is held in memory but the current
-step, so memory does not grow with episode length. ``end_episode`` commits through
-``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
+Steps and frames go to the staging area as they arrive (see ``ortf_ros.staging``):
+frames through a bounded queue to each camera's encoder thread, steps and native-rate
+samples in small batches. Nothing of an episode is held in memory beyond those bounds
+(``WriterConfig``), so memory does not grow with episode length. ``end_episode``
+commits through ``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
 import shutil
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar
+from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
@@ -54,8 +56,10 @@ from ortf_ros.reader import Episode
 from ortf_ros.staging import (
     EpisodeHeader,
     EpisodeOutcome,
+    SampleLog,
     StagedEpisode,
     StepLog,
+    StepRows,
     lock_dataset,
     staged_episode_dirs,
     unlock_dataset,
@@ -63,10 +67,6 @@ from ortf_ros.staging import (
 from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
-# Native-rate samples are appended to their log in batches: before any step that uses
-# them, and at the latest every this many samples (what a crash can lose of a stream
-# that no step has used yet).
-PENDING_SAMPLES_MAX = 1024
 _T = TypeVar("_T")
 
 
@@ -78,6 +78,17 @@ class WriterConfig:
     video: VideoSettings = field(default_factory=VideoSettings)
     # Rows per Parquet row group when an episode is committed: bounds commit memory.
     row_group_steps: int = 65536
+    # Frames per camera waiting for its encoder thread: bounds memory (a 640x480 colour
+    # frame is 0.9 MB) and what a killed process loses beyond the encoder's own delay.
+    encoder_queue_frames: int = 8
+    # Steps appended to the staging log together: one write instead of one per step
+    # (and per native stream). What a killed process can lose of its last steps.
+    step_batch: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("encoder_queue_frames", "step_batch"):
+            if getattr(self, name) < 1:
+                raise WriterError(f"{name} must be at least 1, got {getattr(self, name)}")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
@@ -135,44 +146,63 @@ class _CopiedVideo:
 class _Recording:
     """The episode in progress: its staging directory, step log and video encoders."""
 
-    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, schema: pa.Schema) -> None:
+    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, manifest: Manifest) -> None:
         self.staged = staged
         self.header = header
-        self.schema = schema
+        self.schema = step_schema(manifest)
+        self.rows = StepRows(manifest, self.schema, header.episode_id)
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
         self.videos: dict[str, StagedVideoWriter | _CopiedVideo] = {}
-        self.step_log = StepLog(staged.steps_file, schema)
-        self.stream_logs: dict[str, StepLog] = {}
-        self.pending_samples: dict[str, list[dict[str, Any]]] = {}  # not yet in the stream log
-        self.stream_counts: dict[str, int] = {}
-        self.stream_last: dict[str, float] = {}
+        self.step_log = StepLog(staged.steps_file, self.schema)
+        self.stream_logs: dict[str, SampleLog] = {}
+
+    def clock(self, first: float) -> float:
+        """The episode's time origin: the timestamp of its first step or sample (``first``, if
+        nothing came before it)."""
+        if self.origin is None:
+            self.origin = first
+        return self.origin
 
     def relative(self, timestamp: float) -> float:
         """Seconds since the episode's first step or sample, whichever came first."""
-        if self.origin is None:
-            self.origin = timestamp
-        return timestamp - self.origin
+        return timestamp - self.clock(timestamp)
 
-    def flush_stream(self, stream: str, schema: pa.Schema) -> None:
-        """Append the stream's pending samples to its log as one batch."""
-        pending = self.pending_samples.pop(stream, [])
-        if not pending:
-            return
+    def stream_log(self, manifest: Manifest, stream: str) -> SampleLog:
         log = self.stream_logs.get(stream)
         if log is None:
-            log = self.stream_logs[stream] = StepLog(self.staged.stream_file(stream), schema)
-        log.append(pa.RecordBatch.from_pylist(pending, schema=schema))
+            spec = manifest.native_streams.get(stream)
+            if spec is None:
+                raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
+            dims = {name: component.dim for name, component in spec.columns.items()}
+            log = self.stream_logs[stream] = SampleLog(
+                self.staged.stream_file(stream), stream, stream_schema(manifest, stream), dims, self.header.episode_id
+            )
+        return log
 
-    def close_files(self, manifest: Manifest) -> None:
-        for stream in list(self.pending_samples):
-            self.flush_stream(stream, stream_schema(manifest, stream))
+    def append_steps(self) -> None:
+        """Append the steps that wait, after the native samples they may point at."""
+        batch = self.rows.batch()
+        if batch is None:
+            return
+        for log in self.stream_logs.values():
+            log.flush()
+        self.step_log.append(batch)
+
+    def close_files(self) -> None:
+        self.append_steps()
         self.step_log.close()
         for log in self.stream_logs.values():
             log.close()
-        for writer in self.videos.values():
-            writer.close()
+        failures = []
+        for writer in self.videos.values():  # every encoder thread is joined, even after a failure
+            try:
+                writer.close()
+            except WriterError as exc:
+                failures.append(exc)
+        if failures:
+            raise failures[0]
 
 
 class DatasetWriter:
@@ -223,19 +253,21 @@ class DatasetWriter:
 
     def close(self) -> None:
         """Release the dataset. An episode still open stays staged for ``ortf recover``."""
-        if self._recording is not None:
-            self._recording.close_files(self.manifest)
-            log.warning(
-                "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
-                self.root,
-                self._recording.header.episode_id,
-                self.root,
-            )
-            self._recording = None
-        self._catalog = None
-        if self._lock is not None:
-            unlock_dataset(self.root, self._lock)
-            self._lock = None
+        recording, self._recording = self._recording, None
+        try:
+            if recording is not None:
+                log.warning(
+                    "%s: episode %s was not ended; it stays staged, run `ortf recover %s`",
+                    self.root,
+                    recording.header.episode_id,
+                    self.root,
+                )
+                recording.close_files()
+        finally:
+            self._catalog = None
+            if self._lock is not None:
+                unlock_dataset(self.root, self._lock)
+                self._lock = None
 
     def __enter__(self) -> DatasetWriter:
         return self.open()
@@ -316,7 +348,7 @@ class DatasetWriter:
             task_description=task_description,
         )
         staged = StagedEpisode.create(self.root, header)
-        self._recording = _Recording(staged, header, step_schema(catalog.manifest))
+        self._recording = _Recording(staged, header, catalog.manifest)
         return header.episode_id
 
     def set_task(self, task: str) -> None:
@@ -333,7 +365,8 @@ class DatasetWriter:
         return self._recording
 
     def add_frame(self, camera: str, image: np.ndarray) -> int:
-        """Encode one camera frame now; returns its frame index in the episode's video."""
+        """Hand one camera frame to its encoder (copied: the caller may reuse the array);
+        returns its frame index in the episode's video."""
         recording = self._current()
         image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
@@ -349,6 +382,8 @@ class DatasetWriter:
                 sensor.fps,
                 frame_kind(sensor),
                 self.config.video,
+                camera=camera,
+                queue_frames=self.config.encoder_queue_frames,
             )
             recording.videos[camera] = writer
         return writer.write(image)
@@ -437,37 +472,40 @@ class DatasetWriter:
         ``timestamp`` is on the steps' clock; ``stamp_ns``/``receive_ns`` keep the raw
         header stamp and receive time of the message it came from.
         """
+        rows = {name: cast("ArrayLike", [value]) for name, value in values.items()}
+        return self.add_samples(stream, [timestamp], rows, stamp_ns=[stamp_ns], receive_ns=[receive_ns])
+
+    def add_samples(
+        self,
+        stream: str,
+        timestamps: ArrayLike,
+        values: Mapping[str, ArrayLike],
+        *,
+        stamp_ns: Sequence[int | None] | None = None,
+        receive_ns: Sequence[int | None] | None = None,
+    ) -> int:
+        """Record consecutive samples of a native-rate stream in one call, as ``add_sample``
+        would one by one (``values[column]`` has a row per sample); all are checked before
+        any is kept. Returns the index of the first. A stream at kHz costs a call per
+        batch instead of one per sample.
+        """
         recording = self._current()
-        manifest = self.manifest
-        spec = manifest.native_streams.get(stream)
-        if spec is None:
-            raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
-        timestamp = float(timestamp)
-        last = recording.stream_last.get(stream, -np.inf)
-        if not np.isfinite(timestamp) or timestamp < last:
+        log = recording.stream_logs.get(stream) or recording.stream_log(self.manifest, stream)
+        times = np.asarray(timestamps, dtype=np.float64).reshape(-1)
+        count = len(times)
+        if values.keys() != log.dims.keys():
+            _check_keys(f"stream {stream!r}", "column", values, log.dims)
+        columns = [_rows(f"stream {stream!r} {name}", values[name], count, dim) for name, dim in log.dims.items()]
+        stamps = [None] * count if stamp_ns is None else list(stamp_ns)
+        receives = [None] * count if receive_ns is None else list(receive_ns)
+        if len(stamps) != count or len(receives) != count:
             raise WriterError(
-                f"stream {stream!r}: sample timestamp {timestamp} must be finite and not before the previous ({last})"
+                f"stream {stream!r}: {count} timestamps, {len(stamps)} stamp_ns, {len(receives)} receive_ns"
             )
-        _check_keys(f"stream {stream!r}", "column", values, spec.columns)
-        index = recording.stream_counts.get(stream, 0)
-        row: dict[str, Any] = {
-            name: _vector(f"stream {stream!r} {name}", values[name], component.dim)
-            for name, component in spec.columns.items()
-        }
-        row.update(
-            episode_id=recording.header.episode_id,
-            sample_index=index,
-            timestamp=recording.relative(timestamp),
-            stamp_ns=stamp_ns,
-            receive_ns=receive_ns,
-        )
-        pending = recording.pending_samples.setdefault(stream, [])
-        pending.append(row)
-        if len(pending) >= PENDING_SAMPLES_MAX:
-            recording.flush_stream(stream, stream_schema(manifest, stream))
-        recording.stream_counts[stream] = index + 1
-        recording.stream_last[stream] = timestamp
-        return index
+        if not count:
+            return log.count
+        rows = columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)
+        return log.add(times, rows, stamps, receives, recording.clock)
 
     def add_step(
         self,
@@ -490,67 +528,67 @@ class DatasetWriter:
         Everything is checked before anything is written.
         """
         recording = self._current()
-        manifest = self.manifest
+        rows = recording.rows
         timestamp = float(timestamp)
         if not np.isfinite(timestamp) or timestamp <= recording.last_timestamp:
             raise WriterError(
                 f"step {recording.steps}: timestamp {timestamp} must be finite and after the previous step's "
                 f"({recording.last_timestamp})"
             )
-        columns: dict[str, Any] = {"action": [_vector("action", action, manifest.action_space.dim)]}
-        _check_keys(f"step {recording.steps} state", "state component", state, manifest.observation_space.state)
-        for name, component in manifest.observation_space.state.items():
-            columns[layout.state_column(name)] = [_vector(f"state {name}", state[name], component.dim)]
-        columns.update(self._stream_columns(recording, samples or {}, alignment_ms or {}))
+        vectors = np.empty(rows.width, np.float32)
+        _fill_vector(vectors, rows.action, "action", action)
+        if state.keys() != rows.state.keys():
+            _check_keys(f"step {recording.steps} state", "state component", state, rows.state)
+        for name, part in rows.state.items():
+            _fill_vector(vectors, part, f"state {name}", state[name])
+        sample_indices, alignment = self._stream_columns(recording, samples or {}, alignment_ms or {})
         checked = {camera: self._checked_image(camera, image) for camera, image in (images or {}).items()}
         for camera, image in checked.items():
             self.add_frame(camera, image)
-        _check_keys(f"step {recording.steps} frames", "camera", frames or {}, manifest.cameras, partial=True)
-        for camera in manifest.cameras:
+        frames = frames or {}
+        if not frames.keys() <= rows.camera_set:
+            _check_keys(f"step {recording.steps} frames", "camera", frames, rows.cameras, partial=True)
+        frame_indices = []
+        for camera in rows.cameras:
             writer = recording.videos.get(camera)
             written = writer.frames_written if writer is not None else 0
-            index = (frames or {}).get(camera, written - 1)
+            index = frames.get(camera, written - 1)
             if not 0 <= index < written:
                 raise WriterError(f"step {recording.steps}: camera {camera!r} has no frame {index} ({written} written)")
-            columns[layout.image_column(camera)] = [index]
-        columns.update(
-            episode_id=[recording.header.episode_id],
-            step_index=[recording.steps],
-            timestamp=[recording.relative(timestamp)],
-            is_first=[recording.steps == 0],
-            is_last=[False],
-            is_terminal=[False],
-        )
-        batch = pa.RecordBatch.from_pydict(columns, schema=recording.schema)
-        recording.step_log.append(batch)
+            frame_indices.append(index)
+        rows.add(recording.steps, recording.relative(timestamp), vectors, frame_indices, sample_indices, alignment)
         recording.steps += 1
         recording.last_timestamp = timestamp
+        if len(rows) >= self.config.step_batch:
+            recording.append_steps()
 
     def _stream_columns(
         self, recording: _Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
-    ) -> dict[str, list[Any]]:
-        manifest = self.manifest
-        _check_keys(f"step {recording.steps} samples", "stream", samples, manifest.native_streams, partial=True)
-        aligned = manifest.alignment.streams if manifest.alignment else ()
-        _check_keys(f"step {recording.steps} alignment_ms", "stream", alignment_ms, aligned, partial=True)
-        columns: dict[str, list[Any]] = {}
-        for stream in manifest.native_streams:
+    ) -> tuple[list[int | None], list[float | None]]:
+        """Per native stream the sample index (None: none used), per aligned stream the error in ms."""
+        rows = recording.rows
+        if not samples.keys() <= rows.stream_set:
+            _check_keys(f"step {recording.steps} samples", "stream", samples, rows.streams, partial=True)
+        if not alignment_ms.keys() <= rows.aligned_set:
+            _check_keys(f"step {recording.steps} alignment_ms", "stream", alignment_ms, rows.aligned, partial=True)
+        indices: list[int | None] = []
+        for stream in rows.streams:
             index = samples.get(stream)
-            if index is not None and not 0 <= index < recording.stream_counts.get(stream, 0):
-                raise WriterError(
-                    f"step {recording.steps}: stream {stream!r} has no sample {index} "
-                    f"({recording.stream_counts.get(stream, 0)} recorded)"
-                )
             if index is not None:
-                # The samples a step uses reach the disk before the step does.
-                recording.flush_stream(stream, stream_schema(manifest, stream))
-            columns[layout.stream_index_column(stream)] = [index]
-        for stream in aligned:
+                log = recording.stream_logs.get(stream)
+                recorded = log.count if log is not None else 0
+                if log is None or not 0 <= index < log.count:
+                    raise WriterError(
+                        f"step {recording.steps}: stream {stream!r} has no sample {index} ({recorded} recorded)"
+                    )
+            indices.append(index)
+        errors: list[float | None] = []
+        for stream in rows.aligned:
             error = alignment_ms.get(stream)
-            if error is not None and not (np.isfinite(error) and error >= 0):
+            if error is not None and not (math.isfinite(error) and error >= 0):
                 raise WriterError(f"step {recording.steps}: alignment of {stream!r} must be >= 0 ms, got {error}")
-            columns[layout.alignment_column(stream)] = [error]
-        return columns
+            errors.append(error)
+        return indices, errors
 
     def end_episode(
         self,
@@ -576,7 +614,7 @@ class DatasetWriter:
         return self._commit(recording, outcome)
 
     def _commit(self, recording: _Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
-        recording.close_files(self.manifest)
+        recording.close_files()
         self._recording = None
         try:
             return commit_staged(
@@ -609,12 +647,10 @@ class DatasetWriter:
                 recording.steps += batch.num_rows
                 terminal = bool(batch.column("is_terminal")[-1].as_py())
             for stream in self.manifest.native_streams:
-                schema = stream_schema(self.manifest, stream)
-                log = StepLog(recording.staged.stream_file(stream), schema)
-                recording.stream_logs[stream] = log
+                log = recording.stream_log(self.manifest, stream)
                 path = source.root / layout.stream_path(record.chunk_id, stream)
                 for batch in _episode_rows(path, episode.episode_id):
-                    log.append(_relabel(batch, schema, recording.header.episode_id, None))
+                    log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -630,7 +666,7 @@ class DatasetWriter:
 
     def discard_episode(self) -> None:
         recording = self._current()
-        recording.close_files(self.manifest)
+        recording.close_files()
         recording.staged.remove()
         self._recording = None
 
@@ -683,7 +719,23 @@ def _check_keys(
         )
 
 
-def _vector(what: str, value: ArrayLike, dim: int) -> list[float]:
+def _rows(what: str, value: ArrayLike, count: int, dim: int) -> np.ndarray:
+    """``value`` as ``count`` rows of ``dim`` real numbers, float64 (not yet checked to be finite)."""
+    try:
+        array = np.asarray(value)
+    except ValueError:  # ragged
+        raise WriterError(f"{what}: expected {count} rows of {dim} values") from None
+    if array.shape != (count, dim):
+        got = array.shape[1:] if array.ndim and array.shape[0] == count else array.shape
+        raise WriterError(f"{what}: expected {dim} values, got shape {got}")
+    if array.dtype.kind not in "iuf":
+        raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
+    return array.astype(np.float64, copy=False)
+
+
+def _fill_vector(buffer: np.ndarray, part: slice, what: str, value: ArrayLike) -> None:
+    """Check ``value`` (size, real, finite) and store it in ``buffer[part]`` as float32."""
+    dim = part.stop - part.start
     array = np.asarray(value, dtype=np.float64) if not isinstance(value, np.ndarray) else value
     if array.shape != (dim,):
         raise WriterError(f"{what}: expected {dim} values, got shape {array.shape}")
@@ -691,7 +743,7 @@ def _vector(what: str, value: ArrayLike, dim: int) -> list[float]:
         raise WriterError(f"{what}: expected real numbers, got dtype {array.dtype}")
     if not np.isfinite(array).all():
         raise WriterError(f"{what}: values must be finite, got {array.tolist()}")
-    return array.astype(np.float32).tolist()  # type: ignore[no-any-return]
+    buffer[part] = array
 
 
 def _with_storage_encoding(sensor: Sensor) -> Sensor:

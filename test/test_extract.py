@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import struct
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -20,6 +20,7 @@ from rosbags.typesys.store import Typestore
 
 from ortf_ros.pipeline.decode import Decoder, canonical_msgtype, normalize_msgtype
 from ortf_ros.pipeline.extract import SUPPORTED_TYPES, extract, supports
+from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.samples import (
     BadMessage,
     CameraInfoSample,
@@ -33,6 +34,8 @@ from ortf_ros.pipeline.samples import (
     VectorSample,
     WrenchSample,
 )
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.synthetic_bag import BagFormat, write_teleop_bag
 
 RESOURCES = Path(__file__).parent / "resources"
 GEOCAM = RESOURCES / "geocamxyz__rosbags-rs" / "tests" / "test_bags"
@@ -925,3 +928,124 @@ def test_ubiquity_jpeg_matches_its_camera_info() -> None:
     assert infos[0].k[0] == pytest.approx(1014.3431, abs=1e-3)
     assert infos[0].distortion_model == "plumb_bob"
     assert len(infos[0].d) == 5
+
+
+# --- the fast path: fixed-layout messages read straight from their CDR bytes --------------
+
+
+def assert_same_samples(got: list[Sample], expected: list[Sample]) -> None:
+    """Field by field, arrays bit for bit (NaN payloads too) and of the same dtype."""
+    assert [type(s) for s in got] == [type(s) for s in expected]
+    for a, b in zip(got, expected, strict=True):
+        for name in vars(b):
+            x, y = getattr(a, name), getattr(b, name)
+            if isinstance(y, np.ndarray):
+                assert isinstance(x, np.ndarray), name
+                assert (x.dtype, x.shape, x.tobytes()) == (y.dtype, y.shape, y.tobytes()), name
+            else:
+                assert x == y, name
+
+
+def full_way(raw: RawMessage) -> list[Sample]:
+    decoded = DECODER.decode(raw)
+    return [decoded] if isinstance(decoded, BadMessage) else extract(decoded, raw)
+
+
+@pytest.mark.parametrize("fmt", ["mcap", "sqlite3", "ros1"])
+def test_fast_path_equals_the_full_decode_on_an_analytic_bag(tmp_path: Path, fmt: BagFormat) -> None:
+    write_teleop_bag(tmp_path / "bag", fmt, duration_s=0.5, with_depth=False)
+    with BagSource(tmp_path / "bag") as source:
+        topics = {t.topic for t in source.topics() if t.msgtype.endswith(("/JointState", "/WrenchStamped"))}
+        decoder = SampleDecoder(Decoder())
+        count = 0
+        for raw in source.messages(topics):
+            assert_same_samples(decoder.samples(raw), full_way(raw))
+            count += 1
+    assert count > 500
+    if fmt == "ros1":
+        assert decoder.fast_reads == 0  # ROS 1 serialization always goes the full way
+    else:
+        # All but each topic's first message, and the first of the finger-only joint states (a layout of their own).
+        assert decoder.fast_reads == count - len(topics) - 1
+
+
+def joint_state_raw(
+    names: list[str],
+    position: list[float],
+    velocity: Sequence[float] = (),
+    *,
+    frame: str = "base_link",
+    sec: int = HEADER_SEC,
+    little_endian: bool = True,
+) -> RawMessage:
+    stamp = build("cdr", "builtin_interfaces/msg/Time", sec=sec, nanosec=HEADER_NSEC)
+    msg = build(
+        "cdr",
+        "sensor_msgs/msg/JointState",
+        header=build("cdr", "std_msgs/msg/Header", stamp=stamp, frame_id=frame),
+        name=names,
+        position=np.array(position, dtype=np.float64),
+        velocity=np.array(velocity, dtype=np.float64),
+    )
+    data = bytes(STORES["cdr"].serialize_cdr(msg, "sensor_msgs/msg/JointState", little_endian=little_endian))
+    return RawMessage("/joint_states", "sensor_msgs/msg/JointState", RECEIVE_NS + sec, data)
+
+
+def test_fast_path_follows_a_layout_that_changes_mid_topic() -> None:
+    a, b = ["shoulder", "elbow"], ["shoulder", "elbaw"]  # same lengths, other bytes
+    good = joint_state_raw(a, [0.1, 0.2], [1.0, 2.0])
+    messages = [
+        good,
+        joint_state_raw(a, [0.3, np.nan], [-1.0, np.inf], sec=HEADER_SEC + 1),  # same layout: fast
+        joint_state_raw(b, [0.5, 0.6], [3.0, 4.0]),  # other names, same length
+        joint_state_raw(a, [0.5, 0.6], [3.0, 4.0], frame="base_lonk"),  # other frame id, same length
+        joint_state_raw(a, [0.5, 0.6]),  # no velocities: shorter
+        joint_state_raw([*a, "wrist"], [0.5, 0.6, 0.7], [1.0, 2.0, 3.0]),  # a joint more
+        joint_state_raw(a, [0.5], [1.0, 2.0]),  # position count disagrees: bad, same length as none other
+        RawMessage(good.topic, good.msgtype, good.receive_ns, good.data[:-8]),  # truncated: bad
+        joint_state_raw(a, [0.7, 0.8], [5.0, 6.0], little_endian=False),  # big-endian CDR: full way
+        joint_state_raw(a, [0.9, 1.0], [7.0, 8.0], sec=HEADER_SEC + 2),  # back to the first layout: learned again
+        joint_state_raw(a, [1.1, 1.2], [9.0, 9.5], sec=HEADER_SEC + 3),  # and then fast
+    ]
+    decoder = SampleDecoder(Decoder())
+    for raw in messages:
+        assert_same_samples(decoder.samples(raw), full_way(raw))
+    assert decoder.fast_reads == 2
+    assert isinstance(decoder.samples(messages[7])[0], BadMessage)  # still counted as undecodable
+
+
+def test_fast_path_skips_a_type_the_recording_defines_its_own_way() -> None:
+    plain = Decoder()
+    plain.register("std_msgs/msg/Header", "builtin_interfaces/Time stamp\nstring frame_id\n", "ros2msg")
+    assert plain.has_jazzy_layout("sensor_msgs/msg/JointState")  # the same definition changes nothing
+    changed = Decoder()
+    changed.register("std_msgs/msg/Header", "builtin_interfaces/Time stamp\nstring frame_id\nuint32 seq\n", "ros2msg")
+    assert not changed.has_jazzy_layout("sensor_msgs/msg/JointState")
+    assert changed.has_jazzy_layout("std_msgs/msg/String")
+    decoder = SampleDecoder(changed)
+    for sec in range(3):
+        decoder.samples(joint_state_raw(["a"], [1.0], sec=sec))
+    assert decoder.fast_reads == 0
+
+
+def test_fast_path_reads_wrenches_and_still_reports_a_cut_one() -> None:
+    def wrench_raw(force: float, frame: str = "ft_sensor") -> RawMessage:
+        wrench = build(
+            "cdr", "geometry_msgs/msg/Wrench", force=vector3("cdr", force, 2.0, 3.0), torque=vector3("cdr", 4, 5, 6)
+        )
+        msg = build("cdr", "geometry_msgs/msg/WrenchStamped", header=header("cdr", frame), wrench=wrench)
+        data = serialize(msg, "geometry_msgs/msg/WrenchStamped", "cdr")
+        return RawMessage("/ft", "geometry_msgs/msg/WrenchStamped", RECEIVE_NS, data)
+
+    first = wrench_raw(1.0)
+    # ft_sensor_2 pads to the same length as ft_sensor: a layout that changes at one length.
+    messages = [first, wrench_raw(-1.5), wrench_raw(2.5, "ft_sensor_2"), wrench_raw(3.5), wrench_raw(4.5)]
+    messages.append(RawMessage(first.topic, first.msgtype, first.receive_ns, first.data[:30]))
+    decoder = SampleDecoder(Decoder())
+    for raw in messages:
+        assert_same_samples(decoder.samples(raw), full_way(raw))
+    assert decoder.fast_reads == 2
+    wrench = one(decoder.samples(wrench_raw(7.0)), WrenchSample)
+    np.testing.assert_array_equal(wrench.force, [7.0, 2.0, 3.0])
+    np.testing.assert_array_equal(wrench.torque, [4.0, 5.0, 6.0])
+    check_header_stamps(wrench.stamps, "ft_sensor")

@@ -132,6 +132,11 @@ def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
             writer.add_sample("imu", 0.0, wrench(0))
         with pytest.raises(WriterError, match=r"unknown column\(s\) \[\] , missing \['torque'\]".replace(" ,", ",")):
             writer.add_sample("wrist_ft", 0.0, {"force": np.zeros(3)})
+        with pytest.raises(WriterError, match=r"'wrist_ft' force: expected 3 values, got shape \(1,\)"):
+            writer.add_sample("wrist_ft", 0.0, {"force": np.zeros(1), "torque": np.zeros(3)})
+        for bad in (np.nan, np.inf, 1e39):  # 1e39 is beyond float32, as stored
+            with pytest.raises(WriterError, match=r"stream 'wrist_ft': values must be finite, got force \["):
+                writer.add_sample("wrist_ft", 0.0, {"force": np.array([bad, 0, 0]), "torque": np.zeros(3)})
         writer.add_sample("wrist_ft", 0.5, wrench(0))
         with pytest.raises(WriterError, match="must be finite and not before the previous"):
             writer.add_sample("wrist_ft", 0.4, wrench(1))
@@ -143,8 +148,11 @@ def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
         writer.add_step(0.5, demo_state(0, 0), demo_action(0, 0), images, samples={"wrist_ft": 0})
         record = writer.end_episode()
     assert record.length == 1
-    steps = load_dataset(tmp_path / "ds").episode(0).steps([layout.alignment_column("cam_wrist")])
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    steps = episode.steps([layout.alignment_column("cam_wrist"), "timestamp"])
     assert steps.column(0).to_pylist() == [None]  # not reported, not invented
+    assert steps.column(1).to_pylist() == [0.0]  # refused samples did not start the episode's clock
+    assert episode.stream("wrist_ft")["sample_index"].to_pylist() == [0]
 
 
 def test_interrupted_recording_keeps_its_samples(tmp_path: Path) -> None:
@@ -238,3 +246,58 @@ def test_samples_after_the_last_step_are_kept(tmp_path: Path) -> None:
     samples = load_dataset(tmp_path / "ds").episode(0).stream("wrist_ft")
     assert samples.num_rows == int(2 / STEP_HZ * WRENCH_HZ) + 1 + 5
     assert samples["sample_index"].to_pylist() == list(range(samples.num_rows))
+
+
+def test_samples_added_in_batches_equal_samples_added_one_by_one(tmp_path: Path) -> None:
+    count = 2500  # more than a staging batch holds
+    times = np.arange(count) / WRENCH_HZ
+    rows = [wrench(i) for i in range(count)]
+    stamps = [i * 10**6 if i % 7 else None for i in range(count)]
+    with DatasetWriter(tmp_path / "one", manifest()) as one, DatasetWriter(tmp_path / "batch", manifest()) as batch:
+        for writer in (one, batch):
+            writer.begin_episode("Hold the peg")
+        for i in range(count):
+            assert one.add_sample("wrist_ft", times[i], rows[i], stamp_ns=stamps[i], receive_ns=i) == i
+        first = 0
+        for size in (1, 700, 1500, 299):
+            part = slice(first, first + size)
+            columns = {name: np.stack([r[name] for r in rows[part]]) for name in ("force", "torque")}
+            index = batch.add_samples(
+                "wrist_ft", times[part], columns, stamp_ns=stamps[part], receive_ns=list(range(first, first + size))
+            )
+            assert index == first
+            first += size
+        for writer in (one, batch):
+            writer.add_step(times[-1], demo_state(0, 0), demo_action(0, 0), _frames(), samples={"wrist_ft": count - 1})
+            writer.end_episode()
+    tables = [load_dataset(tmp_path / name).episode(0).stream("wrist_ft") for name in ("one", "batch")]
+    assert tables[0].num_rows == count
+    assert tables[0].equals(tables[1])
+
+
+def test_a_bad_sample_refuses_its_whole_batch(tmp_path: Path) -> None:
+    with DatasetWriter(tmp_path / "ds", manifest()) as writer:
+        writer.begin_episode("Hold the peg")
+        force = np.zeros((3, 3))
+        force[2, 1] = np.nan
+        with pytest.raises(WriterError, match=r"stream 'wrist_ft': values must be finite, got force \[0.0, nan"):
+            writer.add_samples("wrist_ft", [0.5, 0.6, 0.7], {"force": force, "torque": np.zeros((3, 3))})
+        with pytest.raises(
+            WriterError, match=r"sample timestamp 0.55 must be finite and not before the previous \(0.6"
+        ):
+            writer.add_samples("wrist_ft", [0.5, 0.6, 0.55], {"force": np.zeros((3, 3)), "torque": np.zeros((3, 3))})
+        with pytest.raises(WriterError, match=r"'wrist_ft' torque: expected 3 values, got shape \(2,\)"):
+            writer.add_samples("wrist_ft", [0.5, 0.6], {"force": np.zeros((2, 3)), "torque": np.zeros((2, 2))})
+        with pytest.raises(WriterError, match="2 timestamps, 1 stamp_ns"):
+            writer.add_samples(
+                "wrist_ft", [0.5, 0.6], {"force": np.zeros((2, 3)), "torque": np.zeros((2, 3))}, stamp_ns=[1]
+            )
+        assert writer.add_samples("wrist_ft", [0.8], {"force": np.ones((1, 3)), "torque": np.ones((1, 3))}) == 0
+        writer.add_step(0.8, demo_state(0, 0), demo_action(0, 0), _frames(), samples={"wrist_ft": 0})
+        writer.end_episode()
+    samples = load_dataset(tmp_path / "ds").episode(0).stream("wrist_ft")
+    assert samples["timestamp"].to_pylist() == [0.0]  # refused batches did not start the clock
+
+
+def _frames() -> dict[str, np.ndarray]:
+    return {cam: demo_rgb(n, 0, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}

@@ -19,8 +19,8 @@ from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import auto_config, load_config
-from ortf_ros.pipeline.convert import samples_from
 from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.validation import validate
@@ -70,9 +70,9 @@ def test_images_in_the_file_are_the_decoded_frames(exported: tuple[Path, Path, P
     root, out, _ = exported
     episode = load_dataset(root).episode(0)
     frames = episode.array(layout.image_column("depth_camera"))
-    decoder = Decoder()
+    decoder = SampleDecoder(Decoder())
     with BagSource(out) as source:
-        depth = [samples_from(decoder, raw)[0] for raw in source.messages({"/depth_camera/image_raw"})]
+        depth = [decoder.samples(raw)[0] for raw in source.messages({"/depth_camera/image_raw"})]
     for row, index in enumerate(frames):
         np.testing.assert_array_equal(depth[row].pixels, episode.frame("depth_camera", int(index)))  # type: ignore[union-attr]
     episode.close()
@@ -131,10 +131,10 @@ def test_jpeg_cameras_and_selected_episodes(exported: tuple[Path, Path, Path], t
     assert ortf(["export", "mcap", str(root), str(out), "--episode", "1", "--image-format", "jpeg"]) == 0
     with BagSource(out) as source:
         types = {t.topic: t.msgtype for t in source.topics()}
-        decoder = Decoder()
+        decoder = SampleDecoder(Decoder())
         raw = next(source.messages({"/wrist_camera/image_raw/compressed"}))
-        (image,) = samples_from(decoder, raw)
-        task = decoder.decode(next(source.messages({"/ortf/task"})))
+        (image,) = decoder.samples(raw)
+        task = decoder.decoder.decode(next(source.messages({"/ortf/task"})))
     assert types["/wrist_camera/image_raw/compressed"] == "sensor_msgs/msg/CompressedImage"
     assert types["/depth_camera/image_raw"] == "sensor_msgs/msg/Image"  # depth stays lossless
     assert "/wrist_camera/image_raw" not in types

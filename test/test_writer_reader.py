@@ -16,6 +16,7 @@ from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.reader import load_dataset
+from ortf_ros.staging import StagedEpisode
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -383,3 +384,73 @@ def test_import_refuses_a_differently_laid_out_episode(
     ):
         writer.import_episode(load_dataset(source_root).episode(0))
     assert len(load_dataset(other)) == 1
+
+
+def test_an_encoder_thread_failure_reaches_the_caller_naming_the_camera(
+    small_dataset: tuple[Path, list[EpisodeRecord]],
+) -> None:
+    root, _ = small_dataset
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("pick")
+        video = root / layout.STAGING_DIR / layout.episode_file_stem(3) / "videos" / "cam_wrist.mp4"
+        video.parent.mkdir(parents=True)
+        video.symlink_to("/dev/full")  # every write of cam_wrist's encoder thread fails: ENOSPC
+        with pytest.raises(WriterError, match=r"camera 'cam_wrist': encoding into .* No space left on device"):
+            _record(writer, steps=200)  # raised by a later add_step, or at the latest by end_episode
+        writer.discard_episode()
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+    assert len(load_dataset(root)) == 3
+
+
+def _record(writer: DatasetWriter, steps: int) -> None:
+    for step in range(steps):
+        writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), _images(step))
+    writer.end_episode(success=True)
+
+
+def test_a_frame_is_copied_before_add_frame_returns(tmp_path: Path) -> None:
+    image = demo_rgb(0, 0, 64, 48)
+    with DatasetWriter(tmp_path / "ds", demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        for camera, frame in _images(0).items():
+            writer.add_frame(camera, image if camera == "cam_wrist" else frame)
+        image[:] = 0  # the caller reuses its buffer while the frame waits for the encoder
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0))
+        writer.end_episode()
+    assert psnr(load_dataset(tmp_path / "ds").episode(0).frame("cam_wrist", 0), demo_rgb(0, 0, 64, 48)) >= 35.0
+
+
+def test_the_encoder_queue_is_bounded_by_configuration() -> None:
+    assert WriterConfig.from_mapping({"encoder_queue_frames": 2}, "test").encoder_queue_frames == 2
+    with pytest.raises(WriterError, match="encoder_queue_frames must be at least 1, got 0"):
+        WriterConfig.from_mapping({"encoder_queue_frames": 0}, "test")
+    with pytest.raises(WriterError, match="step_batch must be at least 1, got 0"):
+        WriterConfig.from_mapping({"step_batch": 0}, "test")
+
+
+def test_frames_whose_rows_ffmpeg_pads_round_trip(tmp_path: Path) -> None:
+    width, height = 100, 50  # 300-byte colour rows and 200-byte depth rows: FFmpeg aligns them wider
+    write_demo_dataset(tmp_path / "ds", episodes=1, steps=3, width=width, height=height)
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):
+        np.testing.assert_array_equal(frame, demo_depth(step, width, height))
+    for step, frame in enumerate(episode.step_frames("cam_wrist")):
+        assert psnr(frame, demo_rgb(0, step, width, height)) >= 35.0
+    episode.close()
+
+
+def test_steps_reach_the_staging_log_in_batches_of_step_batch(tmp_path: Path) -> None:
+    tables = []
+    for batch in (1, 4):
+        root = tmp_path / f"batch{batch}"
+        with DatasetWriter(root, demo_manifest(64, 48), config=WriterConfig(step_batch=batch)) as writer:
+            writer.begin_episode("pick")
+            for step in range(10):
+                writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), _images(step))
+            staged = StagedEpisode(next((root / layout.STAGING_DIR).glob("episode_*")))
+            assert sum(b.num_rows for b in staged.read_steps()) == 10 // batch * batch  # the rest waits
+            writer.end_episode()
+        tables.append(pq.read_table(root / layout.steps_path(0)))
+        assert load_dataset(root).episode(0).record.length == 10
+    assert tables[0].equals(tables[1])

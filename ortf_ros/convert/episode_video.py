@@ -62,7 +62,7 @@ def episode_video(
         return EpisodeVideo(episode.video_path(camera), reused=True)
     staged = scratch / f"{camera}-{episode.episode_id}.staged.mp4"
     target = scratch / f"{camera}-{episode.episode_id}.mp4"
-    writer = StagedVideoWriter(staged, size[0], size[1], fps, "rgb", settings)
+    writer = StagedVideoWriter(staged, size[0], size[1], fps, "rgb", settings, camera=camera)
     try:
         for image in episode.step_frames(camera):
             writer.write(_fit(image, size))

@@ -13,7 +13,10 @@ time without an index; real capture times live in the step table.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -25,7 +28,7 @@ import numpy as np
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ReaderError, WriterError
+from ortf_ros.errors import ReaderError, WriterError, describe
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
 
@@ -67,16 +70,36 @@ def storage_format(kind: FrameKind, settings: VideoSettings) -> tuple[str, str]:
 
 
 class StagedVideoWriter:
-    """Encodes frames one at a time into a fragmented MP4; memory is one GOP of the encoder."""
+    """Encodes frames into a fragmented MP4 on a thread of its own.
+
+    PyAV releases the GIL while it converts RGB to YUV and encodes, so each camera's
+    encoder runs beside the caller and beside the other cameras' encoders: a converter
+    uses every core, as a live recorder must. ``write`` copies the frame (the caller may
+    reuse its array) and queues it; at most ``queue_frames`` frames wait, so memory is
+    that many frames plus one GOP inside the encoder, and a killed process loses what
+    was queued as well as what the encoder held. A failure of the encoder is raised as a
+    ``WriterError`` naming the camera, by the next ``write`` or by ``close``.
+    """
 
     def __init__(
-        self, path: Path, width: int, height: int, fps: float, kind: FrameKind, settings: VideoSettings
+        self,
+        path: Path,
+        width: int,
+        height: int,
+        fps: float,
+        kind: FrameKind,
+        settings: VideoSettings,
+        *,
+        camera: str,
+        queue_frames: int = 8,
     ) -> None:
         self.path = path
+        self.camera = camera
         self.kind = kind
         self.shape: tuple[int, ...] = (height, width) if kind == "depth" else (height, width, 3)
         self.frames_written = 0
         self._array_format = _kind_format(kind)[0]
+        self._dtype = np.dtype(np.uint16 if kind == "depth" else np.uint8)
         path.parent.mkdir(parents=True, exist_ok=True)
         self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
         rate = _as_rate(fps)
@@ -98,21 +121,69 @@ class StagedVideoWriter:
         self._frame_time_base = Fraction(1, rate)
         stream.time_base = self._frame_time_base
         self._stream: VideoStream = stream
+        self._queue: queue.Queue[av.VideoFrame | None] = queue.Queue(maxsize=queue_frames)
+        self._failure: BaseException | None = None
+        self._failure_raised = False
+        self._encoder = threading.Thread(target=self._encode_queued, name=f"encoder {camera}", daemon=True)
+        self._encoder.start()
 
     def write(self, image: np.ndarray) -> int:
-        """Encode one frame; returns its frame index."""
-        frame = av.VideoFrame.from_ndarray(image, format=self._array_format)
+        """Queue one frame for encoding; returns its frame index."""
+        self._raise_failure(again=True)
+        if image.shape != self.shape or image.dtype != self._dtype:
+            raise WriterError(
+                f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
+                f"got {image.dtype.name} {image.shape}"
+            )
+        frame = av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
+        # One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
+        # FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
+        # 40 us can take the caller milliseconds to get back from the encoder threads.
+        plane = frame.planes[0]
+        if plane.buffer_size == image.nbytes and image.flags.c_contiguous:
+            plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
+        else:
+            pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
+            strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
+            np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
         frame.pts = self.frames_written
         frame.time_base = self._frame_time_base
-        for packet in self._stream.encode(frame):
-            self._container.mux(packet)
+        self._queue.put(frame)
         self.frames_written += 1
         return self.frames_written - 1
 
     def close(self) -> None:
-        for packet in self._stream.encode(None):
-            self._container.mux(packet)
-        self._container.close()
+        """Encode what is queued, flush the encoder and close the file (waits for the thread)."""
+        if self._encoder.is_alive():
+            self._queue.put(None)
+            self._encoder.join()
+        self._raise_failure(again=False)
+
+    def _encode_queued(self) -> None:
+        """The encoder thread: frames until None, then the encoder's last packets; after a
+        failure it keeps taking frames (and drops them), so ``write`` never blocks on it."""
+        while True:
+            frame = self._queue.get()
+            if self._failure is None:
+                try:
+                    self._container.mux(self._stream.encode(frame))
+                    if frame is None:
+                        self._container.close()
+                except BaseException as exc:  # raised in the caller's thread by write or close
+                    self._failure = exc
+                    with contextlib.suppress(Exception):
+                        self._container.close()
+            if frame is None:
+                return
+
+    def _raise_failure(self, *, again: bool) -> None:
+        """Raise the encoder thread's failure (once from close; from every write after it)."""
+        if self._failure is None or (self._failure_raised and not again):
+            return
+        self._failure_raised = True
+        raise WriterError(
+            f"camera {self.camera!r}: encoding into {self.path} failed: {describe(self._failure)}"
+        ) from self._failure
 
 
 def _as_rate(fps: float) -> int:

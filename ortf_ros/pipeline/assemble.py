@@ -1,8 +1,9 @@
 """Samples -> steps: the stage shared by bag conversion and live recording.
 
 Samples arrive in receive-time order. Every camera frame, joint state and wrench is
-written as it arrives (frames to the episode's video, fast streams to their native-rate
-tables), so nothing recorded is thrown away and memory holds only recent samples.
+written (frames to the episode's video as they arrive, fast streams to their native-rate
+tables in batches before each step), so nothing recorded is thrown away and memory
+holds only recent samples.
 Steps are laid on a control-rate grid (or on a driving camera's frames); a step is
 emitted once every stream can no longer deliver a sample closer to its time, and
 records for each stream the sample it used and how far that sample was from the step
@@ -13,6 +14,7 @@ Times are nanoseconds on each stream's chosen clock (header stamp or receive tim
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,6 +43,7 @@ from ortf_ros.writer import DatasetWriter
 # than this before the newest receive time seen (what lets a step be emitted).
 LATENCY_ALLOWANCE_NS = 200_000_000
 NS = 1_000_000_000
+NATIVE_BATCH_MAX = 256  # native-rate samples held for the writer, at most, per stream
 
 
 def stream_time(stamps: Stamps, source: TimeSource) -> int:
@@ -91,21 +94,74 @@ class _Step:
 
 
 class _JointMerger:
-    """Full joint vectors from messages that may list any subset of joints in any order."""
+    """Full joint vectors from messages that may list any subset of joints in any order.
+
+    Python lists, not numpy: the vectors are short, and numpy's fancy indexing releases
+    the GIL, which an encoder thread may then keep the main thread waiting for (this runs
+    for every joint state).
+    """
+
+    _PLACEMENTS_MAX = 64  # name lists remembered; a publisher uses one or two
 
     def __init__(self, joints: tuple[str, ...]) -> None:
         self.index = {name: i for i, name in enumerate(joints)}
-        self.current = np.full((3, len(joints)), np.nan)
+        self.current = [[math.nan] * len(joints) for _ in range(3)]
+        self._placements: dict[tuple[str, ...], list[tuple[int, int]]] = {}
 
     def merge(self, sample: JointStateSample) -> np.ndarray | None:
         """The full (position, velocity, effort) after this message; None until every joint was seen."""
-        for row, values in enumerate((sample.position, sample.velocity, sample.effort)):
+        pairs = self._placement(sample.names)
+        for row, values in zip(self.current, (sample.position, sample.velocity, sample.effort), strict=True):
             if len(values) == len(sample.names):
-                for name, value in zip(sample.names, values, strict=True):
-                    if name in self.index:
-                        self.current[row, self.index[name]] = value
-        positions = self.current[0]
-        return None if np.isnan(positions).any() else self.current.copy()
+                given = values.tolist()
+                for source, target in pairs:
+                    row[target] = given[source]
+        if any(position != position for position in self.current[0]):  # NaN: a joint not seen yet
+            return None
+        return np.array(self.current)
+
+    def _placement(self, names: tuple[str, ...]) -> list[tuple[int, int]]:
+        """(place in the message, place in the full vectors) of each joint the message names that we know."""
+        pairs = self._placements.get(names)
+        if pairs is None:
+            pairs = [(i, self.index[name]) for i, name in enumerate(names) if name in self.index]
+            if len(self._placements) >= self._PLACEMENTS_MAX:
+                self._placements.clear()
+            self._placements[names] = pairs
+        return pairs
+
+
+class _NativeBatch:
+    """A native-rate stream's samples on their way to the writer, in one ``add_samples`` call:
+    before the next step is written (it may point at them), when ``NATIVE_BATCH_MAX`` wait,
+    and at the end. A call per sample would cost more, at 1 kHz, than the rest of a sample's
+    way through the pipeline."""
+
+    def __init__(self, stream: str, dims: dict[str, int]) -> None:
+        self.stream = stream
+        self.columns: dict[str, slice] = {}
+        start = 0
+        for name, dim in dims.items():
+            self.columns[name] = slice(start, start + dim)
+            start += dim
+        self.times: list[float] = []
+        self.rows: list[np.ndarray] = []  # the columns side by side
+        self.stamp_ns: list[int | None] = []
+        self.receive_ns: list[int | None] = []
+
+    def add(self, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
+        self.times.append(time_ns / NS)
+        self.rows.append(row)
+        self.stamp_ns.append(stamps.header_ns)
+        self.receive_ns.append(stamps.receive_ns)
+
+    def send(self, writer: DatasetWriter) -> None:
+        if not self.times:
+            return
+        rows = np.stack(self.rows)
+        values = {name: rows[:, part] for name, part in self.columns.items()}
+        writer.add_samples(self.stream, self.times, values, stamp_ns=self.stamp_ns, receive_ns=self.receive_ns)
+        self.times, self.rows, self.stamp_ns, self.receive_ns = [], [], [], []
 
 
 class Assembler:
@@ -144,8 +200,16 @@ class Assembler:
         self.steps_written = 0
         self._camera_by_topic = {c.topic: c for c in config.cameras}
         self._wrench_by_topic = {w.topic: w for w in config.wrenches}
+        self._joint_topic = joint_config.topic if joint_config else None
         self._driving = config.step.camera
         self.period_ns = round(NS / config.step.rate_hz) if config.step.rate_hz else 0
+        self._sampler_list = [sampler for _, sampler in self._samplers()]
+        self._blocking = self._sampler_list[0]  # the stream that held the last step back: asked first
+        self._native = {
+            name: _NativeBatch(name, {column: c.dim for column, c in stream.columns.items()})
+            for name, stream in manifest.native_streams.items()
+        }
+        self._clock_started = False  # whether the writer has had a sample (its first starts the clock)
 
     # -- input ------------------------------------------------------------------
 
@@ -154,25 +218,22 @@ class Assembler:
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
             return
-        self.watermark_ns = max(self.watermark_ns, sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS)
-        accepted = self._route(sample, topic)
-        if accepted:
+        watermark = sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS
+        if watermark > self.watermark_ns:
+            self.watermark_ns = watermark
+        if self._route(sample, topic):
             self.counts.used[topic] += 1
         self._emit_ready_steps(final=False)
 
     def _route(self, sample: Sample, topic: str) -> bool:
+        if isinstance(sample, WrenchSample):  # (the most frequent first; the types exclude each other)
+            return topic in self._wrench_by_topic and self._wrench(sample, topic)
         if isinstance(sample, TransformSample):
             return self.tf.add(sample)
         if isinstance(sample, ImageSample):
             return self._image(sample, topic)
-        if (
-            isinstance(sample, JointStateSample)
-            and self.config.joint_states
-            and topic == self.config.joint_states.topic
-        ):
+        if isinstance(sample, JointStateSample) and topic == self._joint_topic:
             return self._joint_state(sample)
-        if isinstance(sample, WrenchSample) and topic in self._wrench_by_topic:
-            return self._wrench(sample, topic)
         if topic == self.config.action.topic and isinstance(sample, (JointStateSample, VectorSample)):
             return self._action(sample)
         return False  # latched state (camera info, URDF) went into the manifest
@@ -207,30 +268,35 @@ class Assembler:
             self.counts.out_of_order[self.config.joint_states.topic] += 1
             return False
         if self.config.joint_states.native:
-            self.writer.add_sample(
-                "joint_states",
-                time_ns / NS,
-                {"position": full[0], "velocity": np.nan_to_num(full[1]), "effort": np.nan_to_num(full[2])},
-                stamp_ns=sample.stamps.header_ns,
-                receive_ns=sample.stamps.receive_ns,
-            )
+            row = full.reshape(-1)  # position, velocity, effort side by side
+            if not np.isfinite(full[1:]).all():  # a joint that never had a velocity or effort: stored as 0
+                row = np.concatenate([full[0], np.nan_to_num(full[1:]).reshape(-1)])
+            self._hold("joint_states", time_ns, row, sample.stamps)
         return True
 
     def _wrench(self, sample: WrenchSample, topic: str) -> bool:
         mapping = self._wrench_by_topic[topic]
         time_ns = stream_time(sample.stamps, mapping.time)
-        if not self.wrenches[mapping.name].add(time_ns, np.concatenate([sample.force, sample.torque])):
+        values = np.concatenate([sample.force, sample.torque])
+        if not self.wrenches[mapping.name].add(time_ns, values):
             self.counts.out_of_order[topic] += 1
             return False
         if mapping.native:
-            self.writer.add_sample(
-                mapping.name,
-                time_ns / NS,
-                {"force": sample.force, "torque": sample.torque},
-                stamp_ns=sample.stamps.header_ns,
-                receive_ns=sample.stamps.receive_ns,
-            )
+            self._hold(mapping.name, time_ns, values, sample.stamps)
         return True
+
+    def _hold(self, stream: str, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
+        """Queue a native-rate sample for the writer. The episode's first goes at once: the
+        writer's clock starts at the first sample it gets, which must be the first that came."""
+        batch = self._native[stream]
+        batch.add(time_ns, row, stamps)
+        if not self._clock_started or len(batch.times) >= NATIVE_BATCH_MAX:
+            batch.send(self.writer)
+            self._clock_started = True
+
+    def _send_samples(self) -> None:
+        for batch in self._native.values():
+            batch.send(self.writer)
 
     def _action(self, sample: JointStateSample | VectorSample) -> bool:
         time_ns = stream_time(sample.stamps, self.config.action.time)
@@ -278,18 +344,30 @@ class Assembler:
             t_ns = self._next_step_time(self.next_step_ns)
             if t_ns is None:
                 break
-            samplers = [s for _, s in self._samplers()]
             if final:
                 # At the end of input, steps continue while every stream still reaches them.
-                if any(s.newest_ns is None or s.newest_ns < t_ns - self.tolerance_ns for s in samplers):
+                reach = t_ns - self.tolerance_ns
+                if any(s.newest_ns is None or s.newest_ns < reach for s in self._sampler_list):
                     break
-            elif not all(s.ready(t_ns, self.watermark_ns) for s in samplers):
+            elif not self._ready(t_ns):
                 break
+            self._send_samples()
             self._emit(t_ns)
             self.next_step_ns = t_ns + (self.period_ns if self._driving is None else 1)
             emitted = True
         if emitted:  # only a step moves the point before which samples are no longer needed
             self._prune()
+
+    def _ready(self, t_ns: int) -> bool:
+        """Whether every stream is ready for a step at t; runs for every message, so the
+        stream that was not ready last time is asked first."""
+        if not self._blocking.ready(t_ns, self.watermark_ns):
+            return False
+        for sampler in self._sampler_list:
+            if not sampler.ready(t_ns, self.watermark_ns):
+                self._blocking = sampler
+                return False
+        return True
 
     def _emit(self, t_ns: int) -> None:
         sampled: dict[str, Sampled[Any]] = {}
@@ -384,8 +462,10 @@ class Assembler:
         self.tf.prune_before(keep_from)
 
     def finish(self) -> None:
-        """Emit the steps the end of input made ready; a held fallback step gets the last state."""
+        """Emit the steps the end of input made ready; a held fallback step gets the last state.
+        Native-rate samples after the last step are written too."""
         self._emit_ready_steps(final=True)
+        self._send_samples()
         if self.pending_fallback is not None:
             step = self.pending_fallback
             self._write_step(step, self._fallback_action(step.state))

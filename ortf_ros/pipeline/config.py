@@ -707,8 +707,9 @@ CONFIG_HEADER = """\
 # episodes.mode        input (one episode per input), topic (boundary topic), gap (gap_s
 #                      seconds without messages), ranges ([start, end] s from the bag start)
 # labels               task instruction, success, failure_reason and notes of the episodes
-# writer               DatasetWriter settings: chunk_size, row_group_steps, video (codec,
-#                      crf, preset, gop, pix_fmt), as in config/writer.yaml
+# writer               DatasetWriter settings: chunk_size, row_group_steps,
+#                      encoder_queue_frames, step_batch, video (codec, crf, preset, gop,
+#                      pix_fmt), as in config/writer.yaml
 """
 
 

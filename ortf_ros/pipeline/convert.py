@@ -37,10 +37,9 @@ from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.episodes import Segmenter
-from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.robot import UrdfRobot, copy_meshes, robot_from_urdf
 from ortf_ros.pipeline.samples import (
-    BadMessage,
     CameraInfoSample,
     ImageSample,
     JointStateSample,
@@ -71,15 +70,11 @@ class Prologue:
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s in the recording
 
 
-def samples_from(decoder: Decoder, raw: RawMessage) -> list[Sample]:
-    """decode -> extract; a message that cannot be decoded is its own BadMessage sample."""
-    message = decoder.decode(raw)
-    return [message] if isinstance(message, BadMessage) else extract(message, raw)
-
-
-def samples_of(source: BagSource, decoder: Decoder, topics: set[str]) -> Iterator[tuple[RawMessage, list[Sample]]]:
+def samples_of(
+    source: BagSource, decoder: SampleDecoder, topics: set[str]
+) -> Iterator[tuple[RawMessage, list[Sample]]]:
     for raw in source.messages(topics):
-        yield raw, samples_from(decoder, raw)
+        yield raw, decoder.samples(raw)
 
 
 def register_types(source: BagSource, decoder: Decoder) -> None:
@@ -88,7 +83,7 @@ def register_types(source: BagSource, decoder: Decoder) -> None:
             decoder.register(topic.original_msgtype, topic.definition, topic.definition_format)
 
 
-def read_prologue(source: BagSource, decoder: Decoder, config: ConversionConfig) -> Prologue:
+def read_prologue(source: BagSource, decoder: SampleDecoder, config: ConversionConfig) -> Prologue:
     prologue = Prologue(rates={t.topic: t.rate_hz or 0.0 for t in source.topics()})
     cameras = {c.topic: c for c in config.cameras}
     infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
@@ -396,7 +391,8 @@ def convert_recording(
     with BagSource(inputs) as source:
         check_topics(config, source, inputs[0])
         register_types(source, decoder)
-        prologue = read_prologue(source, decoder, config)
+        samples = SampleDecoder(decoder)
+        prologue = read_prologue(source, samples, config)
         urdf_text = urdf or prologue.urdf
         robot = None
         if urdf_text:
@@ -419,7 +415,7 @@ def convert_recording(
                 warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
             episodes = _Episodes(config, steps, writer, counts)
             try:
-                _stream(source, decoder, config, topics, episodes, progress)
+                _stream(source, samples, config, topics, episodes, progress)
             except BaseException:
                 episodes.abort()
                 raise
@@ -479,7 +475,7 @@ class _Episodes:
 
 def _stream(
     source: BagSource,
-    decoder: Decoder,
+    decoder: SampleDecoder,
     config: ConversionConfig,
     topics: set[str],
     episodes: _Episodes,
@@ -492,31 +488,35 @@ def _stream(
     if segmenter.inside:
         episodes.begin()
     wanted = topics | {t for t in (boundary, task_topic) if t is not None}
+    tf_topics = {*config.tf_topics, *config.tf_static_topics}
     total = sum(t.count for t in source.topics() if t.topic in wanted)
     for done, raw in enumerate(source.messages(wanted), start=1):
         if progress is not None and done % PROGRESS_EVERY == 0:
             progress(done, total)
         if raw.topic == task_topic:
-            task = getattr(decoder.decode(raw), "data", None)
+            task = getattr(decoder.decoder.decode(raw), "data", None)
             if isinstance(task, str) and task.strip():
                 episodes.set_task(task.strip())
             continue
-        decision = segmenter.boundary(raw, decoder.decode(raw)) if raw.topic == boundary else segmenter.data(raw)
+        if raw.topic == boundary:
+            decision = segmenter.boundary(raw, decoder.decoder.decode(raw))
+        else:
+            decision = segmenter.data(raw)
         if decision == "begin":
             episodes.begin()
         elif decision == "end":
             episodes.end()
         if raw.topic == boundary:
             continue
-        samples = samples_from(decoder, raw)
         if decision in ("begin", "keep") and episodes.current is not None:
-            for sample in samples:
+            for sample in decoder.samples(raw):
                 episodes.current.feed(sample, raw.topic)
             continue
         episodes.counts.outside_episodes[raw.topic] += 1
-        for sample in samples:  # the TF tree stays current between episodes
-            if isinstance(sample, TransformSample):
-                episodes.tf.add(sample)
+        if raw.topic in tf_topics:  # the TF tree stays current between episodes; nothing else is decoded there
+            for sample in decoder.samples(raw):
+                if isinstance(sample, TransformSample):
+                    episodes.tf.add(sample)
     episodes.end()
 
 

@@ -108,6 +108,8 @@ class Decoder:
         self._stores["ros1"].register(get_types_from_msg(_TFMESSAGE_DEFINITION, "tf2_msgs/msg/TFMessage"))
         self._definition_errors: dict[tuple[str, str], str] = {}
         self._resolved: dict[tuple[str, str], str | None] = {}
+        self._jazzy_fielddefs = dict(self._stores["cdr"].fielddefs)
+        self._jazzy_layout: dict[str, bool] = {}
 
     def register(self, msgtype: str, msgdef: str, format: DefinitionFormat) -> None:
         """Learn ``msgtype`` (and the types its definition embeds) from a recording.
@@ -142,6 +144,7 @@ class Decoder:
             return
         self._definition_errors.pop((serialization, name), None)
         self._resolved.clear()
+        self._jazzy_layout.clear()
 
     @staticmethod
     def _override(store: Typestore, typs: Typesdict) -> None:
@@ -169,6 +172,24 @@ class Decoder:
             self._resolved[key] = found
         return self._resolved[key]
 
+    def has_jazzy_layout(self, msgtype: str) -> bool:
+        """Whether CDR messages of ``msgtype`` are laid out as ROS 2 Jazzy defines them: no
+        recording replaced the definition of the type or of a type it embeds. (What a
+        reader that skips the typestore, like ``fastpath``, relies on.)"""
+        if msgtype not in self._jazzy_layout:
+            store = self._stores["cdr"]
+            name = self.resolve(msgtype)
+            same = name is not None
+            pending, seen = [name] if name is not None else [], set()
+            while same and pending:
+                current = pending.pop()
+                seen.add(current)
+                definition = store.fielddefs[current]
+                same = definition == self._jazzy_fielddefs.get(current)
+                pending += [n for n in _referenced({current: definition}) if n not in seen]
+            self._jazzy_layout[msgtype] = same
+        return self._jazzy_layout[msgtype]
+
     def decode(self, raw: RawMessage) -> object | BadMessage:
         """The message object, or a ``BadMessage`` naming topic, type and what went wrong."""
         where = f"{raw.topic} ({raw.msgtype})"
@@ -182,10 +203,13 @@ class Decoder:
                 distro = "ROS 1 Noetic" if raw.serialization == "ros1" else "ROS 2 Jazzy"
                 why = f"unknown message type (not in {distro} and the recording brings no definition)"
             return BadMessage(raw.topic, raw.receive_ns, f"{where}: {why}")
+        # A memoryview, because rosbags slices the payload off its header: from bytes, that
+        # would copy every image.
+        data = memoryview(raw.data)
         try:
             if raw.serialization == "ros1":
-                return store.deserialize_ros1(raw.data, name)
-            return store.deserialize_cdr(raw.data, name)
+                return store.deserialize_ros1(data, name)
+            return store.deserialize_cdr(data, name)
         except Exception as exc:  # untrusted bytes: any failure is this message's, not ours
             return BadMessage(
                 raw.topic,

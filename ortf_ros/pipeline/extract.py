@@ -298,7 +298,9 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
         translation = _vec3(transform.transform.translation)
         q = transform.transform.rotation
         xyzw = np.array([q.x, q.y, q.z, q.w], dtype=np.float64)
-        norm = float(np.linalg.norm(xyzw))
+        # math, not np.linalg.norm: BLAS releases the GIL, and an encoder thread may keep it a while.
+        x, y, z, w = xyzw.tolist()
+        norm = math.sqrt(x * x + y * y + z * z + w * w)
         problem = None
         if not parent or not child:
             problem = "has an empty frame id"
@@ -313,7 +315,7 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
             reason = f"{where}: transform {parent!r} -> {child!r} at {at} {problem}"
             out.append(BadMessage(raw.topic, raw.receive_ns, reason))
             continue
-        wxyz = np.array([xyzw[3], xyzw[0], xyzw[1], xyzw[2]]) / norm
+        wxyz = np.array([w, x, y, z]) / norm
         out.append(TransformSample(parent, child, stamps, translation, wxyz, static))
     return out
 

@@ -47,7 +47,7 @@ from lz4.frame import decompress as lz4_decompress  # type: ignore[import-untype
 from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefinitionFormat, QosDurability
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage, Serialization
 
@@ -130,11 +130,6 @@ def _fail(name: str, problem: str) -> ConversionError:
     return ConversionError(f"{name}: {problem}")
 
 
-def _describe(err: BaseException) -> str:
-    text = " ".join(str(err).split()).rstrip(".")
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
 def _guarded(name: str, what: str, stream: Iterator[tuple[int, int, bytes]]) -> Iterator[tuple[int, int, bytes]]:
     """Re-raise anything a reader throws on bad data as a one-line ConversionError."""
     try:
@@ -142,7 +137,7 @@ def _guarded(name: str, what: str, stream: Iterator[tuple[int, int, bytes]]) -> 
     except ConversionError:
         raise
     except Exception as err:
-        raise _fail(name, f"{what} ({_describe(err)})") from err
+        raise _fail(name, f"{what} ({describe(err)})") from err
 
 
 # ---------------------------------------------------------------- rosbag2 storage files
@@ -168,7 +163,7 @@ class _Rosbag2File:
             self.reader = Rosbag2Reader(path)
             self.reader.open()
         except Exception as err:
-            raise _fail(name, f"unreadable {'MCAP' if kind == 'mcap' else 'sqlite3'} bag ({_describe(err)})") from err
+            raise _fail(name, f"unreadable {'MCAP' if kind == 'mcap' else 'sqlite3'} bag ({describe(err)})") from err
         self.rosbags_conns: dict[int, Connection] = {}
         self.conns: list[_Conn] = []
         for offset, conn in enumerate(self.reader.connections):
@@ -205,7 +200,7 @@ class _Rosbag2File:
         try:
             times = self._sqlite_times() if self.kind == "sqlite3" else self._mcap_index_times()
         except Exception as err:
-            raise _fail(self.name, f"damaged message index ({_describe(err)})") from err
+            raise _fail(self.name, f"damaged message index ({describe(err)})") from err
         if times is None:  # no index to read: one pass over the messages
             times = {}
             for stamp, key, _ in self.messages(list(self.rosbags_conns)):
@@ -334,7 +329,7 @@ class _Ros1Bag:
             raise
         except Exception as err:
             self.file.close()
-            raise _fail(name, f"damaged ROS 1 bag index ({_describe(err)})") from err
+            raise _fail(name, f"damaged ROS 1 bag index ({describe(err)})") from err
 
     def _read(self, size: int) -> bytes:
         data = self.file.read(size)
@@ -440,7 +435,7 @@ class _Ros1Bag:
         except ConversionError:
             raise
         except Exception as err:
-            raise _fail(self.name, f"damaged ROS 1 bag index ({_describe(err)})") from err
+            raise _fail(self.name, f"damaged ROS 1 bag index ({describe(err)})") from err
         return times
 
     def _chunk(self, chunk: _ChunkInfo, wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
@@ -612,7 +607,7 @@ class BagSource:
             with path.open("rb") as src, zstd.open(src, "rb") as infile, out.open("wb") as outfile:
                 shutil.copyfileobj(infile, outfile, 1 << 20)
         except Exception as err:
-            raise _fail(name, f"zstd-compressed file cannot be decompressed ({_describe(err)})") from err
+            raise _fail(name, f"zstd-compressed file cannot be decompressed ({describe(err)})") from err
         return out
 
     def _open_rosbag2_dir(self, path: Path) -> None:
@@ -629,14 +624,16 @@ class BagSource:
                 self._open_file(file, str(file), compression="detect")
             return
         try:
-            doc = yaml.safe_load(meta_path.read_text())
+            # libyaml's loader where PyYAML has it: a split recording's metadata lists every
+            # file and topic, and the pure-Python loader takes tens of milliseconds on it.
+            doc = yaml.load(meta_path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             info = doc["rosbag2_bagfile_information"]
             names = [PurePath(str(x)).name for x in info["relative_file_paths"]]
             storage = str(info.get("storage_identifier", "") or "")
             mode = str(info.get("compression_mode", "") or "").lower()
             fmt = str(info.get("compression_format", "") or "").lower()
         except (OSError, yaml.YAMLError, KeyError, TypeError) as err:
-            raise _fail(str(meta_path), f"not valid rosbag2 metadata ({_describe(err)})") from err
+            raise _fail(str(meta_path), f"not valid rosbag2 metadata ({describe(err)})") from err
         if storage not in ("sqlite3", "mcap", ""):
             raise _fail(str(meta_path), f"storage {storage!r} not supported, expected sqlite3 or mcap")
         if mode in ("", "none"):

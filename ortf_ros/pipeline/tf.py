@@ -12,6 +12,7 @@ should not stop a conversion that needs other frames.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from typing import Literal
@@ -47,10 +48,14 @@ def wxyz_to_xyzw(q: npt.ArrayLike) -> Vector:
     return np.roll(_as_vector(q, 4), -1)
 
 
+# The quaternion helpers work on Python floats: for 3- and 4-vectors, numpy's per-call
+# overhead costs several times the arithmetic, and a TF lookup runs for every step.
+
+
 def quat_multiply(a: Vector, b: Vector) -> Vector:
     """Hamilton product a * b: the rotation b followed by a."""
-    aw, ax, ay, az = a
-    bw, bx, by, bz = b
+    aw, ax, ay, az = a.tolist()
+    bw, bx, by, bz = b.tolist()
     return np.array(
         [
             aw * bw - ax * bx - ay * by - az * bz,
@@ -63,24 +68,26 @@ def quat_multiply(a: Vector, b: Vector) -> Vector:
 
 def quat_conjugate(q: Vector) -> Vector:
     """The inverse rotation of a unit quaternion."""
-    return np.array([q[0], -q[1], -q[2], -q[3]])
+    w, x, y, z = q.tolist()
+    return np.array([w, -x, -y, -z])
 
 
 def quat_rotate(q: Vector, v: Vector) -> Vector:
-    """Rotate vector ``v`` by unit quaternion ``q`` without building a matrix."""
-    u = q[1:]
-    uv = np.cross(u, v)
-    result: Vector = v + 2.0 * (q[0] * uv + np.cross(u, uv))
-    return result
+    """Rotate vector ``v`` by unit quaternion ``q`` without building a matrix: v + 2 (w u x v + u x (u x v))."""
+    w, x, y, z = q.tolist()
+    vx, vy, vz = v.tolist()
+    cx, cy, cz = y * vz - z * vy, z * vx - x * vz, x * vy - y * vx  # u x v
+    dx, dy, dz = y * cz - z * cy, z * cx - x * cz, x * cy - y * cx  # u x (u x v)
+    return np.array([vx + 2.0 * (w * cx + dx), vy + 2.0 * (w * cy + dy), vz + 2.0 * (w * cz + dz)])
 
 
 def quat_normalize(q: Vector) -> Vector:
     """Unit quaternion; TF publishers send slightly non-unit ones, and products drift."""
-    norm = float(np.linalg.norm(q))
-    if not np.isfinite(norm) or norm == 0.0:
+    w, x, y, z = q.tolist()
+    norm = math.sqrt(w * w + x * x + y * y + z * z)
+    if not math.isfinite(norm) or norm == 0.0:
         raise ValueError(f"cannot normalize quaternion {q.tolist()}")
-    result: Vector = q / norm
-    return result
+    return np.array([w / norm, x / norm, y / norm, z / norm])
 
 
 def slerp(q0: Vector, q1: Vector, u: float) -> Vector:
@@ -90,14 +97,18 @@ def slerp(q0: Vector, q1: Vector, u: float) -> Vector:
     hemisphere, or the result would swing the long way round. The half-angle comes
     from atan2, which stays accurate for nearly equal quaternions where acos does not.
     """
-    if float(np.dot(q0, q1)) < 0.0:
-        q1 = -q1
-    half_angle = 2.0 * float(np.arctan2(np.linalg.norm(q1 - q0), np.linalg.norm(q1 + q0)))
+    a, b = q0.tolist(), q1.tolist()
+    if sum(x * y for x, y in zip(a, b, strict=True)) < 0.0:
+        b = [-y for y in b]
+    apart = math.sqrt(sum((y - x) ** 2 for x, y in zip(a, b, strict=True)))
+    together = math.sqrt(sum((y + x) ** 2 for x, y in zip(a, b, strict=True)))
+    half_angle = 2.0 * math.atan2(apart, together)
     if half_angle < _NLERP_BELOW_RAD:
-        return quat_normalize((1.0 - u) * q0 + u * q1)
-    sin_half = np.sin(half_angle)
-    blended = (np.sin((1.0 - u) * half_angle) * q0 + np.sin(u * half_angle) * q1) / sin_half
-    return quat_normalize(blended)
+        wa, wb = 1.0 - u, u
+    else:
+        sin_half = math.sin(half_angle)
+        wa, wb = math.sin((1.0 - u) * half_angle) / sin_half, math.sin(u * half_angle) / sin_half
+    return quat_normalize(np.array([wa * x + wb * y for x, y in zip(a, b, strict=True)]))
 
 
 @dataclass(frozen=True, eq=False)
@@ -119,17 +130,26 @@ class Pose:
             object.__setattr__(self, name, vector)
 
     @classmethod
+    def _of_new_arrays(cls, translation: Vector, rotation: Vector) -> Pose:
+        """A pose of arrays nobody else holds (this module's results): no copy needed."""
+        pose = object.__new__(cls)
+        for name, vector in (("translation", translation), ("rotation", rotation)):
+            vector.setflags(write=False)
+            object.__setattr__(pose, name, vector)
+        return pose
+
+    @classmethod
     def identity(cls) -> Pose:
         return cls(np.zeros(3), np.array([1.0, 0.0, 0.0, 0.0]))
 
     def compose(self, other: Pose) -> Pose:
         """self * other: ``other`` maps c -> b and ``self`` maps b -> a, the result c -> a."""
         translation = self.translation + quat_rotate(self.rotation, other.translation)
-        return Pose(translation, quat_normalize(quat_multiply(self.rotation, other.rotation)))
+        return Pose._of_new_arrays(translation, quat_normalize(quat_multiply(self.rotation, other.rotation)))
 
     def inverse(self) -> Pose:
         rotation = quat_conjugate(self.rotation)
-        return Pose(-quat_rotate(rotation, self.translation), rotation)
+        return Pose._of_new_arrays(-quat_rotate(rotation, self.translation), rotation)
 
     def apply(self, point: npt.ArrayLike) -> Vector:
         """The point given in the child frame, expressed in the parent frame."""
@@ -139,7 +159,7 @@ class Pose:
 def interpolate_pose(p0: Pose, p1: Pose, u: float) -> Pose:
     """Lerp the translation and slerp the rotation, ``u`` in [0, 1]."""
     translation = p0.translation + u * (p1.translation - p0.translation)
-    return Pose(translation, slerp(p0.rotation, p1.rotation, u))
+    return Pose._of_new_arrays(translation, slerp(p0.rotation, p1.rotation, u))
 
 
 @dataclass(frozen=True)

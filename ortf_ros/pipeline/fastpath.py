@@ -1,0 +1,195 @@
+"""Raw message -> samples, with a fast path for high-rate messages of a fixed layout.
+
+A robot publishes JointState at 500 Hz and WrenchStamped at 1 kHz, and from one
+message to the next only the stamp and the numbers change: the frame id, the joint
+names and the array lengths, and so every byte offset, stay the same. Decoding each
+one with rosbags and extracting it costs tens of microseconds. So once a message of a
+topic has gone the full way (``decode`` -> ``extract``), its layout is kept: which
+bytes must not change (all but the stamp and the float64 values) and where the
+float64 runs are. A later message of the same topic, type and length whose fixed
+bytes match is read with numpy at those offsets. The stamp and numbers are the only
+bytes that differ, so this gives the sample the full way would give (tests compare
+them).
+
+Anything else goes the full way, which reports what is malformed, and teaches the
+layout anew: another length, other names or frame id, a big-endian or ROS 1 message,
+or a type whose definition a recording replaced (``Decoder.has_jazzy_layout``). A
+layout is learned only after reading the message it came from back at its offsets
+and getting the same sample as the full way.
+
+The live recorder feeds its subscriptions' raw CDR through the same ``SampleDecoder``.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from ortf_ros.pipeline.decode import Decoder, canonical_msgtype
+from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.samples import BadMessage, JointStateSample, RawMessage, Sample, Stamps, WrenchSample
+
+_NS = 1_000_000_000
+_CDR_LE = b"\x00\x01"  # the encapsulation of little-endian plain CDR
+_STAMP = struct.Struct("<iI")  # header.stamp: sec, nanosec, right after the encapsulation
+_STAMP_AT, _STAMP_END = 4, 12
+_U32 = struct.Struct("<I")
+_TRAILING_MAX = 3  # padding rosbags accepts after the last field
+_LAYOUTS_MAX = 64  # per SampleDecoder: topics x lengths seen; cleared when exceeded
+
+_Runs = list[tuple[int, int]]  # (offset, count) of each float64 run
+_Make = Callable[[RawMessage, Stamps, list[np.ndarray]], Sample]
+
+
+class _Cursor:
+    """Walks little-endian CDR the way rosbags reads it (alignment counts from the payload)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = _STAMP_END
+
+    def u32(self) -> int:
+        self.pos += -(self.pos - _STAMP_AT) % 4
+        (value,) = _U32.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def skip_string(self) -> None:
+        length = self.u32()  # (not `self.pos += self.u32()`: that adds to the position before the length)
+        self.pos += length
+
+    def float64s(self, count: int) -> tuple[int, int]:
+        if count:  # rosbags aligns only a sequence that has elements
+            self.pos += -(self.pos - _STAMP_AT) % 8
+        run = (self.pos, count)
+        self.pos += 8 * count
+        return run
+
+
+def _joint_state_runs(cursor: _Cursor) -> _Runs:
+    """header.frame_id, name[], then position[], velocity[], effort[]."""
+    cursor.skip_string()
+    for _ in range(cursor.u32()):
+        cursor.skip_string()
+    return [cursor.float64s(cursor.u32()) for _ in range(3)]
+
+
+def _wrench_runs(cursor: _Cursor) -> _Runs:
+    """header.frame_id, then force and torque: six float64 in a row."""
+    cursor.skip_string()
+    return [cursor.float64s(6)]
+
+
+def _joint_state_maker(sample: Sample) -> _Make:
+    assert isinstance(sample, JointStateSample)
+    names = sample.names
+
+    def make(raw: RawMessage, stamps: Stamps, runs: list[np.ndarray]) -> Sample:
+        return JointStateSample(raw.topic, stamps, names, runs[0], runs[1], runs[2])
+
+    return make
+
+
+def _wrench_maker(sample: Sample) -> _Make:
+    def make(raw: RawMessage, stamps: Stamps, runs: list[np.ndarray]) -> Sample:
+        return WrenchSample(raw.topic, stamps, runs[0][:3], runs[0][3:])
+
+    return make
+
+
+# Type -> (where its float64 runs are, how a sample is made of them given the learned one).
+_TYPES: dict[str, tuple[Callable[[_Cursor], _Runs], Callable[[Sample], _Make]]] = {
+    "sensor_msgs/msg/JointState": (_joint_state_runs, _joint_state_maker),
+    "geometry_msgs/msg/WrenchStamped": (_wrench_runs, _wrench_maker),
+}
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """One topic's messages of one length: the bytes that must match, and the float64 runs."""
+
+    fixed: tuple[tuple[int, int, bytes], ...]  # (start, end, bytes)
+    runs: tuple[tuple[int, int], ...]
+    frame_id: str
+    make: _Make
+
+    def read(self, raw: RawMessage) -> Sample | None:
+        """The sample, or None when the message is laid out otherwise."""
+        data = raw.data
+        for start, end, expected in self.fixed:
+            if data[start:end] != expected:
+                return None
+        sec, nanosec = _STAMP.unpack_from(data, _STAMP_AT)
+        stamps = Stamps(raw.receive_ns, sec * _NS + nanosec, self.frame_id)
+        return self.make(raw, stamps, [np.frombuffer(data, "<f8", count, offset) for offset, count in self.runs])
+
+
+def _layout(raw: RawMessage, sample: Sample) -> _Layout | None:
+    """The layout of ``raw`` (which the full way turned into ``sample``), if the fast path can read it."""
+    kind = _TYPES.get(canonical_msgtype(raw.msgtype))
+    data = raw.data
+    if kind is None or raw.serialization != "cdr" or data[:2] != _CDR_LE or isinstance(sample, BadMessage):
+        return None
+    find_runs, maker = kind
+    cursor = _Cursor(data)
+    try:
+        runs = find_runs(cursor)
+    except struct.error:
+        return None
+    if not 0 <= len(data) - cursor.pos <= _TRAILING_MAX:
+        return None
+    fixed, start = [], 0
+    variable = [(_STAMP_AT, _STAMP_END), *((o, o + 8 * n) for o, n in runs if n)]
+    for offset, end in [*variable, (len(data), len(data))]:
+        if offset > start:
+            fixed.append((start, offset, bytes(data[start:offset])))
+        start = max(start, end)
+    layout = _Layout(tuple(fixed), tuple(runs), sample.stamps.frame_id, maker(sample))
+    return layout if _same(layout.read(raw), sample) else None
+
+
+def _same(a: object, b: object) -> bool:
+    """Samples equal field by field, arrays bit for bit (NaN payloads included)."""
+    if type(a) is not type(b):
+        return False
+    for field in fields(a):  # type: ignore[arg-type]
+        x, y = getattr(a, field.name), getattr(b, field.name)
+        if isinstance(x, np.ndarray) and isinstance(y, np.ndarray):
+            if x.dtype != y.dtype or x.shape != y.shape or x.tobytes() != y.tobytes():
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+class SampleDecoder:
+    """``decode`` -> ``extract`` for any message; the fast path for the ones it can read."""
+
+    def __init__(self, decoder: Decoder) -> None:
+        self.decoder = decoder
+        self.fast_reads = 0  # messages the fast path read (the rest went the full way)
+        self._layouts: dict[tuple[str, str, str, int], _Layout] = {}
+
+    def samples(self, raw: RawMessage) -> list[Sample]:
+        """The message's samples; one that cannot be decoded is its own ``BadMessage``."""
+        key = (raw.topic, raw.msgtype, raw.serialization, len(raw.data))
+        layout = self._layouts.get(key)
+        if layout is not None:
+            sample = layout.read(raw)
+            if sample is not None:
+                self.fast_reads += 1
+                return [sample]
+        message = self.decoder.decode(raw)
+        if isinstance(message, BadMessage):
+            return [message]
+        samples = extract(message, raw)
+        if len(samples) == 1 and self.decoder.has_jazzy_layout(raw.msgtype):
+            learned = _layout(raw, samples[0])
+            if learned is not None:
+                if len(self._layouts) >= _LAYOUTS_MAX:
+                    self._layouts.clear()
+                self._layouts[key] = learned
+        return samples
