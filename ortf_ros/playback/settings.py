@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar, cast
+from typing import Literal, TypeVar, cast, get_args
 
 import yaml
 
@@ -38,19 +38,7 @@ StreamKind = Literal[
     "task",
     "episode",
 ]
-STREAM_KINDS: tuple[StreamKind, ...] = (
-    "joint_states",
-    "wrench",
-    "image",
-    "depth",
-    "camera_info",
-    "tf",
-    "tf_static",
-    "robot_description",
-    "action",
-    "task",
-    "episode",
-)
+STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
 PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset({"wrench", "image", "depth", "camera_info"})
 """Kinds with one topic per camera or sensor: their topic names hold ``{name}``."""
 
