@@ -12,16 +12,13 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-from ortf_ros.cli_support import EXIT_OK, EXIT_USAGE, run_guarded
+from ortf_ros.cli_support import EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.config import (
@@ -138,7 +135,7 @@ def _convert(args: argparse.Namespace) -> int:
     if jobs == 1:
         for path in args.inputs:
             job = _job(args, path, output)
-            with _progress(show_progress, job.input.name) as report:
+            with progress_bar(show_progress, job.input.name) as report:
                 result = _run(job, report)
             summaries.append(_summary(result))
             if not args.json:
@@ -159,7 +156,7 @@ def _convert_in_parallel(
     output.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=output.parent, prefix=".ortf-bag2ortf-") as scratch:
         parts = [_job(args, path, Path(scratch) / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool, _progress(show_progress, "recordings") as report:
+        with ProcessPoolExecutor(max_workers=jobs) as pool, progress_bar(show_progress, "recordings") as report:
             futures = [pool.submit(_run, part) for part in parts]
             for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
                 result = future.result()  # an OrtfError stops here: the episodes before it are kept
@@ -181,18 +178,6 @@ def _import(part: Path, output: Path) -> list[EpisodeRecord]:
         if (part / layout.MESHES_DIR).is_dir() and not (output / layout.MESHES_DIR).exists():
             shutil.copytree(part / layout.MESHES_DIR, output / layout.MESHES_DIR)
         return [writer.import_episode(episode) for episode in converted]
-
-
-@contextmanager
-def _progress(show: bool, what: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar (messages/s and time left) on a terminal; nothing otherwise."""
-    if not show:
-        yield None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
-    with Progress(*columns, transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def _print_summary(summary: dict[str, Any], output: str) -> None:

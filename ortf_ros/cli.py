@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
-from ortf_ros.bag2ortf import _progress as bag2ortf_progress
 from ortf_ros.bag2ortf import main as bag2ortf
-from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, run_guarded
+from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
 from ortf_ros.info import dataset_info
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.source import BagSource
@@ -128,7 +127,7 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
 def _cmd_export_lerobot(args: argparse.Namespace) -> int:
     from ortf_ros.convert.lerobot_export import to_lerobot
 
-    with bag2ortf_progress(sys.stderr.isatty(), "frames") as progress:
+    with progress_bar(sys.stderr.isatty(), "frames") as progress:
         result = to_lerobot(args.dataset, args.output, args.flavor, progress=progress)
     print(
         f"{result.path}: {result.flavor} dataset, {result.episodes} episode(s), {result.frames} frames; "
@@ -212,7 +211,7 @@ def _cmd_import_lerobot(args: argparse.Namespace) -> int:
     def warn(line: str) -> None:
         print(f"ortf import lerobot: warning: {line}", file=sys.stderr)
 
-    with bag2ortf_progress(sys.stderr.isatty(), "steps") as progress:
+    with progress_bar(sys.stderr.isatty(), "steps") as progress:
         result = from_lerobot(args.source, args.output, warn=warn, progress=progress)
     cameras = ", ".join(result.cameras) or "none"
     print(
