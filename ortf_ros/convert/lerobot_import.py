@@ -112,9 +112,10 @@ class _EpisodeImporter:
         self.writer = writer
         self.depth = depth
         self.warn = warn
+        self.camera = {f.key: camera_key(f) for f in meta.cameras}  # LeRobot feature -> ORTF camera
         self.videos = {f.key: ShardFrames(f) for f in meta.cameras if f.dtype == "video"}
         self.images = [f.key for f in meta.cameras if f.dtype == "image"]
-        self.fps = {f.key: writer.manifest.cameras[camera_key(f)].fps or meta.fps for f in meta.cameras}
+        self.fps = {f.key: writer.manifest.cameras[self.camera[f.key]].fps or meta.fps for f in meta.cameras}
         self.copied: dict[str, int] = {}  # video feature -> shard frame the episode's copy starts at
         self.videos_reused = self.videos_reencoded = 0
         self.episode_open = False
@@ -152,14 +153,14 @@ class _EpisodeImporter:
             for row in range(batch.num_rows):
                 frames, copied = {}, {}
                 for key, span in episode.videos.items():
-                    camera, time = camera_key(self.meta.features[key]), float(lerobot_times[row])
+                    camera, time = self.camera[key], float(lerobot_times[row])
                     if key in self.copied:
                         copied[camera] = shard_frame(span, time, self.fps[key]) - self.copied[key]
                     else:
                         frames[camera] = self.videos[key].frame(span, time)
                 copied.update((camera, int(indices[row])) for camera, indices in depth.items())
                 for key, cells in images.items():
-                    frames[camera_key(self.meta.features[key])] = decode_still(cells[row], f"{where} {key}")
+                    frames[self.camera[key]] = decode_still(cells[row], f"{where} {key}")
                 samples = {}
                 if extras:
                     values = {name: matrix[row] for name, matrix in extras.items()}
@@ -208,7 +209,7 @@ class _EpisodeImporter:
         self.copied = {}
         for key, span in episode.videos.items():
             segment = episode_segment(span, self.fps[key])
-            camera = camera_key(self.meta.features[key])
+            camera = self.camera[key]
             if segment is not None and self.writer.encoded_video_problem(camera, segment) is None:
                 self.writer.add_encoded_video(camera, segment)
                 self.copied[key] = segment.first

@@ -143,12 +143,7 @@ def _info(root: Path) -> dict[str, Any]:
         if (root / "meta" / "manifest.json").is_file():
             raise ConversionError(f"{path}: missing; {root} is an ORTF dataset, not a LeRobot one")
         raise ConversionError(f"{path}: missing; is {root} a LeRobot dataset?")
-    try:
-        info = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConversionError(f"{path}: not readable JSON: {exc}") from None
-    if not isinstance(info, dict):
-        raise ConversionError(f"{path}: expected a JSON object")
+    info = _json_object(path)
     version = info.get("codebase_version")
     if version != CODEBASE_VERSION:
         hint = " (convert it with lerobot's convert_dataset_v21_to_v30 first)" if version in ("v2.0", "v2.1") else ""
@@ -271,10 +266,14 @@ def _modality(root: Path) -> dict[str, Any] | None:
     path = root / MODALITY
     if not path.exists():
         return None
+    return _json_object(path)
+
+
+def _json_object(path: Path) -> dict[str, Any]:
     try:
-        modality = json.loads(path.read_text())
+        value = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConversionError(f"{path}: not readable JSON: {exc}") from None
-    if not isinstance(modality, dict):
+    if not isinstance(value, dict):
         raise ConversionError(f"{path}: expected a JSON object")
-    return modality
+    return value
