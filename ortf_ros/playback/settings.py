@@ -43,13 +43,13 @@ PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset({"wrench", "image", "depth",
 """Kinds with one topic per camera or sensor: their topic names hold ``{name}``."""
 
 ImageFormat = Literal["raw", "jpeg"]
-IMAGE_FORMATS: tuple[ImageFormat, ...] = ("raw", "jpeg")
+IMAGE_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
 StampMode = Literal["now", "sim"]
-STAMP_MODES: tuple[StampMode, ...] = ("now", "sim")
+STAMP_MODES: tuple[StampMode, ...] = get_args(StampMode)
 Reliability = Literal["reliable", "best_effort"]
-RELIABILITIES: tuple[Reliability, ...] = ("reliable", "best_effort")
+RELIABILITIES: tuple[Reliability, ...] = get_args(Reliability)
 Durability = Literal["volatile", "transient_local"]
-DURABILITIES: tuple[Durability, ...] = ("volatile", "transient_local")
+DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 NODE_NAME = "ortf_player"
 COMPRESSED_SUFFIX = "/compressed"
