@@ -186,7 +186,7 @@ class Player:
                 state=state,
                 episode_id=item.episode_id if item is not None else None,
                 episode=self._position,
-                step=item.step if item is not None and item.step is not None else None,
+                step=item.step if item is not None else None,
                 time_s=item.episode_ns / 1e9 if item is not None else 0.0,
                 rate=self.settings.rate,
                 achieved_rate=achieved,
