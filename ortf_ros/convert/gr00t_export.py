@@ -27,6 +27,7 @@ from ortf_ros.convert.lerobot_export import (
     ExportSummary,
     FrameProgress,
     Progress,
+    append_video,
     camera_size,
     colour_cameras,
     copy_depth,
@@ -112,14 +113,10 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
                     episode_chunk=chunk, video_key=cols.camera_key(camera), episode_index=episode_index
                 )
                 shard = ShardWriter(root / target, fps, stream_key(source.path))
-                shard.append(source.path)
-                shard.close()
-                if source.reused:
-                    summary.videos_reused += 1
-                    frames.advance(record.length)
-                else:
-                    summary.videos_reencoded += 1
-                    source.path.unlink()
+                try:
+                    append_video(shard, source, episode, camera, summary, frames)
+                finally:
+                    shard.close()
             copy_depth(episode, episode_index, depth, root)
         episodes_lines.append(
             {"episode_index": episode_index, "tasks": [episode.task.instruction, outcome], "length": record.length}

@@ -28,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert import lerobot_columns as cols
-from ortf_ros.convert.episode_video import episode_video
+from ortf_ros.convert.episode_video import EpisodeVideo, episode_video
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
 from ortf_ros.errors import ConversionError
@@ -190,6 +190,29 @@ def ortf_info(dataset: Dataset, state: cols.StateLayout, depth: tuple[str, ...])
     }
 
 
+def append_video(
+    shard: ShardWriter,
+    source: EpisodeVideo,
+    episode: Episode,
+    camera: str,
+    summary: ExportSummary,
+    progress: FrameProgress,
+) -> None:
+    """Append an episode's video (one frame per step, checked) to its shard and count it."""
+    frames = shard.append(source.path)
+    if frames != episode.record.length:
+        raise ConversionError(
+            f"{episode.video_path(camera)}: {frames} frames for {episode.record.length} steps "
+            f"(episode {episode.episode_id})"
+        )
+    if source.reused:
+        summary.videos_reused += 1
+        progress.advance(frames)
+    else:
+        summary.videos_reencoded += 1
+        source.path.unlink()
+
+
 class _ShardPosition:
     """(chunk, file) of the current shard, advancing as LeRobot's writer does."""
 
@@ -316,18 +339,7 @@ class _V3Writer:
             self._videos[camera] = ShardWriter(self.root / path, self.fps, stream)
         shard = self._videos[camera]
         start = shard.seconds
-        frames = shard.append(source.path)
-        if frames != episode.record.length:
-            raise ConversionError(
-                f"{episode.video_path(camera)}: {frames} frames for {episode.record.length} steps "
-                f"(episode {episode.episode_id})"
-            )
-        if source.reused:
-            self.summary.videos_reused += 1
-            self.progress.advance(frames)
-        else:
-            self.summary.videos_reencoded += 1
-            source.path.unlink()
+        append_video(shard, source, episode, camera, self.summary, self.progress)
         return {
             f"videos/{key}/chunk_index": position.chunk,
             f"videos/{key}/file_index": position.file,
