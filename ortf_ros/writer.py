@@ -191,16 +191,20 @@ class _Recording:
         self.step_log.append(batch)
 
     def close_files(self) -> None:
-        self.append_steps()
-        self.step_log.close()
-        for log in self.stream_logs.values():
-            log.close()
-        failures = []
-        for writer in self.videos.values():  # every encoder thread is joined, even after a failure
-            try:
-                writer.close()
-            except WriterError as exc:
-                failures.append(exc)
+        """Append what waits and close every file. Every encoder thread is joined, even
+        after a failure (of the logs or of another encoder); the first failure is raised."""
+        failures: list[WriterError] = []
+        try:
+            self.append_steps()
+            self.step_log.close()
+            for log in self.stream_logs.values():
+                log.close()
+        finally:
+            for writer in self.videos.values():
+                try:
+                    writer.close()
+                except WriterError as exc:
+                    failures.append(exc)
         if failures:
             raise failures[0]
 
@@ -490,7 +494,7 @@ class DatasetWriter:
         batch instead of one per sample.
         """
         recording = self._current()
-        log = recording.stream_logs.get(stream) or recording.stream_log(self.manifest, stream)
+        log = recording.stream_log(self.manifest, stream)
         times = np.asarray(timestamps, dtype=np.float64).reshape(-1)
         count = len(times)
         if values.keys() != log.dims.keys():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import av
@@ -16,7 +17,7 @@ from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.reader import load_dataset
-from ortf_ros.staging import StagedEpisode
+from ortf_ros.staging import StagedEpisode, StepLog
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -401,6 +402,23 @@ def test_an_encoder_thread_failure_reaches_the_caller_naming_the_camera(
         writer.discard_episode()
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
     assert len(load_dataset(root)) == 3
+
+
+def test_the_encoder_threads_are_joined_when_the_step_log_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full(self: StepLog, batch: pa.RecordBatch) -> None:
+        raise OSError(28, "No space left on device")
+
+    with DatasetWriter(tmp_path / "ds", demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
+        monkeypatch.setattr(StepLog, "append", full)
+        with pytest.raises(OSError, match="No space left on device"):
+            writer.end_episode()
+        assert not [t for t in threading.enumerate() if t.name.startswith("encoder ")]
+        monkeypatch.undo()
+        writer.discard_episode()
 
 
 def _record(writer: DatasetWriter, steps: int) -> None:
