@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -83,4 +84,23 @@ def test_what_cannot_be_copied_is_refused_before_it_is_staged(source: Episode, t
             writer.add_encoded_video("cam_wrist", VideoSegment(wrist, 0, 10))
         with pytest.raises(WriterError, match="this episode's video was added encoded; it takes no more frames"):
             writer.add_frame("cam_wrist", np.zeros((48, 64, 3), np.uint8))
+        writer.discard_episode()
+
+
+def test_a_damaged_packet_is_not_copied(source: Episode, tmp_path: Path) -> None:
+    """A file cut short keeps its index, and its last packet comes out short (flagged corrupt)."""
+    path = source.video_path("cam_wrist")
+    with av.open(str(path)) as container:
+        last = max(container.demux(container.streams.video[0]), key=lambda packet: packet.pos or -1)
+        assert last.pos is not None
+        end = last.pos + last.size // 2  # halfway through the last packet in the file (frame 11's)
+    cut = tmp_path / "cut.mp4"
+    cut.write_bytes(path.read_bytes()[:end])
+    with DatasetWriter(tmp_path / "copy", source.dataset.manifest) as writer:
+        writer.begin_episode("damaged")
+        problem = writer.encoded_video_problem("cam_wrist", VideoSegment(cut, 10, 2))
+        assert problem is not None and problem.endswith("frames 10..11: frame 11 is damaged in the file")
+        with pytest.raises(WriterError, match="frame 11 is damaged in the file"):
+            writer.add_encoded_video("cam_wrist", VideoSegment(cut, 10, 2))
+        assert not list((tmp_path / "copy").glob(".staging/*/videos/*.mp4"))
         writer.discard_episode()

@@ -71,6 +71,8 @@ def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterato
             raise SegmentError(f"{where}: the frame after them is not a keyframe (frame {index} is mixed in)")
         if index < complete or index in ahead:
             raise SegmentError(f"{where}: frame {index} appears twice")
+        if packet.is_corrupt:  # e.g. the last packet of a file cut short: copied, it would not decode as it should
+            raise SegmentError(f"{where}: frame {index} is damaged in the file")
         ahead.add(index)
         while complete in ahead:
             ahead.remove(complete)
