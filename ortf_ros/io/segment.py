@@ -23,7 +23,7 @@ from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
 from ortf_ros.errors import ReaderError
-from ortf_ros.io.video import STAGING_MUX_OPTIONS, probe
+from ortf_ros.io.video import STAGING_MUX_OPTIONS, open_video, probe
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterato
 
 def check_segment(segment: VideoSegment) -> None:
     """Raise SegmentError unless ``segment`` can be copied (reads its packets, decodes nothing)."""
-    with _open(segment) as container:
+    with open_video(segment.path) as container:
         for _ in segment_packets(container, segment):
             pass
 
@@ -93,7 +93,7 @@ def stage_segment(segment: VideoSegment, target: Path) -> None:
     """Copy the segment's packets into a staged (fragmented) episode video, frame ``first``
     at time zero; ``video.finalize`` turns it into the committed file like any other."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    with _open(segment) as src, av.open(str(target), "w", format="mp4", options=STAGING_MUX_OPTIONS) as dst:
+    with open_video(segment.path) as src, av.open(str(target), "w", format="mp4", options=STAGING_MUX_OPTIONS) as dst:
         assert isinstance(dst, OutputContainer)
         in_stream = src.streams.video[0]
         out_stream = dst.add_stream_from_template(in_stream)
@@ -107,15 +107,3 @@ def stage_segment(segment: VideoSegment, target: Path) -> None:
             packet.dts -= origin
             packet.stream = out_stream
             dst.mux(packet)
-
-
-def _open(segment: VideoSegment) -> InputContainer:
-    try:
-        container = av.open(str(segment.path))
-    except (av.error.FFmpegError, OSError) as exc:
-        raise ReaderError(f"{segment.path}: not a readable video: {exc}") from None
-    assert isinstance(container, InputContainer)
-    if not container.streams.video:
-        container.close()
-        raise ReaderError(f"{segment.path}: has no video stream")
-    return container

@@ -275,6 +275,19 @@ def probe(path: Path) -> VideoInfo:
         raise ReaderError(f"{path}: not a readable video: {exc}") from None
 
 
+def open_video(path: Path) -> InputContainer:
+    """``path`` opened for reading; ReaderError unless it is a video file with a video stream."""
+    try:
+        container = av.open(str(path))
+    except (av.error.FFmpegError, OSError) as exc:
+        raise ReaderError(f"{path}: not a readable video: {exc}") from None
+    assert isinstance(container, InputContainer)
+    if not container.streams.video:
+        container.close()
+        raise ReaderError(f"{path}: has no video stream")
+    return container
+
+
 class VideoReader:
     """Random access to frames by index, seeking to the nearest keyframe before it.
 
@@ -287,15 +300,7 @@ class VideoReader:
         self.kind = kind
         self._array_format = _kind_format(kind)[0]
         self._forward_window = forward_window
-        try:
-            container = av.open(str(path))
-        except av.error.FFmpegError as exc:
-            raise ReaderError(f"{path}: not a readable video: {exc}") from None
-        assert isinstance(container, InputContainer)
-        if not container.streams.video:
-            container.close()
-            raise ReaderError(f"{path}: has no video stream")
-        self._container = container
+        container = self._container = open_video(path)
         self._stream = container.streams.video[0]
         rate = self._stream.average_rate or self._stream.base_rate
         if not rate:
