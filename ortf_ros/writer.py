@@ -42,7 +42,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.segment import VideoSegment, check_segment, stage_segment
+from ortf_ros.io.segment import VideoSegment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
     RGB_ENCODING,
@@ -396,8 +396,10 @@ class DatasetWriter:
         """Stage ``segment`` of an already-encoded video as the camera's whole video in this
         episode, its packets copied unchanged: no re-encode, so every frame decodes
         bit-exactly as in the source. Returns its frame count; steps name their frame of it
-        with ``add_step(frames=...)``. Refused (WriterError, nothing staged) for what
-        ``encoded_video_problem`` names, or when the camera already has frames."""
+        with ``add_step(frames=...)``. Refused (WriterError naming why, nothing staged) when
+        it is not stored as this writer stores the camera (codec, pixel format, size, frame
+        rate), is not cut at keyframes so that its packets decode on their own, or when the
+        camera already has frames: a caller falls back to adding decoded frames."""
         recording = self._current()
         if camera in recording.videos:
             raise WriterError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
@@ -412,20 +414,6 @@ class DatasetWriter:
             raise WriterError(str(exc)) from None
         recording.videos[camera] = _CopiedVideo(segment.count)
         return segment.count
-
-    def encoded_video_problem(self, camera: str, segment: VideoSegment) -> str | None:
-        """Why ``segment`` cannot be this camera's video as it is, or None: it must be
-        stored as this writer stores the camera (codec, pixel format, size, frame rate)
-        and cut at keyframes so its packets decode on their own. Reads the packets,
-        decodes nothing."""
-        problem = self._format_problem(camera, segment)
-        if problem is not None:
-            return problem
-        try:
-            check_segment(segment)
-        except ReaderError as exc:
-            return str(exc)
-        return None
 
     def _format_problem(self, camera: str, segment: VideoSegment) -> str | None:
         sensor = self.manifest.cameras.get(camera)

@@ -38,7 +38,7 @@ from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
 from ortf_ros.convert.lerobot_origin import DepthFiles, exported_origin
 from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
 from ortf_ros.convert.output_dir import staged_directory
-from ortf_ros.errors import ConversionError, ReaderError
+from ortf_ros.errors import ConversionError, ReaderError, WriterError
 from ortf_ros.io.segment import whole_video
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
@@ -210,12 +210,16 @@ class _EpisodeImporter:
         for key, span in episode.videos.items():
             segment = episode_segment(span, self.fps[key])
             camera = self.camera[key]
-            if segment is not None and self.writer.encoded_video_problem(camera, segment) is None:
-                self.writer.add_encoded_video(camera, segment)
-                self.copied[key] = segment.first
-                self.videos_reused += 1
-            else:
-                self.videos_reencoded += 1
+            if segment is not None:
+                try:  # one pass: the writer checks the cut while it copies, and stages nothing if refused
+                    self.writer.add_encoded_video(camera, segment)
+                except WriterError:
+                    pass
+                else:
+                    self.copied[key] = segment.first
+                    self.videos_reused += 1
+                    continue
+            self.videos_reencoded += 1
 
     def _copy_depth(self, camera: str, path: Path) -> None:
         """The episode's depth file as the export kept it (no fallback: it is the writer's own format)."""
@@ -223,10 +227,10 @@ class _EpisodeImporter:
             segment = whole_video(path)
         except ReaderError as exc:
             raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
-        problem = self.writer.encoded_video_problem(camera, segment)
-        if problem is not None:
-            raise ConversionError(f"{problem} (depth camera {camera!r}, kept by ortf export lerobot)")
-        self.writer.add_encoded_video(camera, segment)
+        try:
+            self.writer.add_encoded_video(camera, segment)
+        except WriterError as exc:
+            raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
         """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""

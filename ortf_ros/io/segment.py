@@ -82,13 +82,6 @@ def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterato
         raise SegmentError(f"{where}: the file holds frames {segment.first}..{complete - 1} of them")
 
 
-def check_segment(segment: VideoSegment) -> None:
-    """Raise SegmentError unless ``segment`` can be copied (reads its packets, decodes nothing)."""
-    with open_video(segment.path) as container:
-        for _ in segment_packets(container, segment):
-            pass
-
-
 def stage_segment(segment: VideoSegment, target: Path) -> None:
     """Copy the segment's packets into a staged (fragmented) episode video, frame ``first``
     at time zero; ``video.finalize`` turns it into the committed file like any other."""
