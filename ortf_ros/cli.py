@@ -11,7 +11,7 @@ import argparse
 import json
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -177,32 +177,46 @@ def _add_export(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
-    p = formats.add_parser(
-        "lerobot",
-        help="a LeRobotDataset v3.0 that lerobot loads as is (--flavor gr00t: LeRobot v2.0 + meta/modality.json)",
+    p = _add_conversion(
+        formats,
+        "export lerobot",
+        _cmd_export_lerobot,
+        summary="a LeRobotDataset v3.0 that lerobot loads as is (--flavor gr00t: LeRobot v2.0 + meta/modality.json)",
         description="Write the dataset as a LeRobotDataset v3.0, or GR00T's LeRobot v2.0 flavour, in a new directory.",
     )
-    p.add_argument("dataset", metavar="DATASET")
-    p.add_argument("output", metavar="OUT_DIR")
     p.add_argument("--flavor", choices=("lerobot", "gr00t"), default="lerobot")
-    p.set_defaults(run=_cmd_export_lerobot, prog="ortf export lerobot")
-    p = formats.add_parser(
-        "mixtrain",
-        help="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
+    _add_conversion(
+        formats,
+        "export mixtrain",
+        _cmd_export_mixtrain,
+        summary="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
         description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory.",
     )
-    p.add_argument("dataset", metavar="DATASET")
-    p.add_argument("output", metavar="OUT_DIR")
-    p.set_defaults(run=_cmd_export_mixtrain, prog="ortf export mixtrain")
-    p = formats.add_parser(
-        "rlds",
-        help="RLDS in TFDS's on-disk layout (needs pip install 'ortf_ros[rlds]')",
+    _add_conversion(
+        formats,
+        "export rlds",
+        _cmd_export_rlds,
+        summary="RLDS in TFDS's on-disk layout (needs pip install 'ortf_ros[rlds]')",
         description="Write the dataset as an RLDS dataset that tfds.builder_from_directory reads, "
         "in a new (or empty) directory; needs tensorflow-datasets (pip install 'ortf_ros[rlds]').",
     )
-    p.add_argument("dataset", metavar="DATASET")
+
+
+def _add_conversion(
+    formats: argparse._SubParsersAction[argparse.ArgumentParser],
+    command: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    summary: str,
+    description: str,
+    source: tuple[str, str] = ("dataset", "DATASET"),
+) -> argparse.ArgumentParser:
+    """One ``ortf export|import FORMAT`` subcommand: a source, a new output directory."""
+    p = formats.add_parser(command.split()[-1], help=summary, description=description)
+    p.add_argument(source[0], metavar=source[1])
     p.add_argument("output", metavar="OUT_DIR")
-    p.set_defaults(run=_cmd_export_rlds, prog="ortf export rlds")
+    p.set_defaults(run=run, prog=f"ortf {command}")
+    return p
 
 
 def _cmd_import_lerobot(args: argparse.Namespace) -> int:
@@ -225,14 +239,15 @@ def _add_import(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     """``ortf import FORMAT``: one subcommand per source format."""
     imports = sub.add_parser("import", help="make an ORTF dataset from another format")
     formats = imports.add_subparsers(dest="format", required=True, metavar="FORMAT")
-    p = formats.add_parser(
-        "lerobot",
-        help="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
-        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT (which must not exist or be empty).",
+    _add_conversion(
+        formats,
+        "import lerobot",
+        _cmd_import_lerobot,
+        summary="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
+        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT_DIR (which must not exist or be "
+        "empty).",
+        source=("source", "SRC"),
     )
-    p.add_argument("source", metavar="SRC")
-    p.add_argument("output", metavar="OUT")
-    p.set_defaults(run=_cmd_import_lerobot, prog="ortf import lerobot")
 
 
 def build_parser() -> argparse.ArgumentParser:
