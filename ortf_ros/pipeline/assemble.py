@@ -1,13 +1,14 @@
 """Samples -> steps: the stage shared by bag conversion and live recording.
 
-Samples arrive in receive-time order. Every camera frame, joint state and wrench is
-written (frames to the episode's video as they arrive, fast streams to their native-rate
-tables in batches before each step), so nothing recorded is thrown away and memory
-holds only recent samples.
-Steps are laid on a control-rate grid (or on a driving camera's frames); a step is
-emitted once every stream can no longer deliver a sample closer to its time, and
-records for each stream the sample it used and how far that sample was from the step
-time (the alignment columns).
+Samples arrive in receive-time order, one by one or (high-rate streams) as blocks of
+consecutive samples of a topic. Every camera frame, joint state and wrench is written
+(frames to the episode's video as they arrive, fast streams to their native-rate tables
+in batches before each step), so nothing recorded is thrown away and memory holds only
+recent samples.
+Steps are laid on a control-rate grid (or on a driving camera's frames). When the
+caller asks (``emit_ready``), every step is emitted for which no stream can deliver a
+sample closer to its time any more; each records for each stream the sample it used and
+how far that sample was from the step time (the alignment columns).
 
 Times are nanoseconds on each stream's chosen clock (header stamp or receive time).
 """
@@ -30,6 +31,7 @@ from ortf_ros.pipeline.samples import (
     ImageSample,
     JointStateSample,
     Sample,
+    SampleBlock,
     Stamps,
     TransformSample,
     VectorSample,
@@ -51,6 +53,13 @@ def stream_time(stamps: Stamps, source: TimeSource) -> int:
     if source == "header" and stamps.header_ns:
         return stamps.header_ns
     return stamps.receive_ns
+
+
+def block_times(block: SampleBlock, source: TimeSource) -> np.ndarray:
+    """``stream_time`` of each row of a block."""
+    if source == "header":
+        return np.where(block.header_ns != 0, block.header_ns, block.receive_ns)
+    return block.receive_ns
 
 
 @dataclass(frozen=True)
@@ -108,6 +117,30 @@ class _JointMerger:
         self.current = [[math.nan] * len(joints) for _ in range(3)]
         self._placements: dict[tuple[str, ...], list[tuple[int, int]]] = {}
 
+    def merge_block(self, block: SampleBlock) -> np.ndarray:
+        """(N, 3, joints): the full vectors after each message of a joint state block, as
+        ``merge`` would make them one by one (a joint a message does not give keeps its value
+        from before); NaN where a joint was not seen yet. Nothing changes until ``settle``."""
+        count, joints = len(block), len(self.index)
+        full = np.empty((count + 1, 3, joints))
+        given = np.zeros((count + 1, 3, joints), bool)
+        full[0], given[0] = self.current, True
+        for part in block.parts:
+            pairs = self._placement(part.names)
+            sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
+            rows = part.rows[:, np.newaxis] + 1
+            for kind, values in enumerate(part.runs):
+                if values.shape[1] == len(part.names):
+                    full[rows, kind, targets] = values[:, sources]
+                    given[rows, kind, targets] = True
+        latest = np.where(given, np.arange(count + 1)[:, np.newaxis, np.newaxis], 0)
+        np.maximum.accumulate(latest, axis=0, out=latest)
+        return np.take_along_axis(full, latest, axis=0)[1:]
+
+    def settle(self, full: np.ndarray) -> None:
+        """Keep the last vectors of a merged block as the current ones."""
+        self.current = full[-1].tolist()
+
     def merge(self, sample: JointStateSample) -> np.ndarray | None:
         """The full (position, velocity, effort) after this message; None until every joint was seen."""
         pairs = self._placement(sample.names)
@@ -144,24 +177,27 @@ class _NativeBatch:
         for name, dim in dims.items():
             self.columns[name] = slice(start, start + dim)
             start += dim
-        self.times: list[float] = []
+        self.count = 0
+        self.times: list[np.ndarray] = []  # stream times (ns), a chunk per add
         self.rows: list[np.ndarray] = []  # the columns side by side
         self.stamp_ns: list[int | None] = []
         self.receive_ns: list[int | None] = []
 
-    def add(self, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
-        self.times.append(time_ns / NS)
-        self.rows.append(row)
-        self.stamp_ns.append(stamps.header_ns)
-        self.receive_ns.append(stamps.receive_ns)
+    def add(self, times_ns: np.ndarray, rows: np.ndarray, stamp_ns: list[int | None], receive_ns: list[int]) -> None:
+        self.count += len(rows)
+        self.times.append(times_ns)
+        self.rows.append(rows)
+        self.stamp_ns += stamp_ns
+        self.receive_ns += receive_ns
 
     def send(self, writer: DatasetWriter) -> None:
-        if not self.times:
+        if not self.count:
             return
-        rows = np.stack(self.rows)
+        rows = np.concatenate(self.rows)
         values = {name: rows[:, part] for name, part in self.columns.items()}
-        writer.add_samples(self.stream, self.times, values, stamp_ns=self.stamp_ns, receive_ns=self.receive_ns)
-        self.times, self.rows, self.stamp_ns, self.receive_ns = [], [], [], []
+        times = [t / NS for t in np.concatenate(self.times).tolist()]  # (int / int rounds once; int64 / NS twice)
+        writer.add_samples(self.stream, times, values, stamp_ns=self.stamp_ns, receive_ns=self.receive_ns)
+        self.count, self.times, self.rows, self.stamp_ns, self.receive_ns = 0, [], [], [], []
 
 
 class Assembler:
@@ -213,17 +249,40 @@ class Assembler:
 
     # -- input ------------------------------------------------------------------
 
-    def feed(self, sample: Sample, topic: str) -> None:
+    def feed(self, sample: Sample | SampleBlock, topic: str) -> None:
+        """Take a sample, or a block of one topic's consecutive samples; steps wait for ``emit_ready``."""
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
             return
-        watermark = sample.stamps.receive_ns - LATENCY_ALLOWANCE_NS
-        if watermark > self.watermark_ns:
-            self.watermark_ns = watermark
+        if isinstance(sample, SampleBlock):
+            self._advance_watermark(int(sample.receive_ns.max()))
+            if self._route_block(sample, topic):
+                self.counts.used[topic] += len(sample)
+                return
+            for one in sample.samples():
+                if self._route(one, topic):
+                    self.counts.used[topic] += 1
+            return
+        self._advance_watermark(sample.stamps.receive_ns)
         if self._route(sample, topic):
             self.counts.used[topic] += 1
+
+    def emit_ready(self) -> None:
+        """Emit the steps no stream can change any more."""
         self._emit_ready_steps(final=False)
+
+    def _advance_watermark(self, receive_ns: int) -> None:
+        watermark = receive_ns - LATENCY_ALLOWANCE_NS
+        if watermark > self.watermark_ns:
+            self.watermark_ns = watermark
+
+    def _route_block(self, block: SampleBlock, topic: str) -> bool:
+        """A block of the joint state or a wrench topic taken whole; False (nothing taken) for
+        any other, which the caller then routes sample by sample."""
+        if block.kind == "wrench":
+            return topic in self._wrench_by_topic and self._wrench_block(block, topic)
+        return topic == self._joint_topic and self._joint_state_block(block)
 
     def _route(self, sample: Sample, topic: str) -> bool:
         if isinstance(sample, WrenchSample):  # (the most frequent first; the types exclude each other)
@@ -274,6 +333,38 @@ class Assembler:
             self._hold("joint_states", time_ns, row, sample.stamps)
         return True
 
+    def _joint_state_block(self, block: SampleBlock) -> bool:
+        mapping = self.config.joint_states
+        assert mapping is not None
+        full = self.joints.merge_block(block)
+        complete = ~np.isnan(full[:, 0]).any(axis=1)  # as ``merge``: a vector only once every joint was seen
+        times = block_times(block, mapping.time)[complete]
+        if not self.joint_stream.accepts(times):
+            return False
+        self.joints.settle(full)
+        full = full[complete]
+        self.joint_stream.extend(times, full)
+        if mapping.native:
+            rows = full.reshape(len(full), -1)  # position, velocity, effort side by side
+            joints = full.shape[2]
+            if not np.isfinite(rows[:, joints:]).all():  # a joint that never had a velocity or effort: stored as 0
+                rows = np.concatenate([rows[:, :joints], np.nan_to_num(rows[:, joints:])], axis=1)
+            stamps = block.header_ns[complete].tolist(), block.receive_ns[complete].tolist()
+            self._queue_native("joint_states", times, rows, *stamps)
+        return True
+
+    def _wrench_block(self, block: SampleBlock, topic: str) -> bool:
+        mapping = self._wrench_by_topic[topic]
+        times = block_times(block, mapping.time)
+        sampler = self.wrenches[mapping.name]
+        if not sampler.accepts(times):
+            return False
+        values = block.stacked(0)
+        sampler.extend(times, values)
+        if mapping.native:
+            self._queue_native(mapping.name, times, values, block.header_ns.tolist(), block.receive_ns.tolist())
+        return True
+
     def _wrench(self, sample: WrenchSample, topic: str) -> bool:
         mapping = self._wrench_by_topic[topic]
         time_ns = stream_time(sample.stamps, mapping.time)
@@ -286,11 +377,16 @@ class Assembler:
         return True
 
     def _hold(self, stream: str, time_ns: int, row: np.ndarray, stamps: Stamps) -> None:
-        """Queue a native-rate sample for the writer. The episode's first goes at once: the
+        self._queue_native(stream, np.array([time_ns]), row[np.newaxis], [stamps.header_ns], [stamps.receive_ns])
+
+    def _queue_native(
+        self, stream: str, times_ns: np.ndarray, rows: np.ndarray, stamp_ns: list[int | None], receive_ns: list[int]
+    ) -> None:
+        """Queue native-rate samples for the writer. The episode's first go at once: the
         writer's clock starts at the first sample it gets, which must be the first that came."""
         batch = self._native[stream]
-        batch.add(time_ns, row, stamps)
-        if not self._clock_started or len(batch.times) >= NATIVE_BATCH_MAX:
+        batch.add(times_ns, rows, stamp_ns, receive_ns)
+        if not self._clock_started or batch.count >= NATIVE_BATCH_MAX:
             batch.send(self.writer)
             self._clock_started = True
 

@@ -34,6 +34,7 @@ from ortf_ros.format.manifest import (
 )
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
+from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.episodes import Segmenter
@@ -413,7 +414,7 @@ def convert_recording(
                 report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
                 warnings += [f"mesh not found on --mesh-path: {uri}" for uri in report.missing]
                 warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
-            episodes = _Episodes(config, steps, writer, counts)
+            episodes = _Episodes(config, steps, writer, counts, BlockFeed(samples))
             try:
                 _stream(source, samples, config, topics, episodes, progress)
             except BaseException:
@@ -435,11 +436,14 @@ def convert_recording(
 class _Episodes:
     """The episode being assembled, if any; latched state (the TF tree) is shared by all."""
 
-    def __init__(self, config: ConversionConfig, steps: StepLayout, writer: DatasetWriter, counts: TopicCounts):
+    def __init__(
+        self, config: ConversionConfig, steps: StepLayout, writer: DatasetWriter, counts: TopicCounts, feed: BlockFeed
+    ) -> None:
         self.config = config
         self.steps = steps
         self.writer = writer
         self.counts = counts
+        self.feed = feed
         self.tf = TfBuffer()
         self.current: Assembler | None = None
         self.records: list[EpisodeRecord] = []
@@ -455,9 +459,15 @@ class _Episodes:
         self.writer.begin_episode(self.task)
         self.current = Assembler(self.config, self.writer.manifest, self.steps, self.writer, self.counts, tf=self.tf)
 
+    def add(self, raw: RawMessage) -> None:
+        """A message of the open episode."""
+        assert self.current is not None
+        self.feed.feed(raw, self.current)
+
     def end(self) -> None:
         if self.current is None:
             return
+        self.feed.flush(self.current)
         self.current.finish()
         if self.current.steps_written == 0:
             self.writer.discard_episode()
@@ -509,8 +519,7 @@ def _stream(
         if raw.topic == boundary:
             continue
         if decision in ("begin", "keep") and episodes.current is not None:
-            for sample in decoder.samples(raw):
-                episodes.current.feed(sample, raw.topic)
+            episodes.add(raw)
             continue
         episodes.counts.outside_episodes[raw.topic] += 1
         if raw.topic in tf_topics:  # the TF tree stays current between episodes; nothing else is decoded there

@@ -18,7 +18,7 @@ step back only as long as a stream might still deliver something closer.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -88,6 +88,20 @@ class StreamSampler(Generic[T]):
         self._times.append(time_ns)
         self._values.append(value)
         return True
+
+    def accepts(self, times_ns: np.ndarray) -> bool:
+        """Whether ``extend`` can take samples at these times: none older than the one before it."""
+        if not len(times_ns):
+            return True
+        if self._times and times_ns[0] < self._times[-1]:
+            return False
+        return bool((np.diff(times_ns) >= 0).all())
+
+    def extend(self, times_ns: np.ndarray, values: Iterable[T]) -> None:
+        """Append consecutive samples at once (``accepts`` them first): a block of a
+        high-rate stream costs a call, not one per sample."""
+        self._times.extend(times_ns.tolist())
+        self._values.extend(values)
 
     def ready(self, t_ns: int, watermark_ns: int) -> bool:
         """Whether the answer for t can no longer change: ``latest`` needs nothing after t;

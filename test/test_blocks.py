@@ -1,0 +1,166 @@
+"""High-rate messages read and assembled a block at a time give what they give one by one."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rosbags.rosbag2 import Writer as Rosbag2Writer
+from rosbags.typesys import Stores, get_typestore
+from test_bag2ortf import mapping_for
+from test_extract import HEADER_SEC, assert_same_samples, full_way, joint_state_raw
+
+from ortf_ros.pipeline import convert
+from ortf_ros.pipeline.assemble import _JointMerger
+from ortf_ros.pipeline.batching import BlockFeed
+from ortf_ros.pipeline.config import WrenchMapping
+from ortf_ros.pipeline.convert import convert_recording
+from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.fastpath import Layout, SampleDecoder
+from ortf_ros.pipeline.samples import JointStateSample, RawMessage, Sample, SampleBlock, WrenchSample
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.reader import load_dataset
+from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
+
+
+def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
+    """``decoder.block`` of messages whose layouts it has learned."""
+    laid_out: list[tuple[Layout, RawMessage]] = []
+    for raw in messages:
+        layout = decoder.layout(raw)
+        assert layout is not None, raw
+        laid_out.append((layout, raw))
+    return decoder.block(laid_out)
+
+
+def test_a_block_is_its_messages_one_by_one_on_an_analytic_bag(tmp_path: Path) -> None:
+    write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    decoder = SampleDecoder(Decoder())
+    by_topic: dict[str, list[RawMessage]] = defaultdict(list)
+    with BagSource(tmp_path / "bag") as source:
+        topics = {t.topic for t in source.topics() if t.msgtype.endswith(("/JointState", "/WrenchStamped"))}
+        for raw in source.messages(topics):
+            decoder.samples(raw)  # learns each layout
+            by_topic[raw.topic].append(raw)
+    assert set(by_topic) == {"/joint_states", "/joint_command", "/ft_sensor/wrench"}
+    for topic, messages in by_topic.items():
+        read = decoder.fast_reads
+        [block] = as_block(decoder, messages)
+        assert isinstance(block, SampleBlock)
+        assert decoder.fast_reads == read + len(messages)
+        # The joint states interleave two layouts (all joints; every fifth message the fingers alone).
+        assert len(block.parts) == (2 if topic == "/joint_states" else 1)
+        assert_same_samples(block.samples(), [s for raw in messages for s in full_way(raw)])
+        if block.kind == "wrench":
+            wrench = full_way(messages[7])[0]
+            assert isinstance(wrench, WrenchSample)
+            np.testing.assert_array_equal(block.stacked(0)[7], np.concatenate([wrench.force, wrench.torque]))
+
+
+def test_a_block_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
+    names = ["shoulder", "elbow"]
+    decoder = SampleDecoder(Decoder())
+    decoder.samples(joint_state_raw(names, [0.0, 0.0], [0.0, 0.0]))
+    messages = [
+        joint_state_raw(names, [0.1, 0.2], [1.0, 2.0], sec=HEADER_SEC + 1),
+        joint_state_raw(["shoulder", "elbaw"], [0.3, 0.4], [3.0, 4.0], sec=HEADER_SEC + 2),  # same length, other bytes
+        joint_state_raw(names, [0.5, np.nan], [5.0, np.inf], sec=HEADER_SEC + 3),
+    ]
+    got = as_block(decoder, messages)
+    assert not any(isinstance(item, SampleBlock) for item in got)
+    assert_same_samples([s for s in got if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
+
+
+def test_merging_a_block_equals_merging_its_messages_in_order() -> None:
+    joints = ("a", "b", "c", "d")
+    rng = np.random.default_rng(7)
+    layouts = [["c", "a", "b", "d"], ["b"], ["d", "c"], ["a", "x", "b", "c", "d"]]  # "x" is not a joint of ours
+    decoder = SampleDecoder(Decoder())
+    messages = []
+    for i in range(60):
+        names = layouts[int(rng.integers(len(layouts)))]
+        position = rng.normal(size=len(names))
+        if i == 30:
+            position[0] = np.nan  # a NaN position: that joint counts as not seen again
+        velocity: list[float] = list(rng.normal(size=len(names))) if i % 3 else []  # some messages without any
+        messages.append(joint_state_raw(names, list(position), velocity, sec=HEADER_SEC + i))
+    for raw in messages:
+        decoder.samples(raw)
+    [block] = as_block(decoder, messages[10:])
+    assert isinstance(block, SampleBlock) and len(block.parts) == 2 * len(layouts)  # with and without velocities
+    one_by_one, whole = _JointMerger(joints), _JointMerger(joints)
+    for merger in (one_by_one, whole):
+        for raw in messages[:10]:
+            sample = decoder.samples(raw)[0]
+            assert isinstance(sample, JointStateSample)
+            merger.merge(sample)
+    full = whole.merge_block(block)
+    assert whole.current == one_by_one.current  # nothing changes until it is settled
+    complete = 0
+    for row, sample in enumerate(block.samples()):
+        assert isinstance(sample, JointStateSample)
+        merged = one_by_one.merge(sample)
+        if merged is None:
+            assert np.isnan(full[row, 0]).any()
+        else:
+            complete += 1
+            np.testing.assert_array_equal(full[row], merged)
+    assert 0 < complete < len(block)  # both kinds of row were compared
+    whole.settle(full)
+    np.testing.assert_array_equal(np.array(whole.current), np.array(one_by_one.current))
+
+
+def write_wrenches(path: Path, stamps_s: list[float]) -> Path:
+    """A second bag of the recording: /ft2 WrenchStamped at 1 kHz receive times, header stamps as given."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    kinds = store.types
+    with Rosbag2Writer(path, version=9) as bag:
+        connection = bag.add_connection("/ft2", "geometry_msgs/msg/WrenchStamped", typestore=store)
+        for i, stamp_s in enumerate(stamps_s):
+            stamp_ns = START_NS + round(stamp_s * 1e9)
+            header = kinds["std_msgs/msg/Header"](
+                stamp=kinds["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
+                frame_id="ft2",
+            )
+            vector = kinds["geometry_msgs/msg/Vector3"]
+            wrench = kinds["geometry_msgs/msg/Wrench"](
+                force=vector(x=float(i), y=0.0, z=0.0), torque=vector(x=0.0, y=0.0, z=0.0)
+            )
+            message = kinds["geometry_msgs/msg/WrenchStamped"](header=header, wrench=wrench)
+            bag.write(
+                connection, START_NS + i * 1_000_000, store.serialize_cdr(message, "geometry_msgs/msg/WrenchStamped")
+            )
+    return path
+
+
+def test_a_sample_stamped_before_its_predecessor_is_refused_alone(tmp_path: Path) -> None:
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.6, with_depth=False)
+    stamps = [i / 1000 for i in range(600)]
+    stamps[300] = stamps[298]  # stamped before the one received before it
+    extra = write_wrenches(tmp_path / "ft2", stamps)
+    config = mapping_for(bag.path)
+    config = replace(config, wrenches=(*config.wrenches, WrenchMapping("ft2", "/ft2")))
+    result = convert_recording([bag.path, extra], tmp_path / "ds", config)
+    assert result.counts.out_of_order["/ft2"] == 1
+    assert result.counts.used["/ft2"] == len(stamps) - 1
+    kept = load_dataset(tmp_path / "ds").episode(0).stream("ft2", ["stamp_ns"])["stamp_ns"].to_pylist()
+    assert kept == [START_NS + round(s * 1e9) for i, s in enumerate(stamps) if i != 300]
+
+
+def test_block_size_changes_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Steps are decided once per block: how many messages that is must not show in the data."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    config = mapping_for(bag.path)
+    tables = []
+    for block_messages in (1, 7, 4096):
+        monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
+        out = tmp_path / f"ds-{block_messages}"
+        convert_recording([bag.path], out, config)
+        episode = load_dataset(out).episode(0)
+        tables.append((episode.steps(), episode.stream("ft_sensor"), episode.stream("joint_states")))
+    for other in tables[1:]:
+        for a, b in zip(tables[0], other, strict=True):
+            assert a.drop_columns(["episode_id"]).equals(b.drop_columns(["episode_id"]))
