@@ -30,6 +30,7 @@ from ortf_ros.pipeline.samples import (
     RobotDescriptionSample,
     Sample,
     Serialization,
+    Stamps,
     TransformSample,
     VectorSample,
     WrenchSample,
@@ -955,7 +956,8 @@ def full_way(raw: RawMessage) -> list[Sample]:
 def test_fast_path_equals_the_full_decode_on_an_analytic_bag(tmp_path: Path, fmt: BagFormat) -> None:
     write_teleop_bag(tmp_path / "bag", fmt, duration_s=0.5, with_depth=False)
     with BagSource(tmp_path / "bag") as source:
-        topics = {t.topic for t in source.topics() if t.msgtype.endswith(("/JointState", "/WrenchStamped"))}
+        kinds = ("/JointState", "/WrenchStamped", "/TFMessage", "/tfMessage")
+        topics = {t.topic for t in source.topics() if t.msgtype.endswith(kinds)}
         decoder = SampleDecoder(Decoder())
         count = 0
         for raw in source.messages(topics):
@@ -1049,3 +1051,36 @@ def test_fast_path_reads_wrenches_and_still_reports_a_cut_one() -> None:
     np.testing.assert_array_equal(wrench.force, [7.0, 2.0, 3.0])
     np.testing.assert_array_equal(wrench.torque, [4.0, 5.0, 6.0])
     check_header_stamps(wrench.stamps, "ft_sensor")
+
+
+def test_fast_path_reads_transforms_and_leaves_the_bad_ones_to_the_full_way() -> None:
+    def tf_raw(*transforms: Any, sec: int = 0) -> RawMessage:
+        data = serialize(tf_message("cdr", *transforms), "tf2_msgs/msg/TFMessage", "cdr")
+        return RawMessage("/tf", "tf2_msgs/msg/TFMessage", RECEIVE_NS + sec, data)
+
+    def arm(x: float, xyzw: tuple[float, ...] = (0.0, 0.0, 0.6, 0.8), child: str = "flange") -> list[Any]:
+        return [
+            transform("cdr", "world", "base", (x, 0.0, 0.0), (0.0, 0.0, 0.0, 1.0)),
+            transform("cdr", "base", child, (0.1, 0.2, x), xyzw),
+        ]
+
+    messages = [
+        tf_raw(*arm(0.0)),
+        tf_raw(*arm(0.5), sec=1),  # fast
+        tf_raw(*arm(1.0, (0.0, 0.0, 3.0, 4.0)), sec=2),  # fast: normalised as extract does
+        tf_raw(*arm(1.5, (0.0, 0.0, 0.0, 0.0))),  # not a rotation: the full way reports it
+        tf_raw(*arm(np.nan)),  # a NaN translation: the full way
+        tf_raw(*arm(2.0, child="flango")),  # other child, same length: learned anew
+        tf_raw(*arm(2.5, child="flango"), sec=3),  # and then fast
+        tf_raw(*arm(3.0)[:1]),  # one transform: shorter, a layout of its own
+        tf_raw(),  # no transform at all
+    ]
+    decoder = SampleDecoder(Decoder())
+    for raw in messages:
+        assert_same_samples(decoder.samples(raw), full_way(raw))
+    assert decoder.fast_reads == 3
+    assert [type(s) for s in decoder.samples(messages[3])] == [TransformSample, BadMessage]
+    flange = decoder.samples(messages[2])[1]
+    assert isinstance(flange, TransformSample)
+    np.testing.assert_array_equal(flange.rotation, [0.8, 0.0, 0.0, 0.6])  # (x, y, z, w) = (0, 0, 3, 4) / 5
+    assert flange.stamps == Stamps(RECEIVE_NS + 2, HEADER_SEC * 1_000_000_000 + HEADER_NSEC, "base")

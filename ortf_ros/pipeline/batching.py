@@ -29,7 +29,7 @@ class BlockFeed:
 
     def feed(self, raw: RawMessage, assembler: Assembler) -> None:
         layout = self.decoder.layout(raw)
-        if layout is None:
+        if layout is None or layout.kind is None:
             if raw.topic in self._waiting:  # (the order within a topic is kept)
                 self._feed_waiting(raw.topic, assembler)
             for sample in self.decoder.samples(raw):

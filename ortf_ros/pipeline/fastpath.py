@@ -24,6 +24,7 @@ The live recorder feeds its subscriptions' raw CDR through the same ``SampleDeco
 
 from __future__ import annotations
 
+import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -41,73 +42,123 @@ from ortf_ros.pipeline.samples import (
     Sample,
     SampleBlock,
     Stamps,
+    TransformSample,
     WrenchSample,
 )
 
 _NS = 1_000_000_000
 _CDR_LE = b"\x00\x01"  # the encapsulation of little-endian plain CDR
-_STAMP = struct.Struct("<iI")  # header.stamp: sec, nanosec, right after the encapsulation
-_STAMP_AT, _STAMP_END = 4, 12
+_STAMP = struct.Struct("<iI")  # a header's stamp: sec, nanosec
+_PAYLOAD_AT = 4  # after the encapsulation; CDR alignment counts from here
 _U32 = struct.Struct("<I")
 _TRAILING_MAX = 3  # padding rosbags accepts after the last field
 _LAYOUTS_MAX = 64  # per SampleDecoder: topics x lengths seen; cleared when exceeded
 
 _Runs = list[tuple[int, int]]  # (offset, count) of each float64 run
-_Make = Callable[[RawMessage, Stamps, list[np.ndarray]], Sample]
+# (the message, the stamps of its headers, its float64 runs) -> its samples, or None when the
+# numbers are ones only the full way reports (a transform that is not a rotation, say)
+_Make = Callable[[RawMessage, list[Stamps], list[np.ndarray]], list[Sample] | None]
 
 
 class _Cursor:
-    """Walks little-endian CDR the way rosbags reads it (alignment counts from the payload)."""
+    """Walks little-endian CDR the way rosbags reads it, noting where headers' stamps and
+    float64 runs are."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
-        self.pos = _STAMP_END
+        self.pos = _PAYLOAD_AT
+        self.stamps: list[int] = []  # offsets of each header's (sec, nanosec)
+        self.runs: _Runs = []
+
+    def _align(self, size: int) -> None:
+        self.pos += -(self.pos - _PAYLOAD_AT) % size
 
     def u32(self) -> int:
-        self.pos += -(self.pos - _STAMP_AT) % 4
+        self._align(4)
         (value,) = _U32.unpack_from(self.data, self.pos)
         self.pos += 4
         return int(value)
+
+    def header(self) -> None:
+        """A std_msgs/Header: the stamp (noted), then the frame id."""
+        self._align(4)
+        _STAMP.unpack_from(self.data, self.pos)  # (there are 8 bytes to read)
+        self.stamps.append(self.pos)
+        self.pos += _STAMP.size
+        self.skip_string()
 
     def skip_string(self) -> None:
         length = self.u32()  # (not `self.pos += self.u32()`: that adds to the position before the length)
         self.pos += length
 
-    def float64s(self, count: int) -> tuple[int, int]:
+    def float64s(self, count: int) -> None:
         if count:  # rosbags aligns only a sequence that has elements
-            self.pos += -(self.pos - _STAMP_AT) % 8
-        run = (self.pos, count)
+            self._align(8)
+        self.runs.append((self.pos, count))
         self.pos += 8 * count
-        return run
 
 
-def _joint_state_runs(cursor: _Cursor) -> _Runs:
-    """header.frame_id, name[], then position[], velocity[], effort[]."""
-    cursor.skip_string()
+def _joint_state_fields(cursor: _Cursor) -> None:
+    """header, name[], then position[], velocity[], effort[]."""
+    cursor.header()
     for _ in range(cursor.u32()):
         cursor.skip_string()
-    return [cursor.float64s(cursor.u32()) for _ in range(3)]
+    for _ in range(3):
+        cursor.float64s(cursor.u32())
 
 
-def _wrench_runs(cursor: _Cursor) -> _Runs:
-    """header.frame_id, then force and torque: six float64 in a row."""
-    cursor.skip_string()
-    return [cursor.float64s(6)]
+def _wrench_fields(cursor: _Cursor) -> None:
+    """header, then force and torque: six float64 in a row."""
+    cursor.header()
+    cursor.float64s(6)
 
 
-def _joint_state_maker(sample: Sample) -> _Make:
-    assert isinstance(sample, JointStateSample)
-    names = sample.names
+def _transform_fields(cursor: _Cursor) -> None:
+    """TransformStamped[]: each a header, child_frame_id, then translation and rotation: seven float64."""
+    for _ in range(cursor.u32()):
+        cursor.header()
+        cursor.skip_string()
+        cursor.float64s(7)
 
-    def make(raw: RawMessage, stamps: Stamps, runs: list[np.ndarray]) -> Sample:
-        return JointStateSample(raw.topic, stamps, names, runs[0], runs[1], runs[2])
+
+def _joint_state_maker(samples: list[Sample]) -> _Make:
+    learned = samples[0]
+    assert isinstance(learned, JointStateSample)
+    names = learned.names
+
+    def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample]:
+        return [JointStateSample(raw.topic, stamps[0], names, runs[0], runs[1], runs[2])]
 
     return make
 
 
-def _wrench_maker(sample: Sample) -> _Make:
-    def make(raw: RawMessage, stamps: Stamps, runs: list[np.ndarray]) -> Sample:
-        return WrenchSample(raw.topic, stamps, runs[0][:3], runs[0][3:])
+def _wrench_maker(samples: list[Sample]) -> _Make:
+    def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample]:
+        return [WrenchSample(raw.topic, stamps[0], runs[0][:3], runs[0][3:])]
+
+    return make
+
+
+def _transform_maker(samples: list[Sample]) -> _Make:
+    """Each transform as ``extract`` makes it: the rotation normalised and turned to w, x, y, z;
+    anything ``extract`` would refuse is left to it."""
+    learned = [s for s in samples if isinstance(s, TransformSample)]
+    assert len(learned) == len(samples)
+
+    def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample] | None:
+        out: list[Sample] = []
+        for known, stamp, run in zip(learned, stamps, runs, strict=True):
+            translation = run[:3]
+            x, y, z, w = run[3:].tolist()
+            norm = math.sqrt(x * x + y * y + z * z + w * w)
+            if not (math.isfinite(norm) and norm >= 1e-12 and np.isfinite(translation).all()):
+                return None
+            out.append(
+                TransformSample(
+                    known.parent, known.child, stamp, translation, np.array([w, x, y, z]) / norm, known.static
+                )
+            )
+        return out
 
     return make
 
@@ -116,51 +167,56 @@ def _wrench_maker(sample: Sample) -> _Make:
 class _Kind:
     """What the fast path knows of one message type."""
 
-    find_runs: Callable[[_Cursor], _Runs]  # where its float64 runs are
-    maker: Callable[[Sample], _Make]  # how a sample is made of them, given the learned one
-    block_kind: BlockKind
+    find_fields: Callable[[_Cursor], None]  # where its stamps and float64 runs are
+    maker: Callable[[list[Sample]], _Make]  # how its samples are made of them, given the learned ones
+    block_kind: BlockKind | None  # what a block of them is; None: read one by one
 
 
 _TYPES: dict[str, _Kind] = {
-    "sensor_msgs/msg/JointState": _Kind(_joint_state_runs, _joint_state_maker, "joint_state"),
-    "geometry_msgs/msg/WrenchStamped": _Kind(_wrench_runs, _wrench_maker, "wrench"),
+    "sensor_msgs/msg/JointState": _Kind(_joint_state_fields, _joint_state_maker, "joint_state"),
+    "geometry_msgs/msg/WrenchStamped": _Kind(_wrench_fields, _wrench_maker, "wrench"),
+    "tf2_msgs/msg/TFMessage": _Kind(_transform_fields, _transform_maker, None),
 }
 
 
 class Layout:
-    """One topic's messages of one length: the bytes that must match, and the float64 runs."""
+    """One topic's messages of one length: the bytes that must match, where the stamps and
+    the float64 runs are."""
 
     def __init__(
         self,
         fixed: list[tuple[int, int, bytes]],  # (start, end, bytes)
-        runs: _Runs,
-        sample: Sample,  # what the full way made of the message this layout was learned from
+        cursor: _Cursor,  # what walking the message found
+        samples: list[Sample],  # what the full way made of the message this layout was learned from
         kind: _Kind,
     ) -> None:
         self.fixed = fixed
-        self.runs = runs
-        self.frame_id = sample.stamps.frame_id if not isinstance(sample, BadMessage) else ""
-        self.make = kind.maker(sample)
+        self.stamps = cursor.stamps
+        self.runs = cursor.runs
+        self.frame_ids = [s.stamps.frame_id if not isinstance(s, BadMessage) else "" for s in samples]
+        self.make = kind.maker(samples)
         self.kind = kind.block_kind
-        self.names = sample.names if isinstance(sample, JointStateSample) else ()
+        self.names = samples[0].names if isinstance(samples[0], JointStateSample) else ()
         # The fixed bytes as one gather for a whole block.
         self._fixed_at = np.concatenate([np.arange(start, end) for start, end, _ in fixed] or [np.arange(0)])
         self._fixed_bytes = np.frombuffer(b"".join(expected for _, _, expected in fixed), np.uint8)
 
-    def read(self, raw: RawMessage) -> Sample | None:
-        """The sample, or None when the message is laid out otherwise."""
+    def read(self, raw: RawMessage) -> list[Sample] | None:
+        """The message's samples, or None when it is laid out otherwise."""
         data = raw.data
         for start, end, expected in self.fixed:
             if data[start:end] != expected:
                 return None
-        sec, nanosec = _STAMP.unpack_from(data, _STAMP_AT)
-        stamps = Stamps(raw.receive_ns, sec * _NS + nanosec, self.frame_id)
+        stamps = []
+        for offset, frame_id in zip(self.stamps, self.frame_ids, strict=True):
+            sec, nanosec = _STAMP.unpack_from(data, offset)
+            stamps.append(Stamps(raw.receive_ns, sec * _NS + nanosec, frame_id))
         return self.make(raw, stamps, [np.frombuffer(data, "<f8", count, offset) for offset, count in self.runs])
 
     def read_part(self, messages: list[RawMessage], rows: list[int]) -> tuple[np.ndarray, BlockPart] | None:
-        """Messages of this layout's key, at ``rows`` of a block: their header stamps and the
-        part they are, the same numbers ``read`` gives one by one; None when one of them is
-        laid out otherwise."""
+        """Messages of this layout's key (of a kind that has blocks), at ``rows`` of a block:
+        their header stamps and the part they are, the same numbers ``read`` gives one by one;
+        None when one of them is laid out otherwise."""
         count, length = len(messages), len(messages[0].data)
         joined = b"".join(raw.data for raw in messages)
         data = np.frombuffer(joined, np.uint8).reshape(count, length)
@@ -170,32 +226,36 @@ class Layout:
         def column(dtype: str, offset: int, width: int = 1) -> np.ndarray:
             return np.ndarray((count, width), dtype, joined, offset, (length, np.dtype(dtype).itemsize))
 
-        header = column("<i4", _STAMP_AT)[:, 0].astype(np.int64) * _NS + column("<u4", _STAMP_AT + 4)[:, 0]
+        [stamp_at] = self.stamps
+        header = column("<i4", stamp_at)[:, 0].astype(np.int64) * _NS + column("<u4", stamp_at + 4)[:, 0]
         runs = tuple(column("<f8", offset, width).astype(np.float64) for offset, width in self.runs)
-        return header, BlockPart(np.array(rows, np.intp), self.frame_id, self.names, runs)
+        return header, BlockPart(np.array(rows, np.intp), self.frame_ids[0], self.names, runs)
 
 
-def _layout(raw: RawMessage, sample: Sample) -> Layout | None:
-    """The layout of ``raw`` (which the full way turned into ``sample``), if the fast path can read it."""
+def _layout(raw: RawMessage, samples: list[Sample]) -> Layout | None:
+    """The layout of ``raw`` (which the full way turned into ``samples``), if the fast path can read it."""
     kind = _TYPES.get(canonical_msgtype(raw.msgtype))
     data = raw.data
-    if kind is None or raw.serialization != "cdr" or data[:2] != _CDR_LE or isinstance(sample, BadMessage):
+    if kind is None or raw.serialization != "cdr" or data[:2] != _CDR_LE:
+        return None
+    if not samples or any(isinstance(s, BadMessage) for s in samples):
         return None
     cursor = _Cursor(data)
     try:
-        runs = kind.find_runs(cursor)
+        kind.find_fields(cursor)
     except struct.error:
         return None
-    if not 0 <= len(data) - cursor.pos <= _TRAILING_MAX:
+    if not 0 <= len(data) - cursor.pos <= _TRAILING_MAX or len(cursor.stamps) != len(samples):
         return None
     fixed, start = [], 0
-    variable = [(_STAMP_AT, _STAMP_END), *((o, o + 8 * n) for o, n in runs if n)]
-    for offset, end in [*variable, (len(data), len(data))]:
+    variable = [*((o, o + _STAMP.size) for o in cursor.stamps), *((o, o + 8 * n) for o, n in cursor.runs if n)]
+    for offset, end in [*sorted(variable), (len(data), len(data))]:
         if offset > start:
             fixed.append((start, offset, bytes(data[start:offset])))
         start = max(start, end)
-    layout = Layout(fixed, runs, sample, kind)
-    return layout if _same(layout.read(raw), sample) else None
+    layout = Layout(fixed, cursor, samples, kind)
+    read = layout.read(raw)
+    return layout if read is not None and len(read) == len(samples) and all(map(_same, read, samples)) else None
 
 
 def _same(a: object, b: object) -> bool:
@@ -229,6 +289,13 @@ class SampleDecoder:
         """Consecutive messages of one topic with the layouts ``layout`` gave them: one block,
         or (when one of them is laid out otherwise) their samples one by one, the way
         ``samples`` gives them."""
+
+        def one_by_one() -> list[Sample | SampleBlock]:
+            return [sample for _, raw in messages for sample in self.samples(raw)]
+
+        kind = messages[0][0].kind
+        if kind is None or any(layout.kind != kind for layout, _ in messages):
+            return one_by_one()
         groups: dict[int, tuple[Layout, list[int], list[RawMessage]]] = {}
         for row, (layout, raw) in enumerate(messages):
             group = groups.setdefault(id(layout), (layout, [], []))
@@ -237,29 +304,29 @@ class SampleDecoder:
         header = np.empty(len(messages), np.int64)
         parts = []
         for layout, rows, raws in groups.values():
-            read = layout.read_part(raws, rows) if layout.kind == messages[0][0].kind else None
+            read = layout.read_part(raws, rows)
             if read is None:
-                return [sample for _, raw in messages for sample in self.samples(raw)]
+                return one_by_one()
             header[rows] = read[0]
             parts.append(read[1])
         self.fast_reads += len(messages)
         receive = np.fromiter((raw.receive_ns for _, raw in messages), np.int64, len(messages))
-        return [SampleBlock(messages[0][1].topic, messages[0][0].kind, receive, header, tuple(parts))]
+        return [SampleBlock(messages[0][1].topic, kind, receive, header, tuple(parts))]
 
     def samples(self, raw: RawMessage) -> list[Sample]:
         """The message's samples; one that cannot be decoded is its own ``BadMessage``."""
         layout = self.layout(raw)
         if layout is not None:
-            sample = layout.read(raw)
-            if sample is not None:
+            read = layout.read(raw)
+            if read is not None:
                 self.fast_reads += 1
-                return [sample]
+                return read
         message = self.decoder.decode(raw)
         if isinstance(message, BadMessage):
             return [message]
         samples = extract(message, raw)
-        if len(samples) == 1 and self.decoder.has_jazzy_layout(raw.msgtype):
-            learned = _layout(raw, samples[0])
+        if self.decoder.has_jazzy_layout(raw.msgtype):
+            learned = _layout(raw, samples)
             if learned is not None:
                 if len(self._layouts) >= _LAYOUTS_MAX:
                     self._layouts.clear()
