@@ -1,12 +1,12 @@
 """Raw message -> samples, with a fast path for high-rate messages of a fixed layout.
 
-A robot publishes JointState at 500 Hz and WrenchStamped at 1 kHz, and from one
-message to the next only the stamp and the numbers change: the frame id, the joint
-names and the array lengths, and so every byte offset, stay the same. Decoding each
-one with rosbags and extracting it costs tens of microseconds. So once a message of a
-topic has gone the full way (``decode`` -> ``extract``), its layout is kept: which
-bytes must not change (all but the stamp and the float64 values) and where the
-float64 runs are. A later message of the same topic, type and length whose fixed
+A robot publishes JointState at 500 Hz, WrenchStamped at 1 kHz and TF at 100 Hz or
+more, and from one message to the next only the stamps and the numbers change: the
+frame ids, the joint names and the array lengths, and so every byte offset, stay the
+same. Decoding each one with rosbags and extracting it costs tens of microseconds. So
+once a message of a topic has gone the full way (``decode`` -> ``extract``), its layout
+is kept: which bytes must not change (all but the stamps and the float64 values) and
+where the stamps and float64 runs are. A later message of the same topic, type and length whose fixed
 bytes match is read with numpy at those offsets. The stamp and numbers are the only
 bytes that differ, so this gives the sample the full way would give (tests compare
 them). Even that costs a few microseconds a message in Python, so consecutive messages
