@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path, PurePath
 from types import TracebackType
-from typing import BinaryIO, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol
 
 import numpy as np
 import yaml
@@ -149,6 +149,10 @@ _ROS2_DEFINITION_FORMATS: dict[MessageDefinitionFormat, DefinitionFormat] = {
 }
 
 
+_INDEX_TIMES: dict[tuple[str, int, int], dict[int, tuple[int, int]]] = {}  # see _mcap_index_times
+_INDEX_TIMES_MAX = 64
+
+
 class _Rosbag2File:
     """A ``.db3`` or ``.mcap`` file read with rosbags' Reader."""
 
@@ -220,10 +224,24 @@ class _Rosbag2File:
             db.close()
 
     def _mcap_index_times(self) -> dict[int, tuple[int, int]] | None:
-        """Per-channel first/last log time from the MCAP message index records (no chunk is read)."""
+        """Per-channel first/last log time from the MCAP message index records (no chunk is read).
+
+        A conversion opens a recording twice (for its mapping, then to convert it), and the
+        records are spread over the whole file: what they say is kept per file and version.
+        """
         chunks = getattr(self.reader.storage, "chunks", None)
         if not chunks or any(not getattr(chunk, "message_index_offsets", None) for chunk in chunks):
             return None
+        stat = self.path.stat()
+        version = (str(self.path.resolve()), stat.st_size, stat.st_mtime_ns)
+        known = _INDEX_TIMES.get(version)
+        if known is None:
+            if len(_INDEX_TIMES) >= _INDEX_TIMES_MAX:
+                _INDEX_TIMES.clear()
+            known = _INDEX_TIMES[version] = self._read_index_times(chunks)
+        return dict(known)
+
+    def _read_index_times(self, chunks: list[Any]) -> dict[int, tuple[int, int]]:
         times: dict[int, tuple[int, int]] = {}
         with self.path.open("rb") as f:
             for chunk in chunks:
