@@ -79,6 +79,11 @@ class StagedVideoWriter:
     that many frames plus one GOP inside the encoder, and a killed process loses what
     was queued as well as what the encoder held. A failure of the encoder is raised as a
     ``WriterError`` naming the camera, by the next ``write`` or by ``close``.
+
+    Colour frames are reused once encoded: a fresh 1 MB buffer per frame costs more in
+    page faults than the copy into it. That is safe because the encoder is handed a
+    converted copy (RGB to YUV) and is done with the frame when ``encode`` returns. A
+    depth frame is handed over as it is, and FFmpeg may keep it, so it is never reused.
     """
 
     def __init__(
@@ -122,6 +127,11 @@ class StagedVideoWriter:
         stream.time_base = self._frame_time_base
         self._stream: VideoStream = stream
         self._queue: queue.Queue[av.VideoFrame | None] = queue.Queue(maxsize=queue_frames)
+        # Encoded frames back for reuse (colour only): at most queue_frames + 1 exist, one being encoded.
+        converted = kind == "rgb" and settings.pix_fmt != self._array_format
+        self._free: queue.SimpleQueue[av.VideoFrame] | None = queue.SimpleQueue() if converted else None
+        self._frames_made = 0
+        self._frames_max = queue_frames + 1
         self._failure: BaseException | None = None
         self._failure_raised = False
         self._encoder = threading.Thread(target=self._encode_queued, name=f"encoder {camera}", daemon=True)
@@ -135,7 +145,7 @@ class StagedVideoWriter:
                 f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
                 f"got {image.dtype.name} {image.shape}"
             )
-        frame = av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
+        frame = self._blank_frame()
         # One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
         # FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
         # 40 us can take the caller milliseconds to get back from the encoder threads.
@@ -151,6 +161,18 @@ class StagedVideoWriter:
         self._queue.put(frame)
         self.frames_written += 1
         return self.frames_written - 1
+
+    def _blank_frame(self) -> av.VideoFrame:
+        """A frame to copy the next image into: an encoded one back for reuse, or a new one
+        while fewer than the most that can be in flight exist."""
+        if self._free is not None:
+            try:
+                return self._free.get_nowait()
+            except queue.Empty:
+                if self._frames_made >= self._frames_max:
+                    return self._free.get()
+                self._frames_made += 1
+        return av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
 
     def close(self) -> None:
         """Encode what is queued, flush the encoder and close the file (waits for the thread)."""
@@ -175,6 +197,8 @@ class StagedVideoWriter:
                         self._container.close()
             if frame is None:
                 return
+            if self._free is not None:
+                self._free.put(frame)
 
     def _raise_failure(self, *, again: bool) -> None:
         """Raise the encoder thread's failure (once from close; from every write after it)."""
