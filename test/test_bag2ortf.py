@@ -369,14 +369,16 @@ def test_episodes_split_by_a_boundary_topic(short_bag: TeleopBagInfo, tmp_path: 
     assert 0.1 <= a0 < a1 < 0.3 < 0.35 <= b0 < b1 < 0.5
 
 
-def test_parallel_conversion_equals_sequential(tmp_path: Path) -> None:
+def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     formats: tuple[BagFormat, ...] = ("mcap", "ros1")
     bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(formats)]
     config = tmp_path / "m.yaml"
     write_config(mapping_for(bags[0].path), config)
-    inputs = [str(b.path) for b in bags]
-    for jobs in ("1", "2"):
-        assert bag2ortf([*inputs, "-o", str(tmp_path / f"ds{jobs}"), "--config", str(config), "--jobs", jobs]) == 0
+    inputs = [*(str(b.path) for b in bags), "--config", str(config)]
+    assert bag2ortf([*inputs, "-o", str(tmp_path / "ds1"), "--jobs", "1"]) == 0
+    (tmp_path / "ds2").mkdir()
+    monkeypatch.chdir(tmp_path / "ds2")  # -o .: the scratch datasets go beside the output, not into it
+    assert bag2ortf([*inputs, "-o", ".", "--jobs", "2"]) == 0
     sequential, parallel = load_dataset(tmp_path / "ds1"), load_dataset(tmp_path / "ds2")
     assert [e.length for e in sequential.episodes] == [e.length for e in parallel.episodes]
     for i in range(2):
