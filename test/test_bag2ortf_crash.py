@@ -150,7 +150,7 @@ def test_a_killed_parallel_conversion_leaves_its_scratch_directory_to_the_next_r
         return any(staged_steps(part) >= STAGED_STEPS_BEFORE_KILL for part in parts)
 
     workers = kill_mid_conversion(inputs, output, config, jobs=2, ready=converting)
-    assert len(workers) == 2
+    assert len(workers) >= 2  # the two workers (and whatever else the pool started)
     deadline = time.monotonic() + 60
     while not all(exited(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.01)
