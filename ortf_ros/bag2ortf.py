@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import shutil
 import sys
-import tempfile
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from ortf_ros.cli_support import EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
+from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     auto_config,
@@ -32,6 +35,8 @@ from ortf_ros.pipeline.convert import ConversionResult, convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.writer import DatasetWriter, WriterConfig
+
+SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the output
 
 
 def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
@@ -129,6 +134,7 @@ def _run(job: _Job, progress: Callable[[int, int], None] | None = None) -> Conve
 
 def _convert(args: argparse.Namespace) -> int:
     output = Path(args.output)
+    remove_stale(_beside(output), SCRATCH_PREFIX)  # what runs killed earlier left behind
     jobs = min(args.jobs or os.cpu_count() or 1, len(args.inputs))
     show_progress = sys.stderr.isatty() and not args.json
     summaries = []
@@ -147,16 +153,23 @@ def _convert(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _beside(output: Path) -> Path:
+    """The directory that holds ``output`` (for ``-o .`` too: never inside the dataset)."""
+    return output.resolve().parent
+
+
 def _convert_in_parallel(
     args: argparse.Namespace, output: Path, jobs: int, show_progress: bool
 ) -> list[dict[str, Any]]:
     """Each recording into a dataset of its own in a worker, then imported in input order:
     a dataset has one writer, and an episode's videos are copied, not encoded again."""
     summaries = []
-    output.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=output.parent, prefix=".ortf-bag2ortf-") as scratch:
-        parts = [_job(args, path, Path(scratch) / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
-        with ProcessPoolExecutor(max_workers=jobs) as pool, progress_bar(show_progress, "recordings") as report:
+    with scratch_directory(_beside(output), SCRATCH_PREFIX) as scratch:
+        parts = [_job(args, path, scratch / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
+        with (
+            ProcessPoolExecutor(max_workers=jobs, initializer=_exit_with_parent) as pool,
+            progress_bar(show_progress, "recordings") as report,
+        ):
             futures = [pool.submit(_run, part) for part in parts]
             for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
                 result = future.result()  # an OrtfError stops here: the episodes before it are kept
@@ -168,6 +181,19 @@ def _convert_in_parallel(
                 if not args.json:
                     _print_summary(summary, args.output)
     return summaries
+
+
+def _exit_with_parent() -> None:
+    """Worker initializer: a worker whose parent was killed would wait for work forever,
+    holding the scratch directory's lock (fork copies it into each worker)."""
+    parent = multiprocessing.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_when_gone, args=(parent,), daemon=True).start()
+
+
+def _exit_when_gone(parent: BaseProcess) -> None:
+    parent.join()
+    os._exit(EXIT_FAILED)
 
 
 def _import(part: Path, output: Path) -> list[EpisodeRecord]:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
+from child_process import kill_if_running
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from std_srvs.srv import Trigger
@@ -132,6 +133,4 @@ def play_through(recorder: Recorder, dataset: Path, log: Path, *parameters: str)
         assert recorder.call("resume").success
         recorder.drain(player, log)
     finally:
-        if player.poll() is None:
-            player.kill()
-            player.wait()
+        kill_if_running(player)

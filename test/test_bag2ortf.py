@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import av
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -29,7 +30,7 @@ from ortf_ros.pipeline.config import (
     load_config,
     write_config,
 )
-from ortf_ros.pipeline.convert import convert_recording
+from ortf_ros.pipeline.convert import Prologue, camera_fps, convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
 from ortf_ros.reader import Episode, load_dataset
@@ -320,14 +321,32 @@ def test_episodes_split_by_time_ranges(short_bag: TeleopBagInfo, tmp_path: Path)
     assert 0.05 <= a0 < a1 < 0.25 < 0.3 <= b0 < b1 < 0.55
 
 
-def test_episodes_split_at_gaps(tmp_path: Path) -> None:
-    later = START_NS + 5 * 10**9
+def frame_times_s(video: Path) -> list[float]:
+    with av.open(str(video)) as container:
+        return [float(frame.time or 0.0) for frame in container.decode(video=0)]
+
+
+def test_episodes_split_at_gaps_and_a_pause_leaves_the_cameras_frame_rate(tmp_path: Path) -> None:
+    later = START_NS + 10 * 10**9  # the cameras (and the rest) stop for 9.6 s: 24 frames in 10.4 s
     parts = [
         write_teleop_bag(tmp_path / "a", "mcap", duration_s=0.4).path,
         write_teleop_bag(tmp_path / "b", "mcap", duration_s=0.4, start_ns=later).path,
     ]
     first, second = convert_parts(parts, tmp_path / "ds", {"episodes": EpisodeSplit(mode="gap", gap_s=1.0)})
-    assert episode_span_s(first)[1] < 0.4 and 5.0 <= episode_span_s(second)[0] < 5.4
+    assert episode_span_s(first)[1] < 0.4 and 10.0 <= episode_span_s(second)[0] < 10.4
+    manifest = first.dataset.manifest
+    assert {name: sensor.fps for name, sensor in manifest.cameras.items()} == dict.fromkeys(manifest.cameras, 30.0)
+    for episode in (first, second):
+        times = frame_times_s(episode.video_path("wrist_camera"))
+        np.testing.assert_allclose(np.diff(times), 1 / 30, atol=1e-4)  # plays at 30 fps
+        assert len(times) == 12
+
+
+def test_a_cameras_fps_is_its_median_frame_interval_or_else_its_topic_rate() -> None:
+    paused = [n * 10**8 for n in range(6)] + [10**10 + n * 10**8 for n in range(3)]  # 10 Hz, a 9.5 s pause
+    assert camera_fps(Prologue(rates={"/cam": 0.9}, frame_times={"cam": paused}), "cam", "/cam") == 10.0
+    few = [0, 10**8, 3 * 10**8]  # too few intervals to tell
+    assert camera_fps(Prologue(rates={"/cam": 14.6}, frame_times={"cam": few}), "cam", "/cam") == 15.0
 
 
 def write_boundaries(path: Path, events: list[tuple[float, bool]]) -> Path:
@@ -350,14 +369,16 @@ def test_episodes_split_by_a_boundary_topic(short_bag: TeleopBagInfo, tmp_path: 
     assert 0.1 <= a0 < a1 < 0.3 < 0.35 <= b0 < b1 < 0.5
 
 
-def test_parallel_conversion_equals_sequential(tmp_path: Path) -> None:
+def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     formats: tuple[BagFormat, ...] = ("mcap", "ros1")
     bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(formats)]
     config = tmp_path / "m.yaml"
     write_config(mapping_for(bags[0].path), config)
-    inputs = [str(b.path) for b in bags]
-    for jobs in ("1", "2"):
-        assert bag2ortf([*inputs, "-o", str(tmp_path / f"ds{jobs}"), "--config", str(config), "--jobs", jobs]) == 0
+    inputs = [*(str(b.path) for b in bags), "--config", str(config)]
+    assert bag2ortf([*inputs, "-o", str(tmp_path / "ds1"), "--jobs", "1"]) == 0
+    (tmp_path / "ds2").mkdir()
+    monkeypatch.chdir(tmp_path / "ds2")  # -o .: the scratch datasets go beside the output, not into it
+    assert bag2ortf([*inputs, "-o", ".", "--jobs", "2"]) == 0
     sequential, parallel = load_dataset(tmp_path / "ds1"), load_dataset(tmp_path / "ds2")
     assert [e.length for e in sequential.episodes] == [e.length for e in parallel.episodes]
     for i in range(2):

@@ -1,6 +1,7 @@
 """``ortf-bag2ortf`` SIGKILLed mid-conversion: the episodes already in the dataset stay
 byte-identical, a rerun says to recover instead of guessing, and ``ortf recover`` turns
-what was staged into a valid episode whose steps are those of a clean conversion."""
+what was staged into a valid episode whose steps are those of a clean conversion. Killed
+with ``--jobs``, its workers follow it and the next run removes its scratch directory."""
 
 from __future__ import annotations
 
@@ -9,22 +10,26 @@ import signal
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from test_crash import committed_files
 
+from ortf_ros.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
+from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import RECOVERED_NOTE
 from ortf_ros.staging import StagedEpisode, staged_episode_dirs
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 from ortf_ros.validation import validate
 
 STAGED_STEPS_BEFORE_KILL = 30
@@ -38,43 +43,53 @@ def staged_steps(root: Path) -> int:
     return sum(batch.num_rows for batch in StagedEpisode(directories[0]).read_steps())
 
 
-def kill_mid_conversion(bag: Path, output: Path, config: Path) -> None:
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ortf_ros.bag2ortf",
-            str(bag),
-            "-o",
-            str(output),
-            "--config",
-            str(config),
-            "--jobs",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env=dict(os.environ),
-    )
+def kill_mid_conversion(
+    inputs: list[Path], output: Path, config: Path, jobs: int, ready: Callable[[], bool]
+) -> list[psutil.Process]:
+    """Start ``ortf-bag2ortf``, SIGKILL it once ``ready()``, and return the processes it had
+    started (its workers), which the kill does not reach."""
+    command = [sys.executable, "-m", "ortf_ros.bag2ortf", *map(str, inputs), "-o", str(output)]
+    command += ["--config", str(config), "--jobs", str(jobs)]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.monotonic() + 120
-    while staged_steps(output) < STAGED_STEPS_BEFORE_KILL and child.poll() is None and time.monotonic() < deadline:
+    while not ready() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
+    workers: list[psutil.Process] = psutil.Process(child.pid).children()
     child.send_signal(signal.SIGKILL)
     assert child.wait(timeout=60) == -signal.SIGKILL, "the conversion ended before it could be killed"
+    return workers
+
+
+@dataclass(frozen=True)
+class Recordings:
+    first: TeleopBagInfo  # a short one
+    long: TeleopBagInfo  # long enough to be killed while it converts
+    config: Path
+
+
+@pytest.fixture(scope="module")
+def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
+    tmp = tmp_path_factory.mktemp("recordings")
+    first = write_teleop_bag(tmp / "first", "mcap", duration_s=0.5)
+    long = write_teleop_bag(tmp / "long", "mcap", duration_s=20.0)
+    config = tmp / "mapping.yaml"
+    with BagSource(long.path) as source:  # the 50 Hz command is up to 20 ms old at a step
+        write_config(replace(auto_config(source.topics()), sync_tolerance_ms=25.0), config)
+    return Recordings(first, long, config)
 
 
 @pytest.mark.parametrize("resolution", ["recover", "discard"])
-def test_killed_conversion_loses_only_what_was_in_flight(tmp_path: Path, resolution: str) -> None:
-    first = write_teleop_bag(tmp_path / "first", "mcap", duration_s=0.5)
-    long = write_teleop_bag(tmp_path / "long", "mcap", duration_s=20.0)  # several seconds to convert
-    config = tmp_path / "mapping.yaml"
-    with BagSource(long.path) as source:  # the 50 Hz command is up to 20 ms old at a step
-        write_config(replace(auto_config(source.topics()), sync_tolerance_ms=25.0), config)
+def test_killed_conversion_loses_only_what_was_in_flight(
+    recordings: Recordings, tmp_path: Path, resolution: str
+) -> None:
+    first, long, config = recordings.first, recordings.long, recordings.config
     output = tmp_path / "ds"
     assert bag2ortf([str(first.path), "-o", str(output), "--config", str(config)]) == 0
     committed = committed_files(output)
 
-    kill_mid_conversion(long.path, output, config)
+    kill_mid_conversion(
+        [long.path], output, config, jobs=1, ready=lambda: staged_steps(output) >= STAGED_STEPS_BEFORE_KILL
+    )
     assert committed_files(output) == committed  # nothing committed was touched
     assert validate(output).ok
 
@@ -111,3 +126,53 @@ def test_killed_conversion_loses_only_what_was_in_flight(tmp_path: Path, resolut
         np.testing.assert_array_equal(frame_indices, clean.array(layout.image_column(camera))[:length])
         last = int(frame_indices[-1])
         np.testing.assert_array_equal(recovered.frame(camera, last), clean.frame(camera, last))
+
+
+def exited(process: psutil.Process) -> bool:
+    """Gone, or a zombie (its files closed, its locks released) that no one reaped yet."""
+    try:
+        return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_a_killed_parallel_conversion_leaves_its_scratch_directory_to_the_next_run(
+    recordings: Recordings, tmp_path: Path
+) -> None:
+    first, long, config = recordings.first, recordings.long, recordings.config
+    output = tmp_path / "ds"
+    assert bag2ortf([str(first.path), "-o", str(output), "--config", str(config)]) == 0
+    committed = committed_files(output)
+    inputs = [long.path, first.path]  # the long one first: nothing is imported before it is done
+
+    def converting() -> bool:
+        parts = tmp_path.glob(f"{SCRATCH_PREFIX}*/part-0000")
+        return any(staged_steps(part) >= STAGED_STEPS_BEFORE_KILL for part in parts)
+
+    workers = kill_mid_conversion(inputs, output, config, jobs=2, ready=converting)
+    assert len(workers) >= 2  # the two workers (and whatever else the pool started)
+    deadline = time.monotonic() + 60
+    while not all(exited(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    survivors = [w for w in workers if not exited(w)]
+    for worker in survivors:
+        worker.kill()
+    assert not survivors, "the workers outlived the conversion they worked for"
+    (stale,) = tmp_path.glob(f"{SCRATCH_PREFIX}*")
+    assert committed_files(output) == committed  # nothing was imported
+    # The dataset's tools do not care about the directory beside it.
+    assert validate(output, strict=True).ok
+    assert ortf(["info", str(output)]) == 0
+
+    with scratch_directory(tmp_path, SCRATCH_PREFIX) as live:  # another run's, still at work
+        assert bag2ortf([*map(str, inputs), "-o", str(output), "--config", str(config), "--jobs", "2"]) == 0
+        assert list(tmp_path.glob(f"{SCRATCH_PREFIX}*")) == [live]  # the dead run's is gone, the live one's kept
+        assert not stale.exists()
+    assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+    report = validate(output, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    dataset = load_dataset(output)
+    lengths = [e.length for e in dataset.episodes]
+    assert lengths == [lengths[0], 600, lengths[0]]  # the long recording's 20 s at 30 steps/s
+    for column in ("observation.state.joint_positions", "action", layout.image_column("wrist_camera")):
+        np.testing.assert_array_equal(dataset.episode(2).array(column), dataset.episode(0).array(column))

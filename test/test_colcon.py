@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import rclpy
 from ament_index_python.packages import get_package_prefix, get_package_share_directory
+from child_process import kill_if_running
 from colcon_workspace import PACKAGE, PLAYER_NODE, PLAYER_PARAMS, REPO, Workspace, build_workspace
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
@@ -102,9 +103,7 @@ def test_installed_player_publishes_the_configured_topics_and_stops_on_sigint(
             player.send_signal(signal.SIGINT)  # its own pid: the process group would get it twice
             returncode = player.wait(timeout=30)
         finally:
-            if player.poll() is None:
-                player.kill()
-                player.wait()
+            kill_if_running(player)
     finally:
         node.destroy_node()  # type: ignore[no-untyped-call]
         rclpy.shutdown()

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from av.container import InputContainer
+from cli_errors import one_line_error
 from test_writer_reader import psnr
 
 from ortf_ros.cli import main as ortf_main
@@ -264,17 +265,15 @@ def test_bad_input_one_line_and_nothing_written(
     not_ortf.mkdir()
     (not_ortf / "notes.txt").write_text("x")
     target = tmp_path / "new"
-    assert ortf_main(["export", "lerobot", str(not_ortf), str(target)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "meta/manifest.json" in err[0] and "ORTF dataset" in err[0]
+    err = one_line_error(capsys, "export lerobot", not_ortf, target)
+    assert "meta/manifest.json" in err and "ORTF dataset" in err
     assert not target.exists()
 
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "keep.txt").write_text("mine")
-    assert ortf_main(["export", "lerobot", str(source.root), str(occupied)]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and str(occupied) in err[0] and "not empty" in err[0]
+    err = one_line_error(capsys, "export lerobot", source.root, occupied)
+    assert str(occupied) in err and "not empty" in err
     assert [p.name for p in occupied.iterdir()] == ["keep.txt"] and (occupied / "keep.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no scratch left behind
 

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from cli_errors import one_line_error
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.convert import to_mixtrain
@@ -167,31 +168,24 @@ def test_the_python_api_takes_a_loaded_dataset(exported: tuple[Path, Path], tmp_
     assert result.steps == 30 and result.episodes == 3
 
 
-def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert ortf(["export", "mixtrain", *args]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("ortf export mixtrain: "), err
-    return err
-
-
 def test_bad_input_is_one_line_and_leaves_the_destination_untouched(
     exported: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, _ = exported
     out = tmp_path / "out"
-    assert "is " + str(tmp_path) + " an ORTF dataset" in one_line_error(capsys, str(tmp_path), str(out))
-    assert "not a directory" in one_line_error(capsys, str(tmp_path / "missing"), str(out))
+    assert "is " + str(tmp_path) + " an ORTF dataset" in one_line_error(capsys, "export mixtrain", tmp_path, out)
+    assert "not a directory" in one_line_error(capsys, "export mixtrain", tmp_path / "missing", out)
     assert not out.exists()
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "exists and is not empty" in one_line_error(capsys, str(root), str(out))
+    assert "exists and is not empty" in one_line_error(capsys, "export mixtrain", root, out)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     a_file = tmp_path / "file.parquet"
     a_file.write_bytes(b"keep")
-    assert "exists and is not a directory" in one_line_error(capsys, str(root), str(a_file))
+    assert "exists and is not a directory" in one_line_error(capsys, "export mixtrain", root, a_file)
     assert a_file.read_bytes() == b"keep"
     broken = tmp_path / "broken"
     write_demo_dataset(broken, episodes=2, steps=4, width=32, height=24)
     load_dataset(broken).episode(1).video_path("cam_wrist").unlink()
-    assert "missing" in one_line_error(capsys, str(broken), str(tmp_path / "from_broken"))
+    assert "missing" in one_line_error(capsys, "export mixtrain", broken, tmp_path / "from_broken")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken", "file.parquet", "out"]  # no scratch left

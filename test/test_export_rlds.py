@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from cli_errors import one_line_error
 
-from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.synthetic import write_demo_dataset
@@ -129,23 +129,16 @@ def test_the_core_never_imports_tensorflow(tfds_python: Path) -> None:
     assert done.stdout.strip() == "[]"
 
 
-def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert ortf(["export", "rlds", *args]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("ortf export rlds: "), err
-    return err
-
-
 def test_bad_input_is_one_line_and_leaves_the_destination_untouched(
     source: Dataset, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert f"is {tmp_path} an ORTF dataset" in one_line_error(capsys, str(tmp_path), str(out))
+    assert f"is {tmp_path} an ORTF dataset" in one_line_error(capsys, "export rlds", tmp_path, out)
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "exists and is not empty" in one_line_error(capsys, str(source.root), str(out))
+    assert "exists and is not empty" in one_line_error(capsys, "export rlds", source.root, out)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     if importlib.util.find_spec("tensorflow_datasets") is None:  # the main venv: the extra is not installed
-        error = one_line_error(capsys, str(source.root), str(tmp_path / "new"))
+        error = one_line_error(capsys, "export rlds", source.root, tmp_path / "new")
         assert "pip install 'ortf_ros[rlds]'" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no scratch directory left

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from av.video.frame import PictureType
+from cli_errors import one_line_error
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
@@ -229,23 +230,16 @@ def test_h264_episodes_cut_at_keyframes_are_copied_the_others_reencoded(variant:
         assert drawn == [(f, number) for f in range(LENGTHS[number])]
 
 
-def _one_line_error(capsys: pytest.CaptureFixture[str], src: Path, dst: Path) -> str:
-    assert ortf(["import", "lerobot", str(src), str(dst)]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("ortf import lerobot: "), err
-    return err
-
-
 def test_bad_input_is_one_line_and_the_destination_is_untouched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert "meta/info.json: missing; is" in _one_line_error(capsys, tmp_path / "nothing", out)
+    assert "meta/info.json: missing; is" in one_line_error(capsys, "import lerobot", tmp_path / "nothing", out)
     v21 = tmp_path / "v21"
     (v21 / "meta").mkdir(parents=True)
     (v21 / "meta/info.json").write_text(json.dumps({"codebase_version": "v2.1", "fps": 30, "features": {}}))
     (v21 / "meta/episodes.jsonl").write_text('{"episode_index": 0, "tasks": ["t"], "length": 3}\n')
-    error = _one_line_error(capsys, v21, out)
+    error = one_line_error(capsys, "import lerobot", v21, out)
     assert "v21/meta/info.json: codebase_version: expected 'v3.0', got 'v2.1'" in error
     unknown = tmp_path / "unknown"
     shutil.copytree(REFERENCE, unknown)
@@ -254,15 +248,19 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     info = json.loads(info_path.read_text())
     info["features"]["next.reward"]["dtype"] = "complex64"
     info_path.write_text(json.dumps(info))
-    assert "features.next.reward.dtype: unknown dtype 'complex64'" in _one_line_error(capsys, unknown, out)
+    assert "features.next.reward.dtype: unknown dtype 'complex64'" in one_line_error(
+        capsys, "import lerobot", unknown, out
+    )
     assert not out.exists() and not list(tmp_path.glob(".out.*"))  # no scratch directory left behind
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "out: exists and is not empty" in _one_line_error(capsys, REFERENCE, out)
+    assert "out: exists and is not empty" in one_line_error(capsys, "import lerobot", REFERENCE, out)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     ortf_dataset = tmp_path / "ortf"
     assert ortf(["import", "lerobot", str(REFERENCE), str(ortf_dataset)]) == 0
-    assert "is an ORTF dataset, not a LeRobot one" in _one_line_error(capsys, ortf_dataset, tmp_path / "again")
+    assert "is an ORTF dataset, not a LeRobot one" in one_line_error(
+        capsys, "import lerobot", ortf_dataset, tmp_path / "again"
+    )
 
 
 def test_an_ortf_export_gets_its_manifest_urdf_and_depth_back(tmp_path: Path) -> None:

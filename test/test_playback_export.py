@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cli_errors import one_line_error
 from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 from test_ros_env import BLOCK_ROS
 
@@ -146,31 +147,24 @@ def test_jpeg_cameras_and_selected_episodes(exported: tuple[Path, Path, Path], t
     episode.close()
 
 
-def one_line_error(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    assert ortf(["export", "mcap", *args]) == 1
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and err.startswith("ortf export mcap: "), err
-    return err
-
-
 def test_bad_input_is_one_clean_line_and_nothing_is_lost(
     exported: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     root, _, _ = exported
     out = tmp_path / "out.mcap"
-    assert "not an ORTF dataset" in one_line_error(capsys, str(tmp_path), str(out))
-    assert "no episode '7'" in one_line_error(capsys, str(root), str(out), "--episode", "7")
+    assert "not an ORTF dataset" in one_line_error(capsys, "export mcap", tmp_path, out)
+    assert "no episode '7'" in one_line_error(capsys, "export mcap", root, out, "--episode", "7")
     out.write_bytes(b"keep me")
-    assert "exists; pass --force" in one_line_error(capsys, str(root), str(out))
+    assert "exists; pass --force" in one_line_error(capsys, "export mcap", root, out)
     broken = tmp_path / "broken"
     shutil.copytree(root, broken)
     (broken / load_dataset(broken).episode(1).video_path("wrist_camera").relative_to(broken)).unlink()
-    error = one_line_error(capsys, str(broken), str(out), "--force")
+    error = one_line_error(capsys, "export mcap", broken, out, "--force")
     assert "fails validation" in error and "videos.missing" in error
     assert out.read_bytes() == b"keep me"  # the failed export left the file as it was
     config = tmp_path / "playback.yaml"
     config.write_text("ortf_player:\n  ros__parameters:\n    topics:\n      joint_states: joint_states\n")
-    error = one_line_error(capsys, str(root), str(out), "--force", "--config", str(config))
+    error = one_line_error(capsys, "export mcap", root, out, "--force", "--config", config)
     assert "topics.joint_states: expected a topic name starting with '/'" in error
     assert ortf(["export", "mcap", str(root), str(out), "--force", "--episode", "000000"]) == 0
     assert out.read_bytes().startswith(MCAP_MAGIC)

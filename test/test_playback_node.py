@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
+from child_process import kill_if_running
 from playback_data import equal_columns, on, play, stamp_ns, teleop_dataset, vectors
 from playback_ros import Recorder, play_through, start_player
 
@@ -185,9 +186,7 @@ def test_pause_resume_step_and_next_episode(ros: None, tmp_path: Path) -> None:
         assert recorder.call("resume").success
         recorder.drain(player, log)
     finally:
-        if player.poll() is None:
-            player.kill()
-            player.wait()
+        kill_if_running(player)
         recorder.close()
     # The first episode was left after two steps, the second played to its end.
     assert len(joint_states) == 2 + dataset.episodes[1].length

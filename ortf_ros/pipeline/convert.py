@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import (
@@ -33,7 +35,7 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
+from ortf_ros.pipeline.assemble import NS, Assembler, StepLayout, TopicCounts, stream_time
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
@@ -57,6 +59,8 @@ from ortf_ros.writer import DatasetWriter, WriterConfig
 PROGRESS_EVERY = 500  # messages between progress reports
 PROLOGUE_TF_NS = 1_000_000_000  # dynamic TF read by the prologue, to name the moving frames
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
+FPS_MIN_INTERVALS = 5  # frame intervals the prologue must see before their median gives a camera's fps
+FPS_MAX_FRAMES = 64  # frame times kept per camera: plenty for a median, and the prologue's memory stays flat
 
 
 @dataclass
@@ -69,6 +73,7 @@ class Prologue:
     joint_state: JointStateSample | None = None
     action: JointStateSample | VectorSample | None = None
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s in the recording
+    frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
 
 
 def samples_of(
@@ -118,7 +123,11 @@ def _learn(
         if prologue.tf.add(sample) and not sample.static:
             prologue.dynamic_sources.setdefault(sample.child, topic)
     elif isinstance(sample, ImageSample) and topic in cameras:
-        prologue.images.setdefault(cameras[topic].name, sample)
+        camera = cameras[topic]
+        prologue.images.setdefault(camera.name, sample)
+        times = prologue.frame_times.setdefault(camera.name, [])
+        if len(times) < FPS_MAX_FRAMES:
+            times.append(stream_time(sample.stamps, camera.time))
     elif isinstance(sample, CameraInfoSample) and topic in infos:
         prologue.camera_info.setdefault(infos[topic].name, sample)
     elif isinstance(sample, JointStateSample) and config.joint_states and topic == config.joint_states.topic:
@@ -309,7 +318,6 @@ def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topi
                 parent.parent,
                 _transform(found.pose),
             )
-    rate = prologue.rates.get(topic, 0.0)
     extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
     if kind == "depth":
         extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
@@ -318,12 +326,23 @@ def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topi
         type="depth_camera" if kind == "depth" else "camera",
         mount_link=frame_id or None,
         resolution=Resolution(width, height),
-        fps=float(max(1, round(rate))),
+        fps=camera_fps(prologue, name, topic),
         intrinsics=intrinsics,
         distortion=distortion,
         extrinsics=extrinsics,
         extra=extra,
     )
+
+
+def camera_fps(prologue: Prologue, name: str, topic: str) -> float:
+    """The camera's frame rate, from the median interval between its first frames (on
+    the camera's clock): a camera that paused during the recording published fewer
+    messages per second of it than frames per second. The topic's rate over the whole
+    recording only when the prologue saw too few frames to tell."""
+    intervals = np.diff(np.asarray(prologue.frame_times.get(name, []), dtype=np.int64))
+    intervals = intervals[intervals > 0]
+    rate = NS / float(np.median(intervals)) if len(intervals) >= FPS_MIN_INTERVALS else prologue.rates.get(topic, 0.0)
+    return float(max(1, round(rate)))
 
 
 def _transform(pose: Pose) -> Transform:

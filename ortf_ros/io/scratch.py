@@ -1,0 +1,76 @@
+"""Scratch directories beside an output that a killed run does not leave behind for good.
+
+A run holds a lock on its scratch directory for as long as it works there. The kernel
+drops the lock when the process dies, however it dies, so a later run tells a dead
+run's directory (lock free) from a live one's (lock held) and removes only the former.
+A pid in the name could not: pids are reused, and differ between containers sharing
+a disk.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO
+
+from ortf_ros.errors import WriterError, describe
+
+OWNER_FILE = ".owner.lock"
+
+
+@contextlib.contextmanager
+def scratch_directory(parent: Path, prefix: str) -> Iterator[Path]:
+    """A new directory ``parent/prefix*``, locked while the block runs, then removed."""
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        directory, owner = _claim(parent, prefix)
+    except OSError as exc:
+        raise WriterError(f"{parent}: cannot create a scratch directory there: {describe(exc)}") from None
+    try:
+        yield directory
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+        owner.close()
+
+
+def remove_stale(parent: Path, prefix: str) -> list[Path]:
+    """Remove the ``parent/prefix*`` directories whose owner is gone; returns them."""
+    removed = []
+    for directory in sorted(parent.glob(f"{prefix}*")):
+        owner = _lock(directory) if directory.is_dir() else None
+        if owner is not None:
+            with owner:
+                shutil.rmtree(directory, ignore_errors=True)
+            removed.append(directory)
+    return removed
+
+
+def _lock(directory: Path) -> IO[bytes] | None:
+    """The directory's owner lock, taken; None while another process holds it (or the
+    directory is gone, or not ours to open)."""
+    try:
+        handle = open(directory / OWNER_FILE, "ab")  # noqa: SIM115 - the caller holds it
+    except OSError:
+        return None
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        return None
+    return handle
+
+
+def _claim(parent: Path, prefix: str) -> tuple[Path, IO[bytes]]:
+    """A new directory with its lock held. A run cleaning up at the same instant may lock
+    and remove it before this process locks it: then another is made."""
+    while True:
+        directory = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+        owner = _lock(directory)
+        if owner is not None and directory.is_dir():
+            return directory, owner
+        if owner is not None:
+            owner.close()
