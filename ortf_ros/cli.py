@@ -118,7 +118,7 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     for topic, count in sorted(result.counts.items()):
         print(f"  {topic:<40} {count:>8}")
     if args.write_config:
-        mapping = replay_mapping(load_dataset(args.dataset).manifest, messages, split_episodes=True)
+        mapping = replay_mapping(result.manifest, messages, split_episodes=True)
         write_config(mapping, Path(args.write_config))
         print(f"wrote {args.write_config}: ortf-bag2ortf {result.path} -o DATASET --config {args.write_config}")
     return EXIT_OK

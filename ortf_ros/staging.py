@@ -20,8 +20,9 @@ from __future__ import annotations
 import fcntl
 import json
 import math
+import os
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -29,7 +30,7 @@ from typing import IO, Any
 import numpy as np
 import pyarrow as pa
 
-from ortf_ros.errors import FormatError, WriterError
+from ortf_ros.errors import FormatError, WriterError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
@@ -209,25 +210,73 @@ def _read_messages(path: Path) -> Iterator[pa.RecordBatch]:
 
 
 class StepLog:
-    """Append-only log of steps or stream samples; each record is in the OS before the call returns."""
+    """Append-only log of steps or stream samples: an Arrow IPC stream, one message per batch.
+
+    Each append is in the OS before the call returns, and whole or absent: a write that
+    fails (a full disk, a file-size limit) is cut back off the file, so the log never
+    holds a torn record that would end it early for the reader, and the caller can tell
+    exactly what it holds. There is no end marker: a log ends where its last record does,
+    as a crash leaves it.
+    """
 
     def __init__(self, path: Path, schema: pa.Schema) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
         self.schema = schema
-        # Buffered, and flushed by every append: the IPC writer makes a dozen small writes
-        # per batch, which would each be a system call.
-        self._sink = pa.BufferedOutputStream(pa.OSFile(str(path), "wb"), 1 << 16)
-        self._writer = pa.ipc.new_stream(self._sink, schema)
+        self._size = 0  # bytes of whole records
+        self._broken: str | None = None  # why nothing more can be appended
+        try:
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise WriterError(f"{path}: cannot create the staging log: {describe(exc)}") from None
+        try:
+            self._write_all([schema.serialize()])
+        except BaseException:
+            os.close(self._fd)
+            raise
 
     def append(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch)
-        self._sink.flush()
+        self.append_all([batch])
+
+    def append_all(self, batches: Iterable[pa.RecordBatch]) -> None:
+        """Append the batches as one: all of them, or none and a WriterError. They are
+        serialized one at a time, so memory is one batch, however many there are."""
+        self._write_all(batch.serialize() for batch in batches)
+
+    def _write_all(self, messages: Iterable[pa.Buffer]) -> None:
+        if self._broken is not None:
+            raise WriterError(self._broken)
+        size = self._size
+        try:
+            for message in messages:
+                data = memoryview(message)
+                while data:
+                    written = os.write(self._fd, data)
+                    data = data[written:]
+                    size += written
+        except BaseException as exc:
+            self._cut_back(exc)
+            if isinstance(exc, OSError):
+                raise WriterError(f"{self.path}: cannot append to the staging log: {describe(exc)}") from None
+            raise
+        self._size = size
+
+    def _cut_back(self, failure: BaseException) -> None:
+        """Take a failed append's bytes off the file; if that fails too, refuse any more."""
+        try:
+            os.ftruncate(self._fd, self._size)
+        except OSError as exc:
+            self._broken = (
+                f"{self.path}: an append failed ({describe(failure)}) and could not be cut off ({describe(exc)}); "
+                "the records before it stay readable"
+            )
 
     def close(self) -> None:
         """Idempotent: a failed commit closes the files again when the episode is discarded."""
-        if not self._sink.closed:
-            self._writer.close()
-            self._sink.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self._broken = f"{self.path}: the staging log is closed"
 
 
 class StepRows:
@@ -340,7 +389,7 @@ class SampleLog:
             start += dim
         self._values = np.empty((PENDING_SAMPLES_MAX, start), np.float64)
         self._timestamps = np.empty(PENDING_SAMPLES_MAX, np.float64)
-        self._stamp_ns: list[int | None] = []
+        self._stamp_ns: list[int | None] = []  # one per waiting sample: its length is their count
         self._receive_ns: list[int | None] = []
         self._episode_ids = pa.array([episode_id] * PENDING_SAMPLES_MAX, pa.string())  # sliced by each batch
         self._log: StepLog | None = None
@@ -351,15 +400,17 @@ class SampleLog:
         rows: np.ndarray,
         stamp_ns: Sequence[int | None],
         receive_ns: Sequence[int | None],
-        origin: Callable[[float], float],
+        origin: float,
     ) -> int:
         """Keep consecutive samples, all or none; returns the index of the first.
 
         ``timestamps`` (float64) must be finite and not decrease, from the last one kept
         on. ``rows`` holds one float64 row per sample, the columns of ``dims`` side by
         side; values must be finite as float32 (NaN, inf or beyond float32 is refused).
-        ``origin(first timestamp)`` gives the episode's clock origin (the first sample
-        or step sets it), so the stored times are ``timestamps - origin``.
+        They are stored as ``timestamps - origin`` (the episode's clock). When the
+        buffers fill, they go to the log with every whole batch of this call in one
+        ``StepLog.append_all``; if that fails (WriterError), the log, the count and the
+        buffers are as they were before the call.
         """
         count = len(timestamps)
         steps = np.diff(timestamps, prepend=self.last_timestamp)
@@ -377,49 +428,108 @@ class SampleLog:
                 f"stream {self.stream!r}: values must be finite, got "
                 + ", ".join(f"{name} {row[part].tolist()}" for name, part in zip(self.dims, self._slices, strict=True))
             )
+        stored = timestamps - origin
+        waiting = len(self._stamp_ns)
+        room = PENDING_SAMPLES_MAX - waiting
+        if count < room:
+            self._values[waiting : waiting + count] = rows
+            self._timestamps[waiting : waiting + count] = stored
+            self._stamp_ns += stamp_ns
+            self._receive_ns += receive_ns
+        else:
+            # The buffers' free rows take the first samples (the waiting ones stay as they are).
+            self._values[waiting:] = rows[:room]
+            self._timestamps[waiting:] = stored[:room]
+            whole = room + (count - room) // PENDING_SAMPLES_MAX * PENDING_SAMPLES_MAX
+            try:
+                self._log_file().append_all(self._full_batches(rows, stored, stamp_ns, receive_ns, room, whole))
+            except WriterError as exc:
+                raise WriterError(
+                    f"stream {self.stream!r}: {count} samples not recorded, none of them kept "
+                    f"({self.count} recorded before them): {exc}"
+                ) from None
+            rest = count - whole
+            self._values[:rest] = rows[whole:]
+            self._timestamps[:rest] = stored[whole:]
+            self._stamp_ns = list(stamp_ns[whole:])
+            self._receive_ns = list(receive_ns[whole:])
         first = self.count
-        stored = timestamps - origin(float(timestamps[0]))
-        done = 0
-        while done < count:
-            at = len(self._stamp_ns)
-            take = min(count - done, PENDING_SAMPLES_MAX - at)
-            self._values[at : at + take] = rows[done : done + take]
-            self._timestamps[at : at + take] = stored[done : done + take]
-            self._stamp_ns += stamp_ns[done : done + take]
-            self._receive_ns += receive_ns[done : done + take]
-            self.count += take
-            done += take
-            if len(self._stamp_ns) == PENDING_SAMPLES_MAX:
-                self.flush()
+        self.count += count
         self.last_timestamp = float(timestamps[-1])
         return first
 
+    def _full_batches(
+        self,
+        rows: np.ndarray,
+        stored: np.ndarray,
+        stamp_ns: Sequence[int | None],
+        receive_ns: Sequence[int | None],
+        room: int,
+        whole: int,
+    ) -> Iterator[pa.RecordBatch]:
+        """The full buffers (the waiting samples, then this call's first ``room``), then this
+        call's samples up to ``whole`` in batches of ``PENDING_SAMPLES_MAX``, built as written."""
+        waiting = len(self._stamp_ns)
+        yield self._batch(
+            self._values,
+            self._timestamps,
+            [*self._stamp_ns, *stamp_ns[:room]],
+            [*self._receive_ns, *receive_ns[:room]],
+            self.count - waiting,
+        )
+        for start in range(room, whole, PENDING_SAMPLES_MAX):
+            end = start + PENDING_SAMPLES_MAX
+            yield self._batch(
+                rows[start:end], stored[start:end], stamp_ns[start:end], receive_ns[start:end], self.count + start
+            )
+
     def flush(self) -> None:
-        """Append the samples that wait as one batch."""
-        rows = len(self._stamp_ns)
-        if not rows:
+        """Append the samples that wait as one batch; if that fails (WriterError) they still wait."""
+        waiting = len(self._stamp_ns)
+        if not waiting:
             return
-        columns: dict[str, pa.Array] = {
-            "episode_id": self._episode_ids.slice(0, rows),
-            "sample_index": pa.array(_ROW_NUMBERS[:rows] + (self.count - rows)),
-            "timestamp": pa.array(self._timestamps[:rows]),
-            "stamp_ns": pa.array(self._stamp_ns, pa.int64()),
-            "receive_ns": pa.array(self._receive_ns, pa.int64()),
-        }
-        for (name, dim), part in zip(self.dims.items(), self._slices, strict=True):
-            flat = self._values[:rows, part].astype(np.float32).reshape(-1)
-            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
-        self.append(pa.RecordBatch.from_arrays([columns[n] for n in self.schema.names], schema=self.schema))
+        self._log_file().append(
+            self._batch(self._values, self._timestamps, self._stamp_ns, self._receive_ns, self.count - waiting)
+        )
         self._stamp_ns = []
         self._receive_ns = []
 
+    def _batch(
+        self,
+        values: np.ndarray,
+        timestamps: np.ndarray,
+        stamp_ns: Sequence[int | None],
+        receive_ns: Sequence[int | None],
+        first: int,
+    ) -> pa.RecordBatch:
+        """The samples numbered from ``first``, one per entry of ``stamp_ns`` (the leading rows
+        of ``values`` and ``timestamps``), as they are stored."""
+        rows = len(stamp_ns)
+        columns: dict[str, pa.Array] = {
+            "episode_id": self._episode_ids.slice(0, rows),
+            "sample_index": pa.array(_ROW_NUMBERS[:rows] + first),
+            "timestamp": pa.array(timestamps[:rows]),
+            "stamp_ns": pa.array(stamp_ns, pa.int64()),
+            "receive_ns": pa.array(receive_ns, pa.int64()),
+        }
+        for (name, dim), part in zip(self.dims.items(), self._slices, strict=True):
+            flat = values[:rows, part].astype(np.float32).reshape(-1)
+            columns[name] = pa.FixedSizeListArray.from_arrays(pa.array(flat), dim)
+        return pa.RecordBatch.from_arrays([columns[n] for n in self.schema.names], schema=self.schema)
+
     def append(self, batch: pa.RecordBatch) -> None:
         """Append rows as they are (another dataset's, when importing an episode)."""
+        self._log_file().append(batch)
+
+    def _log_file(self) -> StepLog:
         if self._log is None:
             self._log = StepLog(self.path, self.schema)
-        self._log.append(batch)
+        return self._log
 
     def close(self) -> None:
-        self.flush()
-        if self._log is not None:
-            self._log.close()
+        """Append what waits and close the log (closed even if the append fails)."""
+        try:
+            self.flush()
+        finally:
+            if self._log is not None:
+                self._log.close()

@@ -17,11 +17,12 @@ commits through ``ortf_ros.commit``, the same code ``ortf recover`` runs after a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
 import shutil
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
@@ -191,20 +192,24 @@ class _Recording:
         self.step_log.append(batch)
 
     def close_files(self) -> None:
-        """Append what waits and close every file. Every encoder thread is joined, even
-        after a failure (of the logs or of another encoder); the first failure is raised."""
+        """Append what waits and close every file, each one even after another failed (every
+        encoder thread is joined, whatever failed); the first failure is raised."""
         failures: list[WriterError] = []
+
+        def attempt(close: Callable[[], None]) -> None:
+            try:
+                close()
+            except WriterError as exc:
+                failures.append(exc)
+
         try:
-            self.append_steps()
-            self.step_log.close()
+            attempt(self.append_steps)
+            attempt(self.step_log.close)
             for log in self.stream_logs.values():
-                log.close()
+                attempt(log.close)
         finally:
             for writer in self.videos.values():
-                try:
-                    writer.close()
-                except WriterError as exc:
-                    failures.append(exc)
+                attempt(writer.close)
         if failures:
             raise failures[0]
 
@@ -399,7 +404,8 @@ class DatasetWriter:
         with ``add_step(frames=...)``. Refused (WriterError naming why, nothing staged) when
         it is not stored as this writer stores the camera (codec, pixel format, size, frame
         rate), is not cut at keyframes so that its packets decode on their own, or when the
-        camera already has frames: a caller falls back to adding decoded frames."""
+        camera already has frames: a caller falls back to adding decoded frames. A copy
+        that cannot be written is a WriterError naming the file, and stages nothing too."""
         recording = self._current()
         if camera in recording.videos:
             raise WriterError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
@@ -408,9 +414,8 @@ class DatasetWriter:
             raise WriterError(problem)
         target = recording.staged.video_file(camera)
         try:
-            stage_segment(segment, target)  # checks the cut as it copies
+            stage_segment(segment, target)  # checks the cut as it copies; nothing is left if it fails
         except ReaderError as exc:
-            target.unlink(missing_ok=True)
             raise WriterError(str(exc)) from None
         recording.videos[camera] = _CopiedVideo(segment.count)
         return segment.count
@@ -478,8 +483,8 @@ class DatasetWriter:
     ) -> int:
         """Record consecutive samples of a native-rate stream in one call, as ``add_sample``
         would one by one (``values[column]`` has a row per sample); all are checked before
-        any is kept. Returns the index of the first. A stream at kHz costs a call per
-        batch instead of one per sample.
+        any is kept, and if writing them fails (WriterError) none is. Returns the index of
+        the first. A stream at kHz costs a call per batch instead of one per sample.
         """
         recording = self._current()
         log = recording.stream_log(self.manifest, stream)
@@ -497,7 +502,10 @@ class DatasetWriter:
         if not count:
             return log.count
         rows = columns[0] if len(columns) == 1 else np.concatenate(columns, axis=1)
-        return log.add(times, rows, stamps, receives, recording.clock)
+        start = float(times[0])
+        first = log.add(times, rows, stamps, receives, recording.origin if recording.origin is not None else start)
+        recording.clock(start)  # only samples kept may start the episode's clock
+        return first
 
     def add_step(
         self,
@@ -657,8 +665,11 @@ class DatasetWriter:
         )
 
     def discard_episode(self) -> None:
+        """Drop the episode in progress, also after a failure (an encoder's, a full disk):
+        what did not reach its files does not matter once they are removed."""
         recording = self._current()
-        recording.close_files()
+        with contextlib.suppress(WriterError):
+            recording.close_files()
         recording.staged.remove()
         self._recording = None
 

@@ -299,3 +299,27 @@ def test_an_ortf_export_gets_its_manifest_urdf_and_depth_back(tmp_path: Path) ->
     from_lerobot(tmp_path / "lerobot", tmp_path / "stale", warn=warnings.append)
     assert len(warnings) == 1 and "no longer describes the data (state components" in warnings[0]
     assert load_dataset(tmp_path / "stale").manifest.robot.joints == ()  # built from LeRobot's metadata alone
+
+
+def test_an_unreadable_kept_urdf_is_a_warning_like_an_unreadable_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Undecodable bytes or a directory in its place: the import goes on without it."""
+    write_demo_dataset(tmp_path / "source", episodes=1, steps=3, width=64, height=48)
+    lerobot = tmp_path / "lerobot"
+    to_lerobot(tmp_path / "source", lerobot)
+    urdf = lerobot / "ortf/robot/robot.urdf"
+    urdf.write_bytes(b"\xff<robot/>")
+    for name, cause in (("bytes", "'utf-8' codec can't decode byte 0xff"), ("directory", "Is a directory")):
+        if name == "directory":
+            urdf.unlink()
+            urdf.mkdir()
+        assert ortf(["import", "lerobot", str(lerobot), str(tmp_path / name)]) == 0
+        warning = capsys.readouterr().err
+        assert (
+            warning.startswith("ortf import lerobot: warning: ortf/robot/robot.urdf: not used (") and cause in warning
+        )
+        assert warning.endswith("; the dataset is imported without a robot description\n") and warning.count("\n") == 1
+        imported = load_dataset(tmp_path / name)
+        assert imported.manifest.robot.urdf_path is None and not (imported.root / "robot").exists()
+        assert imported.manifest.cameras == load_dataset(tmp_path / "source").manifest.cameras  # the rest came back

@@ -23,6 +23,8 @@ from ortf_ros.pipeline.config import auto_config, load_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.source import BagSource
+from ortf_ros.playback.export import export_mcap
+from ortf_ros.playback.settings import default_settings
 from ortf_ros.reader import load_dataset
 from ortf_ros.validation import validate
 
@@ -65,6 +67,14 @@ def test_one_ros2_mcap_file_with_every_message(exported: tuple[Path, Path, Path]
         message.position[:7],  # type: ignore[attr-defined]
         vectors(dataset.episode(0).steps(), "observation.state.joint_positions")[0],
     )
+
+
+def test_the_export_returns_the_manifest_write_config_needs(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """``--write-config`` builds its mapping from it instead of loading the dataset again."""
+    root, _, _ = exported
+    warnings: list[str] = []
+    result = export_mcap(root, tmp_path / "one.mcap", default_settings().messages, episodes=["0"], warn=warnings.append)
+    assert result.manifest == load_dataset(root).manifest and warnings == []
 
 
 def test_images_in_the_file_are_the_decoded_frames(exported: tuple[Path, Path, Path]) -> None:

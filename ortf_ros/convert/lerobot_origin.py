@@ -50,7 +50,8 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
     relative = meta.ortf.get("manifest")
     if not isinstance(relative, str):
         return None
-    base = meta.root / Path(relative).parent.parent  # the manifest is <base>/meta/manifest.json
+    kept = Path(relative).parent.parent  # the manifest is <kept>/meta/manifest.json
+    base = meta.root / kept
     try:
         original = Manifest.from_json((meta.root / relative).read_text(), relative)
     except (OSError, UnicodeDecodeError, FormatError) as exc:
@@ -66,7 +67,6 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
         warn(f"cameras {dropped} are neither LeRobot features nor FFV1 depth under {base.name}/depth; not imported")
     images = {k: v for k, v in original.observation_space.images.items() if k in imported.cameras or k in depth}
     unused = {original.observation_space.images[k] for k in dropped}
-    urdf = base / layout.URDF
     meshes = base / layout.MESHES_DIR
     manifest = replace(
         original,
@@ -78,7 +78,21 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
         statistics=Statistics(),
         collection={**original.collection, **imported.collection},
     )
-    return Origin(manifest, urdf.read_text() if urdf.is_file() else None, meshes if meshes.is_dir() else None, depth)
+    urdf = _kept_urdf(meta.root, kept / layout.URDF, warn)
+    return Origin(manifest, urdf, meshes if meshes.is_dir() else None, depth)
+
+
+def _kept_urdf(root: Path, relative: Path, warn: Callable[[str], None]) -> str | None:
+    """The robot description the export kept at ``root / relative``, if any; one that cannot
+    be read is warned about and left out, like a manifest: the import does not need it."""
+    path = root / relative
+    if not path.exists():
+        return None
+    try:
+        return path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        warn(f"{relative}: not used ({exc}); the dataset is imported without a robot description")
+        return None
 
 
 def _kept_depth(meta: LeRobotMeta, original: Manifest) -> dict[str, DepthFiles]:

@@ -22,7 +22,7 @@ import av
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ReaderError
+from ortf_ros.errors import ReaderError, WriterError, describe
 from ortf_ros.io.video import STAGING_MUX_OPTIONS, open_video, probe
 
 
@@ -84,19 +84,41 @@ def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterato
 
 def stage_segment(segment: VideoSegment, target: Path) -> None:
     """Copy the segment's packets into a staged (fragmented) episode video, frame ``first``
-    at time zero; ``video.finalize`` turns it into the committed file like any other."""
+    at time zero; ``video.finalize`` turns it into the committed file like any other.
+
+    Whatever stops the copy leaves nothing at ``target``. A cut that is not clean is a
+    ``SegmentError``; any other failure (a full disk, a file-size limit) is a
+    ``WriterError`` naming the files and the cause, which the command-line tools print
+    as one line, where FFmpeg's own error would be a traceback.
+    """
     target.parent.mkdir(parents=True, exist_ok=True)
-    with open_video(segment.path) as src, av.open(str(target), "w", format="mp4", options=STAGING_MUX_OPTIONS) as dst:
-        assert isinstance(dst, OutputContainer)
-        in_stream = src.streams.video[0]
-        out_stream = dst.add_stream_from_template(in_stream)
-        out_stream.time_base = in_stream.time_base
-        origin: int | None = None
-        for packet in segment_packets(src, segment):
-            if origin is None:
-                origin = packet.pts  # the keyframe: the segment's first frame
-            assert packet.pts is not None and packet.dts is not None and origin is not None
-            packet.pts -= origin
-            packet.dts -= origin
-            packet.stream = out_stream
-            dst.mux(packet)
+    try:
+        with (
+            open_video(segment.path) as src,
+            av.open(str(target), "w", format="mp4", options=STAGING_MUX_OPTIONS) as dst,
+        ):
+            _copy_packets(src, segment, dst)
+    except (av.error.FFmpegError, OSError) as exc:
+        target.unlink(missing_ok=True)
+        last = segment.first + segment.count - 1
+        raise WriterError(
+            f"{target}: staging frames {segment.first}..{last} of {segment.path} failed: {describe(exc)}"
+        ) from exc
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+
+
+def _copy_packets(src: InputContainer, segment: VideoSegment, dst: OutputContainer) -> None:
+    in_stream = src.streams.video[0]
+    out_stream = dst.add_stream_from_template(in_stream)
+    out_stream.time_base = in_stream.time_base
+    origin: int | None = None
+    for packet in segment_packets(src, segment):
+        if origin is None:
+            origin = packet.pts  # the keyframe: the segment's first frame
+        assert packet.pts is not None and packet.dts is not None and origin is not None
+        packet.pts -= origin
+        packet.dts -= origin
+        packet.stream = out_stream
+        dst.mux(packet)

@@ -78,7 +78,9 @@ class StagedVideoWriter:
     reuse its array) and queues it; at most ``queue_frames`` frames wait, so memory is
     that many frames plus one GOP inside the encoder, and a killed process loses what
     was queued as well as what the encoder held. A failure of the encoder is raised as a
-    ``WriterError`` naming the camera, by the next ``write`` or by ``close``.
+    ``WriterError`` naming the camera by every ``write`` and ``close`` after it, so an
+    episode missing frames is never taken for a complete one; what reached the file
+    stays there.
 
     Colour frames are reused once encoded: a fresh 1 MB buffer per frame costs more in
     page faults than the copy into it. That is safe because the encoder is handed a
@@ -133,13 +135,12 @@ class StagedVideoWriter:
         self._frames_made = 0
         self._frames_max = queue_frames + 1
         self._failure: BaseException | None = None
-        self._failure_raised = False
         self._encoder = threading.Thread(target=self._encode_queued, name=f"encoder {camera}", daemon=True)
         self._encoder.start()
 
     def write(self, image: np.ndarray) -> int:
         """Queue one frame for encoding; returns its frame index."""
-        self._raise_failure(again=True)
+        self._raise_failure()
         if image.shape != self.shape or image.dtype != self._dtype:
             raise WriterError(
                 f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
@@ -179,7 +180,7 @@ class StagedVideoWriter:
         if self._encoder.is_alive():
             self._queue.put(None)
             self._encoder.join()
-        self._raise_failure(again=False)
+        self._raise_failure()
 
     def _encode_queued(self) -> None:
         """The encoder thread: frames until None, then the encoder's last packets; after a
@@ -200,11 +201,9 @@ class StagedVideoWriter:
             if self._free is not None:
                 self._free.put(frame)
 
-    def _raise_failure(self, *, again: bool) -> None:
-        """Raise the encoder thread's failure (once from close; from every write after it)."""
-        if self._failure is None or (self._failure_raised and not again):
+    def _raise_failure(self) -> None:
+        if self._failure is None:
             return
-        self._failure_raised = True
         raise WriterError(
             f"camera {self.camera!r}: encoding into {self.path} failed: {describe(self._failure)}"
         ) from self._failure

@@ -23,6 +23,7 @@ from rosbags.interfaces import Connection, Qos, QosDurability, QosHistory, QosLi
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from ortf_ros.errors import ConversionError
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 from ortf_ros.playback.messages import Playlist
 from ortf_ros.playback.selection import open_for_playback
@@ -37,6 +38,7 @@ class ExportResult:
     episodes: tuple[str, ...]
     counts: dict[str, int]  # topic -> messages
     seconds: float  # span of the log times
+    manifest: Manifest  # the exported dataset's: what --write-config builds the mapping from, without a second load
 
 
 def rosbags_qos(qos: QosSettings) -> Qos:
@@ -103,4 +105,4 @@ def export_mcap(
         os.replace(written, target)
         atomic.fsync_dir(target.parent)
     span = (last - first) / 1e9 if first is not None and last is not None else 0.0
-    return ExportResult(target, tuple(ids), dict(counts), span)
+    return ExportResult(target, tuple(ids), dict(counts), span, dataset.manifest)

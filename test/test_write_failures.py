@@ -1,0 +1,147 @@
+"""The writer when its files cannot be written (a full disk, a file-size limit), made to
+fail for real: one WriterError naming the file or camera, nothing half-kept, and the
+episode still discardable or recoverable."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fsize_child import BEFORE, FAILING, HZ, STREAM, expected_force
+from test_native_streams import manifest as stream_manifest
+
+from ortf_ros.errors import WriterError
+from ortf_ros.format import layout
+from ortf_ros.reader import load_dataset
+from ortf_ros.recover import recover
+from ortf_ros.synthetic import (
+    DEPTH_CAMERA,
+    RGB_CAMERAS,
+    demo_action,
+    demo_depth,
+    demo_rgb,
+    demo_state,
+    write_demo_dataset,
+)
+from ortf_ros.validation import validate
+from ortf_ros.writer import DatasetWriter
+
+CHILD = Path(__file__).with_name("fsize_child.py")
+WIDTH, HEIGHT = 64, 48
+
+
+def run_capped(*args: str) -> str:
+    """Run a scenario of fsize_child; what it printed (the WriterError it met)."""
+    child = subprocess.run(
+        [sys.executable, str(CHILD), *args], capture_output=True, text=True, env=dict(os.environ), timeout=300
+    )
+    assert child.returncode == 0, child.stderr
+    return child.stdout.strip()
+
+
+def committed_files(root: Path) -> dict[Path, bytes]:
+    return {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and layout.STAGING_DIR not in p.parts}
+
+
+def test_a_video_copy_that_cannot_be_written_is_one_writer_error_and_leaves_no_file(tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    write_demo_dataset(root, episodes=1, steps=12, width=WIDTH, height=HEIGHT)
+    video = load_dataset(root).episode(0).video_path("depth")
+    assert video.stat().st_size > 4096
+    error = run_capped("stage", str(root), "depth", "4096")
+    staged = root / layout.STAGING_DIR / layout.episode_file_stem(1)
+    target = staged / "videos" / "depth.mp4"
+    assert re.fullmatch(
+        rf"{re.escape(str(target))}: staging frames 0..11 of {re.escape(str(video))} failed: "
+        r"OSError: \[Errno 27\] File too large.*",
+        error,
+    ), error
+    assert staged.is_dir() and not target.exists()
+
+
+def test_samples_whose_batch_cannot_be_written_are_not_kept(tmp_path: Path) -> None:
+    """The call fails as a whole: the batch of it that did reach the log is taken off again,
+    so adding the same samples once more gives every sample once, in order."""
+    root = tmp_path / "ds"
+    with DatasetWriter(root, stream_manifest()):
+        pass
+    error = run_capped("samples", str(root))
+    log = root / layout.STAGING_DIR / layout.episode_file_stem(0) / "streams" / f"{STREAM}.arrows"
+    assert error.startswith(
+        f"stream {STREAM!r}: {FAILING} samples not recorded, none of them kept ({BEFORE} recorded before them): "
+        f"{log}: cannot append to the staging log: OSError: [Errno 27] File too large"
+    ), error
+    samples = load_dataset(root).episode(0).stream(STREAM)
+    total = BEFORE + FAILING
+    assert samples["sample_index"].to_pylist() == list(range(total))
+    assert samples["stamp_ns"].to_pylist() == list(range(total))
+    np.testing.assert_allclose(samples["timestamp"].to_numpy(), np.arange(total) / HZ)
+    force = samples["force"].combine_chunks().flatten().to_numpy().reshape(-1, 3)
+    np.testing.assert_array_equal(force, expected_force(0, total).astype(np.float32))
+
+
+def fail_writes_to(path: Path) -> None:
+    """Every later write to ``path`` through the descriptors this process has open on it
+    fails with ENOSPC, as on a full disk: they now refer to /dev/full."""
+    full = os.open("/dev/full", os.O_WRONLY)
+    redirected = 0
+    try:
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):  # the listing's own descriptor is gone
+                if os.readlink(f"/proc/self/fd/{fd}") == str(path.resolve()):
+                    os.dup2(full, int(fd))
+                    redirected += 1
+    finally:
+        os.close(full)
+    assert redirected == 1
+
+
+def add_steps(writer: DatasetWriter, steps: range) -> None:
+    for step in steps:
+        add_step(writer, step)
+
+
+def add_step(writer: DatasetWriter, step: int) -> None:
+    images = {camera: demo_rgb(n, step, WIDTH, HEIGHT) for n, camera in enumerate(RGB_CAMERAS)}
+    images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
+    writer.add_step(step / 30, demo_state(1, step), demo_action(1, step), images)
+
+
+@pytest.mark.parametrize("finish", ["discard_episode", "ortf recover"])
+def test_after_an_encoder_failure_every_call_raises_it(tmp_path: Path, finish: str) -> None:
+    """A caller that catches the failure and ends the episode all the same does not get it
+    committed by the frames that exist; it can discard it, or leave it to ``ortf recover``."""
+    root = tmp_path / "ds"
+    write_demo_dataset(root, episodes=1, steps=5, width=WIDTH, height=HEIGHT)
+    before = committed_files(root)
+    failure = r"camera 'cam_wrist': encoding into .*cam_wrist\.mp4 failed: .*No space left on device"
+    recorded = 40
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("pick")
+        add_steps(writer, range(recorded))
+        fail_writes_to(root / layout.STAGING_DIR / layout.episode_file_stem(1) / "videos" / "cam_wrist.mp4")
+        with pytest.raises(WriterError, match=failure):  # by a later add_step, once the encoder met it
+            add_steps(writer, range(recorded, recorded + 200))
+        with pytest.raises(WriterError, match=failure):
+            add_step(writer, recorded + 200)
+        with pytest.raises(WriterError, match=failure):
+            writer.end_episode(success=True)
+        assert not [t for t in threading.enumerate() if t.name.startswith("encoder ")]
+        if finish == "discard_episode":
+            writer.discard_episode()
+        else:
+            with pytest.raises(WriterError, match=failure):
+                writer.close()  # the episode stays staged
+    if finish == "discard_episode":
+        assert committed_files(root) == before and not (root / layout.STAGING_DIR).exists()
+        return
+    [result] = recover(root)
+    assert result.action == "recovered" and 0 < result.steps <= recorded  # the steps whose frames reached the disk
+    assert validate(root).ok and len(load_dataset(root)) == 2
