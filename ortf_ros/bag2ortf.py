@@ -162,12 +162,17 @@ def _convert_in_parallel(
     args: argparse.Namespace, output: Path, jobs: int, show_progress: bool
 ) -> list[dict[str, Any]]:
     """Each recording into a dataset of its own in a worker, then imported in input order:
-    a dataset has one writer, and an episode's videos are copied, not encoded again."""
+    a dataset has one writer, and an episode's videos are copied, not encoded again.
+
+    Workers are spawned, not forked: a fork copies FFmpeg objects of earlier conversions
+    whose threads it does not copy, and freeing one in the worker then waits forever."""
     summaries = []
     with scratch_directory(_beside(output), SCRATCH_PREFIX) as scratch:
         parts = [_job(args, path, scratch / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
         with (
-            ProcessPoolExecutor(max_workers=jobs, initializer=_exit_with_parent) as pool,
+            ProcessPoolExecutor(
+                max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with_parent
+            ) as pool,
             progress_bar(show_progress, "recordings") as report,
         ):
             futures = [pool.submit(_run, part) for part in parts]
@@ -184,8 +189,8 @@ def _convert_in_parallel(
 
 
 def _exit_with_parent() -> None:
-    """Worker initializer: a worker whose parent was killed would wait for work forever,
-    holding the scratch directory's lock (fork copies it into each worker)."""
+    """Worker initializer: a worker whose parent was killed would go on converting into a
+    scratch directory nobody will import."""
     parent = multiprocessing.parent_process()
     if parent is not None:
         threading.Thread(target=_exit_when_gone, args=(parent,), daemon=True).start()
