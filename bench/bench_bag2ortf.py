@@ -544,8 +544,12 @@ def rss_rows(results: list[RssResult]) -> list[Row]:
 _Key = tuple[str, int, str]  # pstats: (file, first line, function); file "~" for C functions
 # The functions each stage is timed by; they do not call each other, so their times add up.
 READ = ["ortf_ros.pipeline.source:BagSource._messages"]
-SAMPLES = ["ortf_ros.pipeline.fastpath:SampleDecoder.samples"]
-ASSEMBLE = ["ortf_ros.pipeline.assemble:Assembler.feed", "ortf_ros.pipeline.assemble:Assembler.finish"]
+SAMPLES = ["ortf_ros.pipeline.fastpath:SampleDecoder.samples", "ortf_ros.pipeline.fastpath:SampleDecoder.block"]
+ASSEMBLE = [
+    "ortf_ros.pipeline.assemble:Assembler.feed",
+    "ortf_ros.pipeline.assemble:Assembler.emit_ready",
+    "ortf_ros.pipeline.assemble:Assembler.finish",
+]
 ADD_FRAME = ["ortf_ros.writer:DatasetWriter.add_frame"]
 ADD_SAMPLES = ["ortf_ros.writer:DatasetWriter.add_samples"]
 ADD_STEP = ["ortf_ros.writer:DatasetWriter.add_step"]
@@ -622,8 +626,8 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
     assemble, feeds = _cumulative(stats, ASSEMBLE)
     rows: list[tuple[str, float, int, float]] = [
         ("read: BagSource.messages (rosbags, merge)", *_cumulative(stats, READ), read_s),
-        ("samples: decode -> extract, or the fast path", *_cumulative(stats, SAMPLES), 0.0),
-        ("assemble: Assembler.feed/finish, own time", assemble - frame - samples - step, feeds, 0.0),
+        ("samples: decode -> extract, fast path, blocks", *_cumulative(stats, SAMPLES), 0.0),
+        ("assemble: Assembler feed/emit/finish, own", assemble - frame - samples - step, feeds, 0.0),
         ("writer.add_frame (copy, queue to an encoder)", frame, frames, 0.0),
         ("writer.add_samples (native-rate rows)", samples, batches, 0.0),
         ("writer.add_step (step rows)", step, steps, 0.0),
