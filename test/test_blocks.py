@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
-from test_bag2ortf import mapping_for
+from test_bag2ortf import mapping_for, origin_ns
 from test_extract import HEADER_SEC, assert_same_samples, full_way, joint_state_raw
 
 from ortf_ros.pipeline import convert
@@ -23,7 +23,7 @@ from ortf_ros.pipeline.fastpath import Layout, SampleDecoder
 from ortf_ros.pipeline.samples import JointStateSample, RawMessage, Sample, SampleBlock, WrenchSample
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
-from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
+from ortf_ros.synthetic_bag import JOINTS, START_NS, joint_positions, write_teleop_bag
 
 
 def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
@@ -151,8 +151,9 @@ def test_a_sample_stamped_before_its_predecessor_is_refused_alone(tmp_path: Path
 
 
 def test_block_size_changes_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Steps are decided once per block: how many messages that is must not show in the data."""
-    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    """Steps are decided once per block: how many messages that is must not show in the data,
+    the end-effector pose from a 2 Hz TF included (a step waits for the TF after it)."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.2, with_depth=False, tf_rate_hz=2)
     config = mapping_for(bag.path)
     tables = []
     for block_messages in (1, 7, 4096):
@@ -164,3 +165,47 @@ def test_block_size_changes_nothing_in_the_dataset(tmp_path: Path, monkeypatch: 
     for other in tables[1:]:
         for a, b in zip(tables[0], other, strict=True):
             assert a.drop_columns(["episode_id"]).equals(b.drop_columns(["episode_id"]))
+
+
+def write_joint_states(path: Path, topic: str, seconds: float, missing_until_s: float) -> Path:
+    """A second bag of the recording: ``topic`` JointState at 500 Hz with every joint, the last
+    one NaN (not known yet) before ``missing_until_s``."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    kinds = store.types
+    with Rosbag2Writer(path, version=9) as bag:
+        connection = bag.add_connection(topic, "sensor_msgs/msg/JointState", typestore=store)
+        for i in range(round(seconds * 500)):
+            stamp_ns = START_NS + i * 2_000_000
+            position = joint_positions(stamp_ns / 1e9)
+            if i * 0.002 < missing_until_s:
+                position[-1] = np.nan
+            header = kinds["std_msgs/msg/Header"](
+                stamp=kinds["builtin_interfaces/msg/Time"](sec=stamp_ns // 10**9, nanosec=stamp_ns % 10**9),
+                frame_id="",
+            )
+            message = kinds["sensor_msgs/msg/JointState"](
+                header=header,
+                name=list(JOINTS),
+                position=position,
+                velocity=np.zeros(len(JOINTS)),
+                effort=np.zeros(len(JOINTS)),
+            )
+            bag.write(connection, stamp_ns, store.serialize_cdr(message, "sensor_msgs/msg/JointState"))
+    return path
+
+
+def test_joint_state_blocks_without_a_complete_vector_are_folded_in(tmp_path: Path) -> None:
+    """Blocks whose messages all lack a joint only update what is known; steps start once
+    every joint was seen."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.8, with_depth=False)
+    extra = write_joint_states(tmp_path / "js2", "/js2", 0.8, missing_until_s=0.4)
+    config = mapping_for(bag.path)
+    assert config.joint_states is not None
+    config = replace(config, joint_states=replace(config.joint_states, topic="/js2"))
+    result = convert_recording([bag.path, extra], tmp_path / "ds", config)
+    assert result.counts.used["/js2"] == 400
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    samples = episode.stream("joint_states", ["stamp_ns"])["stamp_ns"].to_pylist()
+    assert samples == [START_NS + i * 2_000_000 for i in range(200, 400)]  # the complete ones, all of them
+    first_step_ns = origin_ns(episode) + float(episode.array("timestamp")[0]) * 1e9
+    assert first_step_ns >= START_NS + 0.4e9 - 1e3

@@ -368,3 +368,18 @@ def test_latest_static_transform_wins() -> None:
     camera = buffer.frames()["camera"].pose
     assert camera is not None
     assert_pose(camera, moved, axis_quat("z", 0.1))
+
+
+def test_a_lookup_is_settled_once_every_moving_edge_reached_its_time() -> None:
+    times = sample_times(5)
+    buffer = robot_buffer(times)
+    past, beyond = times[-1] - 1, times[-1] + 1
+    never = -(2**62)  # no input time has passed anything
+    assert buffer.settled("world", "ee", past, never)
+    assert not buffer.settled("world", "ee", beyond, never)  # link1 has nothing at or after it yet
+    assert not buffer.settled("camera", "ee", beyond, never)  # either way round, across branches
+    assert buffer.settled("world", "camera", beyond, never)  # only static edges between them
+    assert buffer.settled("world", "ee", beyond, beyond)  # input time has passed it
+    assert buffer.settled("world", "nowhere", beyond, never)  # not connected: nothing to wait for
+    buffer.add(transform("base", "link1", beyond + 5, link1_pose(beyond + 5)))
+    assert buffer.settled("world", "ee", beyond, never)

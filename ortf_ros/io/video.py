@@ -147,9 +147,22 @@ class StagedVideoWriter:
                 f"got {image.dtype.name} {image.shape}"
             )
         frame = self._blank_frame()
-        # One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
-        # FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
-        # 40 us can take the caller milliseconds to get back from the encoder threads.
+        try:
+            self._copy_into(frame, image)
+            frame.pts = self.frames_written
+            frame.time_base = self._frame_time_base
+            self._queue.put(frame)
+        except BaseException:  # (an interrupt): the frame was not queued, so it is free again
+            if self._free is not None:
+                self._free.put(frame)
+            raise
+        self.frames_written += 1
+        return self.frames_written - 1
+
+    def _copy_into(self, frame: av.VideoFrame, image: np.ndarray) -> None:
+        """One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
+        FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
+        40 us can take the caller milliseconds to get back from the encoder threads."""
         plane = frame.planes[0]
         if plane.buffer_size == image.nbytes and image.flags.c_contiguous:
             plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
@@ -157,11 +170,6 @@ class StagedVideoWriter:
             pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
             strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
             np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
-        frame.pts = self.frames_written
-        frame.time_base = self._frame_time_base
-        self._queue.put(frame)
-        self.frames_written += 1
-        return self.frames_written - 1
 
     def _blank_frame(self) -> av.VideoFrame:
         """A frame to copy the next image into: an encoded one back for reuse, or a new one

@@ -45,7 +45,12 @@ from ortf_ros.writer import DatasetWriter
 # than this before the newest receive time seen (what lets a step be emitted).
 LATENCY_ALLOWANCE_NS = 200_000_000
 NS = 1_000_000_000
-NATIVE_BATCH_MAX = 256  # native-rate samples held for the writer, at most, per stream
+# A step waits for the TF after its time this much input time longer than for other
+# streams: TF often comes at a few Hz, and a pose interpolated between the transforms
+# around the step, rather than the last one held, should not depend on when steps are
+# looked for. A TF that stops is held after that.
+TF_WAIT_NS = 1_000_000_000
+NATIVE_BATCH_MAX = 256  # native-rate samples held for the writer per stream (plus up to a block)
 
 
 def stream_time(stamps: Stamps, source: TimeSource) -> int:
@@ -53,6 +58,16 @@ def stream_time(stamps: Stamps, source: TimeSource) -> int:
     if source == "header" and stamps.header_ns:
         return stamps.header_ns
     return stamps.receive_ns
+
+
+def _native_joint_rows(full: np.ndarray) -> np.ndarray:
+    """(N, 3, joints) vectors as native-rate rows: position, velocity, effort side by side,
+    a velocity or effort a joint never had stored as 0."""
+    rows = full.reshape(len(full), -1)
+    joints = full.shape[2]
+    if not np.isfinite(rows[:, joints:]).all():
+        rows = np.concatenate([rows[:, :joints], np.nan_to_num(rows[:, joints:])], axis=1)
+    return rows
 
 
 def block_times(block: SampleBlock, source: TimeSource) -> np.ndarray:
@@ -105,9 +120,9 @@ class _Step:
 class _JointMerger:
     """Full joint vectors from messages that may list any subset of joints in any order.
 
-    Python lists, not numpy: the vectors are short, and numpy's fancy indexing releases
-    the GIL, which an encoder thread may then keep the main thread waiting for (this runs
-    for every joint state).
+    ``merge`` takes one message and works on Python lists: the vectors are short, and a
+    numpy call per message costs more than the merge. ``merge_block`` takes a block of
+    them with a few numpy calls for the lot.
     """
 
     _PLACEMENTS_MAX = 64  # name lists remembered; a publisher uses one or two
@@ -183,7 +198,14 @@ class _NativeBatch:
         self.stamp_ns: list[int | None] = []
         self.receive_ns: list[int | None] = []
 
+    @property
+    def first_ns(self) -> int | None:
+        """The stream time of the first sample waiting, if any."""
+        return int(self.times[0][0]) if self.count else None
+
     def add(self, times_ns: np.ndarray, rows: np.ndarray, stamp_ns: list[int | None], receive_ns: list[int]) -> None:
+        if not len(rows):
+            return
         self.count += len(rows)
         self.times.append(times_ns)
         self.rows.append(rows)
@@ -250,7 +272,9 @@ class Assembler:
     # -- input ------------------------------------------------------------------
 
     def feed(self, sample: Sample | SampleBlock, topic: str) -> None:
-        """Take a sample, or a block of one topic's consecutive samples; steps wait for ``emit_ready``."""
+        """Take a sample, or a block of one topic's consecutive samples. Steps wait for
+        ``emit_ready``, which the caller must call regularly (``BlockFeed`` does, once per
+        block of messages): memory is freed only as steps are emitted."""
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
@@ -327,10 +351,7 @@ class Assembler:
             self.counts.out_of_order[self.config.joint_states.topic] += 1
             return False
         if self.config.joint_states.native:
-            row = full.reshape(-1)  # position, velocity, effort side by side
-            if not np.isfinite(full[1:]).all():  # a joint that never had a velocity or effort: stored as 0
-                row = np.concatenate([full[0], np.nan_to_num(full[1:]).reshape(-1)])
-            self._hold("joint_states", time_ns, row, sample.stamps)
+            self._hold("joint_states", time_ns, _native_joint_rows(full[np.newaxis])[0], sample.stamps)
         return True
 
     def _joint_state_block(self, block: SampleBlock) -> bool:
@@ -342,15 +363,13 @@ class Assembler:
         if not self.joint_stream.accepts(times):
             return False
         self.joints.settle(full)
+        if not complete.any():
+            return True  # folded in; no vector is complete yet
         full = full[complete]
         self.joint_stream.extend(times, full)
         if mapping.native:
-            rows = full.reshape(len(full), -1)  # position, velocity, effort side by side
-            joints = full.shape[2]
-            if not np.isfinite(rows[:, joints:]).all():  # a joint that never had a velocity or effort: stored as 0
-                rows = np.concatenate([rows[:, :joints], np.nan_to_num(rows[:, joints:])], axis=1)
             stamps = block.header_ns[complete].tolist(), block.receive_ns[complete].tolist()
-            self._queue_native("joint_states", times, rows, *stamps)
+            self._queue_native("joint_states", times, _native_joint_rows(full), *stamps)
         return True
 
     def _wrench_block(self, block: SampleBlock, topic: str) -> bool:
@@ -382,17 +401,28 @@ class Assembler:
     def _queue_native(
         self, stream: str, times_ns: np.ndarray, rows: np.ndarray, stamp_ns: list[int | None], receive_ns: list[int]
     ) -> None:
-        """Queue native-rate samples for the writer. The episode's first go at once: the
-        writer's clock starts at the first sample it gets, which must be the first that came."""
+        """Queue native-rate samples for the writer, sent once ``NATIVE_BATCH_MAX`` wait (a
+        block may add that many more) and before every step."""
         batch = self._native[stream]
         batch.add(times_ns, rows, stamp_ns, receive_ns)
-        if not self._clock_started or batch.count >= NATIVE_BATCH_MAX:
-            batch.send(self.writer)
-            self._clock_started = True
+        if batch.count >= NATIVE_BATCH_MAX:
+            if self._clock_started:
+                batch.send(self.writer)
+            else:
+                self._send_samples()
 
     def _send_samples(self) -> None:
-        for batch in self._native.values():
-            batch.send(self.writer)
+        """Every waiting native-rate sample to the writer. Until the episode's clock has
+        started, the streams go earliest first: the writer's clock starts at the first
+        sample it gets, which must be the earliest (samples of several streams arrive in
+        blocks of a topic each)."""
+        batches = list(self._native.values())
+        if not self._clock_started:
+            batches.sort(key=lambda batch: batch.first_ns if batch.first_ns is not None else math.inf)
+        for batch in batches:
+            if batch.count:
+                batch.send(self.writer)
+                self._clock_started = True
 
     def _action(self, sample: JointStateSample | VectorSample) -> bool:
         time_ns = stream_time(sample.stamps, self.config.action.time)
@@ -455,15 +485,16 @@ class Assembler:
             self._prune()
 
     def _ready(self, t_ns: int) -> bool:
-        """Whether every stream is ready for a step at t; runs for every message, so the
-        stream that was not ready last time is asked first."""
+        """Whether every stream, and the TF between base and end effector, is ready for a
+        step at t. The stream that was not ready last time is asked first."""
         if not self._blocking.ready(t_ns, self.watermark_ns):
             return False
         for sampler in self._sampler_list:
             if not sampler.ready(t_ns, self.watermark_ns):
                 self._blocking = sampler
                 return False
-        return True
+        ee_frames = self.layout.ee_frames
+        return ee_frames is None or self.tf.settled(*ee_frames, t_ns, self.watermark_ns - TF_WAIT_NS)
 
     def _emit(self, t_ns: int) -> None:
         sampled: dict[str, Sampled[Any]] = {}

@@ -226,8 +226,9 @@ class _Rosbag2File:
     def _mcap_index_times(self) -> dict[int, tuple[int, int]] | None:
         """Per-channel first/last log time from the MCAP message index records (no chunk is read).
 
-        A conversion opens a recording twice (for its mapping, then to convert it), and the
-        records are spread over the whole file: what they say is kept per file and version.
+        ``ortf-bag2ortf`` opens a recording twice in one process (for its mapping, then to
+        convert it; with ``--jobs``, the conversion is another process), and the records
+        are spread over the whole file: what they say is kept per file and version.
         """
         chunks = getattr(self.reader.storage, "chunks", None)
         if not chunks or any(not getattr(chunk, "message_index_offsets", None) for chunk in chunks):

@@ -320,6 +320,24 @@ class TfBuffer:
         pose = target_in_ancestor.inverse().compose(source_in_ancestor)
         return TfLookup(pose, max(source_gap, target_gap))
 
+    def settled(self, target: str, source: str, time_ns: int, watermark_ns: int) -> bool:
+        """Whether ``lookup(target, source, time_ns)`` can no longer change as transforms
+        arrive: every moving edge between the frames has a transform at or after
+        ``time_ns``, or input time has passed it (``watermark_ns``, as for the streams a
+        step samples). Frames not connected yet are settled: the step goes without a pose."""
+        if watermark_ns >= time_ns or target == source:
+            return True
+        source_chain, target_chain = self._chain(source), self._chain(target)
+        ancestor = next((frame for frame in source_chain if frame in target_chain), None)
+        if ancestor is None:
+            return True
+        for chain in (source_chain, target_chain):
+            for frame in chain[: chain.index(ancestor)]:
+                edge = self._edges[frame]
+                if not edge.static and edge.times[-1] < time_ns:
+                    return False
+        return True
+
     def frames(self) -> dict[str, TfFrame]:
         """Every child frame with its parent, sorted by name; static ones with their fixed pose."""
         return {
