@@ -43,7 +43,7 @@ from ortf_ros.pipeline.samples import (
     SampleBlock,
     Stamps,
     TransformSample,
-    WrenchSample,
+    block_sample,
 )
 
 _NS = 1_000_000_000
@@ -127,14 +127,14 @@ def _joint_state_maker(samples: list[Sample]) -> _Make:
     names = learned.names
 
     def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample]:
-        return [JointStateSample(raw.topic, stamps[0], names, runs[0], runs[1], runs[2])]
+        return [block_sample("joint_state", raw.topic, stamps[0], names, runs)]
 
     return make
 
 
 def _wrench_maker(samples: list[Sample]) -> _Make:
     def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample]:
-        return [WrenchSample(raw.topic, stamps[0], runs[0][:3], runs[0][3:])]
+        return [block_sample("wrench", raw.topic, stamps[0], (), runs)]
 
     return make
 

@@ -120,12 +120,18 @@ class SampleBlock:
         for part in self.parts:
             for i, row in enumerate(part.rows.tolist()):
                 stamps = Stamps(receive[row], header[row], part.frame_id)
-                runs = [run[i] for run in part.runs]
-                if self.kind == "wrench":
-                    ordered[row] = WrenchSample(self.topic, stamps, runs[0][:3], runs[0][3:])
-                else:
-                    ordered[row] = JointStateSample(self.topic, stamps, part.names, runs[0], runs[1], runs[2])
+                ordered[row] = block_sample(self.kind, self.topic, stamps, part.names, [run[i] for run in part.runs])
         return [ordered[row] for row in range(len(self))]
+
+
+def block_sample(
+    kind: BlockKind, topic: str, stamps: Stamps, names: tuple[str, ...], runs: list[np.ndarray]
+) -> JointStateSample | WrenchSample:
+    """One message of a kind that has blocks, from its float64 runs: what the fast path
+    makes of a message read alone and what ``SampleBlock.samples`` makes of a block's rows."""
+    if kind == "wrench":
+        return WrenchSample(topic, stamps, runs[0][:3], runs[0][3:])
+    return JointStateSample(topic, stamps, names, runs[0], runs[1], runs[2])
 
 
 @dataclass(frozen=True)
