@@ -35,6 +35,7 @@ Nothing here asserts on timings; the figures depend on the machine.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import hashlib
 import importlib
@@ -672,8 +673,15 @@ class ForeignLoad:
 
     @staticmethod
     def _own() -> float:
-        t = psutil.Process().cpu_times()
-        return float(t.user + t.system + t.children_user + t.children_system)
+        """This process's CPU, its reaped children's, and that of its descendants still alive (encoder processes)."""
+        this = psutil.Process()
+        t = this.cpu_times()
+        alive = 0.0
+        for child in this.children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                c = child.cpu_times()
+                alive += c.user + c.system
+        return float(t.user + t.system + t.children_user + t.children_system + alive)
 
     def line(self) -> str:
         wall = time.perf_counter() - self.start

@@ -362,7 +362,7 @@ PENDING_SAMPLES_MAX = 1024
 and at the latest every this many samples (what a crash can lose of a stream that no step
 has used yet)."""
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
-# (np.arange would give up the GIL for every batch, and the encoder threads take a while to return it.)
+# Row numbers of a batch, made once.
 _ROW_NUMBERS = np.arange(PENDING_SAMPLES_MAX, dtype=np.int64)
 
 

@@ -9,7 +9,8 @@ Usage::
         writer.end_episode(success=True)
 
 Steps and frames go to the staging area as they arrive (see ``ortf_ros.staging``):
-frames through a bounded queue to each camera's encoder thread, steps and native-rate
+frames through a bounded ring of shared memory to each camera's encoder process
+(``ortf_ros.io.encoder_process``), steps and native-rate
 samples in small batches. Nothing of an episode is held in memory beyond those bounds
 (``WriterConfig``), so memory does not grow with episode length. ``end_episode``
 commits through ``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
@@ -43,11 +44,11 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
+from ortf_ros.io.encoder_process import StagedVideoWriter
 from ortf_ros.io.segment import VideoSegment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
     RGB_ENCODING,
-    StagedVideoWriter,
     VideoSettings,
     frame_kind,
     probe,
@@ -79,8 +80,9 @@ class WriterConfig:
     video: VideoSettings = field(default_factory=VideoSettings)
     # Rows per Parquet row group when an episode is committed: bounds commit memory.
     row_group_steps: int = 65536
-    # Frames per camera waiting for its encoder thread: bounds memory (a 640x480 colour
-    # frame is 0.9 MB) and what a killed process loses beyond the encoder's own delay.
+    # Frames per camera waiting for its encoder process: bounds memory (a 640x480 colour
+    # frame is 0.9 MB). A killed writer loses none of them: its encoder process encodes
+    # what it was handed before it exits.
     encoder_queue_frames: int = 8
     # Steps appended to the staging log together: one write instead of one per step
     # (and per native stream). What a killed process can lose of its last steps.
@@ -193,7 +195,7 @@ class _Recording:
 
     def close_files(self) -> None:
         """Append what waits and close every file, each one even after another failed (every
-        encoder thread is joined, whatever failed); the first failure is raised."""
+        encoder process is waited for, whatever failed); the first failure is raised."""
         failures: list[WriterError] = []
 
         def attempt(close: Callable[[], None]) -> None:

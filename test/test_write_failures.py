@@ -4,15 +4,15 @@ episode still discardable or recoverable."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
+import resource
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import numpy as np
+import psutil
 import pytest
 from fsize_child import BEFORE, FAILING, HZ, STREAM, expected_force
 from test_native_streams import manifest as stream_manifest
@@ -87,20 +87,17 @@ def test_samples_whose_batch_cannot_be_written_are_not_kept(tmp_path: Path) -> N
     np.testing.assert_array_equal(force, expected_force(0, total).astype(np.float32))
 
 
-def fail_writes_to(path: Path) -> None:
-    """Every later write to ``path`` through the descriptors this process has open on it
-    fails with ENOSPC, as on a full disk: they now refer to /dev/full."""
-    full = os.open("/dev/full", os.O_WRONLY)
-    redirected = 0
-    try:
-        for fd in os.listdir("/proc/self/fd"):
-            with contextlib.suppress(OSError):  # the listing's own descriptor is gone
-                if os.readlink(f"/proc/self/fd/{fd}") == str(path.resolve()):
-                    os.dup2(full, int(fd))
-                    redirected += 1
-    finally:
-        os.close(full)
-    assert redirected == 1
+def cap_encoder_file(path: Path) -> int:
+    """The encoder process writing ``path`` may not grow it any more, as on a full quota:
+    its next write fails with EFBIG. Returns the process's pid."""
+    [encoder] = [
+        child
+        for child in psutil.Process().children()
+        if any(Path(f.path) == path.resolve() for f in child.open_files())
+    ]
+    _, hard = resource.prlimit(encoder.pid, resource.RLIMIT_FSIZE)
+    resource.prlimit(encoder.pid, resource.RLIMIT_FSIZE, (path.stat().st_size, hard))
+    return int(encoder.pid)
 
 
 def add_steps(writer: DatasetWriter, steps: range) -> None:
@@ -121,19 +118,19 @@ def test_after_an_encoder_failure_every_call_raises_it(tmp_path: Path, finish: s
     root = tmp_path / "ds"
     write_demo_dataset(root, episodes=1, steps=5, width=WIDTH, height=HEIGHT)
     before = committed_files(root)
-    failure = r"camera 'cam_wrist': encoding into .*cam_wrist\.mp4 failed: .*No space left on device"
+    failure = r"camera 'cam_wrist': encoding into .*cam_wrist\.mp4 failed: .*File too large"
     recorded = 40
     with DatasetWriter(root) as writer:
         writer.begin_episode("pick")
         add_steps(writer, range(recorded))
-        fail_writes_to(root / layout.STAGING_DIR / layout.episode_file_stem(1) / "videos" / "cam_wrist.mp4")
+        encoder = cap_encoder_file(root / layout.STAGING_DIR / layout.episode_file_stem(1) / "videos" / "cam_wrist.mp4")
         with pytest.raises(WriterError, match=failure):  # by a later add_step, once the encoder met it
             add_steps(writer, range(recorded, recorded + 200))
         with pytest.raises(WriterError, match=failure):
             add_step(writer, recorded + 200)
         with pytest.raises(WriterError, match=failure):
             writer.end_episode(success=True)
-        assert not [t for t in threading.enumerate() if t.name.startswith("encoder ")]
+        assert not psutil.pid_exists(encoder)  # the failed encoder process is not kept for reuse
         if finish == "discard_episode":
             writer.discard_episode()
         else:

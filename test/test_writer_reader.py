@@ -396,7 +396,7 @@ def test_an_encoder_thread_failure_reaches_the_caller_naming_the_camera(
         writer.begin_episode("pick")
         video = root / layout.STAGING_DIR / layout.episode_file_stem(3) / "videos" / "cam_wrist.mp4"
         video.parent.mkdir(parents=True)
-        video.symlink_to("/dev/full")  # every write of cam_wrist's encoder thread fails: ENOSPC
+        video.symlink_to("/dev/full")  # every write of cam_wrist's encoder process fails: ENOSPC
         with pytest.raises(WriterError, match=r"camera 'cam_wrist': encoding into .* No space left on device"):
             _record(writer, steps=200)  # raised by a later add_step, or at the latest by end_episode
         writer.discard_episode()

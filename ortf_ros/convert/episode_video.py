@@ -16,7 +16,8 @@ import numpy as np
 
 from ortf_ros.format import layout
 from ortf_ros.io import video
-from ortf_ros.io.video import StagedVideoWriter, VideoSettings
+from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.video import VideoSettings
 from ortf_ros.reader import Episode
 
 REUSABLE_CODEC = "h264"

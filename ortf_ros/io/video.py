@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import queue
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,7 +26,7 @@ import numpy as np
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ReaderError, WriterError, describe
+from ortf_ros.errors import ReaderError, WriterError
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
 
@@ -69,155 +67,83 @@ def storage_format(kind: FrameKind, settings: VideoSettings) -> tuple[str, str]:
     return (LOSSLESS_DEPTH_ENCODING, _kind_format(kind)[1]) if kind == "depth" else (RGB_ENCODING, settings.pix_fmt)
 
 
-class StagedVideoWriter:
-    """Encodes frames into a fragmented MP4 on a thread of its own.
+class StagingEncoder:
+    """Encodes one camera's frames into a fragmented MP4, in the process that calls it
+    (``encoder_process`` runs one per camera beside the writer).
 
-    PyAV releases the GIL while it converts RGB to YUV and encodes, so each camera's
-    encoder runs beside the caller and beside the other cameras' encoders: a converter
-    uses every core, as a live recorder must. ``write`` copies the frame (the caller may
-    reuse its array) and queues it; at most ``queue_frames`` frames wait, so memory is
-    that many frames plus one GOP inside the encoder, and a killed process loses what
-    was queued as well as what the encoder held. A failure of the encoder is raised as a
-    ``WriterError`` naming the camera by every ``write`` and ``close`` after it, so an
-    episode missing frames is never taken for a complete one; what reached the file
-    stays there.
-
-    Colour frames are reused once encoded: a fresh 1 MB buffer per frame costs more in
-    page faults than the copy into it. That is safe because the encoder is handed a
-    converted copy (RGB to YUV) and is done with the frame when ``encode`` returns. A
-    depth frame is handed over as it is, and FFmpeg may keep it, so it is never reused.
+    A colour frame is read in place: the encoder is handed a converted copy (RGB to YUV)
+    and is done with the frame when ``encode`` returns, so the caller may overwrite it
+    then. A frame stored as it is (depth) is copied first, because FFmpeg may keep it.
     """
 
-    def __init__(
-        self,
-        path: Path,
-        width: int,
-        height: int,
-        fps: float,
-        kind: FrameKind,
-        settings: VideoSettings,
-        *,
-        camera: str,
-        queue_frames: int = 8,
-    ) -> None:
-        self.path = path
-        self.camera = camera
-        self.kind = kind
-        self.shape: tuple[int, ...] = (height, width) if kind == "depth" else (height, width, 3)
-        self.frames_written = 0
+    def __init__(self, path: Path, width: int, height: int, fps: int, kind: FrameKind, settings: VideoSettings) -> None:
+        self.frames = 0
         self._array_format = _kind_format(kind)[0]
-        self._dtype = np.dtype(np.uint16 if kind == "depth" else np.uint8)
+        if kind == "depth":
+            codec, options, pix_fmt = LOSSLESS_DEPTH_ENCODING, {}, "gray16le"
+        else:
+            codec, options, pix_fmt = (
+                settings.codec,
+                {"crf": str(settings.crf), "preset": settings.preset},
+                settings.pix_fmt,
+            )
+        self._in_place = pix_fmt != self._array_format
         path.parent.mkdir(parents=True, exist_ok=True)
         self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
-        rate = _as_rate(fps)
-        if kind == "depth":
-            codec, options = "ffv1", {}
-        else:
-            codec, options = settings.codec, {"crf": str(settings.crf), "preset": settings.preset}
-        stream = self._container.add_stream(codec, rate=rate, options=options)
-        assert isinstance(stream, VideoStream)
-        if kind == "depth":
-            stream.pix_fmt = "gray16le"
-        else:
-            stream.pix_fmt = settings.pix_fmt
-            stream.gop_size = settings.gop
-        stream.width = width
-        stream.height = height
+        try:
+            stream = self._container.add_stream(codec, rate=fps, options=options)
+            assert isinstance(stream, VideoStream)
+            stream.pix_fmt = pix_fmt
+            if kind != "depth":
+                stream.gop_size = settings.gop
+            stream.width = width
+            stream.height = height
+        except BaseException:
+            self._container.close()
+            raise
         # The muxer replaces the stream's time base with its own once the header is
         # written, so frames keep this one.
-        self._frame_time_base = Fraction(1, rate)
+        self._frame_time_base = Fraction(1, fps)
         stream.time_base = self._frame_time_base
         self._stream: VideoStream = stream
-        self._queue: queue.Queue[av.VideoFrame | None] = queue.Queue(maxsize=queue_frames)
-        # Encoded frames back for reuse (colour only): at most queue_frames + 1 exist, one being encoded.
-        converted = kind == "rgb" and settings.pix_fmt != self._array_format
-        self._free: queue.SimpleQueue[av.VideoFrame] | None = queue.SimpleQueue() if converted else None
-        self._frames_made = 0
-        self._frames_max = queue_frames + 1
-        self._failure: BaseException | None = None
-        self._encoder = threading.Thread(target=self._encode_queued, name=f"encoder {camera}", daemon=True)
-        self._encoder.start()
 
-    def write(self, image: np.ndarray) -> int:
-        """Queue one frame for encoding; returns its frame index."""
-        self._raise_failure()
-        if image.shape != self.shape or image.dtype != self._dtype:
-            raise WriterError(
-                f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
-                f"got {image.dtype.name} {image.shape}"
-            )
-        frame = self._blank_frame()
-        try:
-            self._copy_into(frame, image)
-            frame.pts = self.frames_written
-            frame.time_base = self._frame_time_base
-            self._queue.put(frame)
-        except BaseException:  # (an interrupt): the frame was not queued, so it is free again
-            if self._free is not None:
-                self._free.put(frame)
-            raise
-        self.frames_written += 1
-        return self.frames_written - 1
-
-    def _copy_into(self, frame: av.VideoFrame, image: np.ndarray) -> None:
-        """One copy into the frame's buffer (from_ndarray makes two). A plain memcpy where
-        FFmpeg's rows have no padding: it keeps the GIL, which a copy that gives it up for
-        40 us can take the caller milliseconds to get back from the encoder threads."""
-        plane = frame.planes[0]
-        if plane.buffer_size == image.nbytes and image.flags.c_contiguous:
-            plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
+    def encode(self, image: np.ndarray) -> None:
+        """Encode and mux one frame; ``image`` (H x W [x 3], C-contiguous) is not read after the call."""
+        if self._in_place:
+            frame = av.VideoFrame.from_numpy_buffer(image, format=self._array_format)
         else:
-            pixel = self._dtype.itemsize * (self.shape[2] if len(self.shape) == 3 else 1)
-            strides = (plane.line_size, pixel, self._dtype.itemsize)[: len(self.shape)]
-            np.ndarray(self.shape, self._dtype, buffer=memoryview(plane), strides=strides)[...] = image
-
-    def _blank_frame(self) -> av.VideoFrame:
-        """A frame to copy the next image into: an encoded one back for reuse, or a new one
-        while fewer than the most that can be in flight exist."""
-        if self._free is not None:
-            try:
-                return self._free.get_nowait()
-            except queue.Empty:
-                if self._frames_made >= self._frames_max:
-                    return self._free.get()
-                self._frames_made += 1
-        return av.VideoFrame(self.shape[1], self.shape[0], self._array_format)
+            frame = av.VideoFrame(image.shape[1], image.shape[0], self._array_format)
+            _copy_into(frame, image)
+        frame.pts = self.frames
+        frame.time_base = self._frame_time_base
+        self._container.mux(self._stream.encode(frame))
+        self.frames += 1
 
     def close(self) -> None:
-        """Encode what is queued, flush the encoder and close the file (waits for the thread)."""
-        if self._encoder.is_alive():
-            self._queue.put(None)
-            self._encoder.join()
-        self._raise_failure()
+        """Flush the frames the encoder holds and close the file."""
+        try:
+            self._container.mux(self._stream.encode(None))
+        finally:
+            self._container.close()
 
-    def _encode_queued(self) -> None:
-        """The encoder thread: frames until None, then the encoder's last packets; after a
-        failure it keeps taking frames (and drops them), so ``write`` never blocks on it."""
-        while True:
-            frame = self._queue.get()
-            if self._failure is None:
-                try:
-                    self._container.mux(self._stream.encode(frame))
-                    if frame is None:
-                        self._container.close()
-                except BaseException as exc:  # raised in the caller's thread by write or close
-                    self._failure = exc
-                    with contextlib.suppress(Exception):
-                        self._container.close()
-            if frame is None:
-                return
-            if self._free is not None:
-                self._free.put(frame)
-
-    def _raise_failure(self) -> None:
-        if self._failure is None:
-            return
-        raise WriterError(
-            f"camera {self.camera!r}: encoding into {self.path} failed: {describe(self._failure)}"
-        ) from self._failure
+    def abandon(self) -> None:
+        """Close the file after a failure, keeping what reached it."""
+        with contextlib.suppress(Exception):
+            self._container.close()
 
 
-def _as_rate(fps: float) -> int:
+def _copy_into(frame: av.VideoFrame, image: np.ndarray) -> None:
+    """One copy into the frame's buffer (from_ndarray makes two), minding FFmpeg's row padding."""
+    plane = frame.planes[0]
+    if plane.buffer_size == image.nbytes:
+        plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
+    else:
+        strides = (plane.line_size, *image.strides[1:])
+        np.ndarray(image.shape, image.dtype, buffer=memoryview(plane), strides=strides)[...] = image
+
+
+def as_frame_rate(fps: float) -> int:
+    """Videos are stored at a constant integer rate (pts = frame index)."""
     rate = round(fps)
     if rate < 1 or not math.isclose(rate, fps, abs_tol=1e-6):
         raise WriterError(f"video frame rate must be a positive integer, got {fps}")

@@ -298,7 +298,7 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
         translation = _vec3(transform.transform.translation)
         q = transform.transform.rotation
         xyzw = np.array([q.x, q.y, q.z, q.w], dtype=np.float64)
-        # math, not np.linalg.norm: BLAS releases the GIL, and an encoder thread may keep it a while.
+        # math, not np.linalg.norm: for four floats numpy's call costs more than the sum.
         x, y, z, w = xyzw.tolist()
         norm = math.sqrt(x * x + y * y + z * z + w * w)
         problem = None

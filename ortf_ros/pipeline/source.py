@@ -49,6 +49,7 @@ from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.mcap_chunks import chunk_messages
 from ortf_ros.pipeline.samples import RawMessage, Serialization
 
 DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
@@ -269,11 +270,18 @@ class _Rosbag2File:
 
     def _messages(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
         always, detect = self.compression == "message", self.compression == "detect"
-        for conn, stamp, data in self.reader.messages(connections=connections):
+        for stamp, key, data in self._stored(connections, wanted):
             # CDR starts with a zero byte, a zstd frame never does: bare files need no metadata.
             if always or (detect and data[:4] == _ZSTD_MAGIC):
                 data = zstd.decompress(data)
-            yield stamp, wanted[conn.id], data
+            yield stamp, key, data
+
+    def _stored(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
+        """The messages as the file stores them: an indexed MCAP file's read by ``chunk_messages``."""
+        chunks = getattr(self.reader.storage, "chunks", None) if self.kind == "mcap" else None
+        if chunks:
+            return chunk_messages(self.path, chunks, wanted)
+        return ((stamp, wanted[conn.id], data) for conn, stamp, data in self.reader.messages(connections=connections))
 
     def close(self) -> None:
         self.reader.close()

@@ -1,0 +1,355 @@
+"""Each camera's video is encoded in a process of its own, fed through shared memory.
+
+Why processes: PyAV releases the GIL while x264 converts and encodes, but an encoder
+thread still needs it several times a frame (queue, encode call, mux), and while the
+converter's Python pipeline holds it the thread waits up to a switch interval each
+time. On two cores, encoder threads beside a busy pipeline sat idle for a quarter of a
+conversion; in processes of their own the same work ran about 25 % faster
+(``bench/bench_bag2ortf.py``).
+
+How a frame travels: ``StagedVideoWriter.write`` copies the image into a free slot of a
+ring (a memfd both processes map) and sends the slot's number over a SOCK_SEQPACKET
+socket; the encoder process encodes from the slot and sends the number back. There are
+``queue_frames`` + 1 slots, so memory is bounded as with a queue, and the writer waits
+only when every slot is taken.
+
+Crash safety: when the writer's process dies, its end of the socket closes; the encoder
+process then encodes the frames it was already sent, flushes the encoder and closes the
+fragmented MP4, so a kill loses only what had not been handed over. The encoder process
+ignores SIGINT and SIGTERM, which a terminal's Ctrl-C or a service manager's stop send to
+every process of the group: what they mean for the episode is the writer's decision, and
+the encoder process lives exactly as long as the writer's end of the socket.
+
+Reuse: starting an encoder process (Python and PyAV) takes about 0.15 s, too long to pay
+at every episode of a live recorder, so a process whose video closed cleanly waits for
+the next video of that frame size (at most ``IDLE_PROCESSES`` wait; each exits when the
+writer's process does).
+
+Run as ``python -m ortf_ros.io.encoder_process CONTROL_FD RING_FD RING_BYTES`` by
+``StagedVideoWriter`` only.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import mmap
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+import ortf_ros
+from ortf_ros.errors import WriterError, describe
+from ortf_ros.io.video import FrameKind, StagingEncoder, VideoSettings, as_frame_rate
+
+# Writer to encoder process: open a video (JSON body), encode a slot, close the video.
+OPEN, FRAME, CLOSE = b"O", b"F", b"C"
+# Encoder process to writer: a slot is free again, the video failed (text), it is closed.
+FREE, FAILED, CLOSED = b"R", b"E", b"D"
+MESSAGE_BYTES = 4096
+IDLE_PROCESSES = 4
+
+
+def _slot_message(kind: bytes, slot: int) -> bytes:
+    return kind + slot.to_bytes(4, "little")
+
+
+def _frame_layout(width: int, height: int, kind: FrameKind) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
+    """(shape, dtype) of a frame as the writer takes it and a ring slot holds it."""
+    if kind == "depth":
+        return (height, width), np.dtype(np.uint16)
+    return (height, width, 3), np.dtype(np.uint8)
+
+
+class _EncoderProcess:
+    """One encoder process, its frame ring and the writer's end of its socket."""
+
+    def __init__(self, slot_bytes: int, slots: int) -> None:
+        self.slot_bytes = slot_bytes
+        self.slots = slots
+        size = slot_bytes * slots
+        ring_fd = os.memfd_create("ortf-frames")
+        try:
+            os.ftruncate(ring_fd, size)
+            self.ring = mmap.mmap(ring_fd, size)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+            with theirs:
+                command = [sys.executable, "-m", __name__, str(theirs.fileno()), str(ring_fd), str(size)]
+                self.process = subprocess.Popen(
+                    command, pass_fds=(theirs.fileno(), ring_fd), stdin=subprocess.DEVNULL, env=_child_environment()
+                )
+        finally:
+            os.close(ring_fd)
+        self.control = ours
+
+    def send(self, message: bytes) -> bool:
+        """False when the process is gone."""
+        try:
+            self.control.send(message)
+        except OSError:  # EPIPE, ECONNRESET: it exited
+            return False
+        return True
+
+    def receive(self, wait: bool) -> bytes | None:
+        """The next message; b"" once the process is gone; None when nothing waits and ``wait`` is false."""
+        try:
+            return self.control.recv(MESSAGE_BYTES, 0 if wait else socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return None
+        except OSError:
+            return b""
+
+    def exit_status(self) -> str:
+        """How the process ended, for an error message (it has closed its socket)."""
+        try:
+            code = self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            return "the encoder process stopped answering"
+        if code < 0:
+            return f"the encoder process was killed by {signal.Signals(-code).name}"
+        return f"the encoder process exited with code {code}"
+
+    def stop(self) -> None:
+        """End the process: closing the socket ends its loop, after what it was sent."""
+        self.control.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def _child_environment() -> dict[str, str]:
+    """This environment, with ortf_ros importable from where this process imports it."""
+    package_root = str(Path(ortf_ros.__file__).resolve().parent.parent)
+    paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+
+
+_idle: list[_EncoderProcess] = []
+_idle_lock = threading.Lock()
+
+
+def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
+    """A waiting process with a ring of this size, or a new one."""
+    with _idle_lock:
+        for process in _idle:
+            if (process.slot_bytes, process.slots) == (slot_bytes, slots) and process.process.poll() is None:
+                _idle.remove(process)
+                return process
+    return _EncoderProcess(slot_bytes, slots)
+
+
+def _keep_process(process: _EncoderProcess) -> None:
+    with _idle_lock:
+        _idle.append(process)
+        surplus = _idle[:-IDLE_PROCESSES]
+        del _idle[:-IDLE_PROCESSES]
+    for old in surplus:
+        old.stop()
+
+
+@atexit.register
+def _stop_idle_processes() -> None:
+    with _idle_lock:
+        waiting = list(_idle)
+        _idle.clear()
+    for process in waiting:
+        process.stop()
+
+
+class StagedVideoWriter:
+    """Encodes one camera's frames into a fragmented MP4, in an encoder process.
+
+    ``write`` copies the frame into the ring (the caller may reuse its array) and returns
+    at once unless all ``queue_frames`` + 1 slots wait for the encoder: memory is that
+    many frames plus one GOP inside the encoder. A failure of the encoder (its error, or
+    the process's death) is raised as a ``WriterError`` naming the camera by every
+    ``write`` and ``close`` after it, so an episode missing frames is never taken for a
+    complete one; what reached the file stays there.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        width: int,
+        height: int,
+        fps: float,
+        kind: FrameKind,
+        settings: VideoSettings,
+        *,
+        camera: str,
+        queue_frames: int = 8,
+    ) -> None:
+        self.path = path
+        self.camera = camera
+        self.kind = kind
+        self.shape, self._dtype = _frame_layout(width, height, kind)
+        self.frames_written = 0
+        job = {
+            "path": str(path),
+            "width": width,
+            "height": height,
+            "fps": as_frame_rate(fps),
+            "kind": kind,
+            "settings": asdict(settings),
+        }
+        slots = queue_frames + 1
+        self._process = _take_process(int(np.prod(self.shape)) * self._dtype.itemsize, slots)
+        self._ring: np.ndarray = np.frombuffer(self._process.ring, self._dtype).reshape(slots, *self.shape)
+        self._free = list(range(slots))
+        self._failure: str | None = None
+        self._alive = True  # the process has not closed its socket
+        self._closed = False  # the process confirmed the close
+        self._finished = False
+        if not self._process.send(OPEN + json.dumps(job).encode()):
+            self._lost()
+
+    def write(self, image: np.ndarray) -> int:
+        """Hand one frame to the encoder; returns its frame index."""
+        if self._finished:
+            raise WriterError(f"camera {self.camera!r}: {self.path} is closed; it takes no more frames")
+        self._receive(wait=False)
+        self._raise_failure()
+        if image.shape != self.shape or image.dtype != self._dtype:
+            raise WriterError(
+                f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
+                f"got {image.dtype.name} {image.shape}"
+            )
+        while not self._free:
+            self._receive(wait=True)
+            self._raise_failure()
+        slot = self._free.pop()
+        self._ring[slot] = image
+        if not self._process.send(_slot_message(FRAME, slot)):
+            self._lost()
+            self._raise_failure()
+        self.frames_written += 1
+        return self.frames_written - 1
+
+    def close(self) -> None:
+        """Encode what was written, flush the encoder and close the file (waits for it)."""
+        if not self._finished:
+            self._finished = True
+            try:
+                if self._alive and self._process.send(CLOSE):
+                    while self._alive and not self._closed:
+                        self._receive(wait=True)
+            finally:
+                del self._ring  # the process may be reused: this writer no longer writes into its ring
+                if self._closed and self._failure is None:
+                    _keep_process(self._process)
+                else:
+                    self._process.stop()
+        self._raise_failure()
+
+    def _receive(self, wait: bool) -> None:
+        """Take in what the process has sent: the first message waited for when ``wait``."""
+        while self._alive:
+            message = self._process.receive(wait)
+            wait = False
+            if message is None:
+                return
+            kind, body = message[:1], message[1:]
+            if kind == FREE:
+                self._free.append(int.from_bytes(body, "little"))
+            elif kind == FAILED:
+                self._fail(body.decode(errors="replace"))
+            elif kind == CLOSED:
+                self._closed = True
+                return
+            else:  # b"": the socket closed
+                self._lost()
+
+    def _lost(self) -> None:
+        self._alive = False
+        self._fail(self._process.exit_status())
+
+    def _fail(self, reason: str) -> None:
+        if self._failure is None:
+            self._failure = f"camera {self.camera!r}: encoding into {self.path} failed: {reason}"
+
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            raise WriterError(self._failure)
+
+
+# -- the encoder process ---------------------------------------------------------------
+
+
+def _serve(control: socket.socket, ring: mmap.mmap) -> None:
+    """Encode videos one after another until the writer's end of the socket closes."""
+    encoder: StagingEncoder | None = None
+    frames = np.empty(0)
+    while message := control.recv(MESSAGE_BYTES):
+        kind, body = message[:1], message[1:]
+        if kind == OPEN:
+            job = json.loads(body)
+            shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
+            frames = np.frombuffer(ring, dtype).reshape(-1, *shape)
+            try:
+                encoder = StagingEncoder(
+                    Path(job["path"]),
+                    job["width"],
+                    job["height"],
+                    job["fps"],
+                    job["kind"],
+                    VideoSettings(**job["settings"]),
+                )
+            except Exception as exc:
+                encoder = None
+                _report(control, exc)
+        elif kind == FRAME:
+            if encoder is not None:
+                try:
+                    encoder.encode(frames[int.from_bytes(body, "little")])
+                except Exception as exc:
+                    encoder.abandon()
+                    encoder = None
+                    _report(control, exc)
+            _reply(control, FREE + body)
+        elif kind == CLOSE:
+            if encoder is not None:
+                try:
+                    encoder.close()
+                except Exception as exc:
+                    _report(control, exc)
+                encoder = None
+            _reply(control, CLOSED)
+    if encoder is not None:  # the writer is gone: keep every frame it handed over
+        with contextlib.suppress(Exception):
+            encoder.close()
+
+
+def _report(control: socket.socket, failure: Exception) -> None:
+    _reply(control, FAILED + describe(failure).encode()[: MESSAGE_BYTES - 1])
+
+
+def _reply(control: socket.socket, message: bytes) -> None:
+    """Send to the writer; if it is gone, the loop ends at the socket's end all the same."""
+    with contextlib.suppress(OSError):
+        control.send(message)
+
+
+def main(argv: list[str] | None = None) -> None:
+    control_fd, ring_fd, ring_bytes = (int(arg) for arg in (argv if argv is not None else sys.argv[1:]))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # A file size limit then fails the write (EFBIG), which is reported, instead of killing the process.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    ring = mmap.mmap(ring_fd, ring_bytes)
+    os.close(ring_fd)
+    with socket.socket(fileno=control_fd) as control:
+        _serve(control, ring)
+
+
+if __name__ == "__main__":
+    main()
