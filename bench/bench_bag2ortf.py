@@ -58,7 +58,7 @@ from typing import Any
 import av
 import numpy as np
 import psutil
-from measure import MB, Row, bare_video_stream, peak_rss_of_this_process, print_table, run_measured_child
+from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
@@ -448,7 +448,7 @@ def child_convert(bag: Path, root: Path) -> None:
     end_episode = DatasetWriter.end_episode
 
     def recording_end_episode(self: DatasetWriter, *args: Any, **kwargs: Any) -> Any:
-        streaming_hwm.append(peak_rss_of_this_process())
+        streaming_hwm.append(peak_rss_with_encoders())
         return end_episode(self, *args, **kwargs)
 
     DatasetWriter.end_episode = recording_end_episode  # type: ignore[method-assign]
@@ -460,7 +460,7 @@ def child_convert(bag: Path, root: Path) -> None:
         "wall": wall,
         "baseline_rss": baseline,
         "streaming_hwm": streaming_hwm[0] if streaming_hwm else 0,
-        "hwm": peak_rss_of_this_process(),
+        "hwm": peak_rss_with_encoders(),
         "steps": sum(e.length for e in result.episodes),
         "recording_seconds": result.recording_seconds,
         "bytes": sum(p.stat().st_size for p in root.rglob("*") if p.is_file()),
@@ -512,7 +512,7 @@ def rss_rows(results: list[RssResult]) -> list[Row]:
         rows += [
             Row(
                 section,
-                "peak RSS (child VmHWM)",
+                "peak RSS (VmHWM, child + encoders)",
                 f"{r.hwm_mb:8.1f} MB",
                 f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; sampled 50 ms: {r.sampled_peak_mb:.1f} MB; "
                 f"after imports {r.baseline_mb:.1f} MB, before end_episode {r.streaming_hwm_mb:.1f} MB",

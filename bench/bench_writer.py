@@ -35,7 +35,7 @@ import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
-from measure import MB, Row, bare_video_stream, peak_rss_of_this_process, print_table, run_measured_child
+from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
@@ -267,7 +267,7 @@ def child_episode(root: Path, steps: int) -> None:
             images = {key: cam.frame(i) for key, cam in cameras.items()}
             writer.add_step(T0 + i / FPS, states[k], actions[k], images)
         recorded = time.perf_counter()
-        recording_hwm = peak_rss_of_this_process()
+        recording_hwm = peak_rss_with_encoders()
         writer.end_episode(success=True)
         end = time.perf_counter()
     summary = {
@@ -275,7 +275,7 @@ def child_episode(root: Path, steps: int) -> None:
         "ending": end - recorded,
         "recording_hwm": recording_hwm,
         "baseline_rss": baseline,
-        "hwm": peak_rss_of_this_process(),
+        "hwm": peak_rss_with_encoders(),
         "bytes": dataset_bytes(root),
     }
     print(json.dumps(summary), flush=True)
@@ -321,7 +321,7 @@ def bench_rss(tmp: Path, minutes: list[float]) -> list[Row]:
         rows += [
             Row(
                 section,
-                "peak RSS (child VmHWM)",
+                "peak RSS (VmHWM, child + encoders)",
                 f"{r.hwm_mb:8.1f} MB",
                 f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; sampled 50 ms: {r.sampled_peak_mb:.1f} MB; "
                 f"before episode {r.baseline_mb:.1f} MB, before end_episode {r.recording_hwm_mb:.1f} MB",

@@ -1,8 +1,10 @@
 """Measuring helpers shared by the benchmarks: result rows, the table, and the peak RSS of
-a child process (its own VmHWM, cross-checked by sampling from the parent)."""
+a child process with its encoder processes (their VmHWM, cross-checked by sampling from
+the parent)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import time
@@ -40,28 +42,48 @@ def print_table(rows: list[Row]) -> None:
         print(f"  {r.what:<{what}}  {r.value:>{value}}{note}")
 
 
-def peak_rss_of_this_process() -> int:
-    """VmHWM: the high-water mark of this process image's RSS, in bytes.
+def peak_rss_with_encoders() -> int:
+    """VmHWM, the high-water mark of RSS, of this process plus its live descendants: the
+    writer's encoder processes, which it keeps for the next video. A sum of peaks, so an
+    upper bound (the frame rings, mapped by both sides, count twice).
 
     Not ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across
     fork+exec into the child's (and so into RUSAGE_CHILDREN), so a child started from
     a big parent reports the parent's size.
     """
-    for line in Path("/proc/self/status").read_text().splitlines():
+    this = psutil.Process()
+    total = _vm_hwm(this.pid)
+    for child in this.children(recursive=True):
+        with contextlib.suppress(psutil.Error, OSError):
+            total += _vm_hwm(child.pid)
+    return total
+
+
+def _vm_hwm(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024  # kB
-    raise RuntimeError("/proc/self/status has no VmHWM (not Linux?)")
+    raise RuntimeError(f"/proc/{pid}/status has no VmHWM (not Linux?)")
+
+
+def _tree_rss(process: psutil.Process) -> int:
+    total = process.memory_info().rss
+    for child in process.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += child.memory_info().rss
+    return int(total)
 
 
 def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], int]:
     """Run a child that prints a JSON summary as its last line; returns it and the peak RSS
-    sampled every 50 ms from here (a check on the child's own VmHWM)."""
+    of the child and its descendants, sampled every 50 ms from here (a check on the VmHWM
+    the child reports)."""
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     watched = psutil.Process(child.pid)
     peak = 0
     while child.poll() is None:
         try:
-            peak = max(peak, watched.memory_info().rss)
+            peak = max(peak, _tree_rss(watched))
         except psutil.NoSuchProcess:
             break
         time.sleep(0.05)

@@ -31,13 +31,12 @@ _MESSAGE_OPCODE = 0x05
 _RECORD = struct.Struct("<BQ")  # opcode, length of the rest
 _MESSAGE = struct.Struct("<HIQ")  # channel id, sequence, log time; then publish time, payload
 _MESSAGE_PAYLOAD = _RECORD.size + _MESSAGE.size + 8
+_CRC = struct.Struct("<I")
 _CHUNK_CRC = 1 + 8 + 3 * 8  # opcode, length, start, end, uncompressed size
 _CHUNK_RECORDS = _CHUNK_CRC + 4 + 4  # then the compression name, the records' length, the records
 
 
-def chunk_messages(
-    path: Path, chunks: Sequence[ChunkInfo], wanted: Mapping[int, int]
-) -> Iterator[tuple[int, int, bytes]]:
+def chunk_messages(path: Path, chunks: Sequence[ChunkInfo], wanted: Mapping[int, int]) -> Iterator[Message]:
     """(log time, ``wanted[channel id]``, payload) of the messages on the ``wanted`` channels,
     in rosbags' order. A damaged chunk raises (ValueError, or rosbags' error for a bad
     checksum or compression)."""
@@ -47,11 +46,12 @@ def chunk_messages(
     )
     waiting: list[tuple[int, int, int, int, bytes]] = []  # (time, chunk offset, index, key, payload)
     with path.open("rb", buffering=0) as file:
+        reader = _ChunkReader(file.fileno())
         for number, chunk in enumerate(order):
             while waiting and waiting[0][0] < chunk.message_start_time:
                 time, _, _, key, payload = heapq.heappop(waiting)
                 yield time, key, payload
-            messages = _read_chunk(file.fileno(), chunk, wanted)
+            messages = reader.messages(chunk, wanted)
             following = order[number + 1].message_start_time if number + 1 < len(order) else None
             if not waiting and (following is None or chunk.message_end_time < following):
                 yield from messages
@@ -63,35 +63,51 @@ def chunk_messages(
         yield time, key, payload
 
 
-def _read_chunk(fd: int, chunk: ChunkInfo, wanted: Mapping[int, int]) -> list[Message]:
-    """The chunk's messages on ``wanted`` channels, sorted by log time (stable)."""
-    offset = chunk.chunk_start_offset
-    (crc,) = struct.unpack("<I", _read_exact(fd, 4, offset + _CHUNK_CRC))
-    stored = _read_exact(fd, chunk.compressed_size, offset + _CHUNK_RECORDS + len(chunk.compression) + 8)
-    records = decompress(stored, chunk.compression, chunk.uncompressed_size, crc)
-    messages = []
-    position, size = 0, len(records)
-    while position < size:
-        opcode, length = _RECORD.unpack_from(records, position)
-        end = position + _RECORD.size + length
-        if end > size:
-            raise ValueError(f"chunk at offset {offset}: a record runs past the chunk's end")
-        if opcode == _MESSAGE_OPCODE:
-            if end < position + _MESSAGE_PAYLOAD:
-                raise ValueError(f"chunk at offset {offset}: a message record of {length} bytes")
-            channel, _, time = _MESSAGE.unpack_from(records, position + _RECORD.size)
-            key = wanted.get(channel)
-            if key is not None:
-                if not chunk.message_start_time <= time <= chunk.message_end_time:
-                    raise ValueError(f"chunk at offset {offset}: a message's time {time} is outside the chunk's range")
-                messages.append((time, key, records[position + _MESSAGE_PAYLOAD : end]))
-        position = end
-    messages.sort(key=itemgetter(0))
-    return messages
+class _ChunkReader:
+    """Reads each chunk into one buffer, reused: a fresh bytes object per chunk (a megabyte
+    or two) costs more than the copy in page faults, as glibc maps such sizes anew. Only
+    the payloads are copied out."""
 
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._buffer = bytearray()
 
-def _read_exact(fd: int, size: int, offset: int) -> bytes:
-    data = os.pread(fd, size, offset)
-    if len(data) != size:
-        raise ValueError(f"truncated file: {size} bytes expected at offset {offset}, {len(data)} there")
-    return data
+    def messages(self, chunk: ChunkInfo, wanted: Mapping[int, int]) -> list[Message]:
+        """The chunk's messages on ``wanted`` channels, sorted by log time (stable)."""
+        offset = chunk.chunk_start_offset
+        records = self._records(chunk)
+        messages = []
+        position, size = 0, len(records)
+        while position < size:
+            opcode, length = _RECORD.unpack_from(records, position)
+            end = position + _RECORD.size + length
+            if end > size:
+                raise ValueError(f"chunk at offset {offset}: a record runs past the chunk's end")
+            if opcode == _MESSAGE_OPCODE:
+                if end < position + _MESSAGE_PAYLOAD:
+                    raise ValueError(f"chunk at offset {offset}: a message record of {length} bytes")
+                channel, _, time = _MESSAGE.unpack_from(records, position + _RECORD.size)
+                key = wanted.get(channel)
+                if key is not None:
+                    if not chunk.message_start_time <= time <= chunk.message_end_time:
+                        raise ValueError(f"chunk at offset {offset}: a message's time {time} is outside its range")
+                    messages.append((time, key, bytes(records[position + _MESSAGE_PAYLOAD : end])))
+            position = end
+        messages.sort(key=itemgetter(0))
+        return messages
+
+    def _records(self, chunk: ChunkInfo) -> memoryview | bytes:
+        """The chunk's records, decompressed and checked against its CRC (when it has one)."""
+        head = _CHUNK_RECORDS - _CHUNK_CRC + len(chunk.compression) + 8  # CRC to the records
+        size = head + chunk.compressed_size
+        if len(self._buffer) < size:
+            self._buffer = bytearray(size)
+        view = memoryview(self._buffer)[:size]
+        start = chunk.chunk_start_offset + _CHUNK_CRC
+        got = os.preadv(self._fd, [view], start)
+        if got != size:
+            raise ValueError(f"truncated file: {size} bytes expected at offset {start}, {got} there")
+        (crc,) = _CRC.unpack_from(view)
+        # Any buffer will do: rosbags hands it to lz4 or zstd, or back unchanged.
+        records: memoryview | bytes = decompress(view[head:], chunk.compression, chunk.uncompressed_size, crc)  # type: ignore[arg-type]
+        return records
