@@ -75,7 +75,7 @@ def _final_blocks(
 
     def flush() -> pa.Table:
         nonlocal emitted
-        table = pa.Table.from_batches(pending, schema=schema).combine_chunks()
+        table = pa.Table.from_batches(pending, schema=schema)  # not combined: a copy, and one row group all the same
         rows = table.num_rows
         position = np.arange(emitted, emitted + rows)
         is_last = position == length - 1
@@ -136,9 +136,11 @@ def _rewrite_table(
 
 
 class _CountedTables:
-    """Staged stream batches as tables of up to ``block_rows`` rows (one Parquet row group
+    """Staged stream batches as tables of about ``block_rows`` rows (one Parquet row group
     each: row groups of a few rows would make the file's footer, and the memory that
-    writes it, grow with the episode), counting the rows as they pass."""
+    writes it, grow with the episode), counting the rows as they pass. The batches are
+    not combined into one: that would copy the block, and the writer makes one row group
+    of a table however it is chunked."""
 
     def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, block_rows: int) -> None:
         self._batches = batches
@@ -154,10 +156,10 @@ class _CountedTables:
             pending.append(batch)
             rows += batch.num_rows
             if rows >= self.block_rows:
-                yield pa.Table.from_batches(pending, schema=self.schema).combine_chunks()
+                yield pa.Table.from_batches(pending, schema=self.schema)
                 pending, rows = [], 0
         if pending:
-            yield pa.Table.from_batches(pending, schema=self.schema).combine_chunks()
+            yield pa.Table.from_batches(pending, schema=self.schema)
 
 
 def commit_staged(

@@ -176,18 +176,22 @@ class StagedEpisode:
 
 
 def read_log(path: Path, batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
-    """Every complete record of an append-only log, merged into batches of up to ``batch_rows``.
+    """Every complete record of an append-only log, merged into batches of about ``batch_rows``
+    rows (more only when one message holds more).
 
-    A log holds one message per record; each one read back as its own batch costs
-    kilobytes of object overhead, so merging keeps a commit's memory flat in episode
-    length. A torn last message (a crash) ends the stream; a missing log is empty.
+    A log holds one message per record, of one or many rows; each one read back as its
+    own batch costs kilobytes of object overhead, so small ones are merged. Counting rows,
+    not messages, keeps a commit's memory flat in episode length. A torn last message (a
+    crash) ends the stream; a missing log is empty.
     """
     pending: list[pa.RecordBatch] = []
+    rows = 0
     for batch in _read_messages(path):
         pending.append(batch)
-        if len(pending) >= batch_rows:
+        rows += batch.num_rows
+        if rows >= batch_rows:
             yield pa.concat_batches(pending)
-            pending = []
+            pending, rows = [], 0
     if pending:
         yield pa.concat_batches(pending)
 
