@@ -9,6 +9,7 @@ import re
 import resource
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -87,14 +88,20 @@ def test_samples_whose_batch_cannot_be_written_are_not_kept(tmp_path: Path) -> N
     np.testing.assert_array_equal(force, expected_force(0, total).astype(np.float32))
 
 
-def cap_encoder_file(path: Path) -> int:
-    """The encoder process writing ``path`` may not grow it any more, as on a full quota:
-    its next write fails with EFBIG. Returns the process's pid."""
+def encoder_writing(path: Path) -> psutil.Process:
+    """The encoder process that has ``path`` open."""
     [encoder] = [
         child
         for child in psutil.Process().children()
         if any(Path(f.path) == path.resolve() for f in child.open_files())
     ]
+    return encoder
+
+
+def cap_encoder_file(path: Path) -> int:
+    """The encoder process writing ``path`` may not grow it any more, as on a full quota:
+    its next write fails with EFBIG. Returns the process's pid."""
+    encoder = encoder_writing(path)
     _, hard = resource.prlimit(encoder.pid, resource.RLIMIT_FSIZE)
     resource.prlimit(encoder.pid, resource.RLIMIT_FSIZE, (path.stat().st_size, hard))
     return int(encoder.pid)
@@ -141,4 +148,28 @@ def test_after_an_encoder_failure_every_call_raises_it(tmp_path: Path, finish: s
         return
     [result] = recover(root)
     assert result.action == "recovered" and 0 < result.steps <= recorded  # the steps whose frames reached the disk
+    assert validate(root).ok and len(load_dataset(root)) == 2
+
+
+def test_an_encoder_process_that_dies_is_a_writer_error_naming_how(tmp_path: Path) -> None:
+    """Killed by the OOM killer, say: the episode is not taken for complete, and the frames
+    the encoder had written stay recoverable."""
+    root = tmp_path / "ds"
+    write_demo_dataset(root, episodes=1, steps=5, width=WIDTH, height=HEIGHT)
+    failure = r"camera 'cam_wrist': encoding into .*cam_wrist\.mp4 failed: the encoder process was killed by SIGKILL"
+    with DatasetWriter(root) as writer:
+        writer.begin_episode("pick")
+        add_steps(writer, range(40))
+        encoder = encoder_writing(root / layout.STAGING_DIR / layout.episode_file_stem(1) / "videos" / "cam_wrist.mp4")
+        encoder.kill()
+        while encoder.status() != psutil.STATUS_ZOMBIE:  # dead; the writer reaps it (psutil's wait would)
+            time.sleep(0.01)
+        with pytest.raises(WriterError, match=failure):
+            add_steps(writer, range(40, 240))
+        with pytest.raises(WriterError, match=failure):
+            writer.end_episode(success=True)
+        with pytest.raises(WriterError, match=failure):
+            writer.close()
+    [result] = recover(root)
+    assert result.action == "recovered" and 0 < result.steps <= 40
     assert validate(root).ok and len(load_dataset(root)) == 2
