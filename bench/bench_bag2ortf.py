@@ -477,6 +477,7 @@ class RssResult:
     baseline_mb: float
     streaming_hwm_mb: float
     sampled_peak_mb: float
+    sampled_pss_mb: float
     hwm_mb: float
     dataset_mb: float
 
@@ -485,7 +486,7 @@ def measure_child(bag: CachedBag, tmp: Path) -> RssResult:
     root = tmp / f"rss_{bag.spec.duration_s:g}s"
     script = str(Path(__file__).resolve())
     command = [sys.executable, script, "--child-convert", str(bag.path), "--child-root", str(root)]
-    summary, peak = run_measured_child(command, f"converting {bag.path}")
+    summary, peak, pss = run_measured_child(command, f"converting {bag.path}")
     shutil.rmtree(root)
     return RssResult(
         bag=bag,
@@ -495,6 +496,7 @@ def measure_child(bag: CachedBag, tmp: Path) -> RssResult:
         baseline_mb=summary["baseline_rss"] / MB,
         streaming_hwm_mb=summary["streaming_hwm"] / MB,
         sampled_peak_mb=peak / MB,
+        sampled_pss_mb=pss / MB,
         hwm_mb=summary["hwm"] / MB,
         dataset_mb=summary["bytes"] / MB,
     )
@@ -514,7 +516,8 @@ def rss_rows(results: list[RssResult]) -> list[Row]:
                 section,
                 "peak RSS (VmHWM, child + encoders)",
                 f"{r.hwm_mb:8.1f} MB",
-                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; sampled 50 ms: {r.sampled_peak_mb:.1f} MB; "
+                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; "
+                f"sampled 50 ms: RSS {r.sampled_peak_mb:.1f} MB, PSS {r.sampled_pss_mb:.1f} MB; "
                 f"after imports {r.baseline_mb:.1f} MB, before end_episode {r.streaming_hwm_mb:.1f} MB",
             ),
             Row(

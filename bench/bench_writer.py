@@ -290,6 +290,7 @@ class RssResult:
     recording_hwm_mb: float
     baseline_mb: float
     sampled_peak_mb: float
+    sampled_pss_mb: float
     hwm_mb: float
     dataset_mb: float
 
@@ -298,7 +299,7 @@ def measure_child(tmp: Path, minutes: float) -> RssResult:
     steps = round(minutes * 60 * FPS)
     root = tmp / f"rss_{minutes:g}min"
     command = [sys.executable, str(Path(__file__).resolve()), "--child-episode", str(steps), "--child-root", str(root)]
-    summary, peak = run_measured_child(command, f"writing a {minutes:g} min episode")
+    summary, peak, pss = run_measured_child(command, f"writing a {minutes:g} min episode")
     return RssResult(
         minutes=minutes,
         steps=steps,
@@ -307,6 +308,7 @@ def measure_child(tmp: Path, minutes: float) -> RssResult:
         recording_hwm_mb=summary["recording_hwm"] / MB,
         baseline_mb=summary["baseline_rss"] / MB,
         sampled_peak_mb=peak / MB,
+        sampled_pss_mb=pss / MB,
         hwm_mb=summary["hwm"] / MB,
         dataset_mb=summary["bytes"] / MB,
     )
@@ -323,7 +325,8 @@ def bench_rss(tmp: Path, minutes: list[float]) -> list[Row]:
                 section,
                 "peak RSS (VmHWM, child + encoders)",
                 f"{r.hwm_mb:8.1f} MB",
-                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; sampled 50 ms: {r.sampled_peak_mb:.1f} MB; "
+                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; "
+                f"sampled 50 ms: RSS {r.sampled_peak_mb:.1f} MB, PSS {r.sampled_pss_mb:.1f} MB; "
                 f"before episode {r.baseline_mb:.1f} MB, before end_episode {r.recording_hwm_mb:.1f} MB",
             ),
             Row(

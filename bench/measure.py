@@ -66,32 +66,34 @@ def _vm_hwm(pid: int) -> int:
     raise RuntimeError(f"/proc/{pid}/status has no VmHWM (not Linux?)")
 
 
-def _tree_rss(process: psutil.Process) -> int:
-    total = process.memory_info().rss
-    for child in process.children(recursive=True):
+def _tree_memory(process: psutil.Process) -> tuple[int, int]:
+    """(RSS, PSS) of ``process`` and its descendants now. PSS counts a page shared by n
+    processes (library code, the frame rings) as 1/n in each: the sum is what they take."""
+    rss = pss = 0
+    for member in [process, *process.children(recursive=True)]:
         with contextlib.suppress(psutil.Error):
-            total += child.memory_info().rss
-    return int(total)
+            info = member.memory_full_info()
+            rss += info.rss
+            pss += info.pss
+    return rss, pss
 
 
-def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], int]:
+def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], int, int]:
     """Run a child that prints a JSON summary as its last line; returns it and the peak RSS
-    of the child and its descendants, sampled every 50 ms from here (a check on the VmHWM
-    the child reports)."""
+    and PSS of the child and its descendants, sampled every 50 ms from here (a check on
+    the VmHWM the child reports)."""
     child = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
     watched = psutil.Process(child.pid)
-    peak = 0
+    peak_rss = peak_pss = 0
     while child.poll() is None:
-        try:
-            peak = max(peak, _tree_rss(watched))
-        except psutil.NoSuchProcess:
-            break
+        rss, pss = _tree_memory(watched)
+        peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
         time.sleep(0.05)
     out, _ = child.communicate()
     if child.returncode != 0:
         raise SystemExit(f"child {what} failed with exit code {child.returncode}")
     summary: dict[str, Any] = json.loads(out.strip().splitlines()[-1])
-    return summary, peak
+    return summary, peak_rss, peak_pss
 
 
 def bare_video_stream(
