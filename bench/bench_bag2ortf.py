@@ -615,7 +615,7 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
     real = bag.duration_s
     print(
         f"\n  converter, no profiler        {plain:7.2f} s  {real / plain:6.2f}x real time; its main thread (the "
-        f"Python pipeline) used {main_thread:.2f} s of CPU, the encoder threads the rest"
+        f"Python pipeline) used {main_thread:.2f} s of CPU, the encoder processes the rest"
     )
     print(f"  converter under cProfile      {profiled:7.2f} s  (the profiler inflates the many small Python calls)")
     print(
@@ -647,7 +647,7 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
         print(f"  {label:<46} {seconds:8.2f} {share:5.1f}% {calls:8,}  {floor_s:6.2f} {seconds - floor_s:7.2f}")
     print(f"  {'total: convert_recording':<46} {total:8.2f} {100:5.1f}%")
     print(
-        "  (cProfile sees the main thread only: the encoding runs on one thread per camera, as the floor's runs in\n"
+        "  (cProfile sees the main thread only: the encoding runs in one process per camera, as the floor's runs in\n"
         "  one process per camera. Floor column: the floor's read, in one process.)"
     )
     print(f"\n  top {top} functions by self time")

@@ -9,11 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
+from ortf_ros.io.video import VideoReader, finalize
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import RECOVERED_NOTE
 from ortf_ros.synthetic import write_demo_dataset
@@ -125,3 +127,42 @@ def test_kill_inside_commit_then_recover_completes_it(
     assert episode.array("step_index").tolist() == list(range(20, 30))
     assert load_dataset(root).manifest.statistics.total_steps == 30
     assert load_dataset(root).stats["action"]["count"] == [30]  # counted once, whatever the kill point
+
+
+HANDED_OVER = """
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.video import VideoSettings
+
+writer = StagedVideoWriter(Path(sys.argv[1]), 64, 48, 30, "rgb", VideoSettings(), camera="cam")
+for i in range(int(sys.argv[2])):
+    writer.write(np.full((48, 64, 3), 4 * i, np.uint8))
+print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_killed_writer_loses_no_frame_it_handed_over(tmp_path: Path) -> None:
+    """Its encoder process sees the socket close, encodes what it was sent (also the frames
+    x264 still held), flushes and closes the fragmented MP4."""
+    staged, frames = tmp_path / "cam.mp4", 60
+    child = subprocess.Popen(
+        [sys.executable, "-c", HANDED_OVER, str(staged), str(frames)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "written"
+    [encoder] = psutil.Process(child.pid).children()
+    child.kill()
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    psutil.wait_procs([encoder], timeout=60)
+    assert not encoder.is_running()
+    assert finalize(staged, tmp_path / "final.mp4") == frames
+    with VideoReader(tmp_path / "final.mp4", "rgb") as video:
+        assert int(video.read(frames - 1)[24, 32, 0]) == pytest.approx(4 * (frames - 1), abs=3)

@@ -151,9 +151,10 @@ def test_after_an_encoder_failure_every_call_raises_it(tmp_path: Path, finish: s
     assert validate(root).ok and len(load_dataset(root)) == 2
 
 
-def test_an_encoder_process_that_dies_is_a_writer_error_naming_how(tmp_path: Path) -> None:
-    """Killed by the OOM killer, say: the episode is not taken for complete, and the frames
-    the encoder had written stay recoverable."""
+@pytest.mark.parametrize("next_call", ["add_step", "end_episode"])
+def test_an_encoder_process_that_dies_is_a_writer_error_naming_how(tmp_path: Path, next_call: str) -> None:
+    """Killed by the OOM killer, say: the episode is not taken for complete (also when the
+    next call ends it), and the frames the encoder had written stay recoverable."""
     root = tmp_path / "ds"
     write_demo_dataset(root, episodes=1, steps=5, width=WIDTH, height=HEIGHT)
     failure = r"camera 'cam_wrist': encoding into .*cam_wrist\.mp4 failed: the encoder process was killed by SIGKILL"
@@ -164,8 +165,9 @@ def test_an_encoder_process_that_dies_is_a_writer_error_naming_how(tmp_path: Pat
         encoder.kill()
         while encoder.status() != psutil.STATUS_ZOMBIE:  # dead; the writer reaps it (psutil's wait would)
             time.sleep(0.01)
-        with pytest.raises(WriterError, match=failure):
-            add_steps(writer, range(40, 240))
+        if next_call == "add_step":
+            with pytest.raises(WriterError, match=failure):
+                add_steps(writer, range(40, 240))
         with pytest.raises(WriterError, match=failure):
             writer.end_episode(success=True)
         with pytest.raises(WriterError, match=failure):

@@ -387,7 +387,7 @@ def test_import_refuses_a_differently_laid_out_episode(
     assert len(load_dataset(other)) == 1
 
 
-def test_an_encoder_thread_failure_reaches_the_caller_naming_the_camera(
+def test_an_encoder_failure_reaches_the_caller_naming_the_camera(
     small_dataset: tuple[Path, list[EpisodeRecord]],
 ) -> None:
     root, _ = small_dataset

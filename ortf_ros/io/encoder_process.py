@@ -41,6 +41,7 @@ import socket
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -77,16 +78,24 @@ class _EncoderProcess:
         self.slots = slots
         size = slot_bytes * slots
         ring_fd = os.memfd_create("ortf-frames")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             os.ftruncate(ring_fd, size)
             self.ring = mmap.mmap(ring_fd, size)
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            with theirs:
-                command = [sys.executable, "-m", __name__, str(theirs.fileno()), str(ring_fd), str(size)]
-                self.process = subprocess.Popen(
-                    command, pass_fds=(theirs.fileno(), ring_fd), stdin=subprocess.DEVNULL, env=_child_environment()
-                )
+            command = [sys.executable, "-m", __name__, str(theirs.fileno()), str(ring_fd), str(size)]
+            # A process group of its own: a terminal's Ctrl-C is the writer's to handle.
+            self.process = subprocess.Popen(
+                command,
+                pass_fds=(theirs.fileno(), ring_fd),
+                stdin=subprocess.DEVNULL,
+                env=_child_environment(),
+                process_group=0,
+            )
+        except BaseException:
+            ours.close()
+            raise
         finally:
+            theirs.close()
             os.close(ring_fd)
         self.control = ours
 
@@ -100,12 +109,15 @@ class _EncoderProcess:
 
     def receive(self, wait: bool) -> bytes | None:
         """The next message; b"" once the process is gone; None when nothing waits and ``wait`` is false."""
-        try:
-            return self.control.recv(MESSAGE_BYTES, 0 if wait else socket.MSG_DONTWAIT)
-        except BlockingIOError:
-            return None
-        except OSError:
-            return b""
+        while True:
+            try:
+                return self.control.recv(MESSAGE_BYTES, 0 if wait else socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                return None
+            except ConnectionResetError:  # it exited with messages unread; those it sent still follow
+                continue
+            except OSError:
+                return b""
 
     def exit_status(self) -> str:
         """How the process ended, for an error message (it has closed its socket)."""
@@ -114,7 +126,8 @@ class _EncoderProcess:
         except subprocess.TimeoutExpired:
             return "the encoder process stopped answering"
         if code < 0:
-            return f"the encoder process was killed by {signal.Signals(-code).name}"
+            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+            return f"the encoder process was killed by {name}"
         return f"the encoder process exited with code {code}"
 
     def stop(self) -> None:
@@ -210,7 +223,11 @@ class StagedVideoWriter:
         self._alive = True  # the process has not closed its socket
         self._closed = False  # the process confirmed the close
         self._finished = False
-        if not self._process.send(OPEN + json.dumps(job).encode()):
+        opening = OPEN + json.dumps(job).encode()
+        if len(opening) > MESSAGE_BYTES:
+            self._process.stop()
+            raise WriterError(f"camera {camera!r}: {path}: the path is too long for the encoder process")
+        if not self._process.send(opening):
             self._lost()
 
     def write(self, image: np.ndarray) -> int:
@@ -228,7 +245,11 @@ class StagedVideoWriter:
             self._receive(wait=True)
             self._raise_failure()
         slot = self._free.pop()
-        self._ring[slot] = image
+        try:
+            self._ring[slot] = image
+        except BaseException:  # (an interrupt): the frame was not handed over, so its slot is free again
+            self._free.append(slot)
+            raise
         if not self._process.send(_slot_message(FRAME, slot)):
             self._lost()
             self._raise_failure()
@@ -240,14 +261,16 @@ class StagedVideoWriter:
         if not self._finished:
             self._finished = True
             try:
-                if self._alive and self._process.send(CLOSE):
-                    while self._alive and not self._closed:
-                        self._receive(wait=True)
+                if self._alive and not self._process.send(CLOSE):
+                    self._lost()
+                while self._alive and not self._closed:
+                    self._receive(wait=True)
             finally:
                 del self._ring  # the process may be reused: this writer no longer writes into its ring
                 if self._closed and self._failure is None:
                     _keep_process(self._process)
                 else:
+                    self._fail("closing the video was interrupted")  # (kept only when nothing failed before)
                     self._process.stop()
         self._raise_failure()
 
@@ -289,13 +312,13 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
     """Encode videos one after another until the writer's end of the socket closes."""
     encoder: StagingEncoder | None = None
     frames = np.empty(0)
-    while message := control.recv(MESSAGE_BYTES):
+    for message in _messages(control):
         kind, body = message[:1], message[1:]
         if kind == OPEN:
-            job = json.loads(body)
-            shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
-            frames = np.frombuffer(ring, dtype).reshape(-1, *shape)
             try:
+                job = json.loads(body)
+                shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
+                frames = np.frombuffer(ring, dtype).reshape(-1, *shape)
                 encoder = StagingEncoder(
                     Path(job["path"]),
                     job["width"],
@@ -327,6 +350,18 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
     if encoder is not None:  # the writer is gone: keep every frame it handed over
         with contextlib.suppress(Exception):
             encoder.close()
+
+
+def _messages(control: socket.socket) -> Iterator[bytes]:
+    """What the writer sends, until its end of the socket closes."""
+    while True:
+        try:
+            message = control.recv(MESSAGE_BYTES)
+        except ConnectionResetError:  # it died with replies unread: what it sent still follows
+            continue
+        if not message:
+            return
+        yield message
 
 
 def _report(control: socket.socket, failure: Exception) -> None:
