@@ -13,7 +13,8 @@ Prints one table:
      ``ortf-bag2ortf BAG -o DATASET`` runs it, ``writer.video.preset`` set;
    - the floor, measured in the same run: the bag's raw bytes read with
      ``BagSource.messages`` (every topic, once) and the same frames encoded by bare PyAV
-     with the same ``VideoSettings``, one process per camera so both cores work (each
+     with the same ``VideoSettings`` (the encoder threads the writer gives each camera
+     included), one process per camera so both cores work (each
      reads its camera's raw ``Image`` bytes, and a share of the other topics);
    - the ratio converter / floor (target <= 1.15).
 2. Peak RSS of a child process converting a 1-minute and a 10-minute bag (target
@@ -349,8 +350,9 @@ class Floor:
         cameras = [t for t in topics if t in CAMERAS]
         assert len(cameras) == self.cameras, f"{bag}: expected {self.cameras} raw cameras, found {cameras}"
         others = [t for t in topics if t not in CAMERAS]
+        threaded = settings.with_threads(len(cameras))  # the encoder threads the writer gives each camera
         tasks = [
-            FloorTask(str(bag), cam, tuple(others[i :: len(cameras)]), str(out / f"floor_{i}.mp4"), settings)
+            FloorTask(str(bag), cam, tuple(others[i :: len(cameras)]), str(out / f"floor_{i}.mp4"), threaded)
             for i, cam in enumerate(cameras)
         ]
         start = time.perf_counter()

@@ -103,7 +103,7 @@ def writer_encode(root: Path, frames: list[np.ndarray], n: int) -> tuple[float, 
 
 def bare_encode(path: Path, frames: list[np.ndarray], n: int) -> float:
     """PyAV alone: the same codec settings, straight into a plain MP4."""
-    settings = VideoSettings()
+    settings = VideoSettings().with_threads(1)  # the writer's, for its one camera
     start = time.perf_counter()
     with av.open(str(path), "w", format="mp4") as container:
         stream, time_base = bare_video_stream(container, settings, WIDTH, HEIGHT, FPS)

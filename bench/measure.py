@@ -99,13 +99,15 @@ def run_measured_child(command: list[str], what: str) -> tuple[dict[str, Any], i
 def bare_video_stream(
     container: OutputContainer, settings: VideoSettings, width: int, height: int, fps: int
 ) -> tuple[VideoStream, Fraction]:
-    """The floor's encoder: PyAV alone with the writer's codec settings (frames keep the time base returned)."""
+    """The floor's encoder: PyAV alone with the writer's codec settings, its thread count
+    included (``settings`` as the writer resolves them); frames keep the time base returned."""
     stream = container.add_stream(
         settings.codec, rate=fps, options={"crf": str(settings.crf), "preset": settings.preset}
     )
     assert isinstance(stream, VideoStream)
     stream.pix_fmt = settings.pix_fmt
     stream.gop_size = settings.gop
+    stream.codec_context.thread_count = settings.threads
     stream.width = width
     stream.height = height
     time_base = Fraction(1, fps)

@@ -168,7 +168,9 @@ def _convert_in_parallel(
     whose threads it does not copy, and freeing one in the worker then waits forever."""
     summaries = []
     with scratch_directory(_beside(output), SCRATCH_PREFIX) as scratch:
-        parts = [_job(args, path, scratch / f"part-{n:04d}") for n, path in enumerate(args.inputs)]
+        parts = [
+            _sharing_cores(_job(args, path, scratch / f"part-{n:04d}"), jobs) for n, path in enumerate(args.inputs)
+        ]
         with (
             ProcessPoolExecutor(
                 max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with_parent
@@ -186,6 +188,14 @@ def _convert_in_parallel(
                 if not args.json:
                     _print_summary(summary, args.output)
     return summaries
+
+
+def _sharing_cores(job: _Job, jobs: int) -> _Job:
+    """The job with its video encoder threads decided for ``jobs`` conversions at once: each
+    worker's writer would otherwise share every core among its own cameras alone."""
+    writer = job.writer_config or WriterConfig()
+    video = writer.video.with_threads(jobs * max(1, len(job.config.cameras)))
+    return replace(job, writer_config=replace(writer, video=video))
 
 
 def _exit_with_parent() -> None:

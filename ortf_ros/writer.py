@@ -392,7 +392,7 @@ class DatasetWriter:
                 sensor.resolution.height,
                 sensor.fps,
                 frame_kind(sensor),
-                self.config.video,
+                self.config.video.with_threads(sum(not c.is_depth for c in self.manifest.cameras.values())),
                 camera=camera,
                 queue_frames=self.config.encoder_queue_frames,
             )

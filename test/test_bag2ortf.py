@@ -18,6 +18,7 @@ import pytest
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
+from ortf_ros.bag2ortf import _Job, _sharing_cores
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
@@ -52,6 +53,7 @@ from ortf_ros.synthetic_bag import (
     write_teleop_bag,
 )
 from ortf_ros.validation import validate
+from ortf_ros.writer import WriterConfig
 
 RESOURCES = Path(__file__).parent / "resources"
 TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
@@ -386,6 +388,17 @@ def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pyte
             np.testing.assert_array_equal(sequential.episode(i).array(column), parallel.episode(i).array(column))
     assert validate(tmp_path / "ds2", strict=True).ok
     assert not list(tmp_path.glob(".ortf-bag2ortf-*"))  # the workers' scratch datasets are gone
+
+
+def test_parallel_workers_share_the_cores_among_all_their_cameras(short_bag: TeleopBagInfo) -> None:
+    config = mapping_for(short_bag.path)
+    job = _Job(short_bag.path, short_bag.path, config, None, None, ())
+    cores, cameras = len(os.sched_getaffinity(0)), len(config.cameras)
+    shared = _sharing_cores(job, jobs=2).writer_config
+    assert shared is not None and shared.video.threads == max(1, cores // (2 * cameras))
+    explicit = WriterConfig.from_mapping({"video": {"threads": 5}}, "test")
+    kept = _sharing_cores(replace(job, writer_config=explicit), jobs=2).writer_config
+    assert kept is not None and kept.video.threads == 5
 
 
 def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(

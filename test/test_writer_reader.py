@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import threading
 from pathlib import Path
 
@@ -472,3 +474,23 @@ def test_steps_reach_the_staging_log_in_batches_of_step_batch(tmp_path: Path) ->
         tables.append(pq.read_table(root / layout.steps_path(0)))
         assert load_dataset(root).episode(0).record.length == 10
     assert tables[0].equals(tables[1])
+
+
+def _x264_threads(video: Path) -> int:
+    """The thread count x264 wrote into the stream's settings SEI ("... threads=N ...")."""
+    found = re.search(rb"x264 - core .*? threads=(\d+) ", video.read_bytes())
+    assert found is not None, f"{video}: no x264 settings string"
+    return int(found.group(1))
+
+
+def test_each_colour_video_gets_its_share_of_the_cores(tmp_path: Path) -> None:
+    cores = len(os.sched_getaffinity(0))
+    # (x264 caps its threads by the rows of macroblocks: 64x48 would always get one)
+    write_demo_dataset(tmp_path / "auto", steps=3, width=320, height=240)
+    explicit = WriterConfig.from_mapping({"video": {"threads": 3}}, "test")
+    write_demo_dataset(tmp_path / "three", steps=3, width=320, height=240, config=explicit)
+    for root, threads in ((tmp_path / "auto", max(1, cores // len(RGB_CAMERAS))), (tmp_path / "three", 3)):
+        videos = [root / layout.video_path(camera, 0, 0) for camera in RGB_CAMERAS]
+        assert [_x264_threads(video) for video in videos] == [threads] * len(RGB_CAMERAS)
+    with pytest.raises(WriterError, match=r"video.threads must be 0 \(automatic\) or more, got -1"):
+        WriterConfig.from_mapping({"video": {"threads": -1}}, "test")
