@@ -334,7 +334,8 @@ class StepRows:
         self._errors.append([math.nan if e is None else e for e in alignment])
 
     def batch(self) -> pa.RecordBatch | None:
-        """The steps held, as one batch (None if there are none); they are no longer held."""
+        """The steps held, as one batch (None if there are none); they stay held until
+        ``clear``, so a batch that could not be appended is built again with the next."""
         rows = len(self._timestamps)
         if not rows:
             return None
@@ -357,8 +358,11 @@ class StepRows:
             columns[column] = pa.array(values, mask=values < 0)
         for stream, values in zip(self.aligned, errors.T, strict=True):
             columns[layout.alignment_column(stream)] = pa.array(values, mask=np.isnan(values))
-        self._timestamps, self._vectors, self._indices, self._errors = [], [], [], []
         return pa.RecordBatch.from_arrays([columns[name] for name in self.schema.names], schema=self.schema)
+
+    def clear(self) -> None:
+        """Forget the steps held: their batch is in the log."""
+        self._timestamps, self._vectors, self._indices, self._errors = [], [], [], []
 
 
 PENDING_SAMPLES_MAX = 1024

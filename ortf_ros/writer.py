@@ -185,13 +185,20 @@ class _Recording:
         return log
 
     def append_steps(self) -> None:
-        """Append the steps that wait, after the native samples they may point at."""
+        """Append the steps that wait, after the native samples they may point at. If that
+        fails (WriterError), they still wait, and go with the next append."""
         batch = self.rows.batch()
         if batch is None:
             return
-        for log in self.stream_logs.values():
-            log.flush()
-        self.step_log.append(batch)
+        try:
+            for log in self.stream_logs.values():
+                log.flush()
+            self.step_log.append(batch)
+        except WriterError as exc:
+            raise WriterError(
+                f"{exc} ({len(self.rows)} steps wait: they are appended with the next batch or when the episode ends)"
+            ) from None
+        self.rows.clear()
 
     def close_files(self) -> None:
         """Append what waits and close every file, each one even after another failed (every

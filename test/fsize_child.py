@@ -10,6 +10,8 @@ and a non-zero exit.
 ``stage ROOT CAMERA CAP``: a new episode copies episode 0's video of CAMERA.
 ``samples ROOT``: a new episode of native samples, a batch of which fails to reach its
 log, then is added again.
+``steps ROOT``: a new episode whose batch of steps fails to reach the step log; the
+steps after it go on once the log can grow again.
 """
 
 from __future__ import annotations
@@ -27,8 +29,8 @@ from ortf_ros.errors import WriterError
 from ortf_ros.io.segment import whole_video
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import StagedEpisode, staged_episode_dirs
-from ortf_ros.synthetic import demo_action, demo_rgb, demo_state
-from ortf_ros.writer import DatasetWriter
+from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
+from ortf_ros.writer import DatasetWriter, WriterConfig
 
 STREAM = "wrist_ft"
 BEFORE, FAILING = 1500, 2000  # samples added before the capped call, and in it
@@ -88,9 +90,32 @@ def samples(root: Path) -> None:
         writer.end_episode()
 
 
+STEPS, STEP_BATCH = 20, 8
+
+
+def steps(root: Path) -> None:
+    with DatasetWriter(root, config=WriterConfig(step_batch=STEP_BATCH)) as writer:
+        writer.begin_episode("pick")
+        images = {camera: demo_rgb(n, 0, 64, 48) for n, camera in enumerate(RGB_CAMERAS)}
+        images[DEPTH_CAMERA[0]] = demo_depth(0, 64, 48)
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), images)  # (the encoders start uncapped)
+        log = StagedEpisode(staged_episode_dirs(root)[0]).steps_file
+        with capped(log.stat().st_size):
+            for step in range(1, STEP_BATCH):
+                try:
+                    writer.add_step(step / 30, demo_state(0, step), demo_action(0, step))
+                except WriterError as exc:
+                    print(exc)
+        for step in range(STEP_BATCH, STEPS):
+            writer.add_step(step / 30, demo_state(0, step), demo_action(0, step))
+        writer.end_episode()
+
+
 if __name__ == "__main__":
     scenario, root, *args = sys.argv[1:]
     if scenario == "stage":
         stage(Path(root), args[0], int(args[1]))
+    elif scenario == "steps":
+        steps(Path(root))
     else:
         samples(Path(root))

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from fsize_child import BEFORE, FAILING, HZ, STREAM, expected_force
+from fsize_child import BEFORE, FAILING, HZ, STEP_BATCH, STEPS, STREAM, expected_force
 from test_native_streams import manifest as stream_manifest
 
 from ortf_ros.errors import WriterError
@@ -27,6 +27,7 @@ from ortf_ros.synthetic import (
     RGB_CAMERAS,
     demo_action,
     demo_depth,
+    demo_manifest,
     demo_rgb,
     demo_state,
     write_demo_dataset,
@@ -86,6 +87,24 @@ def test_samples_whose_batch_cannot_be_written_are_not_kept(tmp_path: Path) -> N
     np.testing.assert_allclose(samples["timestamp"].to_numpy(), np.arange(total) / HZ)
     force = samples["force"].combine_chunks().flatten().to_numpy().reshape(-1, 3)
     np.testing.assert_array_equal(force, expected_force(0, total).astype(np.float32))
+
+
+def test_steps_whose_batch_cannot_be_written_wait_for_the_next_append(tmp_path: Path) -> None:
+    """A failed append of a batch of steps is an error that says they wait: the episode
+    then holds every step, once, in order."""
+    root = tmp_path / "ds"
+    with DatasetWriter(root, demo_manifest(WIDTH, HEIGHT)):
+        pass
+    error = run_capped("steps", str(root))
+    log = root / layout.STAGING_DIR / layout.episode_file_stem(0) / "steps.arrows"
+    assert error == (
+        f"{log}: cannot append to the staging log: OSError: [Errno 27] File too large "
+        f"({STEP_BATCH} steps wait: they are appended with the next batch or when the episode ends)"
+    ), error
+    episode = load_dataset(root).episode(0)
+    assert episode.array("step_index").tolist() == list(range(STEPS))
+    np.testing.assert_allclose(episode.array("timestamp"), np.arange(STEPS) / 30, atol=1e-6)
+    np.testing.assert_array_equal(episode.array("action"), np.stack([demo_action(0, s) for s in range(STEPS)]))
 
 
 def encoder_writing(path: Path) -> psutil.Process:
