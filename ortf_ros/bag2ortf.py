@@ -14,13 +14,15 @@ import shutil
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
+from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.scratch import remove_stale, scratch_directory
@@ -179,7 +181,7 @@ def _convert_in_parallel(
         ):
             futures = [pool.submit(_run, part) for part in parts]
             for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
-                result = future.result()  # an OrtfError stops here: the episodes before it are kept
+                result = _result(future, parts[done - 1 :])  # an error stops here: the episodes before it are kept
                 records = _import(part.output, output)
                 summary = _summary(result) | {"episodes": [r.episode_id for r in records]}
                 summaries.append(summary)
@@ -188,6 +190,19 @@ def _convert_in_parallel(
                 if not args.json:
                     _print_summary(summary, args.output)
     return summaries
+
+
+def _result(future: Future[ConversionResult], unfinished: list[_Job]) -> ConversionResult:
+    """The worker's result; a worker that died (killed, say for lack of memory) is a
+    ConversionError naming the recordings it may have been converting."""
+    try:
+        return future.result()
+    except BrokenProcessPool:
+        names = ", ".join(str(job.input) for job in unfinished)
+        raise ConversionError(
+            f"a worker process ended abruptly (killed, perhaps for lack of memory) while converting one of "
+            f"{names}: none of these is in the dataset; the recordings before them are"
+        ) from None
 
 
 def _sharing_cores(job: _Job, jobs: int) -> _Job:

@@ -176,3 +176,38 @@ def test_a_killed_parallel_conversion_leaves_its_scratch_directory_to_the_next_r
     assert lengths == [lengths[0], 600, lengths[0]]  # the long recording's 20 s at 30 steps/s
     for column in ("observation.state.joint_positions", "action", layout.image_column("wrist_camera")):
         np.testing.assert_array_equal(dataset.episode(2).array(column), dataset.episode(0).array(column))
+
+
+def test_a_worker_killed_mid_conversion_is_one_line_and_the_dataset_is_untouched(
+    recordings: Recordings, tmp_path: Path
+) -> None:
+    """As when the kernel's OOM killer picks a worker: no traceback, exit 1, nothing imported
+    of the recordings in flight, and no scratch directory left behind."""
+    first, long, config = recordings.first, recordings.long, recordings.config
+    output = tmp_path / "ds"
+    assert bag2ortf([str(first.path), "-o", str(output), "--config", str(config)]) == 0
+    committed = committed_files(output)
+    command = [sys.executable, "-m", "ortf_ros.bag2ortf", str(long.path), str(first.path), "-o", str(output)]
+    command += ["--config", str(config), "--jobs", "2"]
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
+    part = None
+    deadline = time.monotonic() + 120
+    while child.poll() is None and time.monotonic() < deadline:
+        part = next(iter(tmp_path.glob(f"{SCRATCH_PREFIX}*/part-0000")), None)
+        if part is not None and staged_steps(part) >= STAGED_STEPS_BEFORE_KILL:
+            break
+        time.sleep(0.005)
+    assert part is not None and child.poll() is None, "the conversion ended before a worker could be killed"
+    [steps_log] = (part / layout.STAGING_DIR).glob("*/steps.arrows")
+    [worker] = [
+        w for w in psutil.Process(child.pid).children() if any(Path(f.path) == steps_log for f in w.open_files())
+    ]
+    worker.send_signal(signal.SIGKILL)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == 1, stderr
+    assert stderr == (
+        "ortf-bag2ortf: a worker process ended abruptly (killed, perhaps for lack of memory) while converting one "
+        f"of {long.path}, {first.path}: none of these is in the dataset; the recordings before them are\n"
+    )
+    assert committed_files(output) == committed
+    assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
