@@ -18,6 +18,12 @@ class WriterError(OrtfError):
     """The writer was handed data it cannot store, or the target cannot be written."""
 
 
+class VideoRefusedError(WriterError):
+    """An encoded video the writer does not take as it is (stored otherwise, or not cut at
+    keyframes): the caller can add its decoded frames instead. A copy that cannot be
+    written is a plain WriterError, which no fallback would cure."""
+
+
 class ReaderError(OrtfError):
     """A dataset could not be read (missing or truncated file, unknown episode)."""
 

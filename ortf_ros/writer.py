@@ -38,7 +38,7 @@ from numpy.typing import ArrayLike
 
 from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
 from ortf_ros.commit import commit_staged
-from ortf_ros.errors import OrtfError, ReaderError, WriterError
+from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
@@ -413,19 +413,20 @@ class DatasetWriter:
         with ``add_step(frames=...)``. Refused (WriterError naming why, nothing staged) when
         it is not stored as this writer stores the camera (codec, pixel format, size, frame
         rate), is not cut at keyframes so that its packets decode on their own, or when the
-        camera already has frames: a caller falls back to adding decoded frames. A copy
-        that cannot be written is a WriterError naming the file, and stages nothing too."""
+        camera already has frames (``VideoRefusedError``): a caller falls back to adding
+        decoded frames. A copy that cannot be written is a plain WriterError naming the
+        file, and stages nothing too."""
         recording = self._current()
         if camera in recording.videos:
-            raise WriterError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
+            raise VideoRefusedError(f"camera {camera!r} already has frames in episode {recording.header.episode_id}")
         problem = self._format_problem(camera, segment)
         if problem is not None:
-            raise WriterError(problem)
+            raise VideoRefusedError(problem)
         target = recording.staged.video_file(camera)
         try:
             stage_segment(segment, target)  # checks the cut as it copies; nothing is left if it fails
-        except ReaderError as exc:
-            raise WriterError(str(exc)) from None
+        except ReaderError as exc:  # (a cut that is not clean, a source that does not decode)
+            raise VideoRefusedError(str(exc)) from None
         recording.videos[camera] = _CopiedVideo(segment.count)
         return segment.count
 

@@ -57,7 +57,7 @@ def stage(root: Path, camera: str, cap: int) -> None:
             try:
                 writer.add_encoded_video(camera, whole_video(video))
             except WriterError as exc:
-                print(exc)
+                print(f"{type(exc).__name__}: {exc}")  # not a refusal, which a caller would answer by re-encoding
     # closed without end_episode: the episode stays staged, for the parent to look into
 
 

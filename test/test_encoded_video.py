@@ -11,7 +11,7 @@ import av
 import numpy as np
 import pytest
 
-from ortf_ros.errors import WriterError
+from ortf_ros.errors import VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.io.segment import VideoSegment, whole_video
 from ortf_ros.reader import Episode, load_dataset
@@ -61,7 +61,7 @@ def test_copied_videos_commit_and_decode_bit_exactly(source: Episode, tmp_path: 
 
 def refusal(writer: DatasetWriter, camera: str, segment: VideoSegment) -> str:
     """Why the writer refused to copy ``segment``; it must have staged nothing."""
-    with pytest.raises(WriterError) as refused:
+    with pytest.raises(VideoRefusedError) as refused:
         writer.add_encoded_video(camera, segment)
     assert not list(writer.root.glob(".staging/*/videos/*.mp4"))
     return str(refused.value)
@@ -85,7 +85,7 @@ def test_what_cannot_be_copied_is_refused_before_it_is_staged(source: Episode, t
         assert problems["length"].endswith("the file holds frames 10..11 of them")
         assert problems["camera"].startswith("unknown camera 'nope'")
         writer.add_encoded_video("cam_wrist", VideoSegment(wrist, 0, 10))
-        with pytest.raises(WriterError, match="camera 'cam_wrist' already has frames"):
+        with pytest.raises(VideoRefusedError, match="camera 'cam_wrist' already has frames"):
             writer.add_encoded_video("cam_wrist", VideoSegment(wrist, 0, 10))
         with pytest.raises(WriterError, match="this episode's video was added encoded; it takes no more frames"):
             writer.add_frame("cam_wrist", np.zeros((48, 64, 3), np.uint8))

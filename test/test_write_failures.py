@@ -61,7 +61,7 @@ def test_a_video_copy_that_cannot_be_written_is_one_writer_error_and_leaves_no_f
     staged = root / layout.STAGING_DIR / layout.episode_file_stem(1)
     target = staged / "videos" / "depth.mp4"
     assert re.fullmatch(
-        rf"{re.escape(str(target))}: staging frames 0..11 of {re.escape(str(video))} failed: "
+        rf"WriterError: {re.escape(str(target))}: staging frames 0..11 of {re.escape(str(video))} failed: "
         r"OSError: \[Errno 27\] File too large.*",
         error,
     ), error

@@ -38,7 +38,7 @@ from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
 from ortf_ros.convert.lerobot_origin import DepthFiles, exported_origin
 from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
 from ortf_ros.convert.output_dir import staged_directory
-from ortf_ros.errors import ConversionError, ReaderError, WriterError
+from ortf_ros.errors import ConversionError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.io.segment import whole_video
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
@@ -213,7 +213,7 @@ class _EpisodeImporter:
             if segment is not None:
                 try:  # one pass: the writer checks the cut while it copies, and stages nothing if refused
                     self.writer.add_encoded_video(camera, segment)
-                except WriterError:
+                except VideoRefusedError:  # (a copy that cannot be written is an error, not a reason to re-encode)
                     pass
                 else:
                     self.copied[key] = segment.first
