@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_export import ExportSummary, to_lerobot
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
+from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state, write_demo_dataset
@@ -303,3 +307,24 @@ def test_steps_sharing_a_camera_frame_are_re_encoded_one_frame_per_step(tmp_path
         assert len(decoded) == steps
         for step, frame in enumerate(decoded):
             assert psnr(frame, episode.frame(camera, step // 2)) >= 35, (camera, step)
+
+
+def test_what_a_killed_export_leaves_is_removed_by_the_next(source: Dataset, tmp_path: Path) -> None:
+    """SIGKILLed mid-export, nothing is at the target; its scratch directory is removed by
+    the next export there, and a live export's scratch directory is left alone."""
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "ortf_ros.cli", "export", "lerobot", str(source.root), str(out)]
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.export-*/export/*")) and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    child.send_signal(signal.SIGKILL)
+    assert child.wait(timeout=60) == -signal.SIGKILL, "the export ended before it could be killed"
+    [stale] = tmp_path.glob(".out.export-*")
+    assert not out.exists()
+    with scratch_directory(tmp_path, ".out.export-") as live:  # another export's, still at work
+        assert ortf_main(["export", "lerobot", str(source.root), str(out)]) == 0
+        assert list(tmp_path.glob(".out.export-*")) == [live]
+    assert not stale.exists()
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == len(source.episodes)

@@ -3,19 +3,21 @@
 An export is built in a scratch directory beside its target and renamed onto it when
 complete, so a failure (bad input, a full disk, Ctrl-C) never leaves a half-written
 dataset that a trainer would load, and never touches what was already at the target.
+The scratch directory is locked while its export runs (``io.scratch``): what an export
+killed outright leaves behind is removed by the next export to the same target, and a
+live one's is not.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.io import atomic
+from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.reader import Dataset, load_dataset
 
 
@@ -38,13 +40,14 @@ def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a scratch directory that becomes ``target`` when the block succeeds."""
     final = Path(target)
     check_target(final)
-    final.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.export-"))
-    try:
-        yield scratch
+    prefix = f".{final.name}.export-"
+    if final.parent.is_dir():
+        remove_stale(final.parent, prefix)  # what exports killed earlier left behind
+    with scratch_directory(final.parent, prefix) as scratch:
+        built = scratch / "export"  # beside the scratch directory's lock, which stays behind
+        built.mkdir()
+        yield built
         check_target(final)  # nothing appeared there meanwhile
         # rename(2) replaces an empty directory, so an empty target needs no removal.
-        os.replace(scratch, final)
+        os.replace(built, final)
         atomic.fsync_dir(final.parent)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
