@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
+import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 
@@ -11,3 +16,18 @@ def kill_if_running(child: subprocess.Popen[Any]) -> None:
     if child.poll() is None:
         child.kill()
         child.wait()
+
+
+def kill_when(arguments: list[str], ready: Callable[[], bool]) -> None:
+    """Run ``python ARGUMENTS`` and SIGKILL it as soon as ``ready()``; fails if it ended first."""
+    child = subprocess.Popen(
+        [sys.executable, *arguments], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ)
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not ready() and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.001)
+        child.send_signal(signal.SIGKILL)
+        assert child.wait(timeout=60) == -signal.SIGKILL, f"{arguments} ended before it could be killed"
+    finally:
+        kill_if_running(child)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +19,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from av.container import InputContainer
+from child_process import kill_when
 from cli_errors import one_line_error
 from test_writer_reader import psnr
 
@@ -313,13 +311,10 @@ def test_what_a_killed_export_leaves_is_removed_by_the_next(source: Dataset, tmp
     """SIGKILLed mid-export, nothing is at the target; its scratch directory is removed by
     the next export there, and a live export's scratch directory is left alone."""
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "ortf_ros.cli", "export", "lerobot", str(source.root), str(out)]
-    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
-    deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".out.export-*/export/*")) and child.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.001)
-    child.send_signal(signal.SIGKILL)
-    assert child.wait(timeout=60) == -signal.SIGKILL, "the export ended before it could be killed"
+    kill_when(
+        ["-m", "ortf_ros.cli", "export", "lerobot", str(source.root), str(out)],
+        ready=lambda: bool(list(tmp_path.glob(".out.export-*/export/*"))),
+    )
     [stale] = tmp_path.glob(".out.export-*")
     assert not out.exists()
     with scratch_directory(tmp_path, ".out.export-") as live:  # another export's, still at work

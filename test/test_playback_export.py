@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from child_process import kill_when
 from cli_errors import one_line_error
 from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 from test_ros_env import BLOCK_ROS
@@ -19,6 +20,7 @@ from test_ros_env import BLOCK_ROS
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
+from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, load_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
@@ -191,4 +193,20 @@ def test_export_imports_no_ros(exported: tuple[Path, Path, Path], tmp_path: Path
     )
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=dict(os.environ))
     assert result.returncode == 0, result.stderr
+    assert out.read_bytes().startswith(MCAP_MAGIC)
+
+
+def test_what_a_killed_export_leaves_is_removed_by_the_next(exported: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    root, _, _ = exported
+    out = tmp_path / "again.mcap"
+    kill_when(
+        ["-m", "ortf_ros.cli", "export", "mcap", str(root), str(out)],
+        ready=lambda: bool(list(tmp_path.glob(".again.mcap.export-*/export/*.mcap"))),
+    )
+    [stale] = tmp_path.glob(".again.mcap.export-*")
+    assert not out.exists()
+    with scratch_directory(tmp_path, ".again.mcap.export-") as live:  # another export's, still at work
+        assert ortf(["export", "mcap", str(root), str(out)]) == 0
+        assert list(tmp_path.glob(".again.mcap.export-*")) == [live]
+    assert not stale.exists()
     assert out.read_bytes().startswith(MCAP_MAGIC)

@@ -7,13 +7,13 @@ in the ``ros2`` profile, chunked and indexed); each message's log time is its ti
 the playback timeline, which is also its header stamp. No ROS is needed.
 
 The file is written beside its target and renamed over it when complete, so a failed
-export leaves an existing file as it was.
+export leaves an existing file as it was; what an export killed outright leaves in its
+scratch directory is removed by the next export to the same file (``io.scratch``).
 """
 
 from __future__ import annotations
 
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,6 +25,7 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
+from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.playback.messages import Playlist
 from ortf_ros.playback.selection import open_for_playback
 from ortf_ros.playback.settings import MessageSettings, QosSettings
@@ -76,8 +77,10 @@ def export_mcap(
     target.parent.mkdir(parents=True, exist_ok=True)
     counts: Counter[str] = Counter()
     first = last = None
-    with tempfile.TemporaryDirectory(dir=target.parent, prefix=f".{target.name}.") as scratch:
-        bag = Path(scratch) / "export"
+    prefix = f".{target.name}.export-"
+    remove_stale(target.parent, prefix)  # what exports killed earlier left behind
+    with scratch_directory(target.parent, prefix) as scratch:
+        bag = scratch / "export"
         writer = Writer(bag, version=Writer.VERSION_LATEST, storage_plugin=StoragePlugin.MCAP)
         writer.open()
         connections: dict[tuple[str, str], Connection] = {}
