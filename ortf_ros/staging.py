@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shutil
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -88,18 +89,31 @@ def staged_episode_dirs(root: Path) -> list[Path]:
     return sorted(p for p in base.iterdir() if p.is_dir() and p.name.startswith("episode_"))
 
 
-def lock_dataset(root: Path) -> IO[bytes]:
+LOCK_WAIT_S = 5.0
+"""How long taking the writer lock waits for it. The encoder processes of a writer hold
+the lock too, until its videos are closed: after the writer is killed they encode what
+they were handed and close the files, well within this, and only then may the episode
+be recovered or a new writer begin."""
+
+
+def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
     """Take the dataset's writer lock (released by closing the handle, or by the kernel
-    when the process dies, so a crash never leaves a stale lock)."""
+    when the process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``."""
     staging = staging_root(root)
     staging.mkdir(parents=True, exist_ok=True)
     handle = open(staging / LOCK_FILE, "wb")  # noqa: SIM115 - the caller holds it
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.close()
-        raise WriterError(f"{root}: another process is writing this dataset") from None
-    return handle
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                handle.close()
+                raise WriterError(
+                    f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
+                ) from None
+            time.sleep(0.02)
 
 
 def unlock_dataset(root: Path, handle: IO[bytes]) -> None:

@@ -303,6 +303,12 @@ class DatasetWriter:
     def manifest(self) -> Manifest:
         return self._open_catalog().manifest
 
+    def _held_lock(self) -> int:
+        """The writer lock's file descriptor, for an encoder process to hold as well."""
+        if self._lock is None:
+            raise WriterError(f"{self.root}: writer is not open")
+        return self._lock.fileno()
+
     def _open_catalog(self) -> Catalog:
         if self._catalog is None:
             raise WriterError(f"{self.root}: writer is not open")
@@ -402,6 +408,7 @@ class DatasetWriter:
                 self.config.video.with_threads(sum(not c.is_depth for c in self.manifest.cameras.values())),
                 camera=camera,
                 queue_frames=self.config.encoder_queue_frames,
+                hold=self._held_lock(),  # the dataset stays locked until the video is complete
             )
             recording.videos[camera] = writer
         return writer.write(image)

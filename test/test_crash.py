@@ -3,11 +3,14 @@ episodes untouched, and ``ortf recover`` turns what was staged into a valid epis
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import IO
 
 import psutil
 import pyarrow.parquet as pq
@@ -166,3 +169,61 @@ def test_a_killed_writer_loses_no_frame_it_handed_over(tmp_path: Path) -> None:
     assert finalize(staged, tmp_path / "final.mp4") == frames
     with VideoReader(tmp_path / "final.mp4", "rgb") as video:
         assert int(video.read(frames - 1)[24, 32, 0]) == pytest.approx(4 * (frames - 1), abs=3)
+
+
+HELD = """
+import fcntl
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.video import VideoSettings
+
+lock = open(sys.argv[2], "wb")
+fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+settings = VideoSettings(preset="slow", threads=1)  # noise at 720p: the frames handed over take a while
+writer = StagedVideoWriter(Path(sys.argv[1]), 1280, 720, 30, "rgb", settings, camera="cam", hold=lock.fileno())
+noise = np.random.default_rng(0)
+for i in range(int(sys.argv[3])):
+    writer.write(noise.integers(0, 256, (720, 1280, 3), np.uint8))
+print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_killed_writers_encoder_holds_its_lock_until_the_video_is_complete(tmp_path: Path) -> None:
+    """What a writer hands its encoder process to hold (the dataset's lock) stays held
+    after the writer is killed, until the frames it was handed are in the file: recovery
+    waits for them instead of taking a video that is still being written."""
+    staged, lock, frames = tmp_path / "cam.mp4", tmp_path / "writer.lock", 4
+    child = subprocess.Popen(
+        [sys.executable, "-c", HELD, str(staged), str(lock), str(frames)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "written"
+    [encoder] = psutil.Process(child.pid).children()
+    child.kill()
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    with lock.open("wb") as other:
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        deadline = time.monotonic() + 120
+        while not _locked(other) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert finalize(staged, tmp_path / "final.mp4") == frames  # every frame, once the lock is free
+    psutil.wait_procs([encoder], timeout=60)
+    assert not encoder.is_running()
+
+
+def _locked(handle: IO[bytes]) -> bool:
+    """Took the lock on ``handle``'s file (False while another holds it)."""
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True

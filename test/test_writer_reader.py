@@ -6,11 +6,13 @@ import json
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 import av
 import duckdb
 import numpy as np
+import psutil
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -494,3 +496,27 @@ def test_each_colour_video_gets_its_share_of_the_cores(tmp_path: Path) -> None:
         assert [_x264_threads(video) for video in videos] == [threads] * len(RGB_CAMERAS)
     with pytest.raises(WriterError, match=r"video.threads must be 0 \(automatic\) or more, got -1"):
         WriterConfig.from_mapping({"video": {"threads": -1}}, "test")
+
+
+def test_the_encoder_processes_hold_the_dataset_lock_while_their_videos_are_open(tmp_path: Path) -> None:
+    """So that the dataset stays locked until a killed writer's videos are complete
+    (test_crash.py shows the holding); closed, they let go of it."""
+    root = tmp_path / "ds"
+    lock = root / layout.STAGING_DIR / "writer.lock"
+
+    def holders() -> set[int]:
+        return {
+            child.pid
+            for child in psutil.Process().children()
+            if any(Path(f.path) == lock for f in child.open_files() if Path(f.path).exists())
+        }
+
+    with DatasetWriter(root, demo_manifest(64, 48)) as writer:
+        writer.begin_episode("pick")
+        writer.add_step(0.0, demo_state(0, 0), demo_action(0, 0), _images(0))
+        deadline = time.monotonic() + 60
+        while len(holders()) < 3 and time.monotonic() < deadline:  # (a new process reads its first message late)
+            time.sleep(0.01)
+        assert len(holders()) == 3  # two colour cameras and depth
+        writer.end_episode()
+        assert holders() == set()

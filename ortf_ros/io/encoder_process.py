@@ -15,10 +15,13 @@ only when every slot is taken.
 
 Crash safety: when the writer's process dies, its end of the socket closes; the encoder
 process then encodes the frames it was already sent, flushes the encoder and closes the
-fragmented MP4, so a kill loses only what had not been handed over. The encoder process
+fragmented MP4, so a kill loses only what had not been handed over. The writer can hand
+the encoder process a file to hold open until the video is closed (``hold``): the
+dataset's writer lock, so that ``ortf recover`` waits for a killed writer's videos to be
+complete instead of recovering them while they are still being written. The encoder process
 ignores SIGINT and SIGTERM, which a terminal's Ctrl-C or a service manager's stop send to
-every process of the group: what they mean for the episode is the writer's decision, and
-the encoder process lives exactly as long as the writer's end of the socket.
+every process of the group, and SIGHUP: what they mean for the episode is the writer's
+decision, and the encoder process lives exactly as long as the writer's end of the socket.
 
 Reuse: starting an encoder process (Python and PyAV) takes about 0.15 s, too long to pay
 at every episode of a live recorder, so a process whose video closed cleanly waits for
@@ -99,10 +102,10 @@ class _EncoderProcess:
             os.close(ring_fd)
         self.control = ours
 
-    def send(self, message: bytes) -> bool:
-        """False when the process is gone."""
+    def send(self, message: bytes, fds: list[int] | None = None) -> bool:
+        """False when the process is gone. ``fds`` go with the message (SCM_RIGHTS)."""
         try:
-            self.control.send(message)
+            socket.send_fds(self.control, [message], fds or [])
         except OSError:  # EPIPE, ECONNRESET: it exited
             return False
         return True
@@ -187,7 +190,8 @@ class StagedVideoWriter:
     many frames plus one GOP inside the encoder. A failure of the encoder (its error, or
     the process's death) is raised as a ``WriterError`` naming the camera by every
     ``write`` and ``close`` after it, so an episode missing frames is never taken for a
-    complete one; what reached the file stays there.
+    complete one; what reached the file stays there. The encoder process keeps ``hold``
+    (a file descriptor) open until the video is closed, also when this process dies.
     """
 
     def __init__(
@@ -201,6 +205,7 @@ class StagedVideoWriter:
         *,
         camera: str,
         queue_frames: int = 8,
+        hold: int | None = None,
     ) -> None:
         self.path = path
         self.camera = camera
@@ -227,7 +232,7 @@ class StagedVideoWriter:
         if len(opening) > MESSAGE_BYTES:
             self._process.stop()
             raise WriterError(f"camera {camera!r}: {path}: the path is too long for the encoder process")
-        if not self._process.send(opening):
+        if not self._process.send(opening, None if hold is None else [hold]):
             self._lost()
 
     def write(self, image: np.ndarray) -> int:
@@ -312,9 +317,12 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
     """Encode videos one after another until the writer's end of the socket closes."""
     encoder: StagingEncoder | None = None
     frames = np.empty(0)
-    for message in _messages(control):
+    held: list[int] = []  # what the writer handed over to keep open until the video is closed
+    for message, fds in _messages(control):
         kind, body = message[:1], message[1:]
         if kind == OPEN:
+            _close_all(held)
+            held = fds
             try:
                 job = json.loads(body)
                 shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
@@ -346,22 +354,32 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
                 except Exception as exc:
                     _report(control, exc)
                 encoder = None
+            _close_all(held)
             _reply(control, CLOSED)
+        else:
+            _close_all(fds)
     if encoder is not None:  # the writer is gone: keep every frame it handed over
         with contextlib.suppress(Exception):
             encoder.close()
+    _close_all(held)
 
 
-def _messages(control: socket.socket) -> Iterator[bytes]:
-    """What the writer sends, until its end of the socket closes."""
+def _messages(control: socket.socket) -> Iterator[tuple[bytes, list[int]]]:
+    """What the writer sends (and the file descriptors with it), until its end of the socket closes."""
     while True:
         try:
-            message = control.recv(MESSAGE_BYTES)
+            message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 1)
         except ConnectionResetError:  # it died with replies unread: what it sent still follows
             continue
         if not message:
             return
-        yield message
+        yield message, fds
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        os.close(fd)
+    fds.clear()
 
 
 def _report(control: socket.socket, failure: Exception) -> None:
@@ -378,6 +396,9 @@ def main(argv: list[str] | None = None) -> None:
     control_fd, ring_fd, ring_bytes = (int(arg) for arg in (argv if argv is not None else sys.argv[1:]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    # Sent with SIGCONT when the writer dies while this process is stopped (its process
+    # group is orphaned then): the frames it was handed are still to be encoded.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # A file size limit then fails the write (EFBIG), which is reported, instead of killing the process.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     ring = mmap.mmap(ring_fd, ring_bytes)
