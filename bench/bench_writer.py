@@ -8,8 +8,11 @@ Prints one table:
 2. Step rate without cameras: the writer vs appending the same rows to an Arrow IPC
    stream one row at a time (what the staging step log does), and vs one bulk Parquet
    write of the whole table.
-3. Peak RSS of a child process writing one two-camera 640x480, 30 fps episode, for a
-   short and a long episode (flat in episode length is the point; target < 300 MB).
+3. Peak memory of a child process (and its encoder processes) writing one two-camera
+   640x480, 30 fps episode, for a short and a long episode (flat in episode length is
+   the point; target < 300 MB, judged on the tree's PSS, which counts the libraries and
+   frame rings the processes share once; the sum of their VmHWM is shown as the upper
+   bound).
 
 Run from the repository root::
 
@@ -319,14 +322,21 @@ def bench_rss(tmp: Path, minutes: list[float]) -> list[Row]:
     for m in minutes:
         r = measure_child(tmp, m)
         section = f"3. 2x RGB {WIDTH}x{HEIGHT} @ {FPS} fps, {m:g} min ({r.steps} steps, {2 * r.steps} frames)"
-        verdict = "OK" if r.hwm_mb < RSS_TARGET_MB else "OVER"
+        # Judged on PSS: the child and its encoder processes map the same libraries and
+        # frame rings, which a sum of their RSS counts once per process.
+        verdict = "OK" if r.sampled_pss_mb < RSS_TARGET_MB else "OVER"
         rows += [
+            Row(
+                section,
+                "peak PSS (child + encoders, sampled 50 ms)",
+                f"{r.sampled_pss_mb:8.1f} MB",
+                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; shared pages counted once",
+            ),
             Row(
                 section,
                 "peak RSS (VmHWM, child + encoders)",
                 f"{r.hwm_mb:8.1f} MB",
-                f"target < {RSS_TARGET_MB:.0f} MB: {verdict}; "
-                f"sampled 50 ms: RSS {r.sampled_peak_mb:.1f} MB, PSS {r.sampled_pss_mb:.1f} MB; "
+                f"upper bound: shared pages counted per process; sampled 50 ms: {r.sampled_peak_mb:.1f} MB; "
                 f"before episode {r.baseline_mb:.1f} MB, before end_episode {r.recording_hwm_mb:.1f} MB",
             ),
             Row(
