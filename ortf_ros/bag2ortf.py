@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.scratch import remove_stale, scratch_directory
@@ -197,11 +197,11 @@ def _result(future: Future[ConversionResult], unfinished: list[_Job]) -> Convers
     ConversionError naming the recordings it may have been converting."""
     try:
         return future.result()
-    except BrokenProcessPool:
+    except BrokenProcessPool as exc:
         names = ", ".join(str(job.input) for job in unfinished)
         raise ConversionError(
-            f"a worker process ended abruptly (killed, perhaps for lack of memory) while converting one of "
-            f"{names}: none of these is in the dataset; the recordings before them are"
+            f"a worker process ended abruptly (killed, perhaps for lack of memory: {describe(exc)}) while "
+            f"converting one of {names}: none of these is in the dataset; the recordings before them are"
         ) from None
 
 
@@ -209,7 +209,8 @@ def _sharing_cores(job: _Job, jobs: int) -> _Job:
     """The job with its video encoder threads decided for ``jobs`` conversions at once: each
     worker's writer would otherwise share every core among its own cameras alone."""
     writer = job.writer_config or WriterConfig()
-    video = writer.video.with_threads(jobs * max(1, len(job.config.cameras)))
+    colour = sum(camera.kind != "depth" for camera in job.config.cameras)  # (depth is FFV1, as it comes)
+    video = writer.video.with_threads(jobs * max(1, colour))
     return replace(job, writer_config=replace(writer, video=video))
 
 

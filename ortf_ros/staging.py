@@ -17,6 +17,7 @@ Committed episodes never live here; the directory is removed after a commit, and
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import math
@@ -98,30 +99,47 @@ be recovered or a new writer begin."""
 
 def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
     """Take the dataset's writer lock (released by closing the handle, or by the kernel
-    when the process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``."""
-    staging = staging_root(root)
-    staging.mkdir(parents=True, exist_ok=True)
-    handle = open(staging / LOCK_FILE, "wb")  # noqa: SIM115 - the caller holds it
+    when the process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``.
+
+    The lock is that of the file now at the lock's path: a writer that ends with nothing
+    staged removes the file, and a lock taken meanwhile on the file it removed would
+    exclude nobody, so it is taken again on the new one."""
     deadline = time.monotonic() + wait_s
     while True:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        handle = _locked_file(root)
+        if handle is not None:
             return handle
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                handle.close()
-                raise WriterError(
-                    f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
-                ) from None
-            time.sleep(0.02)
+        if time.monotonic() >= deadline:
+            raise WriterError(f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)")
+        time.sleep(0.02)
+
+
+def _locked_file(root: Path) -> IO[bytes] | None:
+    """The lock file, locked by this handle; None while another process holds it."""
+    staging = staging_root(root)
+    staging.mkdir(parents=True, exist_ok=True)
+    path = staging / LOCK_FILE
+    handle = open(path, "ab")  # noqa: SIM115 - the caller holds it
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held, current = os.fstat(handle.fileno()), os.stat(path)
+    except (BlockingIOError, FileNotFoundError):  # held elsewhere; or removed by the writer that just ended
+        handle.close()
+        return None
+    if (held.st_dev, held.st_ino) != (current.st_dev, current.st_ino):
+        handle.close()
+        return None
+    return handle
 
 
 def unlock_dataset(root: Path, handle: IO[bytes]) -> None:
-    """Release the lock; with nothing staged, leave no trace of the writer in the dataset."""
+    """Release the lock; with nothing staged, leave no trace of the writer in the dataset
+    (unless another writer has begun meanwhile: then its lock file stays)."""
     staging = staging_root(root)
     if not staged_episode_dirs(root):
         (staging / LOCK_FILE).unlink(missing_ok=True)
-        staging.rmdir()
+        with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made)
+            staging.rmdir()
     handle.close()
 
 

@@ -184,9 +184,10 @@ class _Recording:
             )
         return log
 
-    def append_steps(self) -> None:
+    def append_steps(self, last: bool = False) -> None:
         """Append the steps that wait, after the native samples they may point at. If that
-        fails (WriterError), they still wait, and go with the next append."""
+        fails (WriterError), they still wait, and go with the next append (unless this is
+        the ``last``, as the episode's files close)."""
         batch = self.rows.batch()
         if batch is None:
             return
@@ -195,8 +196,11 @@ class _Recording:
                 log.flush()
             self.step_log.append(batch)
         except WriterError as exc:
+            if last:
+                raise WriterError(f"{exc} (the last {len(self.rows)} steps are not in the staging log)") from None
             raise WriterError(
-                f"{exc} ({len(self.rows)} steps wait: they are appended with the next batch or when the episode ends)"
+                f"{exc} (the step was recorded; {len(self.rows)} steps wait for the next append, "
+                "with the next step or when the episode ends)"
             ) from None
         self.rows.clear()
 
@@ -212,7 +216,7 @@ class _Recording:
                 failures.append(exc)
 
         try:
-            attempt(self.append_steps)
+            attempt(lambda: self.append_steps(last=True))
             attempt(self.step_log.close)
             for log in self.stream_logs.values():
                 attempt(log.close)
@@ -542,7 +546,11 @@ class DatasetWriter:
         newest frame unless ``frames`` names another (the one nearest the step time,
         say). ``samples`` names, per native-rate stream, the sample this step used;
         ``alignment_ms`` how far from the step time each aligned stream's sample was.
-        Everything is checked before anything is written.
+        Everything is checked before anything is written: a step refused (WriterError)
+        is not recorded. Once checked, the step is recorded, and steps go to the staging
+        log ``step_batch`` at a time; when that append fails (a full disk), the WriterError
+        says so and the steps stay held for the next append: record the next step, not
+        this one again.
         """
         recording = self._current()
         rows = recording.rows

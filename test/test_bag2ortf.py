@@ -390,12 +390,15 @@ def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pyte
     assert not list(tmp_path.glob(".ortf-bag2ortf-*"))  # the workers' scratch datasets are gone
 
 
-def test_parallel_workers_share_the_cores_among_all_their_cameras(short_bag: TeleopBagInfo) -> None:
+def test_parallel_workers_share_the_cores_among_all_their_cameras(
+    short_bag: TeleopBagInfo, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = mapping_for(short_bag.path)
+    assert sorted(c.kind for c in config.cameras) == ["depth", "rgb", "rgb"]
     job = _Job(short_bag.path, short_bag.path, config, None, None, ())
-    cores, cameras = len(os.sched_getaffinity(0)), len(config.cameras)
-    shared = _sharing_cores(job, jobs=2).writer_config
-    assert shared is not None and shared.video.threads == max(1, cores // (2 * cameras))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(8)))
+    shared = _sharing_cores(job, jobs=2).writer_config  # 2 jobs x 2 colour cameras on 8 cores
+    assert shared is not None and shared.video.threads == 2
     explicit = WriterConfig.from_mapping({"video": {"threads": 5}}, "test")
     kept = _sharing_cores(replace(job, writer_config=explicit), jobs=2).writer_config
     assert kept is not None and kept.video.threads == 5

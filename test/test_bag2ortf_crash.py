@@ -206,8 +206,10 @@ def test_a_worker_killed_mid_conversion_is_one_line_and_the_dataset_is_untouched
     _, stderr = child.communicate(timeout=120)
     assert child.returncode == 1, stderr
     assert stderr == (
-        "ortf-bag2ortf: a worker process ended abruptly (killed, perhaps for lack of memory) while converting one "
-        f"of {long.path}, {first.path}: none of these is in the dataset; the recordings before them are\n"
+        "ortf-bag2ortf: a worker process ended abruptly (killed, perhaps for lack of memory: BrokenProcessPool: "
+        "A process in the process pool was terminated abruptly while the future was running or pending) while "
+        f"converting one of {long.path}, {first.path}: none of these is in the dataset; the recordings before "
+        "them are\n"
     )
     assert committed_files(output) == committed
     assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))

@@ -317,9 +317,11 @@ def test_what_a_killed_export_leaves_is_removed_by_the_next(source: Dataset, tmp
     )
     [stale] = tmp_path.glob(".out.export-*")
     assert not out.exists()
+    unrelated = tmp_path / ".out.export-notes"  # named alike, but no export's (it has no owner lock)
+    unrelated.mkdir()
     with scratch_directory(tmp_path, ".out.export-") as live:  # another export's, still at work
         assert ortf_main(["export", "lerobot", str(source.root), str(out)]) == 0
-        assert list(tmp_path.glob(".out.export-*")) == [live]
+        assert sorted(tmp_path.glob(".out.export-*")) == sorted([live, unrelated])
     assert not stale.exists()
     info = json.loads((out / "meta" / "info.json").read_text())
     assert info["total_episodes"] == len(source.episodes)

@@ -99,7 +99,8 @@ def test_steps_whose_batch_cannot_be_written_wait_for_the_next_append(tmp_path: 
     log = root / layout.STAGING_DIR / layout.episode_file_stem(0) / "steps.arrows"
     assert error == (
         f"{log}: cannot append to the staging log: OSError: [Errno 27] File too large "
-        f"({STEP_BATCH} steps wait: they are appended with the next batch or when the episode ends)"
+        f"(the step was recorded; {STEP_BATCH} steps wait for the next append, with the next step or when the "
+        "episode ends)"
     ), error
     episode = load_dataset(root).episode(0)
     assert episode.array("step_index").tolist() == list(range(STEPS))

@@ -21,7 +21,7 @@ from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.reader import load_dataset
-from ortf_ros.staging import StagedEpisode, StepLog
+from ortf_ros.staging import StagedEpisode, StepLog, lock_dataset
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -293,6 +293,28 @@ def test_second_writer_is_refused_while_one_is_open(small_dataset: tuple[Path, l
         DatasetWriter(root).open()
 
 
+def test_a_writer_waiting_for_the_lock_excludes_the_next_one(tmp_path: Path) -> None:
+    """The writer before it ends with nothing staged and removes its lock file: the lock
+    the waiting one takes must be on the file that others will find."""
+    root = tmp_path / "ds"
+    with DatasetWriter(root, demo_manifest(64, 48)):
+        pass
+    first = DatasetWriter(root).open()
+    waited: list[DatasetWriter] = []
+    second = threading.Thread(target=lambda: waited.append(DatasetWriter(root).open()))
+    second.start()
+    time.sleep(0.2)  # (the second one waits; a lock on another handle conflicts in this process too)
+    first.close()
+    second.join()
+    [writer] = waited
+    try:
+        with pytest.raises(WriterError, match="another process is writing"):
+            lock_dataset(root, wait_s=0.1)
+    finally:
+        writer.close()
+    assert not (root / layout.STAGING_DIR).exists()  # and it leaves no trace either
+
+
 def test_appending_with_a_different_schema_is_refused(small_dataset: tuple[Path, list[EpisodeRecord]]) -> None:
     root, _ = small_dataset
     with pytest.raises(WriterError, match="cannot append"):
@@ -485,13 +507,13 @@ def _x264_threads(video: Path) -> int:
     return int(found.group(1))
 
 
-def test_each_colour_video_gets_its_share_of_the_cores(tmp_path: Path) -> None:
-    cores = len(os.sched_getaffinity(0))
-    # (x264 caps its threads by the rows of macroblocks: 64x48 would always get one)
+def test_each_colour_video_gets_its_share_of_the_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(4)))  # (the share is decided in this process)
+    # (x264 caps its threads by the rows of macroblocks: at 64x48 one, at 320x240 three)
     write_demo_dataset(tmp_path / "auto", steps=3, width=320, height=240)
     explicit = WriterConfig.from_mapping({"video": {"threads": 3}}, "test")
     write_demo_dataset(tmp_path / "three", steps=3, width=320, height=240, config=explicit)
-    for root, threads in ((tmp_path / "auto", max(1, cores // len(RGB_CAMERAS))), (tmp_path / "three", 3)):
+    for root, threads in ((tmp_path / "auto", 2), (tmp_path / "three", 3)):  # 4 cores, 2 colour cameras
         videos = [root / layout.video_path(camera, 0, 0) for camera in RGB_CAMERAS]
         assert [_x264_threads(video) for video in videos] == [threads] * len(RGB_CAMERAS)
     with pytest.raises(WriterError, match=r"video.threads must be 0 \(automatic\) or more, got -1"):

@@ -41,7 +41,7 @@ def remove_stale(parent: Path, prefix: str) -> list[Path]:
     """Remove the ``parent/prefix*`` directories whose owner is gone; returns them."""
     removed = []
     for directory in sorted(parent.glob(f"{prefix}*")):
-        owner = _lock(directory) if directory.is_dir() else None
+        owner = _lock(directory, create=False) if directory.is_dir() else None
         if owner is not None:
             with owner:
                 shutil.rmtree(directory, ignore_errors=True)
@@ -49,11 +49,13 @@ def remove_stale(parent: Path, prefix: str) -> list[Path]:
     return removed
 
 
-def _lock(directory: Path) -> IO[bytes] | None:
+def _lock(directory: Path, create: bool = True) -> IO[bytes] | None:
     """The directory's owner lock, taken; None while another process holds it (or the
-    directory is gone, or not ours to open)."""
+    directory is gone, or not ours to open). Without ``create``, a directory that has no
+    owner file is not taken either: it is being claimed this instant, or it is not one
+    of ours at all."""
     try:
-        handle = open(directory / OWNER_FILE, "ab")  # noqa: SIM115 - the caller holds it
+        handle = open(directory / OWNER_FILE, "ab" if create else "rb")  # noqa: SIM115 - the caller holds it
     except OSError:
         return None
     try:
@@ -65,8 +67,9 @@ def _lock(directory: Path) -> IO[bytes] | None:
 
 
 def _claim(parent: Path, prefix: str) -> tuple[Path, IO[bytes]]:
-    """A new directory with its lock held. A run cleaning up at the same instant may lock
-    and remove it before this process locks it: then another is made."""
+    """A new directory with its lock held. (A run cleaning up at the same instant skips a
+    directory without its owner file; should it remove this one all the same, another is
+    made.)"""
     while True:
         directory = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
         owner = _lock(directory)

@@ -46,7 +46,16 @@ class SegmentError(ReaderError):
 
 
 def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterator[av.Packet[VideoStream]]:
-    """The segment's packets in decode order; raises SegmentError when the cut is not clean."""
+    """The segment's packets in decode order; raises SegmentError when the cut is not clean,
+    or when the source cannot be read (the segment is refused, not the target broken)."""
+    try:
+        yield from _checked_packets(container, segment)
+    except (av.error.FFmpegError, OSError) as exc:
+        last = segment.first + segment.count - 1
+        raise SegmentError(f"{segment.path}: cannot read frames {segment.first}..{last}: {describe(exc)}") from None
+
+
+def _checked_packets(container: InputContainer, segment: VideoSegment) -> Iterator[av.Packet[VideoStream]]:
     stream = container.streams.video[0]
     rate = stream.average_rate or stream.base_rate
     if not rate or not stream.time_base:
