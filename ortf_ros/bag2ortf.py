@@ -78,7 +78,11 @@ def _write_config(args: argparse.Namespace) -> int:
 def _summary(result: ConversionResult) -> dict[str, Any]:
     counts = result.counts
     topics = sorted(
-        set(counts.used) | set(counts.undecodable) | set(counts.out_of_order) | set(counts.outside_episodes)
+        set(counts.used)
+        | set(counts.undecodable)
+        | set(counts.out_of_order)
+        | set(counts.outside_episodes)
+        | set(counts.late)
     )
     return {
         "inputs": list(result.inputs),
@@ -91,6 +95,7 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
                 "used": counts.used[t],
                 "undecodable": counts.undecodable[t],
                 "out_of_order": counts.out_of_order[t],
+                "late": counts.late[t],
                 "outside_episodes": counts.outside_episodes[t],
                 **({"first_problem": counts.reasons[t]} if t in counts.reasons else {}),
             }
@@ -248,6 +253,8 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         counts = f"used {c['used']:>7}  undecodable {c['undecodable']:>4}  out of order {c['out_of_order']:>4}"
         if c["outside_episodes"]:
             counts += f"  outside episodes {c['outside_episodes']}"
+        if c["late"]:
+            counts += f"  late {c['late']}"
         print(f"  {topic:<40} {counts}{extra}")
     for stream, steps in summary["steps_outside_tolerance"].items():
         print(f"  {steps} step(s) used a {stream} sample outside the sync tolerance")

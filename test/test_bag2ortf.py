@@ -41,6 +41,7 @@ from ortf_ros.synthetic_bag import (
     FINGERS_ONLY_EVERY,
     JOINTS,
     START_NS,
+    TOPIC_DEPTH_IMAGE,
     BagFormat,
     TeleopBagInfo,
     decode_frame_number,
@@ -437,6 +438,30 @@ def test_without_a_urdf_joints_are_named_from_the_joint_states_with_a_warning(
     assert manifest.robot.name == "unknown" and not (tmp_path / "ds" / layout.URDF).exists()
     assert sorted(j.name for j in manifest.robot.joints) == sorted(JOINTS)
     assert validate(tmp_path / "ds").ok
+
+
+def test_messages_later_than_max_latency_are_counted_and_warned_about(
+    short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The depth camera comes 12-12.4 ms after its stamps, the others sooner: within the
+    default 200 ms all are in time; with 10 ms every depth frame is late, and said so."""
+    late: dict[float, dict[str, int]] = {}
+    for latency_ms in (200.0, 10.0):
+        write_config(replace(mapping_for(short_bag.path), max_latency_ms=latency_ms), tmp_path / "m.yaml")
+        out = tmp_path / f"ds{latency_ms:g}"
+        assert bag2ortf([str(short_bag.path), "-o", str(out), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
+        (recording,) = json.loads(capsys.readouterr().out)["recordings"]
+        topics = recording["topics"]
+        late[latency_ms] = {topic: c["late"] for topic, c in topics.items() if c["late"]}
+        warned = [w for w in recording["warnings"] if "max_latency_ms" in w]
+        assert warned == [
+            f"{topic}: {count} message(s) recorded more than max_latency_ms ({latency_ms:g} ms) after their stamp: "
+            "steps may have been decided without them; raise max_latency_ms to wait for them"
+            for topic, count in late[latency_ms].items()
+        ]
+    assert late[200.0] == {}
+    frames = round(0.6 * 30)
+    assert late[10.0] == {TOPIC_DEPTH_IMAGE: frames}
 
 
 def test_a_mapped_topic_the_recording_lacks_is_one_clean_line(short_bag: TeleopBagInfo, tmp_path: Path) -> None:

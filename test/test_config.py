@@ -105,6 +105,7 @@ def test_shipped_mobile_manipulator_config_loads() -> None:
     assert cfg.episodes == EpisodeSplit("topic", topic="/teleop/recording")
     assert cfg.labels.task_topic == "/task_instruction"
     assert cfg.world_frame == "odom"
+    assert cfg.max_latency_ms == 300.0
 
 
 def test_shipped_arm_config_matches_the_synthetic_bag(tmp_path: Path) -> None:
@@ -273,6 +274,8 @@ CAM = {"topic": "/cam/image_raw", "kind": "rgb"}
         ),
         ({"episodes": {"mode": "ranges", "ranges": [0, 1, 2]}}, "episodes.ranges: expected [start, end] pairs"),
         ({"labels": {"task": ""}}, "teleop.yaml: labels.task: expected a non-empty string, got ''"),
+        ({"max_latency_ms": -5}, "teleop.yaml: max_latency_ms: expected a number >= 0, got -5"),
+        ({"max_latency_ms": None}, "teleop.yaml: max_latency_ms: must not be null"),
         ({"labels": {"success": "true"}}, "teleop.yaml: labels.success: expected true or false, got 'true'"),
         ({"writer": {"chunk_sz": 3}}, "teleop.yaml: writer: chunk_sz: unknown setting"),
         ({"writer": {"video": {"crf": "high"}}}, "teleop.yaml: writer: video.crf: expected int, got 'high'"),

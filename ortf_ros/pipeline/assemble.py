@@ -41,9 +41,6 @@ from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
 from ortf_ros.pipeline.tf import TfBuffer
 from ortf_ros.writer import DatasetWriter
 
-# Header stamps precede reception; a stream is assumed to deliver nothing stamped more
-# than this before the newest receive time seen (what lets a step be emitted).
-LATENCY_ALLOWANCE_NS = 200_000_000
 NS = 1_000_000_000
 # A step waits for the TF after its time this much input time longer than for other
 # streams: TF often comes at a few Hz, and a pose interpolated between the transforms
@@ -103,6 +100,7 @@ class TopicCounts:
     outside_tolerance: Counter[str] = field(default_factory=Counter)
     skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
     outside_episodes: Counter[str] = field(default_factory=Counter)  # messages between episodes
+    late: Counter[str] = field(default_factory=Counter)  # stamped more than max_latency_ms before recorded
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
@@ -241,6 +239,17 @@ class Assembler:
         self.writer = writer
         self.counts = counts
         self.tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
+        # Header stamps precede reception: a stream is taken to deliver nothing stamped
+        # more than this before the newest receive time seen (what lets a step be emitted).
+        # A message that breaks this may come after a step it precedes was decided, which
+        # then depends on when steps were looked for: such messages are counted as late.
+        self.latency_ns = round(config.max_latency_ms * 1e6)
+        self._header_timed = {c.topic for c in config.cameras if c.time == "header"}
+        self._header_timed |= {w.topic for w in config.wrenches if w.time == "header"}
+        if config.joint_states is not None and config.joint_states.time == "header":
+            self._header_timed.add(config.joint_states.topic)
+        if config.action.topic is not None and config.action.time == "header":
+            self._header_timed.add(config.action.topic)
         self.tf = tf if tf is not None else TfBuffer()
         joint_config = config.joint_states
         self.joints = _JointMerger(steps.joints)
@@ -281,6 +290,9 @@ class Assembler:
             return
         if isinstance(sample, SampleBlock):
             self._advance_watermark(int(sample.receive_ns.max()))
+            late = int(np.count_nonzero(sample.receive_ns - sample.header_ns > self.latency_ns))
+            if late and topic in self._header_timed:
+                self.counts.late[topic] += late
             if self._route_block(sample, topic):
                 self.counts.used[topic] += len(sample)
                 return
@@ -288,7 +300,10 @@ class Assembler:
                 if self._route(one, topic):
                     self.counts.used[topic] += 1
             return
-        self._advance_watermark(sample.stamps.receive_ns)
+        stamps = sample.stamps
+        self._advance_watermark(stamps.receive_ns)
+        if topic in self._header_timed and stamps.header_ns and stamps.receive_ns - stamps.header_ns > self.latency_ns:
+            self.counts.late[topic] += 1
         if self._route(sample, topic):
             self.counts.used[topic] += 1
 
@@ -297,7 +312,7 @@ class Assembler:
         self._emit_ready_steps(final=False)
 
     def _advance_watermark(self, receive_ns: int) -> None:
-        watermark = receive_ns - LATENCY_ALLOWANCE_NS
+        watermark = receive_ns - self.latency_ns
         if watermark > self.watermark_ns:
             self.watermark_ns = watermark
 

@@ -146,6 +146,9 @@ class ConversionConfig:
     gripper_joints: tuple[str, ...] = ()
     step: StepClock = StepClock()
     sync_tolerance_ms: float | None = None  # None: half the step period
+    # How long after its stamp a sample may be received: a step waits this long in input
+    # time for the samples around it (TF a second longer). Later ones are counted as late.
+    max_latency_ms: float = 200.0
     drop_outside_tolerance: bool = False
     episodes: EpisodeSplit = EpisodeSplit()
     labels: EpisodeLabels = EpisodeLabels()
@@ -250,6 +253,9 @@ class _Map:
 
         return self._get(key, default, convert, optional=False)
 
+    def number(self, key: str, default: float) -> float:
+        return self._get(key, default, lambda v: _number(self, key, v, False), optional=False)
+
     def opt_number(self, key: str, *, positive: bool = False) -> float | None:
         return self._get(key, None, lambda v: _number(self, key, v, positive), optional=True)
 
@@ -319,6 +325,7 @@ _TOP_KEYS = (
     "step",
     "sync_tolerance_ms",
     "drop_outside_tolerance",
+    "max_latency_ms",
     "cameras",
     "joint_states",
     "wrenches",
@@ -557,6 +564,7 @@ def config_from_mapping(data: object, source: str) -> ConversionConfig:
         step=_step(top.sub("step", _STEP_KEYS), cameras),
         sync_tolerance_ms=top.opt_number("sync_tolerance_ms"),
         drop_outside_tolerance=top.boolean("drop_outside_tolerance", False),
+        max_latency_ms=top.number("max_latency_ms", ConversionConfig.max_latency_ms),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
         labels=_labels(top.sub("labels", _LABEL_KEYS)),
         writer=_writer(top),
@@ -623,6 +631,7 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
         "step": {"rate_hz": cfg.step.rate_hz, "camera": cfg.step.camera},
         "sync_tolerance_ms": cfg.sync_tolerance_ms,
         "drop_outside_tolerance": cfg.drop_outside_tolerance,
+        "max_latency_ms": cfg.max_latency_ms,
         "cameras": {
             c.name: {
                 "topic": c.topic,
@@ -688,6 +697,9 @@ CONFIG_HEADER = """\
 #                      camera (camera: its name); set exactly one of the two
 # sync_tolerance_ms    how far from its step a sample may be (null: half the step period);
 #                      steps beyond it are counted, or dropped with drop_outside_tolerance
+# max_latency_ms       how long after its stamp a message may be recorded (default 200):
+#                      steps wait this long in recording time for the samples around them;
+#                      messages later than that are counted as late, per topic
 # cameras              name -> sensor_msgs/Image or CompressedImage topic; kind rgb or depth
 #                      (16-bit, stored losslessly); camera_info_topic for the intrinsics
 # joint_states         the sensor_msgs/JointState topic of the robot's state
@@ -926,6 +938,7 @@ def describe_mapping(cfg: ConversionConfig) -> list[str]:
         tolerance = "half the frame period"
     beyond = "dropped" if cfg.drop_outside_tolerance else "kept and counted"
     lines.append(f"sync tolerance: {tolerance}; steps beyond it are {beyond}")
+    lines.append(f"max latency: {cfg.max_latency_ms:g} ms from a stamp to its recording")
     for c in cfg.cameras:
         info = f", camera_info {c.camera_info_topic}" if c.camera_info_topic else ", no camera_info"
         lines.append(f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy)}{info})")

@@ -442,6 +442,11 @@ def convert_recording(
         if not episodes.records:
             raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
         warnings += [f"TF: {line}" for line in episodes.tf.problems()]
+        warnings += [
+            f"{topic}: {late} message(s) recorded more than max_latency_ms ({config.max_latency_ms:g} ms) after "
+            "their stamp: steps may have been decided without them; raise max_latency_ms to wait for them"
+            for topic, late in sorted(counts.late.items())
+        ]
         return ConversionResult(
             inputs=tuple(str(p) for p in inputs),
             episodes=tuple(episodes.records),
