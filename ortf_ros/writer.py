@@ -145,6 +145,9 @@ class _CopiedVideo:
     def close(self) -> None:
         """Nothing to flush: the packets were on disk when the call returned."""
 
+    def abandon(self) -> None:
+        """Nothing runs for it."""
+
 
 class _Recording:
     """The episode in progress: its staging directory, step log and video encoders."""
@@ -221,8 +224,14 @@ class _Recording:
             for log in self.stream_logs.values():
                 attempt(log.close)
         finally:
-            for writer in self.videos.values():
-                attempt(writer.close)
+            videos = list(self.videos.values())
+            for number, writer in enumerate(videos):
+                try:
+                    attempt(writer.close)
+                except BaseException:  # (an interrupt): the others are not waited for, but they finish
+                    for rest in videos[number + 1 :]:
+                        rest.abandon()
+                    raise
         if failures:
             raise failures[0]
 

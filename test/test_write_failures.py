@@ -22,6 +22,7 @@ from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
+from ortf_ros.staging import lock_dataset
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -195,3 +196,31 @@ def test_an_encoder_process_that_dies_is_a_writer_error_naming_how(tmp_path: Pat
     [result] = recover(root)
     assert result.action == "recovered" and 0 < result.steps <= 40
     assert validate(root).ok and len(load_dataset(root)) == 2
+
+
+def test_an_interrupted_close_leaves_the_other_videos_to_finish_and_the_dataset_unlocked(tmp_path: Path) -> None:
+    """Ctrl-C while the first camera's video closes: the others are not waited for, but
+    their encoder processes finish them and let go of the dataset's lock, and the episode
+    is recovered whole."""
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, demo_manifest(WIDTH, HEIGHT)).open()
+    writer.begin_episode("pick")
+    add_steps(writer, range(12))
+    recording = writer._recording
+    assert recording is not None
+    first = recording.videos["cam_wrist"]
+    close = first.close
+
+    def interrupted() -> None:
+        close()
+        raise KeyboardInterrupt
+
+    first.close = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        writer.close()
+    lock_dataset(root, wait_s=60).close()  # (waits for the other encoder processes)
+    [result] = recover(root)
+    assert (result.action, result.steps) == ("recovered", 12)
+    episode = load_dataset(root).episode(0)
+    for camera in (*RGB_CAMERAS, DEPTH_CAMERA[0]):
+        assert len(list(episode.step_frames(camera))) == 12, camera

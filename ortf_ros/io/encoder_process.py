@@ -279,6 +279,16 @@ class StagedVideoWriter:
                     self._process.stop()
         self._raise_failure()
 
+    def abandon(self) -> None:
+        """Let go of the video without waiting: the encoder process encodes what it was
+        handed, closes the file, lets go of ``hold`` and exits on its own (as when this
+        process dies). For an interrupted close of the episode's other videos."""
+        if not self._finished:
+            self._finished = True
+            self._fail("the video was abandoned before it was closed")
+            del self._ring
+            self._process.control.close()
+
     def _receive(self, wait: bool) -> None:
         """Take in what the process has sent: the first message waited for when ``wait``."""
         while self._alive:
