@@ -132,6 +132,23 @@ def test_kill_inside_commit_then_recover_completes_it(
     assert load_dataset(root).stats["action"]["count"] == [30]  # counted once, whatever the kill point
 
 
+def kill_once_written(script: str, *args: str) -> psutil.Process:
+    """Run ``script`` (a StagedVideoWriter's writer) until it says "written", SIGKILL it,
+    and return its encoder process, which the kill does not reach."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ),
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "written"
+    [encoder] = psutil.Process(child.pid).children()
+    child.kill()
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    return encoder
+
+
 HANDED_OVER = """
 import sys
 from pathlib import Path
@@ -153,17 +170,7 @@ def test_a_killed_writer_loses_no_frame_it_handed_over(tmp_path: Path) -> None:
     """Its encoder process sees the socket close, encodes what it was sent (also the frames
     x264 still held), flushes and closes the fragmented MP4."""
     staged, frames = tmp_path / "cam.mp4", 60
-    child = subprocess.Popen(
-        [sys.executable, "-c", HANDED_OVER, str(staged), str(frames)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
-    assert child.stdout is not None and child.stdout.readline().strip() == "written"
-    [encoder] = psutil.Process(child.pid).children()
-    child.kill()
-    assert child.wait(timeout=60) == -signal.SIGKILL
+    encoder = kill_once_written(HANDED_OVER, str(staged), str(frames))
     psutil.wait_procs([encoder], timeout=60)
     assert not encoder.is_running()
     assert finalize(staged, tmp_path / "final.mp4") == frames
@@ -198,17 +205,7 @@ def test_a_killed_writers_encoder_holds_its_lock_until_the_video_is_complete(tmp
     after the writer is killed, until the frames it was handed are in the file: recovery
     waits for them instead of taking a video that is still being written."""
     staged, lock, frames = tmp_path / "cam.mp4", tmp_path / "writer.lock", 4
-    child = subprocess.Popen(
-        [sys.executable, "-c", HELD, str(staged), str(lock), str(frames)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ),
-    )
-    assert child.stdout is not None and child.stdout.readline().strip() == "written"
-    [encoder] = psutil.Process(child.pid).children()
-    child.kill()
-    assert child.wait(timeout=60) == -signal.SIGKILL
+    encoder = kill_once_written(HELD, str(staged), str(lock), str(frames))
     with lock.open("wb") as other:
         with pytest.raises(BlockingIOError):
             fcntl.flock(other.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
