@@ -209,7 +209,9 @@ class _Recording:
 
     def close_files(self) -> None:
         """Append what waits and close every file, each one even after another failed (every
-        encoder process is waited for, whatever failed); the first failure is raised."""
+        encoder process is waited for, whatever failed); the first failure is raised. An
+        exception of another kind (an interrupt) is raised at once: the videos not closed
+        yet are abandoned, their encoder processes finish them on their own."""
         failures: list[WriterError] = []
 
         def attempt(close: Callable[[], None]) -> None:
@@ -228,7 +230,7 @@ class _Recording:
             for number, writer in enumerate(videos):
                 try:
                     attempt(writer.close)
-                except BaseException:  # (an interrupt): the others are not waited for, but they finish
+                except BaseException:
                     for rest in videos[number + 1 :]:
                         rest.abandon()
                     raise

@@ -444,15 +444,18 @@ def test_messages_later_than_max_latency_are_counted_and_warned_about(
     short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The depth camera comes 12-12.4 ms after its stamps, the others sooner: within the
-    default 200 ms all are in time; with 10 ms every depth frame is late, and said so."""
+    default 200 ms all are in time; with 10 ms every depth frame is late, and said so.
+    With 0.1 ms the joint states and wrenches (read as blocks) are late too, every one."""
     late: dict[float, dict[str, int]] = {}
-    for latency_ms in (200.0, 10.0):
+    used: dict[str, int] = {}
+    for latency_ms in (200.0, 10.0, 0.1):
         write_config(replace(mapping_for(short_bag.path), max_latency_ms=latency_ms), tmp_path / "m.yaml")
         out = tmp_path / f"ds{latency_ms:g}"
         assert bag2ortf([str(short_bag.path), "-o", str(out), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
         (recording,) = json.loads(capsys.readouterr().out)["recordings"]
         topics = recording["topics"]
         late[latency_ms] = {topic: c["late"] for topic, c in topics.items() if c["late"]}
+        used = {topic: c["used"] for topic, c in topics.items()}
         warned = [w for w in recording["warnings"] if "max_latency_ms" in w]
         assert warned == [
             f"{topic}: {count} message(s) recorded more than max_latency_ms ({latency_ms:g} ms) after their stamp: "
@@ -462,6 +465,8 @@ def test_messages_later_than_max_latency_are_counted_and_warned_about(
     assert late[200.0] == {}
     frames = round(0.6 * 30)
     assert late[10.0] == {TOPIC_DEPTH_IMAGE: frames}
+    for topic in ("/joint_states", "/ft_sensor/wrench"):
+        assert late[0.1][topic] == used[topic] > 0, topic
 
 
 def test_a_mapped_topic_the_recording_lacks_is_one_clean_line(short_bag: TeleopBagInfo, tmp_path: Path) -> None:

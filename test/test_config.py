@@ -276,6 +276,7 @@ CAM = {"topic": "/cam/image_raw", "kind": "rgb"}
         ({"labels": {"task": ""}}, "teleop.yaml: labels.task: expected a non-empty string, got ''"),
         ({"max_latency_ms": -5}, "teleop.yaml: max_latency_ms: expected a number >= 0, got -5"),
         ({"max_latency_ms": None}, "teleop.yaml: max_latency_ms: must not be null"),
+        ({"max_latency_ms": 60000}, "teleop.yaml: max_latency_ms: expected at most 10000 ms, got 60000"),
         ({"labels": {"success": "true"}}, "teleop.yaml: labels.success: expected true or false, got 'true'"),
         ({"writer": {"chunk_sz": 3}}, "teleop.yaml: writer: chunk_sz: unknown setting"),
         ({"writer": {"video": {"crf": "high"}}}, "teleop.yaml: writer: video.crf: expected int, got 'high'"),

@@ -218,7 +218,7 @@ def test_an_interrupted_close_leaves_the_other_videos_to_finish_and_the_dataset_
     first.close = interrupted  # type: ignore[method-assign]
     with pytest.raises(KeyboardInterrupt):
         writer.close()
-    lock_dataset(root, wait_s=60).close()  # (waits for the other encoder processes)
+    lock_dataset(root, wait_s=10).close()  # (waits for the other encoder processes)
     [result] = recover(root)
     assert (result.action, result.steps) == ("recovered", 12)
     episode = load_dataset(root).episode(0)

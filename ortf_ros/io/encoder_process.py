@@ -151,17 +151,27 @@ def _child_environment() -> dict[str, str]:
 
 
 _idle: list[_EncoderProcess] = []
+_let_go: list[_EncoderProcess] = []  # finishing a video on their own, to be reaped
 _idle_lock = threading.Lock()
 
 
 def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
     """A waiting process with a ring of this size, or a new one."""
     with _idle_lock:
+        _let_go[:] = [process for process in _let_go if process.process.poll() is None]
         for process in _idle:
             if (process.slot_bytes, process.slots) == (slot_bytes, slots) and process.process.poll() is None:
                 _idle.remove(process)
                 return process
     return _EncoderProcess(slot_bytes, slots)
+
+
+def _let_go_of(process: _EncoderProcess) -> None:
+    """Close its socket without waiting: it encodes what it was handed, closes the file,
+    lets go of what it holds and exits on its own (reaped by a later ``_take_process``)."""
+    process.control.close()
+    with _idle_lock:
+        _let_go.append(process)
 
 
 def _keep_process(process: _EncoderProcess) -> None:
@@ -274,8 +284,10 @@ class StagedVideoWriter:
                 del self._ring  # the process may be reused: this writer no longer writes into its ring
                 if self._closed and self._failure is None:
                     _keep_process(self._process)
+                elif self._failure is None:  # interrupted: the process finishes the video on its own
+                    self._fail("closing the video was interrupted")
+                    _let_go_of(self._process)
                 else:
-                    self._fail("closing the video was interrupted")  # (kept only when nothing failed before)
                     self._process.stop()
         self._raise_failure()
 
@@ -287,7 +299,7 @@ class StagedVideoWriter:
             self._finished = True
             self._fail("the video was abandoned before it was closed")
             del self._ring
-            self._process.control.close()
+            _let_go_of(self._process)
 
     def _receive(self, wait: bool) -> None:
         """Take in what the process has sent: the first message waited for when ``wait``."""

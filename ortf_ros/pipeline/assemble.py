@@ -290,7 +290,8 @@ class Assembler:
             return
         if isinstance(sample, SampleBlock):
             self._advance_watermark(int(sample.receive_ns.max()))
-            late = int(np.count_nonzero(sample.receive_ns - sample.header_ns > self.latency_ns))
+            stamped = sample.header_ns != 0  # (0: no stamp, as for a single message)
+            late = int(np.count_nonzero(stamped & (sample.receive_ns - sample.header_ns > self.latency_ns)))
             if late and topic in self._header_timed:
                 self.counts.late[topic] += late
             if self._route_block(sample, topic):

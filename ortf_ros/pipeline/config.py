@@ -312,6 +312,17 @@ def _number(m: _Map, key: str, value: object, positive: bool) -> float:
     return float(value)
 
 
+MAX_LATENCY_LIMIT_MS = 10_000.0
+"""Samples wait this long at most for their step (memory grows with it)."""
+
+
+def _max_latency(m: _Map) -> float:
+    value = m.number("max_latency_ms", ConversionConfig.max_latency_ms)
+    if value > MAX_LATENCY_LIMIT_MS:
+        raise m.fail("max_latency_ms", f"at most {MAX_LATENCY_LIMIT_MS:g} ms", value)
+    return value
+
+
 def _unique(m: _Map, key: str, values: list[str]) -> tuple[str, ...]:
     seen: set[str] = set()
     for i, value in enumerate(values):
@@ -564,7 +575,7 @@ def config_from_mapping(data: object, source: str) -> ConversionConfig:
         step=_step(top.sub("step", _STEP_KEYS), cameras),
         sync_tolerance_ms=top.opt_number("sync_tolerance_ms"),
         drop_outside_tolerance=top.boolean("drop_outside_tolerance", False),
-        max_latency_ms=top.number("max_latency_ms", ConversionConfig.max_latency_ms),
+        max_latency_ms=_max_latency(top),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
         labels=_labels(top.sub("labels", _LABEL_KEYS)),
         writer=_writer(top),
