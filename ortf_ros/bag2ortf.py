@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
+from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import ConversionError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -142,7 +143,7 @@ def _run(job: _Job, progress: Callable[[int, int], None] | None = None) -> Conve
 def _convert(args: argparse.Namespace) -> int:
     output = Path(args.output)
     remove_stale(_beside(output), SCRATCH_PREFIX)  # what runs killed earlier left behind
-    jobs = min(args.jobs or os.cpu_count() or 1, len(args.inputs))
+    jobs = min(args.jobs or usable_cpus(), len(args.inputs))
     show_progress = sys.stderr.isatty() and not args.json
     summaries = []
     if jobs == 1:
@@ -283,7 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--notes", help="operator notes")
     parser.add_argument("--json", action="store_true", help="print the conversion summary as JSON")
     parser.add_argument(
-        "--jobs", type=int, default=0, metavar="N", help="recordings converted in parallel (default: the CPU count)"
+        "--jobs",
+        type=int,
+        default=0,
+        metavar="N",
+        help="recordings converted in parallel (default: the CPUs this process can use, cgroup quota included)",
     )
     parser.add_argument(
         "--mesh-path", action="append", default=[], metavar="DIR", help="where package:// meshes are found (repeatable)"

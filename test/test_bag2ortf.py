@@ -22,6 +22,7 @@ from ortf_ros.bag2ortf import _Job, _sharing_cores
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
+from ortf_ros.io import video as video_io
 from ortf_ros.pipeline.config import (
     ActionMapping,
     ConversionConfig,
@@ -397,7 +398,7 @@ def test_parallel_workers_share_the_cores_among_all_their_cameras(
     config = mapping_for(short_bag.path)
     assert sorted(c.kind for c in config.cameras) == ["depth", "rgb", "rgb"]
     job = _Job(short_bag.path, short_bag.path, config, None, None, ())
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(8)))
+    monkeypatch.setattr(video_io, "usable_cpus", lambda: 8)
     shared = _sharing_cores(job, jobs=2).writer_config  # 2 jobs x 2 colour cameras on 8 cores
     assert shared is not None and shared.video.threads == 2
     explicit = WriterConfig.from_mapping({"video": {"threads": 5}}, "test")

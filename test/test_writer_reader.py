@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import threading
 import time
@@ -20,6 +19,7 @@ import pytest
 from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.io import video as video_io
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import StagedEpisode, StepLog, lock_dataset
 from ortf_ros.synthetic import (
@@ -508,7 +508,7 @@ def _x264_threads(video: Path) -> int:
 
 
 def test_each_colour_video_gets_its_share_of_the_cores(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "sched_getaffinity", lambda _: set(range(4)))  # (the share is decided in this process)
+    monkeypatch.setattr(video_io, "usable_cpus", lambda: 4)  # (the share is decided in this process)
     # (x264 caps its threads by the rows of macroblocks: at 64x48 one, at 320x240 three)
     write_demo_dataset(tmp_path / "auto", steps=3, width=320, height=240)
     explicit = WriterConfig.from_mapping({"video": {"threads": 3}}, "test")

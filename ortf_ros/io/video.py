@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -27,6 +26,7 @@ import numpy as np
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
+from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import ReaderError, WriterError
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
@@ -63,11 +63,11 @@ class VideoSettings:
             raise WriterError(f"video.threads must be 0 (automatic) or more, got {self.threads}")
 
     def with_threads(self, videos: int) -> VideoSettings:
-        """These settings with ``threads`` decided: the cores this process may run on, shared
-        among ``videos`` encoded at once (at least one each)."""
+        """These settings with ``threads`` decided: the CPUs this process can keep busy
+        (``cpus.usable_cpus``), shared among ``videos`` encoded at once (at least one each)."""
         if self.threads:
             return self
-        return replace(self, threads=max(1, len(os.sched_getaffinity(0)) // max(1, videos)))
+        return replace(self, threads=max(1, usable_cpus() // max(1, videos)))
 
 
 def frame_kind(sensor: Sensor) -> FrameKind:
