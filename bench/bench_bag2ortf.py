@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from multiprocessing.synchronize import Barrier
 from pathlib import Path
@@ -63,7 +63,7 @@ from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_ta
 
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.pipeline.config import auto_config
+from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
@@ -652,9 +652,33 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
         "  (cProfile sees the main thread only: the encoding runs in one process per camera, as the floor's runs in\n"
         "  one process per camera. Floor column: the floor's read, in one process.)"
     )
+    print_cpu_by_mapping(bag.path, tmp, preset)
     print(f"\n  top {top} functions by self time")
     pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(top)
     print(f"  full profile: {_shown(out)}  (python -m pstats, or snakeviz)")
+
+
+def print_cpu_by_mapping(bag: Path, tmp: Path, preset: str) -> None:
+    """The main thread's CPU without a profiler, with parts of the mapping left out: what
+    each part costs, undistorted by cProfile (best of 2 each)."""
+    with BagSource(bag) as source:
+        full = auto_config(source.topics())
+    variants = {
+        "the automatic mapping": full,
+        "without the cameras (steps at 30 Hz)": replace(full, cameras=(), step=StepClock(rate_hz=30.0)),
+        "without TF (no end-effector pose)": replace(full, tf_topics=()),
+    }
+    writer = WriterConfig.from_mapping({"video": {"preset": preset}}, "bench")
+    print(f"\n  {'main thread CPU, parts of the mapping left out':<46} {'seconds':>8}  (no profiler, best of 2)")
+    for label, config in variants.items():
+        spent = []
+        for _ in range(2):
+            output = tmp / "by-mapping"
+            began = time.thread_time()
+            convert_recording([bag], output, config, writer_config=writer)
+            spent.append(time.thread_time() - began)
+            shutil.rmtree(output)
+        print(f"  {label:<46} {min(spent):8.2f}")
 
 
 # -- table -------------------------------------------------------------------------------
