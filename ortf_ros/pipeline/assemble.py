@@ -290,10 +290,11 @@ class Assembler:
             return
         if isinstance(sample, SampleBlock):
             self._advance_watermark(int(sample.receive_ns.max()))
-            stamped = sample.header_ns != 0  # (0: no stamp, as for a single message)
-            late = int(np.count_nonzero(stamped & (sample.receive_ns - sample.header_ns > self.latency_ns)))
-            if late and topic in self._header_timed:
-                self.counts.late[topic] += late
+            if topic in self._header_timed:
+                stamped = sample.header_ns != 0  # (0: no stamp, as for a single message)
+                late = int(np.count_nonzero(stamped & (sample.receive_ns - sample.header_ns > self.latency_ns)))
+                if late:
+                    self.counts.late[topic] += late
             if self._route_block(sample, topic):
                 self.counts.used[topic] += len(sample)
                 return
