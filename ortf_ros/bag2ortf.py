@@ -7,6 +7,7 @@ file and the problem; episodes already in the dataset are untouched), 2 usage er
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing
 import os
@@ -23,7 +24,7 @@ from typing import Any
 
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
 from ortf_ros.cpus import usable_cpus
-from ortf_ros.errors import ConversionError, describe
+from ortf_ros.errors import ConversionError, WriterError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.scratch import remove_stale, scratch_directory
@@ -37,6 +38,7 @@ from ortf_ros.pipeline.config import (
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
+from ortf_ros.staging import lock_dataset
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
 SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the output
@@ -142,7 +144,7 @@ def _run(job: _Job, progress: Callable[[int, int], None] | None = None) -> Conve
 
 def _convert(args: argparse.Namespace) -> int:
     output = Path(args.output)
-    remove_stale(_beside(output), SCRATCH_PREFIX)  # what runs killed earlier left behind
+    remove_stale(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
     jobs = min(args.jobs or usable_cpus(), len(args.inputs))
     show_progress = sys.stderr.isatty() and not args.json
     summaries = []
@@ -159,6 +161,16 @@ def _convert(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"output": args.output, "recordings": summaries}, indent=2))
     return EXIT_OK
+
+
+def _wait_for_encoders(scratch: Path) -> None:
+    """A killed run's workers leave encoder processes that finish their videos in its
+    scratch datasets, holding each dataset's writer lock until then: wait for them (up to
+    the lock's wait), so the directory is not removed under them."""
+    for part in sorted(scratch.glob("part-*")):
+        if (part / layout.STAGING_DIR).is_dir():
+            with contextlib.suppress(WriterError):
+                lock_dataset(part).close()
 
 
 def _beside(output: Path) -> Path:

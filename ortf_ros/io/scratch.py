@@ -13,7 +13,7 @@ import contextlib
 import fcntl
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -37,16 +37,38 @@ def scratch_directory(parent: Path, prefix: str) -> Iterator[Path]:
         owner.close()
 
 
-def remove_stale(parent: Path, prefix: str) -> list[Path]:
-    """Remove the ``parent/prefix*`` directories whose owner is gone; returns them."""
+def remove_stale(parent: Path, prefix: str, settle: Callable[[Path], None] | None = None) -> list[Path]:
+    """Remove the ``parent/prefix*`` directories whose owner is gone; returns them.
+
+    ``settle(directory)`` runs first, with the owner's lock held: to wait for what the
+    dead owner started and that outlives it (a killed writer's encoder processes finish
+    their videos). The owner file goes last, so a directory that something still wrote
+    into while it was removed keeps it, and the next run removes the rest."""
     removed = []
     for directory in sorted(parent.glob(f"{prefix}*")):
         owner = _lock(directory, create=False) if directory.is_dir() else None
-        if owner is not None:
-            with owner:
-                shutil.rmtree(directory, ignore_errors=True)
+        if owner is None:
+            continue
+        with owner:
+            if settle is not None:
+                settle(directory)
+            for entry in directory.iterdir():
+                if entry.name != OWNER_FILE:
+                    _remove(entry)
+            if any(entry.name != OWNER_FILE for entry in directory.iterdir()):
+                continue  # written into meanwhile: kept, with its owner file, for the next run
+            (directory / OWNER_FILE).unlink()
+            with contextlib.suppress(OSError):
+                directory.rmdir()
             removed.append(directory)
     return removed
+
+
+def _remove(entry: Path) -> None:
+    if entry.is_dir() and not entry.is_symlink():
+        shutil.rmtree(entry, ignore_errors=True)
+    else:
+        entry.unlink(missing_ok=True)
 
 
 def _lock(directory: Path, create: bool = True) -> IO[bytes] | None:
