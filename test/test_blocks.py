@@ -14,13 +14,13 @@ from test_bag2ortf import mapping_for, origin_ns
 from test_extract import HEADER_SEC, assert_same_samples, full_way, joint_state_raw
 
 from ortf_ros.pipeline import convert
-from ortf_ros.pipeline.assemble import _JointMerger
+from ortf_ros.pipeline.assemble import Assembler, _JointMerger
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import WrenchMapping
 from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.decode import Decoder
-from ortf_ros.pipeline.fastpath import Layout, SampleDecoder
-from ortf_ros.pipeline.samples import JointStateSample, RawMessage, Sample, SampleBlock, WrenchSample
+from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
+from ortf_ros.pipeline.samples import JointStateSample, RawMessage, RawRun, Sample, SampleBlock, WrenchSample
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import JOINTS, START_NS, joint_positions, write_teleop_bag
@@ -72,6 +72,97 @@ def test_a_block_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
     got = as_block(decoder, messages)
     assert not any(isinstance(item, SampleBlock) for item in got)
     assert_same_samples([s for s in got if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
+
+
+def as_run(messages: list[RawMessage]) -> RawRun:
+    """Messages of one topic as a source's run: one array per length."""
+    lengths = np.array([len(raw.data) for raw in messages])
+    parts = []
+    for length in sorted(set(lengths.tolist())):
+        rows = np.flatnonzero(lengths == length)
+        parts.append((rows, np.array([np.frombuffer(messages[row].data, np.uint8) for row in rows])))
+    receive = np.array([raw.receive_ns for raw in messages], np.int64)
+    return RawRun(messages[0].topic, messages[0].msgtype, receive, tuple(parts))
+
+
+def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
+    """What the source reads as a run (MCAP chunks, a topic's messages as arrays) gives the
+    samples of its messages, and comes back whole from ``RawRun.messages``."""
+    write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    decoder = SampleDecoder(Decoder())
+    by_topic: dict[str, list[RawMessage]] = defaultdict(list)
+    with BagSource(tmp_path / "bag") as source:
+        topics = {t.topic for t in source.topics() if has_blocks(t.msgtype)}
+        for raw in source.messages(topics):
+            by_topic[raw.topic].append(raw)
+    assert set(by_topic) == {"/joint_states", "/joint_command", "/ft_sensor/wrench"}
+    for messages in by_topic.values():
+        run = as_run(messages)
+        assert run.messages() == messages
+        assert decoder.run_block(run) is None  # (no layout learned yet)
+        decoder.samples(messages[0])
+        if len(run.parts) > 1:  # the joint states' second layout (the fingers alone) is not known yet
+            assert decoder.run_block(run) is None
+            decoder.samples(messages[4])
+        read = decoder.fast_reads
+        block = decoder.run_block(run)
+        assert block is not None and decoder.fast_reads == read + len(messages)
+        assert_same_samples(block.samples(), [s for raw in messages for s in full_way(raw)])
+
+
+def test_a_run_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
+    names = ["shoulder", "elbow"]
+    messages = [
+        joint_state_raw(names, [0.1, 0.2], [1.0, 2.0], sec=HEADER_SEC + 1),
+        joint_state_raw(["shoulder", "elbaw"], [0.3, 0.4], [3.0, 4.0], sec=HEADER_SEC + 2),  # same length, other bytes
+        joint_state_raw(names, [0.5, np.nan], [5.0, np.inf], sec=HEADER_SEC + 3),
+    ]
+    decoder = SampleDecoder(Decoder())
+    decoder.samples(messages[0])
+    run = as_run(messages)
+    assert len(run.parts) == 1 and decoder.run_block(run) is None
+    fed: list[Sample | SampleBlock] = []
+
+    class Collector:
+        def feed(self, sample: Sample | SampleBlock, topic: str) -> None:
+            fed.append(sample)
+
+        def emit_ready(self) -> None:
+            pass
+
+    feed = BlockFeed(decoder)
+    feed.feed_run(run, Collector())  # type: ignore[arg-type]
+    feed.flush(Collector())  # type: ignore[arg-type]
+    assert not any(isinstance(item, SampleBlock) for item in fed)
+    assert_same_samples([s for s in fed if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
+
+
+def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An MCAP recording converts to the same dataset with its high-rate topics read as runs
+    (a chunk at a time) as message by message, whatever the block size."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.2, with_depth=False, tf_rate_hz=2)
+    config = mapping_for(bag.path)
+    runs_fed = []
+    feed_run = BlockFeed.feed_run
+
+    def counted(self: BlockFeed, run: RawRun, assembler: Assembler) -> None:
+        runs_fed.append(len(run))
+        feed_run(self, run, assembler)
+
+    monkeypatch.setattr(BlockFeed, "feed_run", counted)
+    tables = []
+    for with_runs, block_messages in ((False, 256), (True, 256), (True, 3)):
+        monkeypatch.setattr(convert, "has_blocks", has_blocks if with_runs else lambda msgtype: False)
+        monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
+        runs_fed.clear()
+        out = tmp_path / f"ds-{with_runs}-{block_messages}"
+        convert_recording([bag.path], out, config)
+        assert (sum(runs_fed) > 1000) == with_runs  # (1.2 s of 1 kHz wrench and 500 Hz joint states)
+        episode = load_dataset(out).episode(0)
+        tables.append((episode.steps(), episode.stream("ft_sensor"), episode.stream("joint_states")))
+    for other in tables[1:]:
+        for a, b in zip(tables[0], other, strict=True):
+            assert a.drop_columns(["episode_id"]).equals(b.drop_columns(["episode_id"]))
 
 
 def test_merging_a_block_equals_merging_its_messages_in_order() -> None:

@@ -1,6 +1,6 @@
-"""``chunk_messages`` against rosbags' own MCAP message loop, on files rosbags writes:
-the same messages in the same order, also when chunks overlap in time and times tie,
-and one clear error for a damaged chunk."""
+"""``chunk_messages`` and ``chunk_batches`` against rosbags' own MCAP message loop, on
+files rosbags writes: the same messages in the same order, also when chunks overlap in
+time and times tie, and one clear error for a damaged chunk or message index."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ import itertools
 import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import ChunkInfo
 
-from ortf_ros.pipeline.mcap_chunks import chunk_messages
+from ortf_ros.pipeline.mcap_chunks import RUN_LENGTHS_MAX, chunk_batches, chunk_messages, in_sequence
 
 BIG = 300_000  # bytes: rosbags closes a chunk past 1 MiB, so after every four big messages
 
@@ -80,18 +81,76 @@ def test_only_the_wanted_channels(tmp_path: Path) -> None:
     assert ours == theirs and {topic for _, topic, _ in ours} == {"/b", "/c"}
 
 
-def test_a_damaged_record_is_an_error(tmp_path: Path) -> None:
-    file = write_bag(tmp_path / "bag", [("/a", 1000 + i, b"x" * 100) for i in range(10)], zstd_chunks=False)
+def one_chunk(file: Path) -> tuple[ChunkInfo, dict[int, int], int]:
+    """The file's only chunk, its channels, and where its first message record starts."""
     with Reader(file) as reader:
         [chunk] = reader.storage.chunks  # type: ignore[attr-defined]
         wanted = {c.id: c.id for c in reader.connections}
-    records = chunk.chunk_start_offset + 9 + 40 + len(chunk.compression)
+    data = file.read_bytes()
+    position = chunk.chunk_start_offset + 9 + 40 + len(chunk.compression)  # the first record
+    while data[position] != 0x05:  # (schema and channel records come first)
+        position += 9 + struct.unpack_from("<Q", data, position + 1)[0]
+    return chunk, wanted, position
+
+
+def test_a_damaged_record_is_an_error(tmp_path: Path) -> None:
+    file = write_bag(tmp_path / "bag", [("/a", 1000 + i, b"x" * 100) for i in range(10)], zstd_chunks=False)
+    chunk, wanted, first = one_chunk(file)
     data = bytearray(file.read_bytes())
-    first_length = records + 1
-    data[first_length : first_length + 8] = struct.pack("<Q", 1 << 40)  # a record longer than the chunk
+    data[first + 1 : first + 9] = struct.pack("<Q", 1 << 40)  # a record longer than the chunk
     file.write_bytes(bytes(data))
     with pytest.raises(ValueError, match=rf"chunk at offset {chunk.chunk_start_offset}: a record runs past"):
         list(chunk_messages(file, [chunk], wanted))
-    file.write_bytes(bytes(data[: records + 50]))
+    file.write_bytes(bytes(data[: first + 50]))
     with pytest.raises(ValueError, match="truncated file"):
         list(chunk_messages(file, [chunk], wanted))
+
+
+def test_batches_hold_the_same_messages_with_runs_per_channel(tmp_path: Path) -> None:
+    """A chunk's messages of a run channel come as one array per length (one by one when
+    they have too many lengths); with the rest they are rosbags' messages, each channel
+    in its order."""
+    messages = []
+    for i in range(60):
+        messages.append(("/frames", 1000 + 10 * i, bytes([i]) * BIG))
+        messages.append(("/fixed", 1000 + 10 * i + 3, b"f%03d" % i))
+        messages.append(("/two", 1000 + 10 * i + 4, b"t" * (1 + i % 2) + bytes([i])))
+        for j in range(3):  # (each chunk of four frames holds 12, of more than RUN_LENGTHS_MAX lengths)
+            messages.append(("/many", 1000 + 10 * i + 5 + j, b"m" * ((3 * i + j) % (RUN_LENGTHS_MAX + 3))))
+    file = write_bag(tmp_path / "bag", messages, zstd_chunks=False)
+    theirs, _, chunks = read_both(file)
+    with Reader(file) as reader:
+        keys = {c.id: c.topic for c in reader.connections}
+    wanted = {channel: channel for channel in keys}
+    runs = {channel for channel, topic in keys.items() if topic != "/frames"}
+    assert in_sequence(chunks, wanted)
+    batches = list(chunk_batches(file, chunks, wanted, runs))
+    assert len(batches) == len(chunks) >= 8
+    seen: list[Message] = []
+    for batch in batches[:-1]:  # (the last chunk may hold too few messages to tell)
+        shapes = {keys[run.key]: [data.shape[1] for _, data in run.parts] for run in batch.runs}
+        assert shapes["/fixed"] == [4] and sorted(shapes["/two"]) == [2, 3] and set(shapes) == {"/fixed", "/two"}
+    for batch in batches:
+        run_topics = {keys[run.key] for run in batch.runs}
+        assert not {keys[key] for _, key, _ in batch.messages} & run_topics
+        assert [t for t, _, _ in batch.messages] == sorted(t for t, _, _ in batch.messages)
+        seen += [(time, keys[key], data) for time, key, data in batch.messages]
+        for run in batch.runs:
+            rows = np.sort(np.concatenate([rows for rows, _ in run.parts]))
+            assert rows.tolist() == list(range(len(run.times)))
+            seen += [
+                (int(run.times[row]), keys[run.key], message.tobytes())
+                for rows, data in run.parts
+                for row, message in zip(rows, data, strict=True)
+            ]
+    assert sorted(seen) == sorted(theirs)
+    for topic in keys.values():  # each channel in its order
+        assert sorted((m for m in seen if m[1] == topic), key=lambda m: m[0]) == [m for m in theirs if m[1] == topic]
+
+
+def test_overlapping_chunks_are_not_in_sequence(tmp_path: Path) -> None:
+    file = write_bag(tmp_path / "bag", out_of_order_messages(), zstd_chunks=False)
+    _, _, chunks = read_both(file)
+    with Reader(file) as reader:
+        wanted = {c.id: c.id for c in reader.connections}
+    assert not in_sequence(chunks, wanted)

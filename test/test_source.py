@@ -25,7 +25,7 @@ from rosbags.typesys.store import Typestore
 from ortf_ros.errors import ConversionError
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage
-from ortf_ros.pipeline.source import BagSource, TopicInfo
+from ortf_ros.pipeline.source import BATCH_MESSAGES, BagSource, TopicInfo
 from ortf_ros.synthetic_bag import (
     CAMERAS,
     COMMAND_ORDER,
@@ -72,6 +72,7 @@ VARIANTS: list[tuple[str, str, dict[str, Any]]] = [
     ("mcap", "mcap", {}),
     ("sqlite3", "sqlite3", {}),
     ("ros1", "ros1", {}),
+    ("mcap-split", "mcap", {"max_bagfile_duration_s": 0.2}),
     ("mcap-split-message-zstd", "mcap", {"max_bagfile_duration_s": 0.2, "bag_compression": "message"}),
     ("sqlite3-split-file-zstd", "sqlite3", {"max_bagfile_duration_s": 0.2, "bag_compression": "file"}),
     ("mcap-chunk-zstd-jpeg", "mcap", {"bag_compression": "storage", "compressed": True}),
@@ -144,6 +145,42 @@ def test_topics_counts_rates_and_order(bags: dict[str, TeleopBagInfo], name: str
         per_topic[m.topic] = per_topic.get(m.topic, 0) + 1
         assert m.msgtype == info.msgtypes[m.topic]
     assert per_topic == info.counts
+
+
+@pytest.mark.parametrize("name", [v[0] for v in VARIANTS] + ["mcap-split-message-zstd-without-metadata"])
+def test_batches_hold_the_messages(bags: dict[str, TeleopBagInfo], name: str, tmp_path: Path) -> None:
+    """``batches`` gives what ``messages`` gives, each topic in order; an MCAP file's
+    high-rate topics as runs, a chunk at a time."""
+    runs = {TOPIC_WRENCH, TOPIC_JOINT_STATES}
+    path = bags[name.removesuffix("-without-metadata")].path
+    if name.endswith("-without-metadata"):  # (zstd messages found by their magic number, runs of them included)
+        shutil.copytree(path, tmp_path / "lost")
+        (tmp_path / "lost" / "metadata.yaml").unlink()
+        path = tmp_path / "lost"
+    with BagSource(path) as bag:
+        messages = list(bag.messages())
+        batches = list(bag.batches(None, runs))
+    got: list[RawMessage] = []
+    for batch in batches:
+        assert [m.receive_ns for m in batch.messages] == sorted(m.receive_ns for m in batch.messages)
+        assert not {m.topic for m in batch.messages} & {run.topic for run in batch.runs}
+        got += batch.messages
+        for run in batch.runs:
+            assert run.topic in runs and run.msgtype == next(m.msgtype for m in messages if m.topic == run.topic)
+            got += run.messages()
+    assert len(got) == len(messages)
+    assert sorted(got, key=lambda m: (m.topic, m.receive_ns)) == sorted(messages, key=lambda m: (m.topic, m.receive_ns))
+    for topic in {m.topic for m in messages}:
+        assert [m for m in got if m.topic == topic] == [m for m in messages if m.topic == topic]
+    run_messages = sum(len(run) for batch in batches for run in batch.runs)
+    if name.startswith("mcap") and "message" not in name:  # (zstd per message: each is decompressed alone)
+        assert run_messages == sum(1 for m in messages if m.topic in runs)
+        assert len(batches) >= len(bags[name].files)  # (a chunk or more per file)
+        assert name != "mcap-split" or len(bags[name].files) > 1
+    elif "message" in name:
+        assert run_messages == 0
+    else:  # (no chunks to follow: batches of BATCH_MESSAGES, without runs)
+        assert run_messages == 0 and all(len(batch.messages) == BATCH_MESSAGES for batch in batches[:-1])
 
 
 def test_legacy_tf_keeps_its_original_name(bags: dict[str, TeleopBagInfo]) -> None:

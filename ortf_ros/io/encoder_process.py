@@ -105,7 +105,10 @@ class _EncoderProcess:
     def send(self, message: bytes, fds: list[int] | None = None) -> bool:
         """False when the process is gone. ``fds`` go with the message (SCM_RIGHTS)."""
         try:
-            socket.send_fds(self.control, [message], fds or [])
+            if fds:
+                socket.send_fds(self.control, [message], fds)
+            else:  # (a frame: a plain send, without sendmsg's ancillary data to build)
+                self.control.send(message)
         except OSError:  # EPIPE, ECONNRESET: it exited
             return False
         return True

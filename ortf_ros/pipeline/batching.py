@@ -4,20 +4,27 @@ At 1 kHz force-torque and 500 Hz joint states, a Python call per message and sta
 what a conversion spends its time on. So messages the fast path can read
 (``SampleDecoder.layout``) wait, per topic, and go to the assembler as one
 ``SampleBlock``; every other message (a camera frame, TF, a command) goes at once, so
-frames reach their encoder without delay. Steps are looked for once per
-``block_messages`` messages, after the waiting blocks are in: a step is never decided
-while samples that came before it still wait, and the order within each topic is kept.
+frames reach their encoder without delay. Runs of messages (``RawRun``: a source's
+chunk of one topic, as arrays) wait too, and are read as one block, without a Python
+step per message. The order within each topic is kept.
+
+Steps are looked for at the end of a batch of input (``end_batch``) once
+``block_messages`` messages came since the last time, after the waiting blocks are in:
+a step is never decided while samples that came before it still wait, and a run (not
+ordered with the single messages of its batch) is in whole.
 
 The live recorder is to feed its subscriptions through the same ``BlockFeed``.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from ortf_ros.pipeline.assemble import Assembler
 from ortf_ros.pipeline.fastpath import Layout, SampleDecoder
-from ortf_ros.pipeline.samples import RawMessage
+from ortf_ros.pipeline.samples import RawMessage, RawRun
 
-BLOCK_MESSAGES = 256  # messages between step decisions, and the most that wait
+BLOCK_MESSAGES = 256  # messages between step decisions, and the most single messages that wait
 
 
 class BlockFeed:
@@ -25,9 +32,12 @@ class BlockFeed:
         self.decoder = decoder
         self.block_messages = block_messages
         self._waiting: dict[str, list[tuple[Layout, RawMessage]]] = {}  # per topic, in order
+        self._runs: dict[str, list[RawRun]] = {}  # per topic, in order (a topic waits in one of the two)
         self._held = 0  # messages since steps were last looked for
 
     def feed(self, raw: RawMessage, assembler: Assembler) -> None:
+        if raw.topic in self._runs:
+            self._feed_runs(raw.topic, assembler)
         layout = self.decoder.layout(raw)
         if layout is None or layout.kind is None:
             if raw.topic in self._waiting:  # (the order within a topic is kept)
@@ -36,7 +46,21 @@ class BlockFeed:
                 assembler.feed(sample, raw.topic)
         else:
             self._waiting.setdefault(raw.topic, []).append((layout, raw))
+            if len(self._waiting[raw.topic]) >= self.block_messages:
+                self._feed_waiting(raw.topic, assembler)
         self._held += 1
+
+    def feed_run(self, run: RawRun, assembler: Assembler) -> None:
+        if run.topic in self._waiting:
+            self._feed_waiting(run.topic, assembler)
+        runs = self._runs.setdefault(run.topic, [])
+        runs.append(run)
+        self._held += len(run)
+        if sum(map(len, runs)) >= self.block_messages:
+            self._feed_runs(run.topic, assembler)
+
+    def end_batch(self, assembler: Assembler) -> None:
+        """The end of a batch of input: steps are looked for when enough came since the last time."""
         if self._held >= self.block_messages:
             self.flush(assembler)
 
@@ -44,9 +68,39 @@ class BlockFeed:
         """Feed what waits, then emit the steps that are ready (before an episode ends, say)."""
         for topic in list(self._waiting):
             self._feed_waiting(topic, assembler)
+        for topic in list(self._runs):
+            self._feed_runs(topic, assembler)
         self._held = 0
         assembler.emit_ready()
 
     def _feed_waiting(self, topic: str, assembler: Assembler) -> None:
         for item in self.decoder.block(self._waiting.pop(topic)):
             assembler.feed(item, topic)
+
+    def _feed_runs(self, topic: str, assembler: Assembler) -> None:
+        run = joined(self._runs.pop(topic))
+        block = self.decoder.run_block(run)
+        if block is not None:
+            assembler.feed(block, topic)
+            return
+        # A layout not learned yet, or another one: the way of single messages, which learns it.
+        for sample in (sample for raw in run.messages() for sample in self.decoder.samples(raw)):
+            assembler.feed(sample, topic)
+
+
+def joined(runs: list[RawRun]) -> RawRun:
+    """Consecutive runs of one topic as one."""
+    if len(runs) == 1:
+        return runs[0]
+    widths: dict[int, tuple[list[np.ndarray], list[np.ndarray]]] = {}
+    start = 0
+    for run in runs:
+        for rows, data in run.parts:
+            found = widths.setdefault(data.shape[1], ([], []))
+            found[0].append(rows + start)
+            found[1].append(data)
+        start += len(run)
+    first = runs[0]
+    parts = tuple((np.concatenate(rows), np.concatenate(data)) for rows, data in widths.values())
+    receive = np.concatenate([run.receive_ns for run in runs])
+    return RawRun(first.topic, first.msgtype, receive, parts, first.serialization)

@@ -40,13 +40,14 @@ from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.episodes import Segmenter
-from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.fastpath import SampleDecoder, has_blocks
 from ortf_ros.pipeline.robot import UrdfRobot, copy_meshes, robot_from_urdf
 from ortf_ros.pipeline.samples import (
     CameraInfoSample,
     ImageSample,
     JointStateSample,
     RawMessage,
+    RawRun,
     RobotDescriptionSample,
     Sample,
     TransformSample,
@@ -488,6 +489,15 @@ class _Episodes:
         assert self.current is not None
         self.feed.feed(raw, self.current)
 
+    def add_run(self, run: RawRun) -> None:
+        """A run of messages of the open episode."""
+        assert self.current is not None
+        self.feed.feed_run(run, self.current)
+
+    def end_batch(self) -> None:
+        if self.current is not None:
+            self.feed.end_batch(self.current)
+
     def end(self) -> None:
         if self.current is None:
             return
@@ -515,41 +525,51 @@ def _stream(
     episodes: _Episodes,
     progress: Callable[[int, int], None] | None,
 ) -> None:
-    """The main pass: every mapped message, split into episodes, through the assembler."""
+    """The main pass: every mapped message, split into episodes, through the assembler.
+    The fast path's topics come as runs (``BagSource.batches``) when the recording is one
+    episode; a split needs every message's time, so then they come one by one."""
     boundary = config.episodes.topic if config.episodes.mode == "topic" else None
     task_topic = config.labels.task_topic
     segmenter = Segmenter(config.episodes, source.start_ns)
     if segmenter.inside:
         episodes.begin()
     wanted = topics | {t for t in (boundary, task_topic) if t is not None}
+    runs = {t.topic for t in source.topics() if t.topic in topics and has_blocks(t.msgtype)}
     tf_topics = {*config.tf_topics, *config.tf_static_topics}
     total = sum(t.count for t in source.topics() if t.topic in wanted)
-    for done, raw in enumerate(source.messages(wanted), start=1):
-        if progress is not None and done % PROGRESS_EVERY == 0:
+    done = reported = 0
+    for batch in source.batches(wanted, runs if config.episodes.mode == "input" else ()):
+        for raw in batch.messages:
+            if raw.topic == task_topic:
+                task = getattr(decoder.decoder.decode(raw), "data", None)
+                if isinstance(task, str) and task.strip():
+                    episodes.set_task(task.strip())
+                continue
+            if raw.topic == boundary:
+                decision = segmenter.boundary(raw, decoder.decoder.decode(raw))
+            else:
+                decision = segmenter.data(raw)
+            if decision == "begin":
+                episodes.begin()
+            elif decision == "end":
+                episodes.end()
+            if raw.topic == boundary:
+                continue
+            if decision in ("begin", "keep") and episodes.current is not None:
+                episodes.add(raw)
+                continue
+            episodes.counts.outside_episodes[raw.topic] += 1
+            if raw.topic in tf_topics:  # the TF tree stays current between episodes; nothing else is decoded there
+                for sample in decoder.samples(raw):
+                    if isinstance(sample, TransformSample):
+                        episodes.tf.add(sample)
+        for run in batch.runs:  # (only for a single episode, which is open throughout)
+            episodes.add_run(run)
+        episodes.end_batch()
+        done += len(batch.messages) + sum(len(run) for run in batch.runs)
+        if progress is not None and done - reported >= PROGRESS_EVERY:
             progress(done, total)
-        if raw.topic == task_topic:
-            task = getattr(decoder.decoder.decode(raw), "data", None)
-            if isinstance(task, str) and task.strip():
-                episodes.set_task(task.strip())
-            continue
-        if raw.topic == boundary:
-            decision = segmenter.boundary(raw, decoder.decoder.decode(raw))
-        else:
-            decision = segmenter.data(raw)
-        if decision == "begin":
-            episodes.begin()
-        elif decision == "end":
-            episodes.end()
-        if raw.topic == boundary:
-            continue
-        if decision in ("begin", "keep") and episodes.current is not None:
-            episodes.add(raw)
-            continue
-        episodes.counts.outside_episodes[raw.topic] += 1
-        if raw.topic in tf_topics:  # the TF tree stays current between episodes; nothing else is decoded there
-            for sample in decoder.samples(raw):
-                if isinstance(sample, TransformSample):
-                    episodes.tf.add(sample)
+            reported = done
     episodes.end()
 
 

@@ -39,6 +39,7 @@ from ortf_ros.pipeline.samples import (
     BlockPart,
     JointStateSample,
     RawMessage,
+    RawRun,
     Sample,
     SampleBlock,
     Stamps,
@@ -179,6 +180,13 @@ _TYPES: dict[str, _Kind] = {
 }
 
 
+def has_blocks(msgtype: str) -> bool:
+    """Whether messages of the type are read a block at a time (``SampleBlock``), once one
+    of a topic has taught the fast path its layout."""
+    kind = _TYPES.get(canonical_msgtype(msgtype))
+    return kind is not None and kind.block_kind is not None
+
+
 class Layout:
     """One topic's messages of one length: the bytes that must match, where the stamps and
     the float64 runs are."""
@@ -213,23 +221,22 @@ class Layout:
             stamps.append(Stamps(raw.receive_ns, sec * _NS + nanosec, frame_id))
         return self.make(raw, stamps, [np.frombuffer(data, "<f8", count, offset) for offset, count in self.runs])
 
-    def read_part(self, messages: list[RawMessage], rows: list[int]) -> tuple[np.ndarray, BlockPart] | None:
-        """Messages of this layout's key (of a kind that has blocks), at ``rows`` of a block:
-        their header stamps and the part they are, the same numbers ``read`` gives one by one;
-        None when one of them is laid out otherwise."""
-        count, length = len(messages), len(messages[0].data)
-        joined = b"".join(raw.data for raw in messages)
-        data = np.frombuffer(joined, np.uint8).reshape(count, length)
+    def read_part(self, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, BlockPart] | None:
+        """Messages of this layout's key (of a kind that has blocks), a row each of ``data``
+        (uint8, C-contiguous), at ``rows`` of a block: their header stamps and the part they
+        are, the same numbers ``read`` gives one by one; None when one of them is laid out
+        otherwise."""
+        count, length = data.shape
         if not (data[:, self._fixed_at] == self._fixed_bytes).all():
             return None
 
         def column(dtype: str, offset: int, width: int = 1) -> np.ndarray:
-            return np.ndarray((count, width), dtype, joined, offset, (length, np.dtype(dtype).itemsize))
+            return np.ndarray((count, width), dtype, data, offset, (length, np.dtype(dtype).itemsize))
 
         [stamp_at] = self.stamps
         header = column("<i4", stamp_at)[:, 0].astype(np.int64) * _NS + column("<u4", stamp_at + 4)[:, 0]
         runs = tuple(column("<f8", offset, width).astype(np.float64) for offset, width in self.runs)
-        return header, BlockPart(np.array(rows, np.intp), self.frame_ids[0], self.names, runs)
+        return header, BlockPart(rows, self.frame_ids[0], self.names, runs)
 
 
 def _layout(raw: RawMessage, samples: list[Sample]) -> Layout | None:
@@ -304,7 +311,8 @@ class SampleDecoder:
         header = np.empty(len(messages), np.int64)
         parts = []
         for layout, rows, raws in groups.values():
-            read = layout.read_part(raws, rows)
+            joined = np.frombuffer(b"".join(raw.data for raw in raws), np.uint8).reshape(len(raws), -1)
+            read = layout.read_part(joined, np.array(rows, np.intp))
             if read is None:
                 return one_by_one()
             header[rows] = read[0]
@@ -312,6 +320,26 @@ class SampleDecoder:
         self.fast_reads += len(messages)
         receive = np.fromiter((raw.receive_ns for _, raw in messages), np.int64, len(messages))
         return [SampleBlock(messages[0][1].topic, kind, receive, header, tuple(parts))]
+
+    def run_block(self, run: RawRun) -> SampleBlock | None:
+        """A run of messages as one block, the way ``block`` reads it; None unless a layout
+        of a kind that has blocks was learned for each of its lengths and fits."""
+        header = np.empty(len(run), np.int64)
+        parts, kinds = [], set()
+        for rows, data in run.parts:
+            layout = self._layouts.get((run.topic, run.msgtype, run.serialization, data.shape[1]))
+            if layout is None or layout.kind is None:
+                return None
+            read = layout.read_part(data, rows)
+            if read is None:
+                return None
+            header[rows] = read[0]
+            parts.append(read[1])
+            kinds.add(layout.kind)
+        if len(kinds) != 1:
+            return None
+        self.fast_reads += len(run)
+        return SampleBlock(run.topic, kinds.pop(), run.receive_ns, header, tuple(parts))
 
     def samples(self, raw: RawMessage) -> list[Sample]:
         """The message's samples; one that cannot be decoded is its own ``BadMessage``."""

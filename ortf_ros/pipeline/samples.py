@@ -28,6 +28,45 @@ class RawMessage:
 
 
 @dataclass(frozen=True)
+class RawRun:
+    """Consecutive messages of one topic: their receive times, and the serialized messages
+    as the rows of one array per length. Sources give these where storage keeps a topic's
+    messages together (an MCAP chunk), so that 1 kHz messages of a fixed layout take
+    numpy calls and no Python call each (``BlockFeed.feed_run``)."""
+
+    topic: str
+    msgtype: str
+    receive_ns: np.ndarray  # (n,) int64
+    parts: tuple[tuple[np.ndarray, np.ndarray], ...]  # per length: (the rows it is at, (rows, length) uint8)
+    serialization: Serialization = "cdr"
+
+    def __len__(self) -> int:
+        return len(self.receive_ns)
+
+    def messages(self) -> list[RawMessage]:
+        """The run as single messages (for what only the per-message way reads)."""
+        data: list[bytes] = [b""] * len(self)
+        for rows, rows_data in self.parts:
+            for row, message in zip(rows.tolist(), rows_data, strict=True):
+                data[row] = message.tobytes()
+        return [
+            RawMessage(self.topic, self.msgtype, receive, message, self.serialization)
+            for receive, message in zip(self.receive_ns.tolist(), data, strict=True)
+        ]
+
+
+@dataclass(frozen=True)
+class RawBatch:
+    """What a source reads at once (an MCAP chunk, say): its single messages in receive
+    time order, and its runs, each run's topic in no single message. Everything in a
+    batch precedes everything in the next, but a run is not ordered with the messages
+    beside it: steps are decided between batches."""
+
+    messages: list[RawMessage]
+    runs: list[RawRun]
+
+
+@dataclass(frozen=True)
 class Stamps:
     receive_ns: int
     header_ns: int | None = None

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bz2
 import heapq
+import itertools
 import os
 import shutil
 import struct
@@ -38,7 +39,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from pathlib import Path, PurePath
 from types import TracebackType
-from typing import Any, BinaryIO, Literal, Protocol
+from typing import Any, BinaryIO, Literal, Protocol, TypeVar
 
 import numpy as np
 import yaml
@@ -49,8 +50,8 @@ from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.mcap_chunks import chunk_messages
-from ortf_ros.pipeline.samples import RawMessage, Serialization
+from ortf_ros.pipeline.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
+from ortf_ros.pipeline.samples import RawBatch, RawMessage, RawRun, Serialization
 
 DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
 _Compression = Literal["none", "message", "detect"]  # per-message zstd: never, always, by magic number
@@ -64,6 +65,7 @@ _ROS1_MAGIC = b"#ROSBAG V"
 _MCAP_MAGIC = b"\x89MCAP0\r\n"
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+BATCH_MESSAGES = 256  # messages per ``BagSource.batches`` batch, where the storage has no chunks to follow
 _SENTINEL = -1  # connection key of a chunk's start marker in the merge (never yielded)
 
 
@@ -124,6 +126,9 @@ class _Part(Protocol):
 
     def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, bytes]]: ...
 
+    def batches(self, keys: Collection[int], runs: Collection[int]) -> Iterator[Batch] | None:
+        """The messages a chunk at a time, ``runs`` keys' as runs; None where the storage has no such chunks."""
+
     def close(self) -> None: ...
 
 
@@ -131,7 +136,10 @@ def _fail(name: str, problem: str) -> ConversionError:
     return ConversionError(f"{name}: {problem}")
 
 
-def _guarded(name: str, what: str, stream: Iterator[tuple[int, int, bytes]]) -> Iterator[tuple[int, int, bytes]]:
+_Item = TypeVar("_Item")
+
+
+def _guarded(name: str, what: str, stream: Iterator[_Item]) -> Iterator[_Item]:
     """Re-raise anything a reader throws on bad data as a one-line ConversionError."""
     try:
         yield from stream
@@ -275,6 +283,44 @@ class _Rosbag2File:
             if always or (detect and data[:4] == _ZSTD_MAGIC):
                 data = zstd.decompress(data)
             yield stamp, key, data
+
+    def batches(self, keys: Collection[int], runs: Collection[int]) -> Iterator[Batch] | None:
+        """An indexed MCAP file's chunks, one batch each (``chunk_batches``); None for sqlite3
+        and for chunks that overlap in time."""
+        wanted = {self.rosbags_conns[key].id: key for key in keys if key in self.rosbags_conns}
+        chunks = getattr(self.reader.storage, "chunks", None) if self.kind == "mcap" else None
+        if not chunks or not in_sequence(chunks, wanted):
+            return None
+        if not wanted:
+            return iter(())
+        batches = chunk_batches(self.path, chunks, wanted, () if self.compression == "message" else runs)
+        if self.compression != "none":
+            batches = map(self._decompressed, batches)
+        return _guarded(self.name, "damaged message data", batches)
+
+    def _decompressed(self, batch: Batch) -> Batch:
+        """The batch with messages compressed one by one (zstd) decompressed; a run of them
+        becomes single messages (in time order; a tie keeps the single message first)."""
+        always = self.compression == "message"
+        magic = np.frombuffer(_ZSTD_MAGIC, np.uint8)
+        runs, loose = [], []
+        for run in batch.runs:
+            if any((data[:, : len(magic)] == magic).all(axis=1).any() for _, data in run.parts):
+                times = run.times.tolist()
+                loose += [
+                    (times[row], run.key, message.tobytes())
+                    for rows, data in run.parts
+                    for row, message in zip(rows.tolist(), data, strict=True)
+                ]
+            else:
+                runs.append(run)
+        messages = [
+            (time, key, zstd.decompress(data) if always or data[:4] == _ZSTD_MAGIC else data)
+            for time, key, data in [*batch.messages, *loose]
+        ]
+        if loose:
+            messages.sort(key=itemgetter(0))
+        return Batch(messages, runs)
 
     def _stored(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
         """The messages as the file stores them: an indexed MCAP file's read by ``chunk_messages``."""
@@ -502,6 +548,9 @@ class _Ros1Bag:
         streams = [self._chunk(c, wanted) for c in self.chunks if any(cid in wanted for cid in c.counts)]
         merged = heapq.merge(*streams, key=itemgetter(0))
         return _guarded(self.name, "damaged ROS 1 chunk", (m for m in merged if m[1] != _SENTINEL))
+
+    def batches(self, keys: Collection[int], runs: Collection[int]) -> Iterator[Batch] | None:
+        return None  # (a ROS 1 chunk holds its messages' headers between them: no runs to cut out)
 
     def close(self) -> None:
         self.file.close()
@@ -755,6 +804,47 @@ class BagSource:
         Messages with equal receive times keep their storage order. A topic that the
         recording does not have is a ConversionError.
         """
+        return self._messages(self._conns(topics))
+
+    def batches(self, topics: Collection[str] | None = None, runs: Collection[str] = ()) -> Iterator[RawBatch]:
+        """The messages ``messages`` gives, a batch at a time: an MCAP file's chunk by chunk,
+        where the messages of ``runs`` topics come as runs (``RawRun``); other storage
+        ``BATCH_MESSAGES`` at a time, without runs."""
+        conns = self._conns(topics)
+        chunked = self._chunked(conns, {key for key, conn in conns.items() if conn.topic in runs})
+        if chunked is not None:
+            return chunked
+        messages = self._messages(conns)
+        return (RawBatch(group, []) for group in iter(lambda: list(itertools.islice(messages, BATCH_MESSAGES)), []))
+
+    def _chunked(self, conns: dict[int, _Conn], runs: set[int]) -> Iterator[RawBatch] | None:
+        """Each part's chunks in turn, when every part has them and the parts follow one
+        another in time; else None."""
+        parts = sorted(
+            ((span, part) for part in self._parts if (span := part.time_range()) is not None), key=itemgetter(0)
+        )
+        if any(a[1] >= b[0] for (a, _), (b, _) in itertools.pairwise(parts)):
+            return None
+        chunked = [part.batches(conns.keys(), runs) for _, part in parts]
+        if any(batches is None for batches in chunked):
+            return None
+
+        def raw(batch: Batch) -> RawBatch:
+            messages = []
+            for stamp, key, data in batch.messages:
+                conn = conns[key]
+                messages.append(RawMessage(conn.topic, conn.msgtype, stamp, data, conn.serialization))
+            return RawBatch(
+                messages,
+                [
+                    RawRun(conns[r.key].topic, conns[r.key].msgtype, r.times, r.parts, conns[r.key].serialization)
+                    for r in batch.runs
+                ],
+            )
+
+        return (raw(batch) for batches in chunked if batches is not None for batch in batches)
+
+    def _conns(self, topics: Collection[str] | None) -> dict[int, _Conn]:
         self._check_open()
         conns = {c.key: c for p in self._parts for c in p.conns}
         if topics is not None:
@@ -762,7 +852,7 @@ class BagSource:
             if unknown:
                 raise _fail(str(self.paths[0]), f"no topic {', '.join(unknown)} in the recording")
             conns = {k: c for k, c in conns.items() if c.topic in topics}
-        return self._messages(conns)
+        return conns
 
     def _messages(self, conns: dict[int, _Conn]) -> Iterator[RawMessage]:
         streams = [part.messages(conns.keys()) for part in self._parts]
