@@ -8,6 +8,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rosbags.interfaces import (
+    Connection,
+    ConnectionExtRosbag2,
+    Qos,
+    QosDurability,
+    QosHistory,
+    QosLiveliness,
+    QosReliability,
+    QosTime,
+)
+from rosbags.rosbag2 import Reader, StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 from test_bag2ortf import mapping_for, origin_ns
@@ -19,21 +30,25 @@ from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import WrenchMapping
 from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.decode import Decoder
-from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
+from ortf_ros.pipeline.fastpath import SampleDecoder, has_blocks
 from ortf_ros.pipeline.samples import JointStateSample, RawMessage, RawRun, Sample, SampleBlock, WrenchSample
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
-from ortf_ros.synthetic_bag import JOINTS, START_NS, joint_positions, write_teleop_bag
+from ortf_ros.synthetic_bag import (
+    JOINTS,
+    START_NS,
+    TOPIC_JOINT_COMMAND,
+    TOPIC_JOINT_STATES,
+    TOPIC_WRENCH,
+    joint_positions,
+    write_teleop_bag,
+)
 
 
 def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
     """``decoder.block`` of messages whose layouts it has learned."""
-    laid_out: list[tuple[Layout, RawMessage]] = []
-    for raw in messages:
-        layout = decoder.layout(raw)
-        assert layout is not None, raw
-        laid_out.append((layout, raw))
-    return decoder.block(laid_out)
+    assert all(decoder.layout(raw) is not None for raw in messages)
+    return decoder.block(messages)
 
 
 def test_a_block_is_its_messages_one_by_one_on_an_analytic_bag(tmp_path: Path) -> None:
@@ -74,17 +89,6 @@ def test_a_block_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
     assert_same_samples([s for s in got if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
 
 
-def as_run(messages: list[RawMessage]) -> RawRun:
-    """Messages of one topic as a source's run: one array per length."""
-    lengths = np.array([len(raw.data) for raw in messages])
-    parts = []
-    for length in sorted(set(lengths.tolist())):
-        rows = np.flatnonzero(lengths == length)
-        parts.append((rows, np.array([np.frombuffer(messages[row].data, np.uint8) for row in rows])))
-    receive = np.array([raw.receive_ns for raw in messages], np.int64)
-    return RawRun(messages[0].topic, messages[0].msgtype, receive, tuple(parts))
-
-
 def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
     """What the source reads as a run (MCAP chunks, a topic's messages as arrays) gives the
     samples of its messages, and comes back whole from ``RawRun.messages``."""
@@ -97,7 +101,7 @@ def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
             by_topic[raw.topic].append(raw)
     assert set(by_topic) == {"/joint_states", "/joint_command", "/ft_sensor/wrench"}
     for messages in by_topic.values():
-        run = as_run(messages)
+        run = RawRun.of(messages)
         assert run.messages() == messages
         assert decoder.run_block(run) is None  # (no layout learned yet)
         decoder.samples(messages[0])
@@ -119,7 +123,7 @@ def test_a_run_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
     ]
     decoder = SampleDecoder(Decoder())
     decoder.samples(messages[0])
-    run = as_run(messages)
+    run = RawRun.of(messages)
     assert len(run.parts) == 1 and decoder.run_block(run) is None
     fed: list[Sample | SampleBlock] = []
 
@@ -137,10 +141,52 @@ def test_a_run_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
     assert_same_samples([s for s in fed if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
 
 
+def with_wrench_on_two_connections(source: Path, target: Path) -> Path:
+    """``source`` again, its force-torque messages alternating between two connections of the
+    topic (offered with other QoS, as two publishers may be)."""
+    with Reader(source) as reader, Rosbag2Writer(target, version=9, storage_plugin=StoragePlugin.MCAP) as writer:
+        copied, second = {}, None
+        for conn in reader.connections:
+            ext = conn.ext
+            assert isinstance(ext, ConnectionExtRosbag2)
+
+            def add(qos: list[Qos], conn: Connection = conn, ext: ConnectionExtRosbag2 = ext) -> Connection:
+                return writer.add_connection(
+                    conn.topic, conn.msgtype, msgdef=conn.msgdef.data, rihs01=conn.digest, offered_qos_profiles=qos
+                )
+
+            copied[conn.id] = add(ext.offered_qos_profiles)
+            if conn.topic == TOPIC_WRENCH:
+                never = QosTime(0, 0)
+                second = add(
+                    [
+                        Qos(
+                            QosHistory.KEEP_LAST,
+                            7,
+                            QosReliability.RELIABLE,
+                            QosDurability.VOLATILE,
+                            never,
+                            never,
+                            QosLiveliness.AUTOMATIC,
+                            never,
+                            False,
+                        )
+                    ]
+                )
+        assert second is not None
+        for count, (conn, time, data) in enumerate(reader.messages()):
+            writer.write(second if conn.topic == TOPIC_WRENCH and count % 2 else copied[conn.id], time, data)
+    return target
+
+
 def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An MCAP recording converts to the same dataset with its high-rate topics read as runs
-    (a chunk at a time) as message by message, whatever the block size."""
-    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.2, with_depth=False, tf_rate_hz=2)
+    """An MCAP recording of several chunks converts to the same dataset with its high-rate
+    topics read as runs (a chunk at a time) as message by message, whatever the block size;
+    also with a topic on two connections (read message by message then)."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=6, with_depth=False, tf_rate_hz=2)
+    with BagSource(bag.path) as source:
+        assert sum(1 for _ in source.batches()) > 3  # (chunks: steps are decided between them)
+    two = with_wrench_on_two_connections(bag.path, tmp_path / "two")
     config = mapping_for(bag.path)
     runs_fed = []
     feed_run = BlockFeed.feed_run
@@ -151,13 +197,21 @@ def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(BlockFeed, "feed_run", counted)
     tables = []
-    for with_runs, block_messages in ((False, 256), (True, 256), (True, 3)):
+    for with_runs, block_messages, path in (
+        (False, 256, bag.path),
+        (True, 256, bag.path),
+        (True, 3, bag.path),
+        (True, 256, two),
+    ):
         monkeypatch.setattr(convert, "has_blocks", has_blocks if with_runs else lambda msgtype: False)
         monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
         runs_fed.clear()
-        out = tmp_path / f"ds-{with_runs}-{block_messages}"
-        convert_recording([bag.path], out, config)
-        assert (sum(runs_fed) > 1000) == with_runs  # (1.2 s of 1 kHz wrench and 500 Hz joint states)
+        out = tmp_path / f"ds-{with_runs}-{block_messages}-{path.name}"
+        result = convert_recording([path], out, config)
+        wrench = bag.counts[TOPIC_WRENCH]
+        joints = bag.counts[TOPIC_JOINT_STATES] + bag.counts[TOPIC_JOINT_COMMAND]
+        assert sum(runs_fed) == (0 if not with_runs else joints if path == two else joints + wrench)
+        assert result.counts.used[TOPIC_WRENCH] == wrench
         episode = load_dataset(out).episode(0)
         tables.append((episode.steps(), episode.stream("ft_sensor"), episode.stream("joint_states")))
     for other in tables[1:]:

@@ -154,3 +154,16 @@ def test_overlapping_chunks_are_not_in_sequence(tmp_path: Path) -> None:
     with Reader(file) as reader:
         wanted = {c.id: c.id for c in reader.connections}
     assert not in_sequence(chunks, wanted)
+
+
+def chunk_at(start: int, end: int, offset: int) -> ChunkInfo:
+    return ChunkInfo(start, end, offset, 100, {1: 0}, 0, "", 50, 50, {1: 1})
+
+
+def test_chunks_that_touch_are_in_sequence_in_file_order() -> None:
+    """rosbags breaks a tie in time by the chunks' places in the file: chunks that share a
+    boundary time can be taken whole only when the earlier one comes first in the file."""
+    assert in_sequence([chunk_at(0, 10, 100), chunk_at(10, 20, 200)], {1: 1})
+    assert not in_sequence([chunk_at(0, 10, 200), chunk_at(10, 20, 100)], {1: 1})
+    assert in_sequence([chunk_at(0, 10, 200), chunk_at(11, 20, 100)], {1: 1})
+    assert not in_sequence([chunk_at(0, 10, 100), chunk_at(9, 20, 200)], {1: 1})

@@ -282,8 +282,8 @@ class Assembler:
 
     def feed(self, sample: Sample | SampleBlock, topic: str) -> None:
         """Take a sample, or a block of one topic's consecutive samples. Steps wait for
-        ``emit_ready``, which the caller must call regularly (``BlockFeed`` does, once per
-        block of messages): memory is freed only as steps are emitted."""
+        ``emit_ready``, which the caller must call regularly (``BlockFeed.end_batch`` does,
+        once per block of messages): memory is freed only as steps are emitted."""
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)

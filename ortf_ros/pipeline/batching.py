@@ -21,17 +21,17 @@ from __future__ import annotations
 import numpy as np
 
 from ortf_ros.pipeline.assemble import Assembler
-from ortf_ros.pipeline.fastpath import Layout, SampleDecoder
+from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.samples import RawMessage, RawRun
 
-BLOCK_MESSAGES = 256  # messages between step decisions, and the most single messages that wait
+BLOCK_MESSAGES = 256  # messages between step decisions, and the most that wait per topic
 
 
 class BlockFeed:
     def __init__(self, decoder: SampleDecoder, block_messages: int = BLOCK_MESSAGES) -> None:
         self.decoder = decoder
         self.block_messages = block_messages
-        self._waiting: dict[str, list[tuple[Layout, RawMessage]]] = {}  # per topic, in order
+        self._waiting: dict[str, list[RawMessage]] = {}  # per topic, in order
         self._runs: dict[str, list[RawRun]] = {}  # per topic, in order (a topic waits in one of the two)
         self._held = 0  # messages since steps were last looked for
 
@@ -45,7 +45,7 @@ class BlockFeed:
             for sample in self.decoder.samples(raw):
                 assembler.feed(sample, raw.topic)
         else:
-            self._waiting.setdefault(raw.topic, []).append((layout, raw))
+            self._waiting.setdefault(raw.topic, []).append(raw)
             if len(self._waiting[raw.topic]) >= self.block_messages:
                 self._feed_waiting(raw.topic, assembler)
         self._held += 1
@@ -60,7 +60,9 @@ class BlockFeed:
             self._feed_runs(run.topic, assembler)
 
     def end_batch(self, assembler: Assembler) -> None:
-        """The end of a batch of input: steps are looked for when enough came since the last time."""
+        """The end of a batch of input (for a live source, of each message): steps are looked
+        for when enough came since the last time. Nothing else emits them, or frees the
+        samples they no longer need."""
         if self._held >= self.block_messages:
             self.flush(assembler)
 

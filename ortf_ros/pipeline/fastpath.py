@@ -290,44 +290,23 @@ class SampleDecoder:
     def layout(self, raw: RawMessage) -> Layout | None:
         """The layout learned for messages like ``raw`` (same topic, type and length), if any:
         such messages can be read as a block (``block``)."""
-        return self._layouts.get(_key(raw))
+        return self._layouts.get(_key(raw, len(raw.data)))
 
-    def block(self, messages: list[tuple[Layout, RawMessage]]) -> list[Sample | SampleBlock]:
-        """Consecutive messages of one topic with the layouts ``layout`` gave them: one block,
-        or (when one of them is laid out otherwise) their samples one by one, the way
-        ``samples`` gives them."""
-
-        def one_by_one() -> list[Sample | SampleBlock]:
-            return [sample for _, raw in messages for sample in self.samples(raw)]
-
-        kind = messages[0][0].kind
-        if kind is None or any(layout.kind != kind for layout, _ in messages):
-            return one_by_one()
-        groups: dict[int, tuple[Layout, list[int], list[RawMessage]]] = {}
-        for row, (layout, raw) in enumerate(messages):
-            group = groups.setdefault(id(layout), (layout, [], []))
-            group[1].append(row)
-            group[2].append(raw)
-        header = np.empty(len(messages), np.int64)
-        parts = []
-        for layout, rows, raws in groups.values():
-            joined = np.frombuffer(b"".join(raw.data for raw in raws), np.uint8).reshape(len(raws), -1)
-            read = layout.read_part(joined, np.array(rows, np.intp))
-            if read is None:
-                return one_by_one()
-            header[rows] = read[0]
-            parts.append(read[1])
-        self.fast_reads += len(messages)
-        receive = np.fromiter((raw.receive_ns for _, raw in messages), np.int64, len(messages))
-        return [SampleBlock(messages[0][1].topic, kind, receive, header, tuple(parts))]
+    def block(self, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
+        """Consecutive messages of one topic: one block (``run_block``), or (when one of them
+        is laid out otherwise) their samples one by one, the way ``samples`` gives them."""
+        block = self.run_block(RawRun.of(messages))
+        if block is None:
+            return [sample for raw in messages for sample in self.samples(raw)]
+        return [block]
 
     def run_block(self, run: RawRun) -> SampleBlock | None:
-        """A run of messages as one block, the way ``block`` reads it; None unless a layout
-        of a kind that has blocks was learned for each of its lengths and fits."""
+        """A run of messages as one block; None unless a layout of a kind that has blocks
+        was learned for each of its lengths (``layout``) and fits."""
         header = np.empty(len(run), np.int64)
         parts, kinds = [], set()
         for rows, data in run.parts:
-            layout = self._layouts.get((run.topic, run.msgtype, run.serialization, data.shape[1]))
+            layout = self._layouts.get(_key(run, data.shape[1]))
             if layout is None or layout.kind is None:
                 return None
             read = layout.read_part(data, rows)
@@ -358,9 +337,9 @@ class SampleDecoder:
             if learned is not None:
                 if len(self._layouts) >= _LAYOUTS_MAX:
                     self._layouts.clear()
-                self._layouts[_key(raw)] = learned
+                self._layouts[_key(raw, len(raw.data))] = learned
         return samples
 
 
-def _key(raw: RawMessage) -> tuple[str, str, str, int]:
-    return (raw.topic, raw.msgtype, raw.serialization, len(raw.data))
+def _key(raw: RawMessage | RawRun, length: int) -> tuple[str, str, str, int]:
+    return (raw.topic, raw.msgtype, raw.serialization, length)

@@ -15,8 +15,8 @@ step each.
 The order is rosbags': log time, then the chunk's place in the file, then the record's
 place in its chunk. Chunks are taken by start time, and a chunk's messages go straight
 out when no later chunk starts before it ends (a recorder's chunks do not overlap);
-only messages of overlapping chunks wait in a heap. Memory is one chunk, plus the
-messages of chunks that overlap.
+only messages of overlapping chunks wait in a heap. Memory is one chunk and its
+messages, plus the messages of chunks that overlap.
 """
 
 from __future__ import annotations
@@ -58,8 +58,9 @@ class Run:
 
 @dataclass(frozen=True)
 class Batch:
-    """A chunk's messages on the wanted channels: each one of ``messages`` in rosbags'
-    order; each channel's either all there or all in one run."""
+    """A chunk's messages on the wanted channels: ``messages`` in rosbags' order (a run
+    channel's there at a tied time after the others); each channel's either all there or
+    all in one run."""
 
     messages: list[Message]
     runs: list[Run]
@@ -93,9 +94,14 @@ def chunk_messages(
 
 def in_sequence(chunks: Sequence[ChunkInfo], wanted: Collection[int]) -> bool:
     """Whether the chunks holding ``wanted`` channels follow one another in time, none
-    overlapping the next: then each can be taken whole, in order (``chunk_batches``)."""
+    overlapping the next (a tie at the boundary only in file order, as rosbags breaks it):
+    then each can be taken whole, in order (``chunk_batches``)."""
     order = _chunks_in_order(chunks, wanted)
-    return all(a.message_end_time <= b.message_start_time for a, b in itertools.pairwise(order))
+    return all(
+        a.message_end_time < b.message_start_time
+        or (a.message_end_time == b.message_start_time and a.chunk_start_offset < b.chunk_start_offset)
+        for a, b in itertools.pairwise(order)
+    )
 
 
 def chunk_batches(
@@ -193,5 +199,6 @@ def _run(key: int, records: memoryview | bytes, found: list[tuple[int, int, int]
     parts = []
     for length in distinct.tolist():
         rows = np.flatnonzero(lengths == length) if len(distinct) > 1 else np.arange(len(placed))
-        parts.append((rows, data[placed[rows, 1, None] + np.arange(length)]))
+        # (Rows of a window view: no index array of the run's size.)
+        parts.append((rows, np.lib.stride_tricks.sliding_window_view(data, length)[placed[rows, 1]]))
     return Run(key, placed[:, 0], tuple(parts))

@@ -43,6 +43,19 @@ class RawRun:
     def __len__(self) -> int:
         return len(self.receive_ns)
 
+    @classmethod
+    def of(cls, messages: list[RawMessage]) -> RawRun:
+        """Consecutive messages of one topic as a run."""
+        first = messages[0]
+        lengths = np.fromiter((len(raw.data) for raw in messages), np.intp, len(messages))
+        parts = []
+        for length in np.unique(lengths).tolist():
+            rows = np.flatnonzero(lengths == length)
+            data = b"".join(messages[row].data for row in rows.tolist())
+            parts.append((rows, np.frombuffer(data, np.uint8).reshape(len(rows), length)))
+        receive = np.fromiter((raw.receive_ns for raw in messages), np.int64, len(messages))
+        return cls(first.topic, first.msgtype, receive, tuple(parts), first.serialization)
+
     def messages(self) -> list[RawMessage]:
         """The run as single messages (for what only the per-message way reads)."""
         data: list[bytes] = [b""] * len(self)

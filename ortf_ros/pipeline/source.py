@@ -300,12 +300,13 @@ class _Rosbag2File:
 
     def _decompressed(self, batch: Batch) -> Batch:
         """The batch with messages compressed one by one (zstd) decompressed; a run of them
-        becomes single messages (in time order; a tie keeps the single message first)."""
+        (or of messages too short to tell) becomes single messages (in time order; a tie
+        keeps the single message first)."""
         always = self.compression == "message"
         magic = np.frombuffer(_ZSTD_MAGIC, np.uint8)
         runs, loose = [], []
         for run in batch.runs:
-            if any((data[:, : len(magic)] == magic).all(axis=1).any() for _, data in run.parts):
+            if any(len(data[0]) < len(magic) or (data[:, : len(magic)] == magic).all(1).any() for _, data in run.parts):
                 times = run.times.tolist()
                 loose += [
                     (times[row], run.key, message.tobytes())
@@ -811,7 +812,9 @@ class BagSource:
         where the messages of ``runs`` topics come as runs (``RawRun``); other storage
         ``BATCH_MESSAGES`` at a time, without runs."""
         conns = self._conns(topics)
-        chunked = self._chunked(conns, {key for key, conn in conns.items() if conn.topic in runs})
+        # (A topic on two connections of a file, with other QoS say, would be two runs whose times interleave.)
+        alone = {c.key for p in self._parts for c in p.conns if [o.topic for o in p.conns].count(c.topic) == 1}
+        chunked = self._chunked(conns, {key for key in alone & conns.keys() if conns[key].topic in runs})
         if chunked is not None:
             return chunked
         messages = self._messages(conns)
