@@ -164,9 +164,9 @@ def _convert(args: argparse.Namespace) -> int:
 
 
 def _wait_for_encoders(scratch: Path) -> None:
-    """A killed run's workers leave encoder processes that finish their videos in its
-    scratch datasets, holding each dataset's writer lock until then: wait for them (up to
-    the lock's wait), so the directory is not removed under them."""
+    """A killed run's workers, or a killed worker, leave encoder processes that finish their
+    videos in its scratch datasets, holding each dataset's writer lock until then: wait for
+    them (up to the lock's wait), so the directory is not removed under them."""
     for part in sorted(scratch.glob("part-*")):
         if (part / layout.STAGING_DIR).is_dir():
             with contextlib.suppress(WriterError):
@@ -187,7 +187,7 @@ def _convert_in_parallel(
     Workers are spawned, not forked: a fork copies FFmpeg objects of earlier conversions
     whose threads it does not copy, and freeing one in the worker then waits forever."""
     summaries = []
-    with scratch_directory(_beside(output), SCRATCH_PREFIX) as scratch:
+    with scratch_directory(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders) as scratch:
         parts = [
             _sharing_cores(_job(args, path, scratch / f"part-{n:04d}"), jobs) for n, path in enumerate(args.inputs)
         ]

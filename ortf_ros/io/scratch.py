@@ -23,8 +23,9 @@ OWNER_FILE = ".owner.lock"
 
 
 @contextlib.contextmanager
-def scratch_directory(parent: Path, prefix: str) -> Iterator[Path]:
-    """A new directory ``parent/prefix*``, locked while the block runs, then removed."""
+def scratch_directory(parent: Path, prefix: str, settle: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """A new directory ``parent/prefix*``, locked while the block runs, then removed, after
+    ``settle(directory)`` (as for ``remove_stale``: what the block started may outlive it)."""
     try:
         parent.mkdir(parents=True, exist_ok=True)
         directory, owner = _claim(parent, prefix)
@@ -33,6 +34,8 @@ def scratch_directory(parent: Path, prefix: str) -> Iterator[Path]:
     try:
         yield directory
     finally:
+        if settle is not None:
+            settle(directory)
         shutil.rmtree(directory, ignore_errors=True)
         owner.close()
 
