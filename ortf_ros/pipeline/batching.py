@@ -80,14 +80,8 @@ class BlockFeed:
             assembler.feed(item, topic)
 
     def _feed_runs(self, topic: str, assembler: Assembler) -> None:
-        run = joined(self._runs.pop(topic))
-        block = self.decoder.run_block(run)
-        if block is not None:
-            assembler.feed(block, topic)
-            return
-        # A layout not learned yet, or another one: the way of single messages, which learns it.
-        for sample in (sample for raw in run.messages() for sample in self.decoder.samples(raw)):
-            assembler.feed(sample, topic)
+        for item in self.decoder.run_samples(joined(self._runs.pop(topic))):
+            assembler.feed(item, topic)
 
 
 def joined(runs: list[RawRun]) -> RawRun:

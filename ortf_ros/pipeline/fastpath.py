@@ -295,9 +295,14 @@ class SampleDecoder:
     def block(self, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
         """Consecutive messages of one topic: one block (``run_block``), or (when one of them
         is laid out otherwise) their samples one by one, the way ``samples`` gives them."""
-        block = self.run_block(RawRun.of(messages))
+        return self.run_samples(RawRun.of(messages))
+
+    def run_samples(self, run: RawRun) -> list[Sample | SampleBlock]:
+        """A run as one block (``run_block``), or its messages' samples one by one (which
+        teaches the fast path a layout it does not know yet)."""
+        block = self.run_block(run)
         if block is None:
-            return [sample for raw in messages for sample in self.samples(raw)]
+            return [sample for raw in run.messages() for sample in self.samples(raw)]
         return [block]
 
     def run_block(self, run: RawRun) -> SampleBlock | None:
