@@ -65,6 +65,7 @@ import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording
+from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
 from ortf_ros.writer import DatasetWriter, WriterConfig
@@ -282,7 +283,7 @@ def _floor_ready(_: int) -> int:
     return os.getpid()
 
 
-def image_pixels(data: bytes, width: int, height: int) -> np.ndarray:
+def image_pixels(data: Payload, width: int, height: int) -> np.ndarray:
     """The rgb8 pixels of a CDR ``sensor_msgs/Image`` without deserializing it.
 
     ``data`` is the message's last field: a uint32 length, then the bytes, at the end of

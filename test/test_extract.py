@@ -18,6 +18,7 @@ from rosbags.interfaces import MessageDefinitionFormat
 from rosbags.typesys import Stores, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from ortf_ros.io.mapped_file import MappedFile, locate
 from ortf_ros.pipeline.decode import Decoder, canonical_msgtype, normalize_msgtype
 from ortf_ros.pipeline.extract import SUPPORTED_TYPES, extract, supports
 from ortf_ros.pipeline.fastpath import SampleDecoder
@@ -197,6 +198,33 @@ def test_bgr_swaps_channels() -> None:
     sample = one(run(image("cdr", "bgr8", red_bgr), "sensor_msgs/msg/Image"), ImageSample)
     assert (sample.pixels[:, :, 0] == 255).all()
     assert (sample.pixels[:, :, 1:] == 0).all()
+
+
+@pytest.mark.parametrize(
+    ("encoding", "rows", "pad", "in_place"),
+    [("rgb8", RGB, 0, True), ("16UC1", None, 0, True), ("rgb8", RGB, 3, False), ("bgr8", RGB[:, :, ::-1], 0, False)],
+)
+def test_an_image_in_a_mapped_file_stays_where_it_lies(
+    tmp_path: Path, encoding: str, rows: np.ndarray | None, pad: int, in_place: bool
+) -> None:
+    """A message that is a view of a mapped recording (``mcap_chunks``) gives pixels that
+    are a view of it too, which the writer hands to the encoder by their place in the file;
+    where the pixels must be rearranged (row padding, BGR), they are a copy."""
+    pixels = DEPTH_MM if rows is None else rows
+    data = serialize(image("cdr", encoding, np.ascontiguousarray(pixels), pad=pad), "sensor_msgs/msg/Image", "cdr")
+    file = tmp_path / "recording"
+    file.write_bytes(b"x" * 100 + data)
+    payload = memoryview(MappedFile(file))[100:]
+    raw = RawMessage("/topic", "sensor_msgs/msg/Image", RECEIVE_NS, payload)
+    decoded = DECODER.decode(raw)
+    assert not isinstance(decoded, BadMessage)
+    sample = one(extract(decoded, raw, static_tf=None), ImageSample)
+    np.testing.assert_array_equal(sample.pixels, DEPTH_MM if rows is None else RGB)
+    found = locate(sample.pixels)
+    if not in_place:
+        assert found is None
+        return
+    assert found is not None and found[1] == 100 + len(data) - pixels.nbytes  # (the pixels end the message)
 
 
 DEPTH_MM = RNG.integers(0, 65536, (H, W), dtype=np.uint16)

@@ -13,7 +13,15 @@ import pytest
 from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StoragePlugin, Writer
 from rosbags.rosbag2.storage_mcap import ChunkInfo
 
-from ortf_ros.pipeline.mcap_chunks import RUN_LENGTHS_MAX, chunk_batches, chunk_messages, in_sequence
+from ortf_ros.io.mapped_file import locate
+from ortf_ros.pipeline.mcap_chunks import (
+    RUN_LENGTHS_MAX,
+    VIEW_PAYLOAD_MIN,
+    chunk_batches,
+    chunk_messages,
+    in_sequence,
+)
+from ortf_ros.pipeline.samples import Payload
 
 BIG = 300_000  # bytes: rosbags closes a chunk past 1 MiB, so after every four big messages
 
@@ -48,14 +56,16 @@ def out_of_order_messages() -> list[tuple[str, int, bytes]]:
     return messages
 
 
-Message = tuple[int, str, bytes]
+Message = tuple[int, str, Payload]
 
 
 def read_both(file: Path, topics: set[str] | None = None) -> tuple[list[Message], list[Message], list[ChunkInfo]]:
     """(rosbags' messages, chunk_messages', the chunks)."""
     with Reader(file) as reader:
         chosen = [c for c in reader.connections if topics is None or c.topic in topics]
-        theirs = [(time, conn.topic, bytes(data)) for conn, time, data in reader.messages(connections=chosen)]
+        theirs: list[Message] = [
+            (time, conn.topic, bytes(data)) for conn, time, data in reader.messages(connections=chosen)
+        ]
         topic_of = {c.id: c.topic for c in chosen}
         chunks = list(reader.storage.chunks)  # type: ignore[attr-defined]  # (close clears it)
         ours = [
@@ -167,3 +177,61 @@ def test_chunks_that_touch_are_in_sequence_in_file_order() -> None:
     assert not in_sequence([chunk_at(0, 10, 200), chunk_at(10, 20, 100)], {1: 1})
     assert in_sequence([chunk_at(0, 10, 200), chunk_at(11, 20, 100)], {1: 1})
     assert not in_sequence([chunk_at(0, 10, 100), chunk_at(9, 20, 200)], {1: 1})
+
+
+def mapping_rss(path: Path) -> int | None:
+    """Bytes of ``path`` mapped into this process's memory now (its maps' Rss), None when unmapped."""
+    total, ours = None, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if "-" in fields[0] and ":" not in fields[0]:  # a mapping's first line: range, perms, offset, dev, inode, path
+            ours = len(fields) >= 6 and fields[5] == str(path)
+        elif ours and fields[0] == "Rss:":
+            total = (total or 0) + int(fields[1]) * 1024
+    return total
+
+
+@pytest.mark.parametrize("zstd_chunks", [False, True])
+def test_large_payloads_are_views_where_they_lie(tmp_path: Path, zstd_chunks: bool) -> None:
+    """A payload of ``VIEW_PAYLOAD_MIN`` bytes or more is not copied: in an uncompressed
+    chunk it is a view of the mapped file that ``locate`` finds the file offset of (where
+    an encoder process reads it); in a compressed one, a view of the decompressed chunk."""
+    assert BIG >= VIEW_PAYLOAD_MIN
+    file = write_bag(tmp_path / "bag", out_of_order_messages(), zstd_chunks)
+    theirs, ours, _ = read_both(file)
+    assert ours == theirs
+    content = file.read_bytes()
+    located = 0
+    with Reader(file) as reader:
+        chunks = list(reader.storage.chunks)  # type: ignore[attr-defined]
+        wanted = {c.id: c.id for c in reader.connections}
+    for _, _, payload in chunk_messages(file, chunks, wanted):
+        if len(payload) < VIEW_PAYLOAD_MIN:
+            assert isinstance(payload, bytes)
+            continue
+        assert isinstance(payload, memoryview)
+        found = locate(np.frombuffer(payload, np.uint8))
+        if zstd_chunks:
+            assert found is None
+            continue
+        assert found is not None
+        mapped, offset = found
+        assert mapped.path == str(file) and content[offset : offset + len(payload)] == payload
+        located += 1
+    assert located == (0 if zstd_chunks else 40)
+
+
+def test_a_chunk_s_pages_are_let_go_of_when_the_next_is_read(tmp_path: Path) -> None:
+    """Reading through the map keeps only about a chunk of the file in this process's
+    RSS, however long the file (the pages stay in the page cache)."""
+    file = write_bag(tmp_path / "bag", [("/a", 1000 + i, bytes([i]) * BIG) for i in range(80)], zstd_chunks=False)
+    with Reader(file) as reader:
+        chunks = list(reader.storage.chunks)  # type: ignore[attr-defined]
+        wanted = {c.id: c.id for c in reader.connections}
+    largest = max(chunk.compressed_size for chunk in chunks)
+    assert file.stat().st_size > 10 * largest
+    batches = chunk_batches(file, chunks, wanted, ())
+    sums = [sum(bytes(payload[::4096]).count(0) for _, _, payload in next(batches).messages) for _ in chunks[:-1]]
+    assert len(sums) == len(chunks) - 1  # (every page of the payloads read; the generator still open)
+    rss = mapping_rss(file)
+    assert rss is not None and rss <= 2 * largest

@@ -328,7 +328,7 @@ def test_raw_bytes_decode_to_the_analytic_values(bags: dict[str, TeleopBagInfo],
     for msg in messages:
         seq = seqs.get(msg.topic, 0)
         seqs[msg.topic] = seq + 1
-        _check_message(info, msg, deserialize(msg.data, msg.msgtype), seq)
+        _check_message(info, msg, deserialize(bytes(msg.data), msg.msgtype), seq)
     assert seqs == info.counts
 
 

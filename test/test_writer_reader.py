@@ -20,6 +20,7 @@ from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import video as video_io
+from ortf_ros.io.mapped_file import MappedFile
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import StagedEpisode, StepLog, lock_dataset
 from ortf_ros.synthetic import (
@@ -217,9 +218,9 @@ def test_annotations_are_stored_per_episode(tmp_path: Path) -> None:
     assert (root / "annotations/episode_000000/first_frame.jpg").read_bytes() == b"\xff\xd8jpeg\xff\xd9"
 
 
-def _images(step: int) -> dict[str, np.ndarray]:
-    images = {cam: demo_rgb(n, step, 64, 48) for n, cam in enumerate(RGB_CAMERAS)}
-    images[DEPTH_CAMERA[0]] = demo_depth(step, 64, 48)
+def _images(step: int, width: int = 64, height: int = 48) -> dict[str, np.ndarray]:
+    images = {cam: demo_rgb(n, step, width, height) for n, cam in enumerate(RGB_CAMERAS)}
+    images[DEPTH_CAMERA[0]] = demo_depth(step, width, height)
     return images
 
 
@@ -542,3 +543,55 @@ def test_the_encoder_processes_hold_the_dataset_lock_while_their_videos_are_open
         assert len(holders()) == 3  # two colour cameras and depth
         writer.end_episode()
         assert holders() == set()
+
+
+def _encoder_maps(path: Path) -> list[int]:
+    """Bytes of ``path`` in each encoder process's RSS that maps it."""
+    found = []
+    for child in psutil.Process().children():
+        if "ortf_ros.io.encoder_process" in " ".join(child.cmdline()):
+            maps = [m.rss for m in child.memory_maps(grouped=True) if m.path == str(path)]
+            found += [sum(maps)] if maps else []
+    return found
+
+
+def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path) -> None:
+    """Frames that are views of a ``MappedFile`` (a raw image in an uncompressed MCAP
+    chunk) reach the encoder processes as a place in the file, which they map: from two
+    files, mixed with frames in memory, they decode as written (depth bit-exactly), and
+    an encoder process keeps no more than a few pages around the frame it encodes in its
+    RSS (not every frame of the file)."""
+    width, height, steps = 320, 240, 80
+    files, frames = [tmp_path / "a.bin", tmp_path / "b.bin"], {}
+    for number, file in enumerate(files):
+        with file.open("wb") as out:
+            out.write(b"x" * 100)  # (frames off page boundaries)
+            for step in range(number * steps // 2, (number + 1) * steps // 2):
+                for camera, image in _images(step, width, height).items():
+                    frames[camera, step] = (number, out.tell(), image.dtype, image.shape)
+                    out.write(image.tobytes())
+    mapped = [MappedFile(file) for file in files]
+    bound = 2 * 1024 * 1024  # (a tenth of the file: a depth camera's mapped frames in it are 4.6 MB)
+    with DatasetWriter(tmp_path / "ds", demo_manifest(width, height)) as writer:
+        writer.begin_episode("pick")
+        for step in range(steps):
+            in_memory = _images(step, width, height)
+            for camera in in_memory:
+                number, offset, dtype, shape = frames[camera, step]
+                view = np.frombuffer(mapped[number], dtype, int(np.prod(shape)), offset).reshape(shape)
+                writer.add_frame(camera, in_memory[camera] if step % 4 == 3 else view)
+            writer.add_step(step / 30, demo_state(0, step), demo_action(0, step))
+            if step == steps // 2 - 1:
+                assert len(_encoder_maps(files[0])) == len(in_memory)  # every camera's process maps the file
+        deadline = time.monotonic() + 30
+        while any(rss > bound for rss in _encoder_maps(files[1])) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert all(rss <= bound for rss in _encoder_maps(files[1]))
+        writer.end_episode()
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):
+        np.testing.assert_array_equal(frame, demo_depth(step, width, height))
+    for number, camera in enumerate(RGB_CAMERAS):
+        for step, frame in enumerate(episode.step_frames(camera)):
+            assert psnr(frame, demo_rgb(number, step, width, height)) >= 35.0
+    episode.close()

@@ -11,7 +11,11 @@ How a frame travels: ``StagedVideoWriter.write`` copies the image into a free sl
 ring (a memfd both processes map) and sends the slot's number over a SOCK_SEQPACKET
 socket; the encoder process encodes from the slot and sends the number back. There are
 ``queue_frames`` + 1 slots, so memory is bounded as with a queue, and the writer waits
-only when every slot is taken.
+only when every slot is taken. An image that is a view of a mapped recording
+(``mapped_file``: a raw frame in an uncompressed MCAP chunk) is not copied: the writer
+sends the file once per video (its descriptor) and then, in place of the slot's
+contents, where the frame lies in it; the encoder process maps the file and encodes
+from there. Such a frame takes a slot all the same, which bounds what waits.
 
 Crash safety: when the writer's process dies, its end of the socket closes; the encoder
 process then encodes the frames it was already sent, flushes the encoder and closes the
@@ -41,6 +45,7 @@ import mmap
 import os
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -52,18 +57,24 @@ import numpy as np
 
 import ortf_ros
 from ortf_ros.errors import WriterError, describe
+from ortf_ros.io.mapped_file import locate
 from ortf_ros.io.video import FrameKind, StagingEncoder, VideoSettings, as_frame_rate
 
-# Writer to encoder process: open a video (JSON body), encode a slot, close the video.
-OPEN, FRAME, CLOSE = b"O", b"F", b"C"
+# Writer to encoder process: open a video (JSON body), encode a slot, map a file (its
+# descriptor attached), encode a frame that lies in a mapped file, close the video.
+OPEN, FRAME, MAP, MAPPED_FRAME, CLOSE = b"O", b"F", b"M", b"P", b"C"
 # Encoder process to writer: a slot is free again, the video failed (text), it is closed.
 FREE, FAILED, CLOSED = b"R", b"E", b"D"
 MESSAGE_BYTES = 4096
 IDLE_PROCESSES = 4
 
 
+_SLOT = struct.Struct("<I")
+_MAPPED_FRAME = struct.Struct("<IQQ")  # slot, the file's serial number, offset of the frame in it
+
+
 def _slot_message(kind: bytes, slot: int) -> bytes:
-    return kind + slot.to_bytes(4, "little")
+    return kind + _SLOT.pack(slot)
 
 
 def _frame_layout(width: int, height: int, kind: FrameKind) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
@@ -237,6 +248,7 @@ class StagedVideoWriter:
         self._process = _take_process(int(np.prod(self.shape)) * self._dtype.itemsize, slots)
         self._ring: np.ndarray = np.frombuffer(self._process.ring, self._dtype).reshape(slots, *self.shape)
         self._free = list(range(slots))
+        self._mapped: set[int] = set()  # serial numbers of the files the process has mapped for this video
         self._failure: str | None = None
         self._alive = True  # the process has not closed its socket
         self._closed = False  # the process confirmed the close
@@ -264,15 +276,30 @@ class StagedVideoWriter:
             self._raise_failure()
         slot = self._free.pop()
         try:
-            self._ring[slot] = image
+            message = self._handover(slot, image)
         except BaseException:  # (an interrupt): the frame was not handed over, so its slot is free again
             self._free.append(slot)
             raise
-        if not self._process.send(_slot_message(FRAME, slot)):
+        if message is None or not self._process.send(message):
             self._lost()
             self._raise_failure()
         self.frames_written += 1
         return self.frames_written - 1
+
+    def _handover(self, slot: int, image: np.ndarray) -> bytes | None:
+        """The message that hands ``image`` over in ``slot``: where it lies in a mapped file
+        (the file sent first if need be), or the slot it was copied into. None when the
+        process is gone."""
+        located = locate(image)
+        if located is None:
+            self._ring[slot] = image
+            return _slot_message(FRAME, slot)
+        mapped, offset = located
+        if mapped.serial not in self._mapped:
+            if not self._process.send(MAP + mapped.serial.to_bytes(8, "little"), [mapped.fileno()]):
+                return None
+            self._mapped.add(mapped.serial)
+        return MAPPED_FRAME + _MAPPED_FRAME.pack(slot, mapped.serial, offset)
 
     def close(self) -> None:
         """Encode what was written, flush the encoder and close the file (waits for it)."""
@@ -313,7 +340,7 @@ class StagedVideoWriter:
                 return
             kind, body = message[:1], message[1:]
             if kind == FREE:
-                self._free.append(int.from_bytes(body, "little"))
+                self._free.append(_SLOT.unpack(body)[0])
             elif kind == FAILED:
                 self._fail(body.decode(errors="replace"))
             elif kind == CLOSED:
@@ -343,11 +370,13 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
     encoder: StagingEncoder | None = None
     frames = np.empty(0)
     held: list[int] = []  # what the writer handed over to keep open until the video is closed
+    mapped: dict[int, mmap.mmap] = {}  # the writer's files for this video, by serial number
     for message, fds in _messages(control):
         kind, body = message[:1], message[1:]
         if kind == OPEN:
             _close_all(held)
             held = fds
+            mapped.clear()
             try:
                 job = json.loads(body)
                 shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
@@ -363,15 +392,25 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
             except Exception as exc:
                 encoder = None
                 _report(control, exc)
-        elif kind == FRAME:
+        elif kind in (FRAME, MAPPED_FRAME):
+            slot = _SLOT.unpack_from(body)[0]
             if encoder is not None:
                 try:
-                    encoder.encode(frames[int.from_bytes(body, "little")])
+                    if kind == FRAME:
+                        encoder.encode(frames[slot])
+                    else:
+                        _encode_mapped(encoder, mapped, body, frames[0])
                 except Exception as exc:
                     encoder.abandon()
                     encoder = None
                     _report(control, exc)
-            _reply(control, FREE + body)
+            _reply(control, _slot_message(FREE, slot))
+        elif kind == MAP:
+            try:
+                mapped[int.from_bytes(body, "little")] = mmap.mmap(fds[0], 0, access=mmap.ACCESS_READ)
+            except Exception as exc:  # (its frames then fail as not mapped)
+                _report(control, exc)
+            _close_all(fds)
         elif kind == CLOSE:
             if encoder is not None:
                 try:
@@ -380,6 +419,7 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
                     _report(control, exc)
                 encoder = None
             _close_all(held)
+            mapped.clear()
             _reply(control, CLOSED)
         else:
             _close_all(fds)
@@ -387,6 +427,19 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
         with contextlib.suppress(Exception):
             encoder.close()
     _close_all(held)
+
+
+def _encode_mapped(encoder: StagingEncoder, mapped: dict[int, mmap.mmap], body: bytes, like: np.ndarray) -> None:
+    """Encode the frame a MAPPED_FRAME message points at (shaped ``like`` a ring slot),
+    then let go of its pages: they stay in the page cache, but would otherwise count in
+    this process's RSS until the whole recording did."""
+    _, serial, offset = _MAPPED_FRAME.unpack(body)
+    source = mapped.get(serial)
+    if source is None:
+        raise WriterError(f"a frame in file {serial}, which was not mapped")
+    encoder.encode(np.frombuffer(source, like.dtype, like.size, offset).reshape(like.shape))
+    start = offset - offset % mmap.PAGESIZE
+    source.madvise(mmap.MADV_DONTNEED, start, offset + like.nbytes - start)
 
 
 def _messages(control: socket.socket) -> Iterator[tuple[bytes, list[int]]]:

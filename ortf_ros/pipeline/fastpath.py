@@ -38,6 +38,7 @@ from ortf_ros.pipeline.samples import (
     BlockKind,
     BlockPart,
     JointStateSample,
+    Payload,
     RawMessage,
     RawRun,
     Sample,
@@ -65,7 +66,7 @@ class _Cursor:
     """Walks little-endian CDR the way rosbags reads it, noting where headers' stamps and
     float64 runs are."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: Payload) -> None:
         self.data = data
         self.pos = _PAYLOAD_AT
         self.stamps: list[int] = []  # offsets of each header's (sec, nanosec)

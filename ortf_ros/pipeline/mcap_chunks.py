@@ -1,11 +1,14 @@
 """The messages of an indexed MCAP file, read a chunk at a time.
 
 rosbags parses the file's summary (channels, schemas, the chunk index) and this module
-reads the chunks it lists. rosbags' own message loop copies each payload three times
-(the chunk, the record, the payload) and merges every chunk of the file through one
-heap: on the benchmark's 60 s bag of two raw 640x480 cameras (3.1 GB) it took 0.8 s
-against 0.3 s here, a third of the converter's own work beside the encoders
-(``bench/bench_bag2ortf.py``, "reading the 60 s bag alone").
+reads the chunks it lists, through a map of the file (``io.mapped_file``). rosbags' own
+message loop copies each payload three times (the chunk, the record, the payload) and
+merges every chunk of the file through one heap: on the benchmark's 60 s bag of two raw
+640x480 cameras (3.1 GB) it took 0.8 s against 0.22 s here (0.45 s when chunks were
+still copied into a buffer), a large part of the converter's own work beside the
+encoders (``bench/bench_bag2ortf.py``, "reading the 60 s bag alone"). A camera frame in
+an uncompressed chunk is not copied at all: its payload is a view of the map, and the
+encoder process reads the frame from the file.
 
 ``chunk_batches`` takes the messages of chosen channels (1 kHz force-torque, say) out
 of a chunk as one array per message length (a ``Run``): a numpy gather, where single
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import mmap
 import os
 import struct
 from collections.abc import Collection, Iterator, Mapping, Sequence
@@ -32,7 +36,10 @@ from operator import attrgetter, itemgetter
 import numpy as np
 from rosbags.rosbag2.storage_mcap import ChunkInfo, decompress
 
-Message = tuple[int, int, bytes]  # log time, the caller's key for the channel, payload
+from ortf_ros.io.mapped_file import MappedFile
+from ortf_ros.pipeline.samples import Payload
+
+Message = tuple[int, int, Payload]  # log time, the caller's key for the channel, payload
 
 _MESSAGE_OPCODE = 0x05
 _RECORD = struct.Struct("<BQ")  # opcode, length of the rest
@@ -43,6 +50,7 @@ _CHUNK_CRC = 1 + 8 + 3 * 8  # opcode, length, start, end, uncompressed size
 _CHUNK_RECORDS = _CHUNK_CRC + 4 + 4  # then the compression name, the records' length, the records
 
 
+VIEW_PAYLOAD_MIN = 64 * 1024  # payloads handed out as views (camera frames), not copied
 RUN_LENGTHS_MAX = 4  # message lengths a run may mix (an arm's and a gripper's joint states, say)
 
 
@@ -73,20 +81,19 @@ def chunk_messages(
     in rosbags' order. A damaged chunk raises (ValueError, or rosbags' error for a bad
     checksum or compression)."""
     order = _chunks_in_order(chunks, wanted)
-    waiting: list[tuple[int, int, int, int, bytes]] = []  # (time, chunk offset, index, key, payload)
-    with open(path, "rb", buffering=0) as file:
-        reader = _ChunkReader(file.fileno())
-        for number, chunk in enumerate(order):
-            while waiting and waiting[0][0] < chunk.message_start_time:
-                time, _, _, key, payload = heapq.heappop(waiting)
-                yield time, key, payload
-            messages = reader.read(chunk, wanted, ()).messages
-            following = order[number + 1].message_start_time if number + 1 < len(order) else None
-            if not waiting and (following is None or chunk.message_end_time < following):
-                yield from messages
-                continue
-            for index, (time, key, payload) in enumerate(messages):
-                heapq.heappush(waiting, (time, chunk.chunk_start_offset, index, key, payload))
+    waiting: list[tuple[int, int, int, int, Payload]] = []  # (time, chunk offset, index, key, payload)
+    reader = _ChunkReader(path)
+    for number, chunk in enumerate(order):
+        while waiting and waiting[0][0] < chunk.message_start_time:
+            time, _, _, key, payload = heapq.heappop(waiting)
+            yield time, key, payload
+        messages = reader.read(chunk, wanted, ()).messages
+        following = order[number + 1].message_start_time if number + 1 < len(order) else None
+        if not waiting and (following is None or chunk.message_end_time < following):
+            yield from messages
+            continue
+        for index, (time, key, payload) in enumerate(messages):
+            heapq.heappush(waiting, (time, chunk.chunk_start_offset, index, key, payload))
     while waiting:
         time, _, _, key, payload = heapq.heappop(waiting)
         yield time, key, payload
@@ -110,10 +117,9 @@ def chunk_batches(
     """Each chunk's messages on the ``wanted`` channels as one ``Batch``, in time order (the
     chunks must be ``in_sequence``). A channel whose key is in ``runs`` comes as one run,
     unless its messages in the chunk have more than ``RUN_LENGTHS_MAX`` lengths."""
-    with open(path, "rb", buffering=0) as file:
-        reader = _ChunkReader(file.fileno())
-        for chunk in _chunks_in_order(chunks, wanted):
-            yield reader.read(chunk, wanted, runs)
+    reader = _ChunkReader(path)
+    for chunk in _chunks_in_order(chunks, wanted):
+        yield reader.read(chunk, wanted, runs)
 
 
 def _chunks_in_order(chunks: Sequence[ChunkInfo], wanted: Collection[int]) -> list[ChunkInfo]:
@@ -124,20 +130,25 @@ def _chunks_in_order(chunks: Sequence[ChunkInfo], wanted: Collection[int]) -> li
 
 
 class _ChunkReader:
-    """Reads each chunk into one buffer, reused: a fresh bytes object per chunk (a megabyte
-    or two) costs more than the copy in page faults, as glibc maps such sizes anew. Only
-    the payloads are copied out."""
+    """Reads chunks through a map of the file (``MappedFile``): an uncompressed chunk is
+    read where it lies, and a large payload in it (a camera frame) is handed out as a
+    view of the map, never copied (the encoder process reads it there too). Smaller
+    payloads are copied out, so a message held a while pins no decompressed chunk.
 
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-        self._buffer = bytearray()
+    The pages of a chunk are let go of (``MADV_DONTNEED``) when the next is read: they
+    stay in the page cache, but would otherwise count in this process's RSS until the
+    whole file did. A view still held of them reads them back in."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._map = MappedFile(path)
+        self._touched = (0, 0)  # (start, length) of the pages the last chunk was read from
 
     def read(self, chunk: ChunkInfo, wanted: Mapping[int, int], runs: Collection[int]) -> Batch:
         """The chunk's messages on ``wanted`` channels, sorted by log time (stable); those
         of ``runs`` keys as runs where they can be (else after the others at a tied time)."""
         offset = chunk.chunk_start_offset
         records = self._records(chunk)
-        messages = []
+        messages: list[Message] = []
         placed: dict[int, list[tuple[int, int, int]]] = {key: [] for key in runs}  # (time, start, end) per key
         position, size = 0, len(records)
         while position < size:
@@ -157,7 +168,7 @@ class _ChunkReader:
                     if found is not None:
                         found.append((time, position + _MESSAGE_PAYLOAD, end))
                     else:
-                        messages.append((time, key, bytes(records[position + _MESSAGE_PAYLOAD : end])))
+                        messages.append((time, key, _payload(records, position + _MESSAGE_PAYLOAD, end)))
             position = end
         batch = Batch(messages, [])
         for key, found in placed.items():
@@ -165,28 +176,38 @@ class _ChunkReader:
             if run is not None:
                 batch.runs.append(run)
             else:
-                messages += [(time, key, bytes(records[start:end])) for time, start, end in found]
+                messages += [(time, key, _payload(records, start, end)) for time, start, end in found]
         messages.sort(key=itemgetter(0))
         return batch
 
-    def _records(self, chunk: ChunkInfo) -> memoryview | bytes:
+    def _records(self, chunk: ChunkInfo) -> memoryview:
         """The chunk's records, decompressed and checked against its CRC (when it has one)."""
         head = _CHUNK_RECORDS - _CHUNK_CRC + len(chunk.compression) + 8  # CRC to the records
         size = head + chunk.compressed_size
-        if len(self._buffer) < size:
-            self._buffer = bytearray(size)
-        view = memoryview(self._buffer)[:size]
         start = chunk.chunk_start_offset + _CHUNK_CRC
-        got = os.preadv(self._fd, [view], start)
-        if got != size:
-            raise ValueError(f"truncated file: {size} bytes expected at offset {start}, {got} there")
+        view = memoryview(self._map)[start : start + size]
+        if len(view) != size:
+            raise ValueError(f"truncated file: {size} bytes expected at offset {start}, {len(view)} there")
+        self._let_go()
+        page = start - start % mmap.PAGESIZE
+        self._touched = (page, start + size - page)
         (crc,) = _CRC.unpack_from(view)
-        # Any buffer will do: rosbags hands it to lz4 or zstd, or back unchanged.
-        records: memoryview | bytes = decompress(view[head:], chunk.compression, chunk.uncompressed_size, crc)  # type: ignore[arg-type]
-        return records
+        # rosbags hands the view to lz4 or zstd, or back unchanged (its type says bytes; any buffer will do).
+        return memoryview(decompress(view[head:], chunk.compression, chunk.uncompressed_size, crc))  # type: ignore[arg-type]
+
+    def _let_go(self) -> None:
+        start, length = self._touched
+        if length:
+            self._map.madvise(mmap.MADV_DONTNEED, start, length)
 
 
-def _run(key: int, records: memoryview | bytes, found: list[tuple[int, int, int]]) -> Run | None:
+def _payload(records: memoryview, start: int, end: int) -> Payload:
+    """A message's payload: a view of the records from ``VIEW_PAYLOAD_MIN`` bytes, else a copy."""
+    view = records[start:end]
+    return view if end - start >= VIEW_PAYLOAD_MIN else bytes(view)
+
+
+def _run(key: int, records: memoryview, found: list[tuple[int, int, int]]) -> Run | None:
     """The messages at ``found`` (time, payload start, end; in place order) as one run in
     time order, unless they have more than ``RUN_LENGTHS_MAX`` lengths."""
     placed = np.array(found, np.int64)

@@ -14,6 +14,9 @@ from typing import Literal
 import numpy as np
 
 Serialization = Literal["cdr", "ros1"]
+# A serialized message: a large one (a camera frame) may be a view of the recording's
+# map, which its decoded image then is too (``io.mapped_file``).
+Payload = bytes | memoryview
 
 
 @dataclass(frozen=True)
@@ -23,7 +26,7 @@ class RawMessage:
     topic: str
     msgtype: str  # ROS 2 style name, e.g. "sensor_msgs/msg/Image"
     receive_ns: int
-    data: bytes
+    data: Payload
     serialization: Serialization = "cdr"
 
 

@@ -51,7 +51,7 @@ from rosbags.rosbag2 import Reader as Rosbag2Reader
 from ortf_ros.errors import ConversionError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
-from ortf_ros.pipeline.samples import RawBatch, RawMessage, RawRun, Serialization
+from ortf_ros.pipeline.samples import Payload, RawBatch, RawMessage, RawRun, Serialization
 
 DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
 _Compression = Literal["none", "message", "detect"]  # per-message zstd: never, always, by magic number
@@ -124,7 +124,7 @@ class _Part(Protocol):
 
     def topic_times(self) -> dict[int, tuple[int, int]]: ...
 
-    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, bytes]]: ...
+    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, Payload]]: ...
 
     def batches(self, keys: Collection[int], runs: Collection[int]) -> Iterator[Batch] | None:
         """The messages a chunk at a time, ``runs`` keys' as runs; None where the storage has no such chunks."""
@@ -269,14 +269,14 @@ class _Rosbag2File:
                         times[channel] = (first, last)
         return times
 
-    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, bytes]]:
+    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, Payload]]:
         wanted = {self.rosbags_conns[key].id: key for key in keys if key in self.rosbags_conns}
         if not wanted:
             return iter(())
         connections = [conn for conn in self.reader.connections if conn.id in wanted]
         return _guarded(self.name, "damaged message data", self._messages(connections, wanted))
 
-    def _messages(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
+    def _messages(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, Payload]]:
         always, detect = self.compression == "message", self.compression == "detect"
         for stamp, key, data in self._stored(connections, wanted):
             # CDR starts with a zero byte, a zstd frame never does: bare files need no metadata.
@@ -323,7 +323,7 @@ class _Rosbag2File:
             messages.sort(key=itemgetter(0))
         return Batch(messages, runs)
 
-    def _stored(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
+    def _stored(self, connections: list[Connection], wanted: dict[int, int]) -> Iterator[tuple[int, int, Payload]]:
         """The messages as the file stores them: an indexed MCAP file's read by ``chunk_messages``."""
         chunks = getattr(self.reader.storage, "chunks", None) if self.kind == "mcap" else None
         if chunks:
@@ -512,7 +512,7 @@ class _Ros1Bag:
             raise _fail(self.name, f"damaged ROS 1 bag index ({describe(err)})") from err
         return times
 
-    def _chunk(self, chunk: _ChunkInfo, wanted: dict[int, int]) -> Iterator[tuple[int, int, bytes]]:
+    def _chunk(self, chunk: _ChunkInfo, wanted: dict[int, int]) -> Iterator[tuple[int, int, Payload]]:
         """A chunk's wanted messages in time order, read only when the merge reaches its start."""
         yield chunk.start_ns, _SENTINEL, b""
         self.file.seek(chunk.pos)
@@ -544,7 +544,7 @@ class _Ros1Bag:
         found.sort(key=itemgetter(0))
         yield from found
 
-    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, bytes]]:
+    def messages(self, keys: Collection[int]) -> Iterator[tuple[int, int, Payload]]:
         wanted = {cid: key for cid, key in self.keys.items() if key in keys}
         streams = [self._chunk(c, wanted) for c in self.chunks if any(cid in wanted for cid in c.counts)]
         merged = heapq.merge(*streams, key=itemgetter(0))
