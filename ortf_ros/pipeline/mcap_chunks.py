@@ -209,17 +209,22 @@ def _payload(records: memoryview, start: int, end: int) -> Payload:
 
 def _run(key: int, records: memoryview, found: list[tuple[int, int, int]]) -> Run | None:
     """The messages at ``found`` (time, payload start, end; in place order) as one run in
-    time order, unless they have more than ``RUN_LENGTHS_MAX`` lengths."""
+    time order, unless they have more than ``RUN_LENGTHS_MAX`` lengths. (Called twice a
+    chunk or so: the common case, one length in time order, takes the fewest numpy calls.)"""
     placed = np.array(found, np.int64)
-    placed = placed[np.argsort(placed[:, 0], kind="stable")]
+    times = placed[:, 0]
+    if len(placed) > 1 and (times[1:] < times[:-1]).any():
+        placed = placed[np.argsort(times, kind="stable")]
+        times = placed[:, 0]
     lengths = placed[:, 2] - placed[:, 1]
-    distinct = np.unique(lengths)
+    shortest, longest = int(lengths.min()), int(lengths.max())
+    distinct = [shortest] if shortest == longest else np.unique(lengths).tolist()
     if len(distinct) > RUN_LENGTHS_MAX:
         return None
-    data = np.frombuffer(records, np.uint8)
     parts = []
-    for length in distinct.tolist():
+    for length in distinct:
         rows = np.flatnonzero(lengths == length) if len(distinct) > 1 else np.arange(len(placed))
-        # (Rows of a window view: no index array of the run's size.)
-        parts.append((rows, np.lib.stride_tricks.sliding_window_view(data, length)[placed[rows, 1]]))
-    return Run(key, placed[:, 0], tuple(parts))
+        # Rows of a window view (every ``length`` bytes from each place): no index array of the run's size.
+        windows = np.ndarray((len(records) - length + 1, length), np.uint8, records, 0, (1, 1))
+        parts.append((rows, windows[placed[rows, 1]]))
+    return Run(key, times, tuple(parts))
