@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -354,3 +355,34 @@ def test_joint_state_blocks_without_a_complete_vector_are_folded_in(tmp_path: Pa
     assert samples == [START_NS + i * 2_000_000 for i in range(200, 400)]  # the complete ones, all of them
     first_step_ns = origin_ns(episode) + float(episode.array("timestamp")[0]) * 1e9
     assert first_step_ns >= START_NS + 0.4e9 - 1e3
+
+
+def without_messages(source: Path, target: Path, storage: StoragePlugin, drop: Callable[[str, int], bool]) -> Path:
+    """``source`` again (as ``storage``), without the messages ``drop(topic, time)`` picks."""
+    with Reader(source) as reader, Rosbag2Writer(target, version=9, storage_plugin=storage) as writer:
+        copied = {
+            conn.id: writer.add_connection(conn.topic, conn.msgtype, msgdef=conn.msgdef.data, rihs01=conn.digest)
+            for conn in reader.connections
+        }
+        for conn, time, data in reader.messages():
+            if not drop(conn.topic, time):
+                writer.write(copied[conn.id], time, data)
+    return target
+
+
+@pytest.mark.parametrize("storage", [StoragePlugin.MCAP, StoragePlugin.SQLITE3])
+def test_the_episode_clock_starts_at_the_earliest_sample_of_any_stream(tmp_path: Path, storage: StoragePlugin) -> None:
+    """The force-torque sensor starts 5 ms after the joint states, and its first 256
+    samples (a block) reach the assembler before the joint states' first block: the
+    episode's time 0 is still the first joint state, and no sample is before it."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5, with_depth=False)
+    late = without_messages(
+        bag.path, tmp_path / "late", storage, lambda topic, time: topic == TOPIC_WRENCH and time < START_NS + 5_000_000
+    )
+    convert_recording([late], tmp_path / "ds", mapping_for(bag.path))
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    joints = episode.stream("joint_states").column("timestamp").to_numpy()
+    wrench = episode.stream("ft_sensor").column("timestamp").to_numpy()
+    steps = episode.steps().column("timestamp").to_numpy()
+    assert joints[0] == 0.0 and (np.diff(joints) > 0).all()
+    assert wrench[0] == pytest.approx(0.005, abs=1e-6) and steps[0] >= 0.0

@@ -311,6 +311,8 @@ class Assembler:
 
     def emit_ready(self) -> None:
         """Emit the steps no stream can change any more."""
+        if not self._clock_started:
+            self._start_clock_when_due()
         self._emit_ready_steps(final=False)
 
     def _advance_watermark(self, receive_ns: int) -> None:
@@ -419,20 +421,31 @@ class Assembler:
         self, stream: str, times_ns: np.ndarray, rows: np.ndarray, stamp_ns: list[int | None], receive_ns: list[int]
     ) -> None:
         """Queue native-rate samples for the writer, sent once ``NATIVE_BATCH_MAX`` wait (a
-        block may add that many more) and before every step."""
+        block may add that many more) and before every step; until the episode's clock has
+        started, as ``_start_clock_when_due`` decides (after ``max_latency_ms`` of input)."""
         batch = self._native[stream]
         batch.add(times_ns, rows, stamp_ns, receive_ns)
-        if batch.count >= NATIVE_BATCH_MAX:
-            if self._clock_started:
-                batch.send(self.writer)
-            else:
-                self._send_samples()
+        if batch.count >= NATIVE_BATCH_MAX and self._clock_started:
+            batch.send(self.writer)
+
+    def _start_clock_when_due(self) -> None:
+        """Start the episode's clock (``_send_samples``) once a stream has ``NATIVE_BATCH_MAX``
+        samples waiting and no stream can deliver a sample before the earliest waiting one
+        any more (the watermark is past it). Not while blocks are fed: samples of several
+        streams arrive in blocks of a topic each, and the first block in may be a stream
+        that started later than another (whose time 0 it would then take)."""
+        firsts = [batch.first_ns for batch in self._native.values() if batch.first_ns is not None]
+        if (
+            firsts
+            and min(firsts) <= self.watermark_ns
+            and max(b.count for b in self._native.values()) >= NATIVE_BATCH_MAX
+        ):
+            self._send_samples()
 
     def _send_samples(self) -> None:
         """Every waiting native-rate sample to the writer. Until the episode's clock has
         started, the streams go earliest first: the writer's clock starts at the first
-        sample it gets, which must be the earliest (samples of several streams arrive in
-        blocks of a topic each)."""
+        sample it gets, which must be the earliest."""
         batches = list(self._native.values())
         if not self._clock_started:
             batches.sort(key=lambda batch: batch.first_ns if batch.first_ns is not None else math.inf)
