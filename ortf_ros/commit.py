@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +163,13 @@ class _CountedTables:
             yield pa.Table.from_batches(pending, schema=self.schema)
 
 
+def _finalize_video(staged: Path, target: Path) -> int:
+    """The staged video remuxed into place; its frame count (0 when the camera had none).
+    Staged videos stay until the commit's last step, so a rolled-forward commit remuxes
+    them again rather than trusting a copy it may have cut short."""
+    return video.finalize(staged, target) if staged.exists() else 0
+
+
 def commit_staged(
     catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, block_rows: int
 ) -> EpisodeRecord:
@@ -170,21 +178,22 @@ def commit_staged(
     header = staged.header()
     staged.mark_committing(outcome)
     chunk_id = header.episode_index // catalog.chunk_size
-    video_files: dict[str, str | None] = {}
+    relatives = {camera: layout.video_path(camera, chunk_id, header.episode_index) for camera in manifest.cameras}
     limits: dict[str, int] = {}
-    for camera in manifest.cameras:
-        relative = layout.video_path(camera, chunk_id, header.episode_index)
-        # Staged videos stay until the commit's last step, so a rolled-forward commit
-        # remuxes them again rather than trusting a copy it may have cut short.
-        source = staged.video_file(camera)
-        frames = video.finalize(source, catalog.root / relative) if source.exists() else 0
-        limits[layout.image_column(camera)] = frames
-        video_files[camera] = relative
     keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
-    for stream in manifest.native_streams:
-        samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream), block_rows)
-        _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
-        limits[layout.stream_index_column(stream)] = samples.count
+    # The videos are remuxed each in a thread while the stream tables are written: FFmpeg
+    # and Arrow work without the GIL, and the cores the encoders used are free by now.
+    with ThreadPoolExecutor(max(1, len(relatives)), thread_name_prefix="ortf-remux") as remuxers:
+        remuxed = {
+            camera: remuxers.submit(_finalize_video, staged.video_file(camera), catalog.root / relative)
+            for camera, relative in relatives.items()
+        }
+        for stream in manifest.native_streams:
+            samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream), block_rows)
+            _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
+            limits[layout.stream_index_column(stream)] = samples.count
+        for camera, frames in remuxed.items():
+            limits[layout.image_column(camera)] = frames.result()
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
@@ -217,7 +226,7 @@ def commit_staged(
         failure_reason=outcome.failure_reason,
         operator_notes=outcome.operator_notes,
         recorded_at=header.recorded_at,
-        video_files=video_files,
+        video_files={**relatives},
     )
     catalog.commit(record, episode_stats)
     staged.remove()
