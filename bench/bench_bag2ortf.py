@@ -240,12 +240,27 @@ def convert(bag: Path, output: Path, preset: str | None) -> ConversionResult:
     return convert_recording([bag], output, config, writer_config=writer)
 
 
-def timed_convert(bag: Path, output: Path, preset: str) -> float:
+@dataclass(frozen=True, order=True)
+class ConverterRun:
+    seconds: float
+    own_cpu: float  # this process (reading, the pipeline, the writer)
+    encoder_cpu: tuple[float, ...]  # each encoder process (they are reused from run to run)
+
+
+def timed_convert(bag: Path, output: Path, preset: str) -> ConverterRun:
+    """One conversion's wall time, and where its CPU went: what the converter costs beyond
+    the floor's encoding is this process's CPU and what the encoder processes use beyond
+    the floor's processes (the ratio follows their sum, on two cores)."""
+    this = psutil.Process()
+    before = {child.pid: sum(child.cpu_times()[:2]) for child in this.children()}
+    own = time.process_time()
     start = time.perf_counter()
     convert(bag, output, preset)
     elapsed = time.perf_counter() - start
+    own = time.process_time() - own
+    encoders = tuple(sum(child.cpu_times()[:2]) - before.get(child.pid, 0.0) for child in this.children())
     shutil.rmtree(output)
-    return elapsed
+    return ConverterRun(elapsed, own, encoders)
 
 
 # -- 1. the floor -------------------------------------------------------------------------
@@ -377,7 +392,7 @@ def read_all(bag: Path) -> tuple[float, int, int]:
 
 @dataclass
 class SpeedRuns:
-    converter: dict[str, list[float]] = field(default_factory=dict)
+    converter: dict[str, list[ConverterRun]] = field(default_factory=dict)
     floor: dict[str, list[tuple[float, list[FloorResult]]]] = field(default_factory=dict)
     read: list[tuple[float, int, int]] = field(default_factory=list)
 
@@ -406,7 +421,8 @@ def speed_rows(bag: CachedBag, runs: SpeedRuns, repeat: int) -> list[Row]:
     rows = []
     for preset, times in runs.converter.items():
         section = f"1. convert the {length} bag (cameras as {bag.spec.cameras}), x264 {preset}, best of {repeat}"
-        converter = min(times)
+        best = min(times)
+        converter = best.seconds
         floor_wall, results = min(runs.floor[preset], key=lambda r: r[0])
         encoded = sum(r.frames for r in results)
         if encoded != frames:
@@ -419,7 +435,9 @@ def speed_rows(bag: CachedBag, runs: SpeedRuns, repeat: int) -> list[Row]:
                 section,
                 "converter (convert_recording, auto mapping)",
                 f"{real / converter:8.2f}x real time",
-                f"{converter:.1f} s for {real:.1f} s of recording",
+                f"{converter:.1f} s for {real:.1f} s of recording; CPU {best.own_cpu:.1f} s in its own process, "
+                + ", ".join(f"{cpu:.1f} s" for cpu in best.encoder_cpu if cpu > 0.05)
+                + " in the encoder processes",
             ),
             Row(
                 section,
@@ -601,7 +619,7 @@ def profile(bag: CachedBag, tmp: Path, top: int) -> None:
         floor.close()
     read_s, _, _ = read_all(bag.path)
     main_thread = time.thread_time()
-    plain = timed_convert(bag.path, tmp / "plain", preset)
+    plain = timed_convert(bag.path, tmp / "plain", preset).seconds
     main_thread = time.thread_time() - main_thread
     profiler = cProfile.Profile()
     start = time.perf_counter()

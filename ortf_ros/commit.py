@@ -182,7 +182,7 @@ def commit_staged(
     limits: dict[str, int] = {}
     keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
     # The videos are remuxed each in a thread while the stream tables are written: FFmpeg
-    # and Arrow work without the GIL, and the cores the encoders used are free by now.
+    # and Arrow do most of that work without the GIL, and the encoders' cores are free by now.
     with ThreadPoolExecutor(max(1, len(relatives)), thread_name_prefix="ortf-remux") as remuxers:
         remuxed = {
             camera: remuxers.submit(_finalize_video, staged.video_file(camera), catalog.root / relative)
@@ -226,7 +226,7 @@ def commit_staged(
         failure_reason=outcome.failure_reason,
         operator_notes=outcome.operator_notes,
         recorded_at=header.recorded_at,
-        video_files={**relatives},
+        video_files=relatives,
     )
     catalog.commit(record, episode_stats)
     staged.remove()

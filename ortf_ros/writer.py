@@ -404,7 +404,8 @@ class DatasetWriter:
         return self._recording
 
     def add_frame(self, camera: str, image: np.ndarray) -> int:
-        """Hand one camera frame to its encoder (copied: the caller may reuse the array);
+        """Hand one camera frame to its encoder (copied, or for a view of a read-only
+        ``MappedFile`` its place in the file: either way the caller may reuse the array);
         returns its frame index in the episode's video."""
         recording = self._current()
         image = self._checked_image(camera, image)

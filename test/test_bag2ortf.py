@@ -22,7 +22,9 @@ from ortf_ros.bag2ortf import _Job, _sharing_cores
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
+from ortf_ros.io import encoder_process
 from ortf_ros.io import video as video_io
+from ortf_ros.io.mapped_file import MappedFile, locate
 from ortf_ros.pipeline.config import (
     ActionMapping,
     ConversionConfig,
@@ -551,3 +553,34 @@ def test_appending_a_differently_equipped_recording_is_refused(tmp_path: Path) -
     assert result.returncode == 1
     assert "cannot append: cameras differ" in result.stderr and "depth_camera" in result.stderr
     assert len(load_dataset(tmp_path / "ds")) == 1
+
+
+def test_raw_frames_of_a_split_mcap_recording_are_encoded_where_they_lie(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Frames of 64 KiB and more in uncompressed MCAP chunks reach the encoders as places in
+    the files (``io.mapped_file``), every one of them and from each file of a split
+    recording; each step still points at the frame nearest its time, depth bit-exactly."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5, width=192, height=176, max_bagfile_duration_s=0.5)
+    assert len(list(bag.path.glob("*.mcap"))) >= 3
+    located: list[int | None] = []
+
+    def counted(image: np.ndarray) -> tuple[MappedFile, int] | None:
+        found = locate(image)
+        located.append(None if found is None else found[0].serial)
+        return found
+
+    monkeypatch.setattr(encoder_process, "locate", counted)
+    config = mapping_for(bag.path)
+    convert_recording([bag.path], tmp_path / "ds", config)
+    frames = sum(bag.counts[c.topic] for c in config.cameras)
+    assert len(located) == frames and None not in located and len(set(located)) == len(list(bag.path.glob("*.mcap")))
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    start, period = origin_ns(episode), 1e9 / 30
+    steps = episode.steps(["timestamp", layout.image_column("wrist_camera")])
+    for t_rel, index in zip(steps["timestamp"].to_numpy(), steps[1].to_numpy(), strict=True):
+        seq = decode_frame_number(episode.frame("wrist_camera", int(index)))
+        assert abs(stamp_ns(seq, 30) - (start + t_rel * 1e9)) <= period / 2 + 1e3
+    for frame_index in range(bag.counts["/depth_camera/image_raw"]):
+        np.testing.assert_array_equal(episode.frame("depth_camera", frame_index), depth_frame(frame_index, 192, 176))
+    episode.close()

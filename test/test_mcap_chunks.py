@@ -195,30 +195,48 @@ def mapping_rss(path: Path) -> int | None:
 def test_large_payloads_are_views_where_they_lie(tmp_path: Path, zstd_chunks: bool) -> None:
     """A payload of ``VIEW_PAYLOAD_MIN`` bytes or more is not copied: in an uncompressed
     chunk it is a view of the mapped file that ``locate`` finds the file offset of (where
-    an encoder process reads it); in a compressed one, a view of the decompressed chunk."""
+    an encoder process reads it); in a compressed one, a view of the decompressed chunk.
+    Payloads of chunks that overlap wait in a heap, copied (a view would read pages back
+    in after they were let go of)."""
     assert BIG >= VIEW_PAYLOAD_MIN
-    file = write_bag(tmp_path / "bag", out_of_order_messages(), zstd_chunks)
-    theirs, ours, _ = read_both(file)
-    assert ours == theirs
-    content = file.read_bytes()
-    located = 0
+    in_order = [
+        (topic, time + 5 * (topic == "/b"), data) for topic, time, data in out_of_order_messages() if topic != "/c"
+    ]
+    for name, messages in (("in-order", in_order), ("overlapping", out_of_order_messages())):
+        file = write_bag(tmp_path / name, messages, zstd_chunks)
+        theirs, ours, chunks = read_both(file)
+        assert ours == theirs and in_sequence(chunks, {1: 1, 2: 2, 3: 3}) == (name == "in-order")
+        content = file.read_bytes()
+        large = [payload for _, _, payload in ours if len(payload) >= VIEW_PAYLOAD_MIN]
+        assert len(large) == 40 and all(isinstance(p, bytes) for _, _, p in ours if len(p) < VIEW_PAYLOAD_MIN)
+        if name == "overlapping":
+            assert all(isinstance(payload, bytes) for payload in large)
+            continue
+        for payload in large:
+            assert isinstance(payload, memoryview)
+            found = locate(np.frombuffer(payload, np.uint8))
+            if zstd_chunks:
+                assert found is None
+                continue
+            assert found is not None
+            mapped, offset = found
+            assert mapped.path == str(file) and content[offset : offset + len(payload)] == payload
+
+
+def test_a_file_cut_short_after_it_was_mapped_is_an_error(tmp_path: Path) -> None:
+    """Reading a page past the end of a mapped file would be a SIGBUS: a chunk beyond the
+    file's end now is the truncated-file error."""
+    file = write_bag(tmp_path / "bag", [("/a", 1000 + i, bytes([i]) * BIG) for i in range(20)], zstd_chunks=False)
     with Reader(file) as reader:
         chunks = list(reader.storage.chunks)  # type: ignore[attr-defined]
         wanted = {c.id: c.id for c in reader.connections}
-    for _, _, payload in chunk_messages(file, chunks, wanted):
-        if len(payload) < VIEW_PAYLOAD_MIN:
-            assert isinstance(payload, bytes)
-            continue
-        assert isinstance(payload, memoryview)
-        found = locate(np.frombuffer(payload, np.uint8))
-        if zstd_chunks:
-            assert found is None
-            continue
-        assert found is not None
-        mapped, offset = found
-        assert mapped.path == str(file) and content[offset : offset + len(payload)] == payload
-        located += 1
-    assert located == (0 if zstd_chunks else 40)
+    batches = chunk_batches(file, chunks, wanted, ())
+    next(batches)
+    with file.open("r+b") as cut:
+        cut.truncate(chunks[2].chunk_start_offset + 100)
+    next(batches)  # (the second chunk is still whole)
+    with pytest.raises(ValueError, match="truncated file"):
+        next(batches)
 
 
 def test_a_chunk_s_pages_are_let_go_of_when_the_next_is_read(tmp_path: Path) -> None:

@@ -587,6 +587,7 @@ def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path)
         while any(rss > bound for rss in _encoder_maps(files[1])) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert all(rss <= bound for rss in _encoder_maps(files[1]))
+        assert not _encoder_maps(files[0])  # (a process maps one file at a time)
         writer.end_episode()
     episode = load_dataset(tmp_path / "ds").episode(0)
     for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):

@@ -13,9 +13,12 @@ socket; the encoder process encodes from the slot and sends the number back. The
 ``queue_frames`` + 1 slots, so memory is bounded as with a queue, and the writer waits
 only when every slot is taken. An image that is a view of a mapped recording
 (``mapped_file``: a raw frame in an uncompressed MCAP chunk) is not copied: the writer
-sends the file once per video (its descriptor) and then, in place of the slot's
-contents, where the frame lies in it; the encoder process maps the file and encodes
-from there. Such a frame takes a slot all the same, which bounds what waits.
+sends the file (its descriptor) and then, in place of the slot's contents, where the
+frame lies in it; the encoder process maps the file and encodes from there. It maps one
+file at a time (a recording split into hundreds of files would otherwise hold as many
+descriptors), so the writer sends the file again whenever frames come from another.
+Such a frame takes a slot all the same, which bounds what waits; and as the file is
+read-only, the caller may drop its view at once, as it may reuse a copied array.
 
 Crash safety: when the writer's process dies, its end of the socket closes; the encoder
 process then encodes the frames it was already sent, flushes the encoder and closes the
@@ -70,6 +73,7 @@ IDLE_PROCESSES = 4
 
 
 _SLOT = struct.Struct("<I")
+_SERIAL = struct.Struct("<Q")  # a MappedFile's serial number
 _MAPPED_FRAME = struct.Struct("<IQQ")  # slot, the file's serial number, offset of the frame in it
 
 
@@ -209,9 +213,10 @@ def _stop_idle_processes() -> None:
 class StagedVideoWriter:
     """Encodes one camera's frames into a fragmented MP4, in an encoder process.
 
-    ``write`` copies the frame into the ring (the caller may reuse its array) and returns
-    at once unless all ``queue_frames`` + 1 slots wait for the encoder: memory is that
-    many frames plus one GOP inside the encoder. A failure of the encoder (its error, or
+    ``write`` copies the frame into the ring (the caller may reuse its array), or for a
+    view of a ``MappedFile`` sends where it lies, and returns at once unless all
+    ``queue_frames`` + 1 slots wait for the encoder: memory is that many frames plus one
+    GOP inside the encoder. A failure of the encoder (its error, or
     the process's death) is raised as a ``WriterError`` naming the camera by every
     ``write`` and ``close`` after it, so an episode missing frames is never taken for a
     complete one; what reached the file stays there. The encoder process keeps ``hold``
@@ -248,7 +253,7 @@ class StagedVideoWriter:
         self._process = _take_process(int(np.prod(self.shape)) * self._dtype.itemsize, slots)
         self._ring: np.ndarray = np.frombuffer(self._process.ring, self._dtype).reshape(slots, *self.shape)
         self._free = list(range(slots))
-        self._mapped: set[int] = set()  # serial numbers of the files the process has mapped for this video
+        self._mapped: int | None = None  # serial number of the file the process has mapped for this video
         self._failure: str | None = None
         self._alive = True  # the process has not closed its socket
         self._closed = False  # the process confirmed the close
@@ -295,10 +300,10 @@ class StagedVideoWriter:
             self._ring[slot] = image
             return _slot_message(FRAME, slot)
         mapped, offset = located
-        if mapped.serial not in self._mapped:
-            if not self._process.send(MAP + mapped.serial.to_bytes(8, "little"), [mapped.fileno()]):
+        if mapped.serial != self._mapped:
+            if not self._process.send(MAP + _SERIAL.pack(mapped.serial), [mapped.fileno()]):
                 return None
-            self._mapped.add(mapped.serial)
+            self._mapped = mapped.serial
         return MAPPED_FRAME + _MAPPED_FRAME.pack(slot, mapped.serial, offset)
 
     def close(self) -> None:
@@ -370,7 +375,7 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
     encoder: StagingEncoder | None = None
     frames = np.empty(0)
     held: list[int] = []  # what the writer handed over to keep open until the video is closed
-    mapped: dict[int, mmap.mmap] = {}  # the writer's files for this video, by serial number
+    mapped: dict[int, mmap.mmap] = {}  # the writer's file for this video (one), by serial number
     for message, fds in _messages(control):
         kind, body = message[:1], message[1:]
         if kind == OPEN:
@@ -406,8 +411,11 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
                     _report(control, exc)
             _reply(control, _slot_message(FREE, slot))
         elif kind == MAP:
+            mapped.clear()
             try:
-                mapped[int.from_bytes(body, "little")] = mmap.mmap(fds[0], 0, access=mmap.ACCESS_READ)
+                if len(fds) != 1:
+                    raise WriterError(f"a file to map came with {len(fds)} descriptors")
+                mapped[_SERIAL.unpack(body)[0]] = mmap.mmap(fds[0], 0, access=mmap.ACCESS_READ)
             except Exception as exc:  # (its frames then fail as not mapped)
                 _report(control, exc)
             _close_all(fds)
@@ -437,6 +445,9 @@ def _encode_mapped(encoder: StagingEncoder, mapped: dict[int, mmap.mmap], body: 
     source = mapped.get(serial)
     if source is None:
         raise WriterError(f"a frame in file {serial}, which was not mapped")
+    size = source.size()  # the file's size now: reading a page past its end would be a SIGBUS
+    if offset + like.nbytes > size:
+        raise WriterError(f"a frame at offset {offset} of a file of {size} bytes (was it cut short?)")
     encoder.encode(np.frombuffer(source, like.dtype, like.size, offset).reshape(like.shape))
     start = offset - offset % mmap.PAGESIZE
     source.madvise(mmap.MADV_DONTNEED, start, offset + like.nbytes - start)

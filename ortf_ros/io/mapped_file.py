@@ -40,11 +40,11 @@ class MappedFile(mmap.mmap):
         except BaseException:
             os.close(fd)
             raise
+        weakref.finalize(self, os.close, fd)  # (the map outlives any close while views of it live)
+        self._fd = fd
         self.path = os.fspath(path)
         self.serial = next(_serials)
-        self._fd = fd
         self.address = int(np.frombuffer(self, np.uint8).ctypes.data)
-        weakref.finalize(self, os.close, fd)  # (the map outlives any close while views of it live)
         return self
 
     def fileno(self) -> int:

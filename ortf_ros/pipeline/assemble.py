@@ -47,7 +47,9 @@ NS = 1_000_000_000
 # around the step, rather than the last one held, should not depend on when steps are
 # looked for. A TF that stops is held after that.
 TF_WAIT_NS = 1_000_000_000
-NATIVE_BATCH_MAX = 256  # native-rate samples held for the writer per stream (plus up to a block)
+# Native-rate samples held for the writer per stream (plus up to a block); before the
+# episode's clock starts, up to ``max_latency_ms`` of input more (``_start_clock_when_due``).
+NATIVE_BATCH_MAX = 256
 
 
 def stream_time(stamps: Stamps, source: TimeSource) -> int:

@@ -93,7 +93,9 @@ def chunk_messages(
             yield from messages
             continue
         for index, (time, key, payload) in enumerate(messages):
-            heapq.heappush(waiting, (time, chunk.chunk_start_offset, index, key, payload))
+            # Copied: a view would read its pages back in after the chunk's were let go of,
+            # and nothing would let go of them again (overlapping chunks are the rare case).
+            heapq.heappush(waiting, (time, chunk.chunk_start_offset, index, key, bytes(payload)))
     while waiting:
         time, _, _, key, payload = heapq.heappop(waiting)
         yield time, key, payload
@@ -132,8 +134,10 @@ def _chunks_in_order(chunks: Sequence[ChunkInfo], wanted: Collection[int]) -> li
 class _ChunkReader:
     """Reads chunks through a map of the file (``MappedFile``): an uncompressed chunk is
     read where it lies, and a large payload in it (a camera frame) is handed out as a
-    view of the map, never copied (the encoder process reads it there too). Smaller
-    payloads are copied out, so a message held a while pins no decompressed chunk.
+    view of the map, never copied (the encoder process reads it there too); a large
+    payload of a compressed chunk is a view of the decompressed chunk, which it keeps
+    alive. Smaller payloads are copied out, so a message held a while (in a block, say)
+    pins no decompressed chunk.
 
     The pages of a chunk are let go of (``MADV_DONTNEED``) when the next is read: they
     stay in the page cache, but would otherwise count in this process's RSS until the
@@ -186,8 +190,10 @@ class _ChunkReader:
         size = head + chunk.compressed_size
         start = chunk.chunk_start_offset + _CHUNK_CRC
         view = memoryview(self._map)[start : start + size]
-        if len(view) != size:
-            raise ValueError(f"truncated file: {size} bytes expected at offset {start}, {len(view)} there")
+        # (The file's size now: a file cut short since it was mapped would be a SIGBUS to read.)
+        there = min(len(view), max(0, self._map.size() - start))
+        if there != size:
+            raise ValueError(f"truncated file: {size} bytes expected at offset {start}, {there} there")
         self._let_go()
         page = start - start % mmap.PAGESIZE
         self._touched = (page, start + size - page)
