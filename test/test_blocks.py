@@ -23,7 +23,7 @@ from rosbags.rosbag2 import Reader, StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 from test_bag2ortf import mapping_for, origin_ns
-from test_extract import HEADER_SEC, assert_same_samples, full_way, joint_state_raw
+from test_extract import HEADER_SEC, assert_same_samples, build, full_way, joint_state_raw, serialize
 
 from ortf_ros.pipeline import convert
 from ortf_ros.pipeline.assemble import Assembler, _JointMerger
@@ -31,22 +31,34 @@ from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import WrenchMapping
 from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.decode import Decoder
-from ortf_ros.pipeline.fastpath import SampleDecoder, has_blocks
-from ortf_ros.pipeline.samples import JointStateSample, RawMessage, RawRun, Sample, SampleBlock, WrenchSample
+from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
+from ortf_ros.pipeline.samples import (
+    JointStateSample,
+    RawMessage,
+    RawRun,
+    Sample,
+    SampleBlock,
+    TransformBlock,
+    TransformSample,
+    WrenchSample,
+)
 from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.tf import TfBuffer
 from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import (
     JOINTS,
     START_NS,
     TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
+    TOPIC_TF,
+    TOPIC_TF_STATIC,
     TOPIC_WRENCH,
     joint_positions,
     write_teleop_bag,
 )
 
 
-def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
+def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock | TransformBlock]:
     """``decoder.block`` of messages whose layouts it has learned."""
     assert all(decoder.layout(raw) is not None for raw in messages)
     return decoder.block(messages)
@@ -86,8 +98,10 @@ def test_a_block_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
         joint_state_raw(names, [0.5, np.nan], [5.0, np.inf], sec=HEADER_SEC + 3),
     ]
     got = as_block(decoder, messages)
-    assert not any(isinstance(item, SampleBlock) for item in got)
-    assert_same_samples([s for s in got if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
+    assert not any(isinstance(item, (SampleBlock, TransformBlock)) for item in got)
+    assert_same_samples(
+        [s for s in got if not isinstance(s, (SampleBlock, TransformBlock))], [s for m in messages for s in full_way(m)]
+    )
 
 
 def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
@@ -97,10 +111,10 @@ def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
     decoder = SampleDecoder(Decoder())
     by_topic: dict[str, list[RawMessage]] = defaultdict(list)
     with BagSource(tmp_path / "bag") as source:
-        topics = {t.topic for t in source.topics() if has_blocks(t.msgtype)}
+        topics = {t.topic for t in source.topics() if has_blocks(t.msgtype) and not t.msgtype.endswith("/TFMessage")}
         for raw in source.messages(topics):
             by_topic[raw.topic].append(raw)
-    assert set(by_topic) == {"/joint_states", "/joint_command", "/ft_sensor/wrench"}
+    assert set(by_topic) == {"/joint_states", "/joint_command", "/ft_sensor/wrench"}  # (TF: see below)
     for messages in by_topic.values():
         run = RawRun.of(messages)
         assert run.messages() == messages
@@ -111,7 +125,7 @@ def test_a_run_is_its_messages_one_by_one(tmp_path: Path) -> None:
             decoder.samples(messages[4])
         read = decoder.fast_reads
         block = decoder.run_block(run)
-        assert block is not None and decoder.fast_reads == read + len(messages)
+        assert isinstance(block, SampleBlock) and decoder.fast_reads == read + len(messages)
         assert_same_samples(block.samples(), [s for raw in messages for s in full_way(raw)])
 
 
@@ -140,6 +154,112 @@ def test_a_run_with_a_message_laid_out_otherwise_goes_one_by_one() -> None:
     feed.flush(Collector())  # type: ignore[arg-type]
     assert not any(isinstance(item, SampleBlock) for item in fed)
     assert_same_samples([s for s in fed if not isinstance(s, SampleBlock)], [s for m in messages for s in full_way(m)])
+
+
+Transform = tuple[str, str, int, tuple[float, ...], tuple[float, ...]]  # parent, child, stamp (ns), xyz, xyzw
+
+
+def tf_raw(transforms: list[Transform], topic: str = "/tf") -> RawMessage:
+    def stamped(parent: str, child: str, stamp_ns: int, xyz: tuple[float, ...], xyzw: tuple[float, ...]) -> object:
+        sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+        header = build(
+            "cdr",
+            "std_msgs/msg/Header",
+            stamp=build("cdr", "builtin_interfaces/msg/Time", sec=sec, nanosec=nanosec),
+            frame_id=parent,
+        )
+        vector = build("cdr", "geometry_msgs/msg/Vector3", x=xyz[0], y=xyz[1], z=xyz[2])
+        rotation = build("cdr", "geometry_msgs/msg/Quaternion", x=xyzw[0], y=xyzw[1], z=xyzw[2], w=xyzw[3])
+        pose = build("cdr", "geometry_msgs/msg/Transform", translation=vector, rotation=rotation)
+        return build("cdr", "geometry_msgs/msg/TransformStamped", header=header, child_frame_id=child, transform=pose)
+
+    message = build("cdr", "tf2_msgs/msg/TFMessage", transforms=[stamped(*t) for t in transforms])
+    return RawMessage(
+        topic, "tf2_msgs/msg/TFMessage", transforms[0][2], serialize(message, "tf2_msgs/msg/TFMessage", "cdr")
+    )
+
+
+def random_tf_messages(count: int, seed: int) -> list[RawMessage]:
+    """TF messages of several layouts (each its own length): two edges; a third edge alone;
+    one edge thrice with the same stamp (the last wins); a frame's second parent (refused);
+    stamps that sometimes go back (placed in time order); quaternions not quite unit."""
+    rng = np.random.default_rng(seed)
+    origin = HEADER_SEC * 1_000_000_000
+
+    def pose() -> tuple[tuple[float, ...], tuple[float, ...]]:
+        xyzw = rng.normal(size=4)
+        return tuple(rng.normal(size=3).tolist()), tuple((xyzw / np.linalg.norm(xyzw) * 1.001).tolist())
+
+    messages = []
+    for i in range(count):
+        stamp = origin + i * 10_000_000 + (-25_000_000 if i % 7 == 3 else 0)
+        layouts: list[list[Transform]] = [
+            [("world", "base", stamp, *pose()), ("base", "tool", stamp, *pose())],
+            [("base", "camera", stamp, *pose())],
+            [("base", "tool", stamp, *pose()), ("base", "tool", stamp, *pose()), ("base", "tool", stamp, *pose())],
+            [("world_at_the_table", "tool", stamp, *pose())],
+        ]
+        messages.append(tf_raw(layouts[int(rng.integers(len(layouts)))]))
+    return messages
+
+
+def assert_same_tf(a: TfBuffer, b: TfBuffer, times_ns: list[int]) -> None:
+    """The same frames, problems and held samples, and every lookup bit for bit."""
+    assert a.frames().keys() == b.frames().keys()
+    assert a.problems() == b.problems()
+    assert a.dynamic_sample_count() == b.dynamic_sample_count()
+    frames = sorted({*a.frames(), *a.roots()})
+    for target in frames:
+        for source in frames:
+            for time_ns in times_ns:
+                x, y = a.lookup(target, source, time_ns), b.lookup(target, source, time_ns)
+                assert (x is None) == (y is None)
+                if x is not None and y is not None:
+                    assert x.gap_ns == y.gap_ns
+                    assert x.pose.translation.tobytes() == y.pose.translation.tobytes()
+                    assert x.pose.rotation.tobytes() == y.pose.rotation.tobytes()
+
+
+def test_a_tf_block_stores_what_its_transforms_store_one_by_one() -> None:
+    messages = random_tf_messages(120, seed=3)
+    decoder = SampleDecoder(Decoder())
+    one_by_one, whole = TfBuffer(), TfBuffer()
+    for raw in messages[:20]:  # (teaches every layout)
+        for sample in decoder.samples(raw):
+            assert isinstance(sample, TransformSample)
+            assert one_by_one.add(sample) == whole.add(sample)
+    stored = 0
+    edges: dict[tuple[str, str], None] = {}  # (an ordered set)
+    for raw in messages[20:]:
+        for sample in decoder.samples(raw):
+            assert isinstance(sample, TransformSample)
+            stored += one_by_one.add(sample)
+            edges.setdefault((sample.parent, sample.child), None)
+    read = decoder.fast_reads
+    [block] = decoder.run_samples(RawRun.of(messages[20:]))
+    assert isinstance(block, TransformBlock) and decoder.fast_reads == read + 100
+    assert [(run.parent, run.child) for run in block.edges] == list(edges)  # (as they first appear)
+    assert len(edges) == 4
+    assert sum(whole.add_run(run) for run in block.edges) == stored
+    assert any("already has parent" in line for line in whole.problems())  # (what was refused is compared too)
+    stamps = [raw.receive_ns for raw in messages]
+    assert_same_tf(one_by_one, whole, stamps + [t + 3_000_000 for t in stamps])
+
+
+def test_a_tf_block_with_a_transform_only_the_full_way_reports_goes_one_by_one() -> None:
+    messages = random_tf_messages(12, seed=5)
+    decoder = SampleDecoder(Decoder())
+    for raw in messages:
+        decoder.samples(raw)
+    stamp, xyz = messages[-1].receive_ns + 1, (0.0, 0.0, 0.0)
+    zero = tf_raw([("world", "base", stamp, xyz, (0.0, 0.0, 0.0, 0.0)), ("base", "tool", stamp, xyz, (0, 0, 0, 1.0))])
+    assert decoder.layout(zero) is not None  # (laid out as the first kind of message)
+    got = decoder.run_samples(RawRun.of([*messages, zero]))
+    assert not any(isinstance(item, TransformBlock) for item in got)
+    assert_same_samples(
+        [s for s in got if not isinstance(s, (SampleBlock, TransformBlock))],
+        [s for raw in [*messages, zero] for s in full_way(raw)],
+    )
 
 
 def with_wrench_on_two_connections(source: Path, target: Path) -> Path:
@@ -182,9 +302,10 @@ def with_wrench_on_two_connections(source: Path, target: Path) -> Path:
 
 def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An MCAP recording of several chunks converts to the same dataset with its high-rate
-    topics read as runs (a chunk at a time) as message by message, whatever the block size;
-    also with a topic on two connections (read message by message then)."""
-    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=6, with_depth=False, tf_rate_hz=2)
+    topics read as runs (a chunk at a time) as message by message (TF too, transform by
+    transform), whatever the block size; also with a topic on two connections (read
+    message by message then)."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=6, with_depth=False, tf_rate_hz=50)
     with BagSource(bag.path) as source:
         assert sum(1 for _ in source.batches()) > 3  # (chunks: steps are decided between them)
     two = with_wrench_on_two_connections(bag.path, tmp_path / "two")
@@ -197,6 +318,9 @@ def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.
         feed_run(self, run, assembler)
 
     monkeypatch.setattr(BlockFeed, "feed_run", counted)
+    read_transforms = Layout.read_transforms
+    tf = bag.counts[TOPIC_TF] + bag.counts[TOPIC_TF_STATIC]
+    transforms = bag.counts[TOPIC_TF] * 2
     tables = []
     for with_runs, block_messages, path in (
         (False, 256, bag.path),
@@ -206,13 +330,15 @@ def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.
     ):
         monkeypatch.setattr(convert, "has_blocks", has_blocks if with_runs else lambda msgtype: False)
         monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
+        monkeypatch.setattr(Layout, "read_transforms", read_transforms if with_runs else lambda *_: None)
         runs_fed.clear()
         out = tmp_path / f"ds-{with_runs}-{block_messages}-{path.name}"
         result = convert_recording([path], out, config)
         wrench = bag.counts[TOPIC_WRENCH]
-        joints = bag.counts[TOPIC_JOINT_STATES] + bag.counts[TOPIC_JOINT_COMMAND]
-        assert sum(runs_fed) == (0 if not with_runs else joints if path == two else joints + wrench)
+        others = bag.counts[TOPIC_JOINT_STATES] + bag.counts[TOPIC_JOINT_COMMAND] + tf
+        assert sum(runs_fed) == (0 if not with_runs else others if path == two else others + wrench)
         assert result.counts.used[TOPIC_WRENCH] == wrench
+        assert result.counts.used[TOPIC_TF] == transforms
         episode = load_dataset(out).episode(0)
         tables.append((episode.steps(), episode.stream("ft_sensor"), episode.stream("joint_states")))
     for other in tables[1:]:

@@ -33,6 +33,7 @@ from ortf_ros.pipeline.samples import (
     Sample,
     SampleBlock,
     Stamps,
+    TransformBlock,
     TransformSample,
     VectorSample,
     WrenchSample,
@@ -282,13 +283,17 @@ class Assembler:
 
     # -- input ------------------------------------------------------------------
 
-    def feed(self, sample: Sample | SampleBlock, topic: str) -> None:
+    def feed(self, sample: Sample | SampleBlock | TransformBlock, topic: str) -> None:
         """Take a sample, or a block of one topic's consecutive samples. Steps wait for
         ``emit_ready``, which the caller must call regularly (``BlockFeed.end_batch`` does,
         once per block of messages): memory is freed only as steps are emitted."""
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
+            return
+        if isinstance(sample, TransformBlock):
+            self._advance_watermark(int(sample.receive_ns.max()))
+            self.counts.used[topic] += sum(self.tf.add_run(run) for run in sample.edges)
             return
         if isinstance(sample, SampleBlock):
             self._advance_watermark(int(sample.receive_ns.max()))

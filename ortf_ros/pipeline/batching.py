@@ -3,8 +3,8 @@
 At 1 kHz force-torque and 500 Hz joint states, a Python call per message and stage is
 what a conversion spends its time on. So messages the fast path can read
 (``SampleDecoder.layout``) wait, per topic, and go to the assembler as one
-``SampleBlock``; every other message (a camera frame, TF, a command) goes at once, so
-frames reach their encoder without delay. Runs of messages (``RawRun``: a source's
+``SampleBlock`` (TF: ``TransformBlock``); every other message (a camera frame, a
+command) goes at once, so frames reach their encoder without delay. Runs of messages (``RawRun``: a source's
 chunk of one topic, as arrays) wait too, and are read as one block, without a Python
 step per message. The order within each topic is kept.
 

@@ -11,7 +11,8 @@ bytes match is read with numpy at those offsets. The stamp and numbers are the o
 bytes that differ, so this gives the sample the full way would give (tests compare
 them). Even that costs a few microseconds a message in Python, so consecutive messages
 of one layout are read as a block (``SampleDecoder.block``): the fixed bytes of all of
-them checked, and their stamps and numbers taken, by one numpy call each.
+them checked, and their stamps and numbers taken, by one numpy call each. A block of TF
+messages is read as a run per edge (``TransformBlock``).
 
 Anything else goes the full way, which reports what is malformed, and teaches the
 layout anew: another length, other names or frame id, a big-endian or ROS 1 message,
@@ -44,6 +45,8 @@ from ortf_ros.pipeline.samples import (
     Sample,
     SampleBlock,
     Stamps,
+    TransformBlock,
+    TransformRun,
     TransformSample,
     block_sample,
 )
@@ -177,7 +180,7 @@ class _Kind:
 _TYPES: dict[str, _Kind] = {
     "sensor_msgs/msg/JointState": _Kind(_joint_state_fields, _joint_state_maker, "joint_state"),
     "geometry_msgs/msg/WrenchStamped": _Kind(_wrench_fields, _wrench_maker, "wrench"),
-    "tf2_msgs/msg/TFMessage": _Kind(_transform_fields, _transform_maker, None),
+    "tf2_msgs/msg/TFMessage": _Kind(_transform_fields, _transform_maker, "transform"),
 }
 
 
@@ -206,6 +209,7 @@ class Layout:
         self.make = kind.maker(samples)
         self.kind = kind.block_kind
         self.names = samples[0].names if isinstance(samples[0], JointStateSample) else ()
+        self.edges = [(s.parent, s.child, s.static) for s in samples if isinstance(s, TransformSample)]
         # The fixed bytes as one gather for a whole block.
         self._fixed_at = np.concatenate([np.arange(start, end) for start, end, _ in fixed] or [np.arange(0)])
         self._fixed_bytes = np.frombuffer(b"".join(expected for _, _, expected in fixed), np.uint8)
@@ -223,21 +227,50 @@ class Layout:
         return self.make(raw, stamps, [np.frombuffer(data, "<f8", count, offset) for offset, count in self.runs])
 
     def read_part(self, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, BlockPart] | None:
-        """Messages of this layout's key (of a kind that has blocks), a row each of ``data``
+        """Messages of this layout's key (joint states or wrenches), a row each of ``data``
         (uint8, C-contiguous), at ``rows`` of a block: their header stamps and the part they
         are, the same numbers ``read`` gives one by one; None when one of them is laid out
         otherwise."""
-        count, length = data.shape
-        if not (data[:, self._fixed_at] == self._fixed_bytes).all():
+        if not self._fits(data):
             return None
-
-        def column(dtype: str, offset: int, width: int = 1) -> np.ndarray:
-            return np.ndarray((count, width), dtype, data, offset, (length, np.dtype(dtype).itemsize))
-
         [stamp_at] = self.stamps
-        header = column("<i4", stamp_at)[:, 0].astype(np.int64) * _NS + column("<u4", stamp_at + 4)[:, 0]
-        runs = tuple(column("<f8", offset, width).astype(np.float64) for offset, width in self.runs)
-        return header, BlockPart(rows, self.frame_ids[0], self.names, runs)
+        runs = tuple(_column(data, "<f8", offset, width).astype(np.float64) for offset, width in self.runs)
+        return _header_ns(data, stamp_at), BlockPart(rows, self.frame_ids[0], self.names, runs)
+
+    def read_transforms(self, data: np.ndarray, rows: np.ndarray) -> list[tuple[np.ndarray, TransformRun]] | None:
+        """TF messages of this layout's key, as ``read_part`` takes them: each transform of
+        the layout as a run of its edge (with ``rows``), the same numbers ``read`` and then
+        ``TfBuffer.add`` make of each; None when one of them is laid out otherwise or has
+        numbers only the full way reports (a zero quaternion, say)."""
+        if not self._fits(data):
+            return None
+        found = []
+        for (parent, child, static), stamp_at, (offset, _) in zip(self.edges, self.stamps, self.runs, strict=True):
+            values = _column(data, "<f8", offset, 7)
+            translation = values[:, :3].copy()
+            x, y, z, w = values[:, 3:].T
+            norm = np.sqrt(x * x + y * y + z * z + w * w)  # (as the maker: the same operations, the same bits)
+            if not ((norm >= 1e-12) & np.isfinite(norm)).all() or not np.isfinite(translation).all():
+                return None
+            rotation = np.stack([w, x, y, z], axis=1) / norm[:, np.newaxis]
+            found.append((rows, TransformRun(parent, child, static, _header_ns(data, stamp_at), translation, rotation)))
+        return found
+
+    def _fits(self, data: np.ndarray) -> bool:
+        return bool((data[:, self._fixed_at] == self._fixed_bytes).all())
+
+
+def _column(data: np.ndarray, dtype: str, offset: int, width: int = 1) -> np.ndarray:
+    """(messages, width) values at ``offset`` of each row of ``data``: a view."""
+    count, length = data.shape
+    return np.ndarray((count, width), dtype, data, offset, (length, np.dtype(dtype).itemsize))
+
+
+def _header_ns(data: np.ndarray, stamp_at: int) -> np.ndarray:
+    """The header stamp at ``stamp_at`` of each row, in nanoseconds."""
+    seconds = _column(data, "<i4", stamp_at)[:, 0].astype(np.int64)
+    header: np.ndarray = seconds * _NS + _column(data, "<u4", stamp_at + 4)[:, 0]
+    return header
 
 
 def _layout(raw: RawMessage, samples: list[Sample]) -> Layout | None:
@@ -293,12 +326,12 @@ class SampleDecoder:
         such messages can be read as a block (``block``)."""
         return self._layouts.get(_key(raw, len(raw.data)))
 
-    def block(self, messages: list[RawMessage]) -> list[Sample | SampleBlock]:
+    def block(self, messages: list[RawMessage]) -> list[Sample | SampleBlock | TransformBlock]:
         """Consecutive messages of one topic: one block (``run_block``), or (when one of them
         is laid out otherwise) their samples one by one, the way ``samples`` gives them."""
         return self.run_samples(RawRun.of(messages))
 
-    def run_samples(self, run: RawRun) -> list[Sample | SampleBlock]:
+    def run_samples(self, run: RawRun) -> list[Sample | SampleBlock | TransformBlock]:
         """A run as one block (``run_block``), or its messages' samples one by one (which
         teaches the fast path a layout it does not know yet)."""
         block = self.run_block(run)
@@ -306,25 +339,22 @@ class SampleDecoder:
             return [sample for raw in run.messages() for sample in self.samples(raw)]
         return [block]
 
-    def run_block(self, run: RawRun) -> SampleBlock | None:
+    def run_block(self, run: RawRun) -> SampleBlock | TransformBlock | None:
         """A run of messages as one block; None unless a layout of a kind that has blocks
         was learned for each of its lengths (``layout``) and fits."""
-        header = np.empty(len(run), np.int64)
-        parts, kinds = [], set()
-        for rows, data in run.parts:
+        layouts = []
+        for _, data in run.parts:
             layout = self._layouts.get(_key(run, data.shape[1]))
             if layout is None or layout.kind is None:
                 return None
-            read = layout.read_part(data, rows)
-            if read is None:
-                return None
-            header[rows] = read[0]
-            parts.append(read[1])
-            kinds.add(layout.kind)
+            layouts.append(layout)
+        kinds = {layout.kind for layout in layouts}
         if len(kinds) != 1:
             return None
-        self.fast_reads += len(run)
-        return SampleBlock(run.topic, kinds.pop(), run.receive_ns, header, tuple(parts))
+        block = (_transform_block if kinds == {"transform"} else _sample_block)(run, layouts)
+        if block is not None:
+            self.fast_reads += len(run)
+        return block
 
     def samples(self, raw: RawMessage) -> list[Sample]:
         """The message's samples; one that cannot be decoded is its own ``BadMessage``."""
@@ -345,6 +375,49 @@ class SampleDecoder:
                     self._layouts.clear()
                 self._layouts[_key(raw, len(raw.data))] = learned
         return samples
+
+
+def _sample_block(run: RawRun, layouts: list[Layout]) -> SampleBlock | None:
+    header = np.empty(len(run), np.int64)
+    parts = []
+    for (rows, data), layout in zip(run.parts, layouts, strict=True):
+        read = layout.read_part(data, rows)
+        if read is None:
+            return None
+        header[rows] = read[0]
+        parts.append(read[1])
+    kind = layouts[0].kind
+    assert kind is not None and kind != "transform"
+    return SampleBlock(run.topic, kind, run.receive_ns, header, tuple(parts))
+
+
+def _transform_block(run: RawRun, layouts: list[Layout]) -> TransformBlock | None:
+    """Each edge's transforms of every part as one run in message order (a message may
+    hold an edge twice, and parts may share edges); edges in the order their first
+    transform appears."""
+    by_edge: dict[tuple[str, str, bool], list[tuple[np.ndarray, int, TransformRun]]] = {}
+    for (rows, data), layout in zip(run.parts, layouts, strict=True):
+        read = layout.read_transforms(data, rows)
+        if read is None:
+            return None
+        for place, (edge_rows, edge) in enumerate(read):
+            by_edge.setdefault((edge.parent, edge.child, edge.static), []).append((edge_rows, place, edge))
+    edges = []
+    for found in sorted(by_edge.values(), key=lambda runs: min((int(r[0]), place) for r, place, _ in runs)):
+        if len(found) == 1:
+            edges.append(found[0][2])
+            continue
+        rows = np.concatenate([r for r, _, _ in found])
+        places = np.concatenate([np.full(len(r), place) for r, place, _ in found])
+        order = np.lexsort((places, rows))
+        edge_runs = [edge for *_, edge in found]
+        header, translation, rotation = (
+            np.concatenate([getattr(edge, name) for edge in edge_runs])[order]
+            for name in ("header_ns", "translation", "rotation")
+        )
+        first = found[0][2]
+        edges.append(TransformRun(first.parent, first.child, first.static, header, translation, rotation))
+    return TransformBlock(run.topic, run.receive_ns, tuple(edges))
 
 
 def _key(raw: RawMessage | RawRun, length: int) -> tuple[str, str, str, int]:

@@ -130,7 +130,8 @@ class WrenchSample:
     torque: np.ndarray  # (3,)
 
 
-BlockKind = Literal["joint_state", "wrench"]
+SampleBlockKind = Literal["joint_state", "wrench"]
+BlockKind = SampleBlockKind | Literal["transform"]  # (a block of TF messages is a ``TransformBlock``)
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class SampleBlock:
     arm's and a gripper's joint states, say); each is a part."""
 
     topic: str
-    kind: BlockKind
+    kind: SampleBlockKind
     receive_ns: np.ndarray  # (N,) int64
     header_ns: np.ndarray  # (N,) int64
     parts: tuple[BlockPart, ...]
@@ -180,7 +181,7 @@ class SampleBlock:
 
 
 def block_sample(
-    kind: BlockKind, topic: str, stamps: Stamps, names: tuple[str, ...], runs: list[np.ndarray]
+    kind: SampleBlockKind, topic: str, stamps: Stamps, names: tuple[str, ...], runs: list[np.ndarray]
 ) -> JointStateSample | WrenchSample:
     """One message of a kind that has blocks, from its float64 runs: what the fast path
     makes of a message read alone and what ``SampleBlock.samples`` makes of a block's rows."""
@@ -199,6 +200,35 @@ class TransformSample:
     translation: np.ndarray  # (3,)
     rotation: np.ndarray  # (4,) w, x, y, z
     static: bool
+
+
+@dataclass(frozen=True)
+class TransformRun:
+    """One edge's transforms in a block of TF messages, in message order: what
+    ``TransformSample`` says of each, as arrays with a row per transform."""
+
+    parent: str
+    child: str
+    static: bool
+    header_ns: np.ndarray  # (n,) int64
+    translation: np.ndarray  # (n, 3)
+    rotation: np.ndarray  # (n, 4) w, x, y, z, unit
+
+
+@dataclass(frozen=True)
+class TransformBlock:
+    """Consecutive TF messages of one topic, read at once by the fast path: each edge's
+    transforms as one run (a robot's TF at 100 Hz and more, several transforms a message,
+    would otherwise cost a Python call per transform). Edges come in the order in which
+    their first transform appears, which is what decides a frame's parent when two
+    publishers disagree (``TfBuffer.add``)."""
+
+    topic: str
+    receive_ns: np.ndarray  # (N,) int64, a row per message
+    edges: tuple[TransformRun, ...]
+
+    def __len__(self) -> int:
+        return len(self.receive_ns)
 
 
 @dataclass(frozen=True)

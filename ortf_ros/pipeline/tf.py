@@ -12,6 +12,7 @@ should not stop a conversion that needs other frames.
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from ortf_ros.pipeline.samples import TransformSample
+from ortf_ros.pipeline.samples import TransformRun, TransformSample
 
 Vector = npt.NDArray[np.float64]
 
@@ -206,6 +207,15 @@ class _Edge:
             self.times.insert(index, time_ns)
             self.poses.insert(index, pose)
 
+    def insert_all(self, times_ns: list[int], poses: list[Pose]) -> None:
+        """``insert`` each in turn; in one go when they follow the samples held in time order."""
+        if not self.static and (not self.times or times_ns[0] > self.times[-1]) and _increasing(times_ns):
+            self.times += times_ns
+            self.poses += poses
+            return
+        for time_ns, pose in zip(times_ns, poses, strict=True):
+            self.insert(time_ns, pose)
+
     def prune_before(self, time_ns: int) -> None:
         """Drop samples no lookup at ``time_ns`` or later needs: all but the last one at or before it."""
         keep_from = bisect_right(self.times, time_ns) - 1
@@ -227,6 +237,10 @@ class _Edge:
         t0, t1 = self.times[index - 1], self.times[index]
         pose = interpolate_pose(self.poses[index - 1], self.poses[index], (time_ns - t0) / (t1 - t0))
         return pose, min(time_ns - t0, t1 - time_ns)
+
+
+def _increasing(times_ns: list[int]) -> bool:
+    return all(a < b for a, b in itertools.pairwise(times_ns))
 
 
 _Reason = Literal["second parent", "static and dynamic", "loop", "invalid"]
@@ -274,22 +288,53 @@ class TfBuffer:
         try:
             pose = Pose(sample.translation, quat_normalize(_as_vector(sample.rotation, 4)))
         except ValueError:
-            return self._reject("invalid", sample, time_ns)
-        if not np.all(np.isfinite(pose.translation)) or not sample.parent or not sample.child:
-            return self._reject("invalid", sample, time_ns)
-        edge = self._edges.get(sample.child)
+            return self._reject("invalid", sample.parent, sample.child, time_ns)
+        if not np.all(np.isfinite(pose.translation)):
+            return self._reject("invalid", sample.parent, sample.child, time_ns)
+        edge = self._edge(sample.parent, sample.child, sample.static, time_ns)
         if edge is None:
-            if sample.child in self._chain(sample.parent):
-                return self._reject("loop", sample, time_ns)
-            edge = self._edges[sample.child] = _Edge(sample.parent, sample.static)
-        elif edge.parent != sample.parent:
-            return self._reject("second parent", sample, time_ns)
-        elif edge.static != sample.static:
-            return self._reject("static and dynamic", sample, time_ns)
+            return False
         edge.insert(time_ns, pose)
         if not edge.static:
             edge.prune_before(edge.times[-1] - self._history_ns)
         return True
+
+    def add_run(self, run: TransformRun) -> int:
+        """Store an edge's transforms as ``add`` would one by one (the fast path has checked
+        their numbers); returns how many were stored: all or, when the edge is refused, none."""
+        count = len(run.header_ns)
+        edge = self._edge(run.parent, run.child, run.static, int(run.header_ns[0]), count)
+        if edge is None:
+            return 0
+        w, x, y, z = run.rotation.T
+        norm = np.sqrt(w * w + x * x + y * y + z * z)  # (as quat_normalize: the same operations, the same bits)
+        rotations = run.rotation / norm[:, np.newaxis]
+        poses = [Pose._of_new_arrays(t, r) for t, r in zip(run.translation.copy(), rotations, strict=True)]
+        edge.insert_all(run.header_ns.tolist(), poses)
+        if not edge.static:
+            edge.prune_before(edge.times[-1] - self._history_ns)
+        return count
+
+    def _edge(self, parent: str, child: str, static: bool, time_ns: int, count: int = 1) -> _Edge | None:
+        """The edge ``count`` transforms from ``time_ns`` on go to (made with the first);
+        None, with them counted as refused, when they may not."""
+        edge = self._edges.get(child)
+        refused: _Reason | None = None
+        if not parent or not child:
+            refused = "invalid"
+        elif edge is None:
+            if child in self._chain(parent):
+                refused = "loop"
+            else:
+                edge = self._edges[child] = _Edge(parent, static)
+        elif edge.parent != parent:
+            refused = "second parent"
+        elif edge.static != static:
+            refused = "static and dynamic"
+        if refused is None:
+            return edge
+        self._reject(refused, parent, child, time_ns, count)
+        return None
 
     def prune_before(self, time_ns: int) -> None:
         """Forget dynamic samples that lookups at ``time_ns`` or later no longer need."""
@@ -372,9 +417,10 @@ class TfBuffer:
             frame = edge.parent
         return pose, gap_ns
 
-    def _reject(self, reason: _Reason, sample: TransformSample, time_ns: int) -> bool:
-        rejected = self._rejected.setdefault((reason, sample.parent, sample.child), _Rejected(time_ns))
-        rejected.count += 1
+    def _reject(self, reason: _Reason, parent: str, child: str, time_ns: int, count: int = 1) -> bool:
+        """Count ``count`` refused transforms (False, for ``add`` to return)."""
+        rejected = self._rejected.setdefault((reason, parent, child), _Rejected(time_ns))
+        rejected.count += count
         return False
 
     def _describe(self, reason: _Reason, parent: str, child: str, rejected: _Rejected) -> str:
