@@ -136,6 +136,21 @@ def test_joint_values_exact_after_name_reordering(converted: tuple[TeleopBagInfo
     np.testing.assert_array_equal(vectors(steps, "observation.state.gripper_position"), positions[used, 7:])
 
 
+def test_relative_times_are_exact(converted: tuple[TeleopBagInfo, Episode]) -> None:
+    """Times from the episode's start are made from integer nanoseconds, so they are exact
+    to float64's precision: seconds since the epoch, subtracted, would be off by up to
+    0.2 us. The 1 kHz stream's times differ by its stamps' differences; the steps lie on
+    the control rate's grid."""
+    _, episode = converted
+    native = episode.stream("ft_sensor", ["timestamp", "stamp_ns"])
+    times, stamps = native["timestamp"].to_numpy(), native["stamp_ns"].to_numpy()
+    np.testing.assert_allclose(times - times[0], (stamps - stamps[0]) / 1e9, rtol=0, atol=1e-12)
+    rate = episode.dataset.manifest.action_space.control_frequency_hz
+    assert rate is not None
+    steps = episode.array("timestamp")
+    np.testing.assert_allclose(steps - steps[0], np.arange(len(steps)) * round(1e9 / rate) / 1e9, rtol=0, atol=1e-12)
+
+
 def test_end_effector_pose_from_tf_is_interpolated_and_wxyz(converted: tuple[TeleopBagInfo, Episode]) -> None:
     _, episode = converted
     assert episode.dataset.manifest.observation_space.state["ee_orientation"].order == "wxyz"

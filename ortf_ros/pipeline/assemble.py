@@ -213,12 +213,14 @@ class _NativeBatch:
         self.stamp_ns += stamp_ns
         self.receive_ns += receive_ns
 
-    def send(self, writer: DatasetWriter) -> None:
+    def send(self, writer: DatasetWriter, clock_ns: int) -> None:
+        """To ``writer``, with times in seconds since ``clock_ns`` (see ``Assembler._clock_ns``)."""
         if not self.count:
             return
         rows = np.concatenate(self.rows)
         values = {name: rows[:, part] for name, part in self.columns.items()}
-        times = [t / NS for t in np.concatenate(self.times).tolist()]  # (int / int rounds once; int64 / NS twice)
+        # (Python ints: exact differences, and int / int rounds once; int64 / NS would round twice.)
+        times = [(t - clock_ns) / NS for t in np.concatenate(self.times).tolist()]
         writer.add_samples(self.stream, times, values, stamp_ns=self.stamp_ns, receive_ns=self.receive_ns)
         self.count, self.times, self.rows, self.stamp_ns, self.receive_ns = 0, [], [], [], []
 
@@ -280,6 +282,7 @@ class Assembler:
             for name, stream in manifest.native_streams.items()
         }
         self._clock_started = False  # whether the writer has had a sample (its first starts the clock)
+        self._clock_origin_ns: int | None = None  # (``_clock_ns``)
 
     # -- input ------------------------------------------------------------------
 
@@ -433,7 +436,7 @@ class Assembler:
         batch = self._native[stream]
         batch.add(times_ns, rows, stamp_ns, receive_ns)
         if batch.count >= NATIVE_BATCH_MAX and self._clock_started:
-            batch.send(self.writer)
+            self._send(batch)
 
     def _start_clock_when_due(self) -> None:
         """Start the episode's clock (``_send_samples``) once a stream has ``NATIVE_BATCH_MAX``
@@ -458,8 +461,21 @@ class Assembler:
             batches.sort(key=lambda batch: batch.first_ns if batch.first_ns is not None else math.inf)
         for batch in batches:
             if batch.count:
-                batch.send(self.writer)
+                self._send(batch)
                 self._clock_started = True
+
+    def _send(self, batch: _NativeBatch) -> None:
+        first_ns = batch.first_ns
+        if first_ns is not None:
+            batch.send(self.writer, self._clock_ns(first_ns))
+
+    def _clock_ns(self, first_ns: int) -> int:
+        """The time the writer's timestamps count from: the first it is given (a native
+        sample's or a step's). Seconds since the epoch in float64 are only good to about
+        0.2 us, so the writer is given small ones, which it subtracts exactly."""
+        if self._clock_origin_ns is None:
+            self._clock_origin_ns = first_ns
+        return self._clock_origin_ns
 
     def _action(self, sample: JointStateSample | VectorSample) -> bool:
         time_ns = stream_time(sample.stamps, self.config.action.time)
@@ -552,7 +568,7 @@ class Assembler:
             self.counts.skipped_steps["outside sync tolerance (dropped)"] += 1
             return
         step = _Step(
-            timestamp=t_ns / NS,
+            timestamp=(t_ns - self._clock_ns(t_ns)) / NS,
             state=state,
             frames={name: int(sampled[name].value) for name in self.cameras},
             samples=self._sample_indices(sampled),
