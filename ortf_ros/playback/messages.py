@@ -45,6 +45,10 @@ from ortf_ros.playback.settings import MessageSettings, StreamKind
 from ortf_ros.playback.timeline import GAP_NS, EpisodeClock, original_start_ns
 from ortf_ros.reader import Dataset, Episode, column_array
 
+START_SLACK_S = 1e-6
+"""How far before ``start_offset_s`` a step or sample may lie and still be played: the
+nanosecond rounding of a step grid, never a real sample's distance."""
+
 Warn = Callable[[str], None]
 
 
@@ -127,7 +131,9 @@ class EpisodeMessages:
         self.playlist = playlist
         self.episode = episode
         self.position = position  # in the play, loops counted
-        self.start_offset_s = start_offset_s
+        # (A step grid is whole nanoseconds: 6 steps at 30 Hz are 0.199999998 s, which
+        # someone who asks for 0.2 s means.)
+        self.plays_from_s = start_offset_s - START_SLACK_S
         self.frames = StepFrames(episode, playlist.warn)
         batches = episode.step_batches(playlist.columns)
         first = next(batches)
@@ -187,7 +193,7 @@ class EpisodeMessages:
             columns = {name: column_array(batch.column(name)) for name in self.playlist.columns}
             for row in range(batch.num_rows):
                 timestamp = float(columns["timestamp"][row])
-                if timestamp >= self.start_offset_s:
+                if timestamp >= self.plays_from_s:
                     values = {name: array[row] for name, array in columns.items()}
                     yield from self._step_items(self.clock.step_ns(timestamp), step, values)
                 step += 1
@@ -254,7 +260,7 @@ class EpisodeMessages:
             forces = column_array(batch.column("force")).astype(np.float64)
             torques = column_array(batch.column("torque")).astype(np.float64)
             for timestamp, force, torque in zip(timestamps, forces, torques, strict=True):
-                if timestamp >= self.start_offset_s:
+                if timestamp >= self.plays_from_s:
                     t = self.clock.sample_ns(float(timestamp))
                     message = ros.wrench(t, frame_id, force, torque)
                     yield self._own(Outgoing(t, "wrench", topic, "geometry_msgs/msg/WrenchStamped", message))
