@@ -4,9 +4,10 @@ At 1 kHz force-torque and 500 Hz joint states, a Python call per message and sta
 what a conversion spends its time on. So messages the fast path can read
 (``SampleDecoder.layout``) wait, per topic, and go to the assembler as one
 ``SampleBlock`` (TF: ``TransformBlock``); every other message (a camera frame, a
-command) goes at once, so frames reach their encoder without delay. Runs of messages (``RawRun``: a source's
-chunk of one topic, as arrays) wait too, and are read as one block, without a Python
-step per message. The order within each topic is kept.
+command) goes at once, so frames reach their encoder without delay. Runs of messages
+(``RawRun``: a source's chunk of one topic, as arrays) wait too, and are read as one
+block, without a Python step per message. The order within each topic is kept, and
+among TF topics.
 
 Steps are looked for at the end of a batch of input (``end_batch``) once
 ``block_messages`` messages came since the last time, after the waiting blocks are in:
@@ -21,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ortf_ros.pipeline.assemble import Assembler
-from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.fastpath import SampleDecoder, carries_tf
 from ortf_ros.pipeline.samples import RawMessage, RawRun
 
 BLOCK_MESSAGES = 256  # messages between step decisions, and the most that wait per topic
@@ -34,12 +35,15 @@ class BlockFeed:
         self._waiting: dict[str, list[RawMessage]] = {}  # per topic, in order
         self._runs: dict[str, list[RawRun]] = {}  # per topic, in order (a topic waits in one of the two)
         self._held = 0  # messages since steps were last looked for
+        self._tf_topics: set[str] = set()  # topics TF came on
 
     def feed(self, raw: RawMessage, assembler: Assembler) -> None:
         if raw.topic in self._runs:
             self._feed_runs(raw.topic, assembler)
         layout = self.decoder.layout(raw)
-        if layout is None or layout.kind is None:
+        if carries_tf(raw.msgtype):
+            self._tf_in_order(raw.topic, assembler)
+        if layout is None:
             if raw.topic in self._waiting:  # (the order within a topic is kept)
                 self._feed_waiting(raw.topic, assembler)
             for sample in self.decoder.samples(raw):
@@ -49,6 +53,15 @@ class BlockFeed:
             if len(self._waiting[raw.topic]) >= self.block_messages:
                 self._feed_waiting(raw.topic, assembler)
         self._held += 1
+
+    def _tf_in_order(self, topic: str, assembler: Assembler) -> None:
+        """Another TF topic's waiting messages go before one of ``topic``: TF is stored in
+        the order it came in, whatever the topic (the first transform of a frame decides
+        its parent, and whether it is static)."""
+        for other in self._tf_topics - {topic}:
+            if other in self._waiting:
+                self._feed_waiting(other, assembler)
+        self._tf_topics.add(topic)
 
     def feed_run(self, run: RawRun, assembler: Assembler) -> None:
         if run.topic in self._waiting:

@@ -536,6 +536,8 @@ def _stream(
     wanted = topics | {t for t in (boundary, task_topic) if t is not None}
     runs = {t.topic for t in source.topics() if t.topic in topics and has_blocks(t.msgtype)}
     tf_topics = {*config.tf_topics, *config.tf_static_topics}
+    if len(tf_topics & runs) > 1:
+        runs -= tf_topics  # (runs of two topics are not in order with each other, and TF must be: ``BlockFeed``)
     total = sum(t.count for t in source.topics() if t.topic in wanted)
     done = reported = 0
     for batch in source.batches(wanted, runs if config.episodes.mode == "input" else ()):

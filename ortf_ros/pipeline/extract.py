@@ -22,7 +22,6 @@ Conventions:
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -43,6 +42,7 @@ from ortf_ros.pipeline.samples import (
     TransformSample,
     VectorSample,
     WrenchSample,
+    ros_rotations,
 )
 
 _NS = 1_000_000_000
@@ -298,9 +298,7 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
         translation = _vec3(transform.transform.translation)
         q = transform.transform.rotation
         xyzw = np.array([q.x, q.y, q.z, q.w], dtype=np.float64)
-        # math, not np.linalg.norm: for four floats numpy's call costs more than the sum.
-        x, y, z, w = xyzw.tolist()
-        norm = math.sqrt(x * x + y * y + z * z + w * w)
+        rotations, valid = ros_rotations(xyzw[np.newaxis])
         problem = None
         if not parent or not child:
             problem = "has an empty frame id"
@@ -308,15 +306,14 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
             problem = "is a frame's transform to itself"
         elif not np.all(np.isfinite(translation)):
             problem = f"has a non-finite translation {tuple(translation.tolist())}"
-        elif not math.isfinite(norm) or norm < 1e-12:
+        elif not valid[0]:
             problem = f"has quaternion (x, y, z, w) = {tuple(xyzw.tolist())}, which is not a rotation"
         if problem is not None:
             at = f"{stamps.header_ns / _NS:.9f} s" if stamps.header_ns is not None else "?"
             reason = f"{where}: transform {parent!r} -> {child!r} at {at} {problem}"
             out.append(BadMessage(raw.topic, raw.receive_ns, reason))
             continue
-        wxyz = np.array([w, x, y, z]) / norm
-        out.append(TransformSample(parent, child, stamps, translation, wxyz, static))
+        out.append(TransformSample(parent, child, stamps, translation, rotations[0], static))
     return out
 
 

@@ -25,7 +25,6 @@ The live recorder feeds its subscriptions' raw CDR through the same ``SampleDeco
 
 from __future__ import annotations
 
-import math
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, fields
@@ -49,6 +48,7 @@ from ortf_ros.pipeline.samples import (
     TransformRun,
     TransformSample,
     block_sample,
+    ros_rotations,
 )
 
 _NS = 1_000_000_000
@@ -151,19 +151,14 @@ def _transform_maker(samples: list[Sample]) -> _Make:
     assert len(learned) == len(samples)
 
     def make(raw: RawMessage, stamps: list[Stamps], runs: list[np.ndarray]) -> list[Sample] | None:
-        out: list[Sample] = []
-        for known, stamp, run in zip(learned, stamps, runs, strict=True):
-            translation = run[:3]
-            x, y, z, w = run[3:].tolist()
-            norm = math.sqrt(x * x + y * y + z * z + w * w)
-            if not (math.isfinite(norm) and norm >= 1e-12 and np.isfinite(translation).all()):
-                return None
-            out.append(
-                TransformSample(
-                    known.parent, known.child, stamp, translation, np.array([w, x, y, z]) / norm, known.static
-                )
-            )
-        return out
+        values = np.array(runs)
+        rotations, valid = ros_rotations(values[:, 3:])
+        if not valid.all() or not np.isfinite(values[:, :3]).all():
+            return None
+        return [
+            TransformSample(known.parent, known.child, stamp, run[:3], rotation, known.static)
+            for known, stamp, run, rotation in zip(learned, stamps, runs, rotations, strict=True)
+        ]
 
     return make
 
@@ -174,7 +169,7 @@ class _Kind:
 
     find_fields: Callable[[_Cursor], None]  # where its stamps and float64 runs are
     maker: Callable[[list[Sample]], _Make]  # how its samples are made of them, given the learned ones
-    block_kind: BlockKind | None  # what a block of them is; None: read one by one
+    block_kind: BlockKind  # what a block of them is
 
 
 _TYPES: dict[str, _Kind] = {
@@ -185,10 +180,15 @@ _TYPES: dict[str, _Kind] = {
 
 
 def has_blocks(msgtype: str) -> bool:
-    """Whether messages of the type are read a block at a time (``SampleBlock``), once one
-    of a topic has taught the fast path its layout."""
+    """Whether messages of the type are read a block at a time (``SampleBlock``,
+    ``TransformBlock``), once one of a topic has taught the fast path its layout."""
+    return _TYPES.get(canonical_msgtype(msgtype)) is not None
+
+
+def carries_tf(msgtype: str) -> bool:
+    """Whether messages of the type are TF (``TransformBlock`` once read a block at a time)."""
     kind = _TYPES.get(canonical_msgtype(msgtype))
-    return kind is not None and kind.block_kind is not None
+    return kind is not None and kind.block_kind == "transform"
 
 
 class Layout:
@@ -237,23 +237,21 @@ class Layout:
         runs = tuple(_column(data, "<f8", offset, width).astype(np.float64) for offset, width in self.runs)
         return _header_ns(data, stamp_at), BlockPart(rows, self.frame_ids[0], self.names, runs)
 
-    def read_transforms(self, data: np.ndarray, rows: np.ndarray) -> list[tuple[np.ndarray, TransformRun]] | None:
-        """TF messages of this layout's key, as ``read_part`` takes them: each transform of
-        the layout as a run of its edge (with ``rows``), the same numbers ``read`` and then
-        ``TfBuffer.add`` make of each; None when one of them is laid out otherwise or has
-        numbers only the full way reports (a zero quaternion, say)."""
+    def read_transforms(self, data: np.ndarray) -> list[TransformRun] | None:
+        """TF messages of this layout's key, a row each of ``data`` (as ``read_part``): each
+        transform of the layout as a run of its edge, the numbers ``read`` gives one by
+        one; None when one of them is laid out otherwise or has numbers only the full way
+        reports (a zero quaternion, say)."""
         if not self._fits(data):
             return None
         found = []
         for (parent, child, static), stamp_at, (offset, _) in zip(self.edges, self.stamps, self.runs, strict=True):
             values = _column(data, "<f8", offset, 7)
             translation = values[:, :3].copy()
-            x, y, z, w = values[:, 3:].T
-            norm = np.sqrt(x * x + y * y + z * z + w * w)  # (as the maker: the same operations, the same bits)
-            if not ((norm >= 1e-12) & np.isfinite(norm)).all() or not np.isfinite(translation).all():
+            rotation, valid = ros_rotations(values[:, 3:])
+            if not valid.all() or not np.isfinite(translation).all():
                 return None
-            rotation = np.stack([w, x, y, z], axis=1) / norm[:, np.newaxis]
-            found.append((rows, TransformRun(parent, child, static, _header_ns(data, stamp_at), translation, rotation)))
+            found.append(TransformRun(parent, child, static, _header_ns(data, stamp_at), translation, rotation))
         return found
 
     def _fits(self, data: np.ndarray) -> bool:
@@ -345,7 +343,7 @@ class SampleDecoder:
         layouts = []
         for _, data in run.parts:
             layout = self._layouts.get(_key(run, data.shape[1]))
-            if layout is None or layout.kind is None:
+            if layout is None:
                 return None
             layouts.append(layout)
         kinds = {layout.kind for layout in layouts}
@@ -397,11 +395,13 @@ def _transform_block(run: RawRun, layouts: list[Layout]) -> TransformBlock | Non
     transform appears."""
     by_edge: dict[tuple[str, str, bool], list[tuple[np.ndarray, int, TransformRun]]] = {}
     for (rows, data), layout in zip(run.parts, layouts, strict=True):
-        read = layout.read_transforms(data, rows)
+        read = layout.read_transforms(data)
         if read is None:
             return None
-        for place, (edge_rows, edge) in enumerate(read):
-            by_edge.setdefault((edge.parent, edge.child, edge.static), []).append((edge_rows, place, edge))
+        for place, edge in enumerate(read):
+            by_edge.setdefault((edge.parent, edge.child, edge.static), []).append((rows, place, edge))
+    if len({child for _, child, _ in by_edge}) < len(by_edge):
+        return None  # a frame under two parents: which refusal each gets depends on the order (one by one)
     edges = []
     for found in sorted(by_edge.values(), key=lambda runs: min((int(r[0]), place) for r, place, _ in runs)):
         if len(found) == 1:

@@ -202,6 +202,18 @@ class TransformSample:
     static: bool
 
 
+def ros_rotations(xyzw: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """ROS quaternions (rows of x, y, z, w) as unit rows of w, x, y, z, and which rows are
+    rotations at all (finite, norm at least 1e-12; the others are zeros). The one place
+    TF rotations are read, so that the fast path gives the full way's bits."""
+    x, y, z, w = xyzw.T
+    norm = np.sqrt(x * x + y * y + z * z + w * w)
+    valid = (norm >= 1e-12) & np.isfinite(norm)
+    wxyz = np.stack([w, x, y, z], axis=1)
+    unit: np.ndarray = np.divide(wxyz, norm[:, np.newaxis], out=np.zeros_like(wxyz), where=valid[:, np.newaxis])
+    return unit, valid
+
+
 @dataclass(frozen=True)
 class TransformRun:
     """One edge's transforms in a block of TF messages, in message order: what
@@ -226,9 +238,6 @@ class TransformBlock:
     topic: str
     receive_ns: np.ndarray  # (N,) int64, a row per message
     edges: tuple[TransformRun, ...]
-
-    def __len__(self) -> int:
-        return len(self.receive_ns)
 
 
 @dataclass(frozen=True)
