@@ -376,6 +376,7 @@ class SampleDecoder:
 
 
 def _sample_block(run: RawRun, layouts: list[Layout]) -> SampleBlock | None:
+    """Joint states' or wrenches' parts as one block, a header stamp per message."""
     header = np.empty(len(run), np.int64)
     parts = []
     for (rows, data), layout in zip(run.parts, layouts, strict=True):
@@ -385,7 +386,7 @@ def _sample_block(run: RawRun, layouts: list[Layout]) -> SampleBlock | None:
         header[rows] = read[0]
         parts.append(read[1])
     kind = layouts[0].kind
-    assert kind is not None and kind != "transform"
+    assert kind != "transform"
     return SampleBlock(run.topic, kind, run.receive_ns, header, tuple(parts))
 
 
