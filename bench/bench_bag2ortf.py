@@ -64,7 +64,7 @@ from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_ta
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
-from ortf_ros.pipeline.convert import ConversionResult, convert_recording
+from ortf_ros.pipeline.convert import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
@@ -236,7 +236,7 @@ def convert(bag: Path, output: Path, preset: str | None) -> ConversionResult:
     """What ``ortf-bag2ortf BAG -o OUTPUT`` does: the automatic mapping, then one conversion."""
     with BagSource(bag) as source:
         config = auto_config(source.topics())
-    writer = None if preset is None else WriterConfig.from_mapping({"video": {"preset": preset}}, "bench")
+    writer = None if preset is None else converter_writer_config({"video": {"preset": preset}}, "bench")
     return convert_recording([bag], output, config, writer_config=writer)
 
 
@@ -687,7 +687,7 @@ def print_cpu_by_mapping(bag: Path, tmp: Path, preset: str) -> None:
         "without the cameras (steps at 30 Hz)": replace(full, cameras=(), step=StepClock(rate_hz=30.0)),
         "without TF (no end-effector pose)": replace(full, tf_topics=()),
     }
-    writer = WriterConfig.from_mapping({"video": {"preset": preset}}, "bench")
+    writer = converter_writer_config({"video": {"preset": preset}}, "bench")
     print(f"\n  {'main thread CPU, parts of the mapping left out':<46} {'seconds':>8}  (no profiler, best of 2)")
     for label, config in variants.items():
         spent = []

@@ -35,7 +35,7 @@ from ortf_ros.pipeline.config import (
     load_config,
     write_config,
 )
-from ortf_ros.pipeline.convert import ConversionResult, convert_recording
+from ortf_ros.pipeline.convert import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import lock_dataset
@@ -118,14 +118,14 @@ class _Job:
     output: Path
     config: ConversionConfig
     urdf: str | None
-    writer_config: WriterConfig | None
+    writer_config: WriterConfig
     mesh_path: tuple[Path, ...]
 
 
 def _job(args: argparse.Namespace, path: str, output: Path) -> _Job:
     with BagSource([Path(path)]) as source:
         config = _config_for(args, source)
-    writer_config = WriterConfig.from_mapping(config.writer, args.config or "mapping") if config.writer else None
+    writer_config = converter_writer_config(config.writer, args.config or "mapping")
     urdf = Path(args.urdf).read_text() if args.urdf else None
     return _Job(Path(path), output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
 
@@ -226,7 +226,7 @@ def _result(future: Future[ConversionResult], unfinished: list[_Job]) -> Convers
 def _sharing_cores(job: _Job, jobs: int) -> _Job:
     """The job with its video encoder threads decided for ``jobs`` conversions at once: each
     worker's writer would otherwise share every core among its own cameras alone."""
-    writer = job.writer_config or WriterConfig()
+    writer = job.writer_config
     colour = sum(camera.kind != "depth" for camera in job.config.cameras)  # (depth is FFV1, as it comes)
     video = writer.video.with_threads(jobs * max(1, colour))
     return replace(job, writer_config=replace(writer, video=video))

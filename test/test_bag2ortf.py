@@ -34,10 +34,17 @@ from ortf_ros.pipeline.config import (
     load_config,
     write_config,
 )
-from ortf_ros.pipeline.convert import Prologue, camera_fps, convert_recording
+from ortf_ros.pipeline.convert import (
+    CONVERTER_STEP_BATCH,
+    Prologue,
+    camera_fps,
+    convert_recording,
+    converter_writer_config,
+)
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
 from ortf_ros.reader import Episode, load_dataset
+from ortf_ros.staging import StepRows
 from ortf_ros.synthetic_bag import (
     ARM_JOINTS,
     FINGER_JOINTS,
@@ -409,18 +416,42 @@ def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pyte
     assert not list(tmp_path.glob(".ortf-bag2ortf-*"))  # the workers' scratch datasets are gone
 
 
+def test_a_conversion_logs_its_steps_in_the_converters_batches(
+    short_bag: TeleopBagInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``CONVERTER_STEP_BATCH`` steps per append to the staging log, unless the mapping's
+    writer settings give ``step_batch``."""
+    appended: list[int] = []
+    make_batch = StepRows.batch
+
+    def counted(rows: StepRows) -> pa.RecordBatch | None:
+        batch = make_batch(rows)
+        if batch is not None:
+            appended.append(batch.num_rows)
+        return batch
+
+    monkeypatch.setattr(StepRows, "batch", counted)
+    config = mapping_for(short_bag.path)
+    for settings, size in (({}, CONVERTER_STEP_BATCH), ({"step_batch": 5}, 5)):
+        appended.clear()
+        convert_recording([short_bag.path], tmp_path / f"batch{size}", replace(config, writer=settings))
+        steps = load_dataset(tmp_path / f"batch{size}").episode(0).record.length
+        assert 10 < steps < CONVERTER_STEP_BATCH
+        assert appended == [size] * (steps // size) + ([steps % size] if steps % size else [])
+
+
 def test_parallel_workers_share_the_cores_among_all_their_cameras(
     short_bag: TeleopBagInfo, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     config = mapping_for(short_bag.path)
     assert sorted(c.kind for c in config.cameras) == ["depth", "rgb", "rgb"]
-    job = _Job(short_bag.path, short_bag.path, config, None, None, ())
+    job = _Job(short_bag.path, short_bag.path, config, None, converter_writer_config({}, "test"), ())
     monkeypatch.setattr(video_io, "usable_cpus", lambda: 8)
     shared = _sharing_cores(job, jobs=2).writer_config  # 2 jobs x 2 colour cameras on 8 cores
-    assert shared is not None and shared.video.threads == 2
+    assert shared.video.threads == 2
     explicit = WriterConfig.from_mapping({"video": {"threads": 5}}, "test")
     kept = _sharing_cores(replace(job, writer_config=explicit), jobs=2).writer_config
-    assert kept is not None and kept.video.threads == 5
+    assert kept.video.threads == 5
 
 
 def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(

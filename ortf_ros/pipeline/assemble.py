@@ -70,6 +70,12 @@ def _native_joint_rows(full: np.ndarray) -> np.ndarray:
     return rows
 
 
+def _zero_missing(values: np.ndarray) -> np.ndarray:
+    """A step's velocities or efforts, 0 for a joint whose messages never gave one
+    (``np.nan_to_num``, called only when needed: it costs more than a step's other vectors)."""
+    return values if np.isfinite(values).all() else np.nan_to_num(values)
+
+
 def block_times(block: SampleBlock, source: TimeSource) -> np.ndarray:
     """``stream_time`` of each row of a block."""
     if source == "header":
@@ -615,10 +621,10 @@ class Assembler:
         arm = len(self.layout.arm_joints)
         state: dict[str, np.ndarray] = {
             "joint_positions": joints[0, :arm],
-            "joint_velocities": np.nan_to_num(joints[1, :arm]),
+            "joint_velocities": _zero_missing(joints[1, :arm]),
         }
         if self.layout.with_torques:
-            state["joint_torques"] = np.nan_to_num(joints[2, :arm])
+            state["joint_torques"] = _zero_missing(joints[2, :arm])
         if self.layout.gripper_joints:
             state["gripper_position"] = joints[0, arm:]
         alignment = {name: got.error_ns for name, got in sampled.items()}

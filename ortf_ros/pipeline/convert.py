@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,6 +63,17 @@ PROLOGUE_TF_NS = 1_000_000_000  # dynamic TF read by the prologue, to name the m
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
 FPS_MIN_INTERVALS = 5  # frame intervals the prologue must see before their median gives a camera's fps
 FPS_MAX_FRAMES = 64  # frame times kept per camera: plenty for a median, and the prologue's memory stays flat
+CONVERTER_STEP_BATCH = 64
+"""``WriterConfig.step_batch`` of a conversion unless its mapping sets one (a live
+recorder's is 8). A conversion runs many times faster than real time, so 8 steps would
+mean an append to each staging log every few milliseconds; and a recording stays on
+disk, so what a killed conversion did not log is had again by converting it again."""
+
+
+def converter_writer_config(settings: Mapping[str, Any], source: str) -> WriterConfig:
+    """A conversion's writer settings: the mapping's ``writer:`` section (``settings``)
+    over the converter's defaults."""
+    return WriterConfig.from_mapping({"step_batch": CONVERTER_STEP_BATCH, **settings}, source)
 
 
 @dataclass
@@ -403,6 +415,7 @@ def convert_recording(
     """Convert one recording (a bag, or the parts of one) into episodes of ``output``
     (one, unless the mapping's ``episodes`` splits it).
 
+    ``writer_config`` defaults to ``converter_writer_config`` of the mapping's ``writer:``;
     ``mesh_path`` resolves the URDF's ``package://`` meshes into robot/meshes;
     ``progress(done, total)`` is told how many messages were read.
     """
@@ -428,6 +441,8 @@ def convert_recording(
         manifest = build_manifest(config, prologue, robot, steps, name)
         counts = TopicCounts()
         topics = _mapped_topics(config) & {t.topic for t in source.topics()}
+        if writer_config is None:
+            writer_config = converter_writer_config(config.writer, "the mapping's writer settings")
         writer = DatasetWriter(output, manifest, config=writer_config, urdf=urdf_text)
         with writer:
             if robot is not None and mesh_path:

@@ -99,17 +99,22 @@ class Decoder:
     """Turns ``RawMessage`` bytes into rosbags message objects (CDR or ROS 1 serialization)."""
 
     def __init__(self) -> None:
-        self._stores: dict[str, Typestore] = {
-            "cdr": ros2_typestore(),
-            "ros1": get_typestore(Stores.ROS1_NOETIC),
-        }
-        # Noetic's store lacks tf2_msgs/TFMessage, which ROS 1 bags carry on /tf_static; the legacy
-        # tf/tfMessage resolves to it through LEGACY_ALIASES.
-        self._stores["ros1"].register(get_types_from_msg(_TFMESSAGE_DEFINITION, "tf2_msgs/msg/TFMessage"))
+        self._stores: dict[str, Typestore] = {"cdr": ros2_typestore()}  # ROS 1's: see ``_store``
         self._definition_errors: dict[tuple[str, str], str] = {}
         self._resolved: dict[tuple[str, str], str | None] = {}
         self._jazzy_fielddefs = dict(self._stores["cdr"].fielddefs)
         self._jazzy_layout: dict[str, bool] = {}
+
+    def _store(self, serialization: str) -> Typestore | None:
+        """The store of a serialization (None: unknown). ROS 1's is made when first needed:
+        building it costs about a tenth of a second, which a ROS 2 recording need not pay."""
+        store = self._stores.get(serialization)
+        if store is None and serialization == "ros1":
+            store = self._stores["ros1"] = get_typestore(Stores.ROS1_NOETIC)
+            # Noetic's store lacks tf2_msgs/TFMessage, which ROS 1 bags carry on /tf_static; the
+            # legacy tf/tfMessage resolves to it through LEGACY_ALIASES.
+            store.register(get_types_from_msg(_TFMESSAGE_DEFINITION, "tf2_msgs/msg/TFMessage"))
+        return store
 
     def register(self, msgtype: str, msgdef: str, format: DefinitionFormat) -> None:
         """Learn ``msgtype`` (and the types its definition embeds) from a recording.
@@ -122,7 +127,8 @@ class Decoder:
         """
         name = normalize_msgtype(msgtype)
         serialization = "ros1" if format == "ros1msg" else "cdr"
-        store = self._stores[serialization]
+        store = self._store(serialization)
+        assert store is not None
         try:
             typs = _parse_definition(name, msgdef, format)
         except Exception as exc:  # the definition is untrusted text from the file
@@ -161,7 +167,7 @@ class Decoder:
         """The store's name for ``msgtype``, or None when it cannot be decoded."""
         key = (serialization, msgtype)
         if key not in self._resolved:
-            store = self._stores.get(serialization)
+            store = self._store(serialization)
             found: str | None = None
             if store is not None:
                 normalized = normalize_msgtype(msgtype)
@@ -193,7 +199,7 @@ class Decoder:
     def decode(self, raw: RawMessage) -> object | BadMessage:
         """The message object, or a ``BadMessage`` naming topic, type and what went wrong."""
         where = f"{raw.topic} ({raw.msgtype})"
-        store = self._stores.get(raw.serialization)
+        store = self._store(raw.serialization)
         if store is None:
             return BadMessage(raw.topic, raw.receive_ns, f"{where}: unknown serialization {raw.serialization!r}")
         name = self.resolve(raw.msgtype, raw.serialization)

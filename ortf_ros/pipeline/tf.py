@@ -362,7 +362,11 @@ class TfBuffer:
             return None
         source_in_ancestor, source_gap = self._pose_in_ancestor(source, ancestor, time_ns)
         target_in_ancestor, target_gap = self._pose_in_ancestor(target, ancestor, time_ns)
-        pose = target_in_ancestor.inverse().compose(source_in_ancestor)
+        if target_in_ancestor is None:  # (the usual case: the target is the source's ancestor)
+            pose = source_in_ancestor or Pose.identity()
+        else:
+            inverse = target_in_ancestor.inverse()
+            pose = inverse if source_in_ancestor is None else inverse.compose(source_in_ancestor)
         return TfLookup(pose, max(source_gap, target_gap))
 
     def settled(self, target: str, source: str, time_ns: int, watermark_ns: int) -> bool:
@@ -408,12 +412,15 @@ class TfBuffer:
             chain.append(edge.parent)
         return chain
 
-    def _pose_in_ancestor(self, frame: str, ancestor: str, time_ns: int) -> tuple[Pose, int]:
-        pose, gap_ns = Pose.identity(), 0
+    def _pose_in_ancestor(self, frame: str, ancestor: str, time_ns: int) -> tuple[Pose | None, int]:
+        """The pose of ``frame`` in ``ancestor`` and its gap; None for the identity (the
+        frame is the ancestor), so that a lookup composes no more poses than it must."""
+        pose: Pose | None = None
+        gap_ns = 0
         while frame != ancestor:
             edge = self._edges[frame]
             edge_pose, edge_gap = edge.at(time_ns)
-            pose, gap_ns = edge_pose.compose(pose), max(gap_ns, edge_gap)
+            pose, gap_ns = edge_pose if pose is None else edge_pose.compose(pose), max(gap_ns, edge_gap)
             frame = edge.parent
         return pose, gap_ns
 
