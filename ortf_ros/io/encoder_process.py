@@ -10,16 +10,16 @@ conversion; in processes of their own the same work ran about 25 % faster
 How a frame travels: ``StagedVideoWriter.write`` copies the image into a free slot of a
 ring (a memfd both processes map) and sends the slot's number over a SOCK_SEQPACKET
 socket; the encoder process encodes from the slot and gives it back (several slots in
-one message, ``_FreedSlots``). There are
-``queue_frames`` + 1 slots, so memory is bounded as with a queue, and the writer waits
-only when every slot is taken. An image that is a view of a mapped recording
-(``mapped_file``: a raw frame in an uncompressed MCAP chunk) is not copied: the writer
-sends the file (its descriptor) and then, in place of the slot's contents, where the
-frame lies in it; the encoder process maps the file and encodes from there. It maps one
-file at a time (a recording split into hundreds of files would otherwise hold as many
-descriptors), so the writer sends the file again whenever frames come from another.
-Such a frame takes a slot all the same, which bounds what waits; and as the file is
-read-only, the caller may drop its view at once, as it may reuse a copied array.
+one message, ``_FreedSlots``). There are ``queue_frames`` + 1 slots, so memory is
+bounded as with a queue, and the writer waits only when every slot is taken. An image
+that is a view of a mapped recording (``mapped_file``: a raw frame in an uncompressed
+MCAP chunk) is not copied: the writer sends the file (its descriptor) and then, in place
+of the slot's contents, where the frame lies in it; the encoder process maps the file
+and encodes from there. It maps one file at a time (a recording split into hundreds of
+files would otherwise hold as many descriptors), so the writer sends the file again
+whenever frames come from another. Such a frame takes a slot all the same, which bounds
+what waits; and as the file is read-only, the caller may drop its view at once, as it
+may reuse a copied array.
 
 Crash safety: when the writer's process dies, its end of the socket closes; the encoder
 process then encodes the frames it was already sent, flushes the encoder and closes the
