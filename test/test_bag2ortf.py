@@ -416,9 +416,7 @@ def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pyte
     assert not list(tmp_path.glob(".ortf-bag2ortf-*"))  # the workers' scratch datasets are gone
 
 
-def test_a_conversion_logs_its_steps_in_the_converters_batches(
-    short_bag: TeleopBagInfo, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_conversion_logs_its_steps_in_the_converters_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``CONVERTER_STEP_BATCH`` steps per append to the staging log, unless the mapping's
     writer settings give ``step_batch``."""
     appended: list[int] = []
@@ -431,12 +429,13 @@ def test_a_conversion_logs_its_steps_in_the_converters_batches(
         return batch
 
     monkeypatch.setattr(StepRows, "batch", counted)
-    config = mapping_for(short_bag.path)
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=2.5)  # (75 steps at 30 Hz)
+    config = mapping_for(bag.path)
     for settings, size in (({}, CONVERTER_STEP_BATCH), ({"step_batch": 5}, 5)):
         appended.clear()
-        convert_recording([short_bag.path], tmp_path / f"batch{size}", replace(config, writer=settings))
+        convert_recording([bag.path], tmp_path / f"batch{size}", replace(config, writer=settings))
         steps = load_dataset(tmp_path / f"batch{size}").episode(0).record.length
-        assert 10 < steps < CONVERTER_STEP_BATCH
+        assert CONVERTER_STEP_BATCH < steps < 2 * CONVERTER_STEP_BATCH
         assert appended == [size] * (steps // size) + ([steps % size] if steps % size else [])
 
 

@@ -6,9 +6,14 @@ beyond the ring's slots."""
 
 from __future__ import annotations
 
+import json
+import mmap
+import os
+import resource
 import socket
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import av
@@ -18,12 +23,17 @@ import pytest
 
 from ortf_ros.io.encoder_process import (
     CLOSE,
+    CLOSED,
+    FRAME,
     FREE,
     MAPPED_QUEUE_FRAMES,
+    OPEN,
     StagedVideoWriter,
     _freed_slots,
     _FreedSlots,
     _messages,
+    _serve,
+    _slot_message,
 )
 from ortf_ros.io.mapped_file import MappedFile
 from ortf_ros.io.video import VideoSettings
@@ -85,31 +95,85 @@ def _stalls_at(thread: threading.Thread, handed: list[int], count: int) -> bool:
     return len(handed) == count and thread.is_alive()
 
 
-@pytest.mark.parametrize("in_file", [True, False])
-def test_frames_that_lie_in_a_mapped_file_wait_beyond_the_ring(tmp_path: Path, in_file: bool) -> None:
+@pytest.mark.parametrize(("kinds", "stall"), [("m", MAPPED_QUEUE_FRAMES), ("c", 2), ("cm", 4)])
+def test_frames_that_lie_in_a_mapped_file_wait_beyond_the_ring(tmp_path: Path, kinds: str, stall: int) -> None:
     """With the encoder process stopped, ``MAPPED_QUEUE_FRAMES`` frames that lie in a mapped
-    file are handed over before the writer waits (they need no ring memory), and only
-    ``queue_frames`` + 1 copied ones; once it goes on, every frame is in the video."""
+    file ("m") are handed over before the writer waits (they need no ring memory), and
+    only ``queue_frames`` + 1 copied ones ("c"); mixed, each kind takes its own numbers.
+    Once the process goes on, every frame is in the video, in order."""
     width, height, queue_frames = 64, 48, 1
-    frames = [np.full((height, width, 3), 6 * i, np.uint8) for i in range(MAPPED_QUEUE_FRAMES + 3)]
+    frames = [np.full((height, width, 3), 6 * i, np.uint8) for i in range(MAPPED_QUEUE_FRAMES + 9)]
     (tmp_path / "frames.bin").write_bytes(b"".join(frame.tobytes() for frame in frames))
     mapped = MappedFile(tmp_path / "frames.bin")
     size = frames[0].size
-    views = [np.frombuffer(mapped, np.uint8, size, i * size).reshape(height, width, 3) for i in range(len(frames))]
+    images = [
+        np.frombuffer(mapped, np.uint8, size, i * size).reshape(height, width, 3)
+        if kinds[i % len(kinds)] == "m"
+        else frame
+        for i, frame in enumerate(frames)
+    ]
     writer = StagedVideoWriter(
         tmp_path / "video.mp4", width, height, 30, "rgb", VideoSettings(), camera="cam", queue_frames=queue_frames
     )
     process = psutil.Process(writer._process.process.pid)
     process.suspend()
     try:
-        thread, handed = _handed_over(writer, views if in_file else frames)
-        assert _stalls_at(thread, handed, MAPPED_QUEUE_FRAMES if in_file else queue_frames + 1)
+        thread, handed = _handed_over(writer, images)
+        assert _stalls_at(thread, handed, stall)
     finally:
         process.resume()
     thread.join(timeout=60)
     assert handed == list(range(len(frames)))
     writer.close()
-    with av.open(str(tmp_path / "video.mp4")) as video:
-        decoded = [frame.to_ndarray(format="rgb24") for frame in video.decode(video=0)]
-    levels = np.array([frame.mean() for frame in decoded])  # (frames apart by 6 levels; YUV costs 1 or 2)
-    assert len(levels) == len(frames) and np.abs(levels - 6 * np.arange(len(frames))).max() <= 2
+    assert _levels(tmp_path / "video.mp4") == [6 * i for i in range(len(frames))]
+
+
+def _levels(video: Path) -> list[int]:
+    """Each decoded frame's grey level, to the nearest multiple of 6 (frames here are 6
+    levels apart; the YUV round trip costs one or two)."""
+    with av.open(str(video)) as container:
+        return [6 * round(frame.to_ndarray(format="rgb24").mean() / 6) for frame in container.decode(video=0)]
+
+
+def test_slots_freed_before_a_close_go_back_before_it_is_confirmed(tmp_path: Path) -> None:
+    """The process is reused for the next video: slots of this one freed but not yet sent
+    must reach this writer before CLOSED, never the next one."""
+    writer, process = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    width, height, slots = 32, 16, 9
+    ring = mmap.mmap(-1, slots * width * height * 3)
+    job = {"path": str(tmp_path / "v.mp4"), "width": width, "height": height, "fps": 30, "kind": "rgb"}
+    job["settings"] = asdict(VideoSettings())
+    with writer, process:
+        writer.settimeout(30)
+        for message in (OPEN + json.dumps(job).encode(), *(_slot_message(FRAME, slot) for slot in range(3)), CLOSE):
+            writer.send(message)  # (all waiting at once: no reply is due before the close)
+        server = threading.Thread(target=_serve, args=(process, ring), daemon=True)
+        server.start()
+        assert _next_reply(writer) == (0, 1, 2)  # (three of nine: fewer than half the ring)
+        assert writer.recv(4096) == CLOSED
+        writer.shutdown(socket.SHUT_WR)
+        server.join(timeout=30)
+        assert not server.is_alive()
+    assert len(_levels(tmp_path / "v.mp4")) == 3
+
+
+def test_an_encoder_process_serves_a_socket_numbered_past_1023(tmp_path: Path) -> None:
+    """``select.select`` cannot watch descriptors from 1024 on, which a writer that holds
+    many files open (a recording split into a thousand parts) gives its encoder sockets."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"this machine allows {hard} open files")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        width, height = 80, 48  # (a frame size no other test uses: a process of its own)
+        writer = StagedVideoWriter(tmp_path / "video.mp4", width, height, 30, "rgb", VideoSettings(), camera="cam")
+        assert writer._process.control.fileno() >= 1024
+        for level in range(12):
+            writer.write(np.full((height, width, 3), 6 * level, np.uint8))
+        writer.close()
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert _levels(tmp_path / "video.mp4") == [6 * level for level in range(12)]

@@ -90,6 +90,9 @@ def _slot_message(kind: bytes, slot: int) -> bytes:
     return kind + _SLOT.pack(slot)
 
 
+FREE_SLOTS_MAX = (MESSAGE_BYTES - 1) // _SLOT.size  # slot numbers one FREE message holds
+
+
 def _free_message(slots: list[int]) -> bytes:
     return FREE + struct.pack(f"<{len(slots)}I", *slots)
 
@@ -232,8 +235,9 @@ class StagedVideoWriter:
 
     ``write`` copies the frame into the ring (the caller may reuse its array), or for a
     view of a ``MappedFile`` sends where it lies, and returns at once unless all
-    ``queue_frames`` + 1 slots wait for the encoder: memory is that many frames plus one
-    GOP inside the encoder. A failure of the encoder (its error, or the process's death)
+    ``queue_frames`` + 1 slots wait for the encoder (for a view, unless
+    ``MAPPED_QUEUE_FRAMES`` frames or all slots wait, whichever are more): memory is that
+    many frames plus one GOP inside the encoder. A failure of the encoder (its error, or the process's death)
     is raised as a ``WriterError`` naming the camera by every ``write`` and ``close``
     after it, so an episode missing frames is never taken for a complete one; what
     reached the file stays there. The encoder process keeps ``hold``
@@ -409,7 +413,7 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
                 job = json.loads(body)
                 shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
                 frames = np.frombuffer(ring, dtype).reshape(-1, *shape)
-                freed.batch = max(1, len(frames) // 2)
+                freed.batch = max(1, min(len(frames) // 2, FREE_SLOTS_MAX))
                 encoder = StagingEncoder(
                     Path(job["path"]),
                     job["width"],
@@ -488,7 +492,7 @@ class _FreedSlots:
 
     def __init__(self, control: socket.socket) -> None:
         self.control = control
-        self.batch = 1
+        self.batch = 1  # at most FREE_SLOTS_MAX: what waits always fits in one message
         self._slots: list[int] = []
 
     def add(self, slot: int) -> None:
@@ -505,8 +509,10 @@ class _FreedSlots:
 def _messages(control: socket.socket, freed: _FreedSlots) -> Iterator[tuple[bytes, list[int]]]:
     """What the writer sends (and the file descriptors with it), until its end of the
     socket closes; the freed slots are sent before waiting for it."""
+    waiting = select.poll()  # (not select.select: the socket's number may be past 1023)
+    waiting.register(control, select.POLLIN)
     while True:
-        if not select.select([control], [], [], 0)[0]:  # (recv_fds ignores MSG_DONTWAIT before Python 3.12)
+        if not waiting.poll(0):  # (recv_fds ignores MSG_DONTWAIT before Python 3.12)
             freed.send()
         try:
             message, fds, _, _ = socket.recv_fds(control, MESSAGE_BYTES, 1)
