@@ -236,12 +236,13 @@ class StagedVideoWriter:
     ``write`` copies the frame into the ring (the caller may reuse its array), or for a
     view of a ``MappedFile`` sends where it lies, and returns at once unless all
     ``queue_frames`` + 1 slots wait for the encoder (for a view, unless
-    ``MAPPED_QUEUE_FRAMES`` frames or all slots wait, whichever are more): memory is that
-    many frames plus one GOP inside the encoder. A failure of the encoder (its error, or the process's death)
-    is raised as a ``WriterError`` naming the camera by every ``write`` and ``close``
-    after it, so an episode missing frames is never taken for a complete one; what
-    reached the file stays there. The encoder process keeps ``hold``
-    (a file descriptor) open until the video is closed, also when this process dies.
+    ``MAPPED_QUEUE_FRAMES`` frames or all slots wait, whichever are more): memory is
+    that many frames plus one GOP inside the encoder. A failure of the encoder (its
+    error, or the process's death) is raised as a ``WriterError`` naming the camera by
+    every ``write`` and ``close`` after it, so an episode missing frames is never taken
+    for a complete one; what reached the file stays there. The encoder process keeps
+    ``hold`` (a file descriptor) open until the video is closed, also when this process
+    dies.
     """
 
     def __init__(
