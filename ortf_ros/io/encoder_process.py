@@ -302,10 +302,9 @@ class StagedVideoWriter:
                 f"got {image.dtype.name} {image.shape}"
             )
         located = locate(image)
-        while not self._free and not (located is not None and self._free_mapped):
+        while (free := self._free_for(located)) is None:
             self._receive(wait=True)
             self._raise_failure()
-        free = self._free_mapped if located is not None and self._free_mapped else self._free
         slot = free.pop()
         try:
             message = self._handover(slot, image, located)
@@ -317,6 +316,13 @@ class StagedVideoWriter:
             self._raise_failure()
         self.frames_written += 1
         return self.frames_written - 1
+
+    def _free_for(self, located: tuple[MappedFile, int] | None) -> list[int] | None:
+        """The free numbers a frame takes one of: a frame in a mapped file (``located``)
+        those past the ring first; None while none is free."""
+        if located is not None and self._free_mapped:
+            return self._free_mapped
+        return self._free or None
 
     def _handover(self, slot: int, image: np.ndarray, located: tuple[MappedFile, int] | None) -> bytes | None:
         """The message that hands ``image`` over in ``slot``: where it lies in a mapped file
