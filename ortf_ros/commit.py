@@ -2,7 +2,7 @@
 ``DatasetWriter.end_episode`` and ``ortf recover``.
 
 Every step is idempotent, so a commit interrupted at any point is finished by running
-it again: videos are remuxed from the staged files, the chunk's step table is rebuilt
+it again: videos are put in place from the staged files, the chunk's step table is rebuilt
 from the committed episodes plus this one, and the episode index is replaced last
 among the files that define the episode.
 """
@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ortf_ros.catalog import Catalog, empty_stats
+from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -164,10 +165,19 @@ class _CountedTables:
 
 
 def _finalize_video(staged: Path, target: Path) -> int:
-    """The staged video remuxed into place; its frame count (0 when the camera had none).
-    Staged videos stay until the commit's last step, so a rolled-forward commit remuxes
-    them again rather than trusting a copy it may have cut short."""
+    """The staged video put in place (``video.finalize``); its frame count (0 when the camera
+    had none). Staged videos stay until the commit's last step, so a rolled-forward commit
+    remuxes them again rather than trusting a copy it may have cut short."""
     return video.finalize(staged, target) if staged.exists() else 0
+
+
+def _write_stream_table(
+    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], block_rows: int
+) -> int:
+    """The chunk's table of ``stream`` rebuilt with the staged episode's samples; how many those are."""
+    samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), block_rows)
+    _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
+    return samples.count
 
 
 def commit_staged(
@@ -179,21 +189,22 @@ def commit_staged(
     staged.mark_committing(outcome)
     chunk_id = header.episode_index // catalog.chunk_size
     relatives = {camera: layout.video_path(camera, chunk_id, header.episode_index) for camera in manifest.cameras}
-    limits: dict[str, int] = {}
     keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
-    # The videos are remuxed each in a thread while the stream tables are written: FFmpeg
-    # and Arrow do most of that work without the GIL, and the encoders' cores are free by now.
-    with ThreadPoolExecutor(max(1, len(relatives)), thread_name_prefix="ortf-remux") as remuxers:
-        remuxed = {
-            camera: remuxers.submit(_finalize_video, staged.video_file(camera), catalog.root / relative)
+    # The videos and the stream tables are put in place each in a thread: FFmpeg and Arrow
+    # do most of that work without the GIL, and the encoders' cores are free by now.
+    tasks = len(relatives) + len(manifest.native_streams)
+    with ThreadPoolExecutor(max(1, min(tasks, usable_cpus())), thread_name_prefix="ortf-commit") as workers:
+        counts = {
+            layout.image_column(camera): workers.submit(
+                _finalize_video, staged.video_file(camera), catalog.root / relative
+            )
             for camera, relative in relatives.items()
         }
         for stream in manifest.native_streams:
-            samples = _CountedTables(staged.read_stream(stream), stream_schema(manifest, stream), block_rows)
-            _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
-            limits[layout.stream_index_column(stream)] = samples.count
-        for camera, frames in remuxed.items():
-            limits[layout.image_column(camera)] = frames.result()
+            counts[layout.stream_index_column(stream)] = workers.submit(
+                _write_stream_table, catalog, staged, stream, chunk_id, keep_ids, block_rows
+            )
+        limits = {column: count.result() for column, count in counts.items()}
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")

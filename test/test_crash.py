@@ -18,7 +18,7 @@ import pytest
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
-from ortf_ros.io.video import VideoReader, finalize
+from ortf_ros.io.video import VideoReader, finalize, plain_copy
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import RECOVERED_NOTE
 from ortf_ros.synthetic import write_demo_dataset
@@ -176,6 +176,42 @@ def test_a_killed_writer_loses_no_frame_it_handed_over(tmp_path: Path) -> None:
     assert finalize(staged, tmp_path / "final.mp4") == frames
     with VideoReader(tmp_path / "final.mp4", "rgb") as video:
         assert int(video.read(frames - 1)[24, 32, 0]) == pytest.approx(4 * (frames - 1), abs=3)
+
+
+KILLED_ENCODER = """
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ortf_ros.io.video import StagingEncoder, VideoSettings
+
+encoder = StagingEncoder(Path(sys.argv[1]), 64, 48, 30, "rgb", VideoSettings(preset="ultrafast", threads=1))
+for i in range(int(sys.argv[2])):
+    encoder.encode(np.full((48, 64, 3), 4 * i, np.uint8))
+print("written", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_a_killed_encoders_staged_video_is_remuxed_up_to_its_last_whole_frame(tmp_path: Path) -> None:
+    """The encoder itself killed: its plain copy was never closed, so none is left to take,
+    and ``finalize`` copies what reached the fragmented file."""
+    staged, frames = tmp_path / "cam.mp4", 40
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_ENCODER, str(staged), str(frames)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == "written"
+    child.kill()
+    assert child.wait(timeout=60) == -signal.SIGKILL
+    assert not plain_copy(staged).exists()
+    kept = finalize(staged, tmp_path / "final.mp4")
+    assert 0 < kept <= frames
+    with VideoReader(tmp_path / "final.mp4", "rgb") as video:
+        assert int(video.read(kept - 1)[24, 32, 0]) == pytest.approx(4 * (kept - 1), abs=3)
 
 
 HELD = """

@@ -30,16 +30,26 @@ def fsync_file(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
+def temporary_for(target: Path) -> Path:
+    """The hidden sibling that ``target`` is written as before ``install`` makes it ``target``."""
+    return target.with_name(f".{target.name}{TMP_SUFFIX}")
+
+
+def install(tmp: Path, target: Path) -> None:
+    """Make the written file ``tmp`` become ``target``, durably: synced, renamed, directory synced."""
+    fsync_file(tmp)
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
+
+
 @contextlib.contextmanager
 def replacing(target: Path) -> Iterator[Path]:
     """Yield a temporary path to write; on success it atomically becomes ``target``."""
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}{TMP_SUFFIX}")
+    tmp = temporary_for(target)
     try:
         yield tmp
-        fsync_file(tmp)
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
+        install(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
 

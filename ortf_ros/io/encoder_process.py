@@ -23,13 +23,14 @@ read-only, the caller may drop its view at once, as it may reuse a copied array.
 
 Crash safety: when the writer's process dies, its end of the socket closes; the encoder
 process then encodes the frames it was already sent, flushes the encoder and closes the
-fragmented MP4, so a kill loses only what had not been handed over. The writer can hand
-the encoder process a file to hold open until the video is closed (``hold``): the
-dataset's writer lock, so that ``ortf recover`` waits for a killed writer's videos to be
-complete instead of recovering them while they are still being written. The encoder process
-ignores SIGINT and SIGTERM, which a terminal's Ctrl-C or a service manager's stop send to
-every process of the group, and SIGHUP: what they mean for the episode is the writer's
-decision, and the encoder process lives exactly as long as the writer's end of the socket.
+fragmented MP4 (and puts its plain copy in place, ``video.StagingEncoder``), so a kill
+loses only what had not been handed over. The writer can hand the encoder process a file
+to hold open until the video is closed (``hold``): the dataset's writer lock, so that
+``ortf recover`` waits for a killed writer's videos to be complete instead of recovering
+them while they are still being written. The encoder process ignores SIGINT and SIGTERM,
+which a terminal's Ctrl-C or a service manager's stop send to every process of the
+group, and SIGHUP: what they mean for the episode is the writer's decision, and the
+encoder process lives exactly as long as the writer's end of the socket.
 
 Reuse: starting an encoder process (Python and PyAV) takes about 0.15 s, too long to pay
 at every episode of a live recorder, so a process whose video closed cleanly waits for

@@ -1,0 +1,77 @@
+"""How a staged episode video becomes the committed one: the encoder muxes its packets
+into a plain MP4 beside the fragmented staging file, and ``finalize`` moves that copy into
+place when a clean close left it; otherwise it remuxes the staging file. Both ways give
+the same frames."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ortf_ros.io import atomic
+from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.video import StagingEncoder, VideoReader, VideoSettings, finalize, plain_copy, probe
+
+WIDTH, HEIGHT = 64, 48
+
+
+def frame(index: int) -> np.ndarray:
+    """A frame that tells its index apart from its neighbours' after lossy coding."""
+    image = np.zeros((HEIGHT, WIDTH, 3), np.uint8)
+    image[:, :, 0] = (index * 7) % 256
+    image[: HEIGHT // 2, : 4 + index % 40] = 255
+    return image
+
+
+@pytest.mark.parametrize("preset", ["ultrafast", "veryfast"])  # veryfast: B-frames, so dts runs behind pts
+def test_a_cleanly_closed_video_is_moved_into_place_and_matches_a_remux(tmp_path: Path, preset: str) -> None:
+    staged, frames = tmp_path / "cam.mp4", 45
+    writer = StagedVideoWriter(staged, WIDTH, HEIGHT, 30, "rgb", VideoSettings(preset=preset), camera="cam")
+    for index in range(frames):
+        writer.write(frame(index))
+    writer.close()
+    assert plain_copy(staged).is_file()
+    remuxable = tmp_path / "copy.mp4"  # the same staged file without a plain copy beside it
+    shutil.copyfile(staged, remuxable)
+
+    assert finalize(staged, tmp_path / "moved.mp4") == frames
+    assert not plain_copy(staged).exists()
+    assert staged.is_file()  # kept until the commit ends: a rolled-forward commit remuxes it
+    assert finalize(remuxable, tmp_path / "remuxed.mp4") == frames
+    assert probe(tmp_path / "moved.mp4") == probe(tmp_path / "remuxed.mp4")
+    with (
+        VideoReader(tmp_path / "moved.mp4", "rgb") as moved,
+        VideoReader(tmp_path / "remuxed.mp4", "rgb") as remuxed,
+    ):
+        for index in [*range(frames), 30, 2, frames - 1, 0]:  # in order, then seeking
+            image = moved.read(index)
+            np.testing.assert_array_equal(image, remuxed.read(index))
+            assert int(image[HEIGHT - 4, WIDTH // 2, 0]) == pytest.approx((index * 7) % 256, abs=4)
+
+
+def test_a_video_that_is_not_closed_cleanly_leaves_no_plain_copy(tmp_path: Path) -> None:
+    """Nor does an earlier video's copy at the same path survive: ``finalize`` would take it
+    for this one's."""
+    staged = tmp_path / "cam.mp4"
+    plain_copy(staged).write_bytes(b"an earlier video's copy")
+    encoder = StagingEncoder(staged, WIDTH, HEIGHT, 30, "rgb", VideoSettings(preset="ultrafast", threads=1))
+    assert not plain_copy(staged).exists()
+    for index in range(20):
+        encoder.encode(frame(index))
+    encoder.abandon()  # as after a failure
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cam.mp4"]  # no copy, no temporary one
+    kept = finalize(staged, tmp_path / "final.mp4")  # the staged file's packets, remuxed
+    assert 0 < kept <= 20
+    assert probe(tmp_path / "final.mp4").frames == kept
+
+
+def test_a_video_without_frames_gives_no_file(tmp_path: Path) -> None:
+    staged = tmp_path / "cam.mp4"
+    StagingEncoder(staged, WIDTH, HEIGHT, 30, "rgb", VideoSettings(threads=1)).close()
+    assert not plain_copy(staged).exists()
+    assert not atomic.temporary_for(plain_copy(staged)).exists()
+    assert finalize(staged, tmp_path / "final.mp4") == 0
+    assert not (tmp_path / "final.mp4").exists()
