@@ -234,10 +234,9 @@ def video_settings(preset: str) -> VideoSettings:
 
 def convert(bag: Path, output: Path, preset: str | None) -> ConversionResult:
     """What ``ortf-bag2ortf BAG -o OUTPUT`` does: the automatic mapping, then one conversion."""
-    with BagSource(bag) as source:
-        config = auto_config(source.topics())
     writer = None if preset is None else converter_writer_config({"video": {"preset": preset}}, "bench")
-    return convert_recording([bag], output, config, writer_config=writer)
+    with BagSource(bag) as source:
+        return convert_recording(source, output, auto_config(source.topics()), writer_config=writer)
 
 
 @dataclass(frozen=True, order=True)

@@ -122,17 +122,19 @@ class _Job:
     mesh_path: tuple[Path, ...]
 
 
-def _job(args: argparse.Namespace, path: str, output: Path) -> _Job:
-    with BagSource([Path(path)]) as source:
-        config = _config_for(args, source)
+def _job(args: argparse.Namespace, source: BagSource, output: Path) -> _Job:
+    config = _config_for(args, source)
     writer_config = converter_writer_config(config.writer, args.config or "mapping")
     urdf = Path(args.urdf).read_text() if args.urdf else None
-    return _Job(Path(path), output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
+    return _Job(source.paths[0], output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
 
 
-def _run(job: _Job, progress: Callable[[int, int], None] | None = None) -> ConversionResult:
+def _run(
+    job: _Job, progress: Callable[[int, int], None] | None = None, source: BagSource | None = None
+) -> ConversionResult:
+    """``source``: ``job.input`` already open, as the mapping was chosen from it."""
     return convert_recording(
-        [job.input],
+        source or [job.input],
         job.output,
         job.config,
         urdf=job.urdf,
@@ -150,9 +152,10 @@ def _convert(args: argparse.Namespace) -> int:
     summaries = []
     if jobs == 1:
         for path in args.inputs:
-            job = _job(args, path, output)
-            with progress_bar(show_progress, job.input.name) as report:
-                result = _run(job, report)
+            with BagSource([Path(path)]) as source:
+                job = _job(args, source, output)
+                with progress_bar(show_progress, job.input.name) as report:
+                    result = _run(job, report, source)
             summaries.append(_summary(result))
             if not args.json:
                 _print_summary(summaries[-1], args.output)
@@ -188,9 +191,10 @@ def _convert_in_parallel(
     whose threads it does not copy, and freeing one in the worker then waits forever."""
     summaries = []
     with scratch_directory(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders) as scratch:
-        parts = [
-            _sharing_cores(_job(args, path, scratch / f"part-{n:04d}"), jobs) for n, path in enumerate(args.inputs)
-        ]
+        parts = []
+        for n, path in enumerate(args.inputs):
+            with BagSource([Path(path)]) as source:
+                parts.append(_sharing_cores(_job(args, source, scratch / f"part-{n:04d}"), jobs))
         with (
             ProcessPoolExecutor(
                 max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with_parent

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -402,7 +403,7 @@ class ConversionResult:
 
 
 def convert_recording(
-    inputs: list[Path],
+    recording: list[Path] | BagSource,
     output: Path,
     config: ConversionConfig,
     *,
@@ -415,6 +416,8 @@ def convert_recording(
     """Convert one recording (a bag, or the parts of one) into episodes of ``output``
     (one, unless the mapping's ``episodes`` splits it).
 
+    ``recording`` is its files, or a ``BagSource`` of them already open (as to choose the
+    mapping): opening a rosbag2 again costs tens of milliseconds, mostly its QoS YAML.
     ``writer_config`` defaults to ``converter_writer_config`` of the mapping's ``writer:``;
     ``mesh_path`` resolves the URDF's ``package://`` meshes into robot/meshes;
     ``progress(done, total)`` is told how many messages were read.
@@ -422,7 +425,8 @@ def convert_recording(
     started = time.monotonic()
     decoder = Decoder()
     warnings: list[str] = []
-    with BagSource(inputs) as source:
+    with nullcontext(recording) if isinstance(recording, BagSource) else BagSource(recording) as source:
+        inputs = source.paths
         check_topics(config, source, inputs[0])
         register_types(source, decoder)
         samples = SampleDecoder(decoder)
