@@ -545,22 +545,26 @@ def test_the_encoder_processes_hold_the_dataset_lock_while_their_videos_are_open
         assert holders() == set()
 
 
-def _encoder_maps(path: Path) -> list[int]:
-    """Bytes of ``path`` in each encoder process's RSS that maps it."""
-    found = []
-    for child in psutil.Process().children():
-        if "ortf_ros.io.encoder_process" in " ".join(child.cmdline()):
-            maps = [m.rss for m in child.memory_maps(grouped=True) if m.path == str(path)]
-            found += [sum(maps)] if maps else []
-    return found
+def _encoder_processes() -> list[psutil.Process]:
+    return [c for c in psutil.Process().children() if "ortf_ros.io.encoder_process" in " ".join(c.cmdline())]
+
+
+def _holding(path: Path) -> int:
+    """How many encoder processes hold ``path`` open."""
+    return sum(any(f.path == str(path) for f in child.open_files()) for child in _encoder_processes())
+
+
+def _mapping(path: Path) -> int:
+    """How many encoder processes map ``path`` into their memory."""
+    return sum(any(m.path == str(path) for m in child.memory_maps()) for child in _encoder_processes())
 
 
 def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path) -> None:
     """Frames that are views of a ``MappedFile`` (a raw image in an uncompressed MCAP
-    chunk) reach the encoder processes as a place in the file, which they map: from two
-    files, mixed with frames in memory, they decode as written (depth bit-exactly), and
-    an encoder process keeps no more than a few pages around the frame it encodes in its
-    RSS (not every frame of the file)."""
+    chunk) reach the encoder processes as a place in the file, which they read: from two
+    files, mixed with frames in memory, they decode as written (depth bit-exactly). An
+    encoder process holds one of the files open at a time, and maps neither: the frames
+    it read leave nothing of the file in its RSS."""
     width, height, steps = 320, 240, 80
     files, frames = [tmp_path / "a.bin", tmp_path / "b.bin"], {}
     for number, file in enumerate(files):
@@ -571,7 +575,6 @@ def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path)
                     frames[camera, step] = (number, out.tell(), image.dtype, image.shape)
                     out.write(image.tobytes())
     mapped = [MappedFile(file) for file in files]
-    bound = 2 * 1024 * 1024  # (a tenth of the file: a depth camera's mapped frames in it are 4.6 MB)
     with DatasetWriter(tmp_path / "ds", demo_manifest(width, height)) as writer:
         writer.begin_episode("pick")
         for step in range(steps):
@@ -582,13 +585,14 @@ def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path)
                 writer.add_frame(camera, in_memory[camera] if step % 4 == 3 else view)
             writer.add_step(step / 30, demo_state(0, step), demo_action(0, step))
             if step == steps // 2 - 1:
-                assert len(_encoder_maps(files[0])) == len(in_memory)  # every camera's process maps the file
-        deadline = time.monotonic() + 30
-        while any(rss > bound for rss in _encoder_maps(files[1])) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert all(rss <= bound for rss in _encoder_maps(files[1]))
-        assert not _encoder_maps(files[0])  # (a process maps one file at a time)
+                assert _holding(files[0]) == len(in_memory)  # every camera's process holds the file
+        deadline = time.monotonic() + 30  # (the processes may still be encoding the first file's frames)
+        while _holding(files[1]) < len(in_memory) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (_holding(files[0]), _holding(files[1])) == (0, len(in_memory))  # (one file at a time)
+        assert _mapping(files[0]) == _mapping(files[1]) == 0
         writer.end_episode()
+        assert _holding(files[1]) == 0  # (a closed video's processes let go of it)
     episode = load_dataset(tmp_path / "ds").episode(0)
     for step, frame in enumerate(episode.step_frames(DEPTH_CAMERA[0])):
         np.testing.assert_array_equal(frame, demo_depth(step, width, height))
