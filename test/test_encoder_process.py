@@ -177,3 +177,21 @@ def test_an_encoder_process_serves_a_socket_numbered_past_1023(tmp_path: Path) -
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
     assert _levels(tmp_path / "video.mp4") == [6 * level for level in range(12)]
+
+
+def test_an_encoder_process_imports_this_ortf_ros_whatever_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python -m`` puts the working directory first on the path: another ortf_ros there
+    (a checkout of another version) must not be the one the encoder process imports."""
+    other = tmp_path / "ortf_ros"
+    other.mkdir()
+    (other / "__init__.py").write_text('raise ImportError("the ortf_ros of the working directory")\n')
+    monkeypatch.chdir(tmp_path)
+    # (a frame size no other test uses: an idle encoder process of another test is not reused)
+    writer = StagedVideoWriter(tmp_path / "video.mp4", 72, 40, 30, "rgb", VideoSettings(), camera="cam")
+    for index in range(5):
+        writer.write(np.full((40, 72, 3), 40 * index, np.uint8))
+    writer.close()
+    with av.open(str(tmp_path / "video.mp4")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 5

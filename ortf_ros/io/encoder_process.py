@@ -183,10 +183,13 @@ class _EncoderProcess:
 
 
 def _child_environment() -> dict[str, str]:
-    """This environment, with ortf_ros importable from where this process imports it."""
+    """This environment, with ortf_ros imported from where this process imports it: first
+    on the path, and not behind the working directory, which ``python -m`` would put
+    first (PYTHONSAFEPATH, Python 3.11+): another checkout of ortf_ros there would be the
+    one imported."""
     package_root = str(Path(ortf_ros.__file__).resolve().parent.parent)
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONSAFEPATH": "1"}
 
 
 _idle: list[_EncoderProcess] = []
