@@ -16,7 +16,7 @@ setup(
     version="0.1.0",
     description="ROS 2 teleoperation to ORTF v0.2 training datasets",
     license="Apache-2.0",
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
     package_data={PACKAGE: ["py.typed"]},
     data_files=[

@@ -8,6 +8,7 @@ loses only what was in flight:
         steps.arrows     Arrow IPC stream of steps in batches (see StepRows), never rewritten
         streams/<name>.arrows  native-rate samples, in batches (see SampleLog)
         videos/<cam>.mp4 fragmented MP4, every packet flushed
+        videos/<cam>.mp4.plain  the committed plain MP4, once the encoder closed cleanly
         annotations/     given at the end, moved into place on commit
         COMMIT.json      present once end_episode started committing (the outcome)
 

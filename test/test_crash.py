@@ -18,6 +18,7 @@ import pytest
 
 from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
+from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoReader, finalize, plain_copy
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import RECOVERED_NOTE
@@ -207,6 +208,7 @@ def test_a_killed_encoders_staged_video_is_remuxed_up_to_its_last_whole_frame(tm
     assert child.stdout is not None and child.stdout.readline().strip() == "written"
     child.kill()
     assert child.wait(timeout=60) == -signal.SIGKILL
+    assert atomic.temporary_for(plain_copy(staged)).exists()  # the copy it was writing: never taken
     assert not plain_copy(staged).exists()
     kept = finalize(staged, tmp_path / "final.mp4")
     assert 0 < kept <= frames

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -26,6 +27,17 @@ def frame(index: int) -> np.ndarray:
     return image
 
 
+def timeline(path: Path) -> tuple[object, ...]:
+    """The stream's start and every packet's (pts, dts) in seconds: what a reader seeks by."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        base = float(stream.time_base or 0)
+        packets = [
+            (p.pts * base, p.dts * base) for p in container.demux(stream) if p.pts is not None and p.dts is not None
+        ]
+        return (stream.start_time or 0) * base, tuple(packets)
+
+
 @pytest.mark.parametrize("preset", ["ultrafast", "veryfast"])  # veryfast: B-frames, so dts runs behind pts
 def test_a_cleanly_closed_video_is_moved_into_place_and_matches_a_remux(tmp_path: Path, preset: str) -> None:
     staged, frames = tmp_path / "cam.mp4", 45
@@ -42,6 +54,7 @@ def test_a_cleanly_closed_video_is_moved_into_place_and_matches_a_remux(tmp_path
     assert staged.is_file()  # kept until the commit ends: a rolled-forward commit remuxes it
     assert finalize(remuxable, tmp_path / "remuxed.mp4") == frames
     assert probe(tmp_path / "moved.mp4") == probe(tmp_path / "remuxed.mp4")
+    assert timeline(tmp_path / "moved.mp4") == timeline(tmp_path / "remuxed.mp4")  # frame i at i/fps in both
     with (
         VideoReader(tmp_path / "moved.mp4", "rgb") as moved,
         VideoReader(tmp_path / "remuxed.mp4", "rgb") as remuxed,
@@ -75,3 +88,33 @@ def test_a_video_without_frames_gives_no_file(tmp_path: Path) -> None:
     assert not atomic.temporary_for(plain_copy(staged)).exists()
     assert finalize(staged, tmp_path / "final.mp4") == 0
     assert not (tmp_path / "final.mp4").exists()
+
+
+def test_an_encoder_finishing_after_its_directory_was_made_anew_leaves_the_new_video_alone(tmp_path: Path) -> None:
+    """An encoder process let go of (an interrupted close) finishes on its own, maybe after
+    its episode was discarded and the staging directory made anew for the next episode:
+    its plain copy stays in the removed directory, and the next video's is its own."""
+    staged = tmp_path / "episode" / "videos" / "cam.mp4"
+    settings = VideoSettings(preset="ultrafast", threads=1)
+    old = StagingEncoder(staged, WIDTH, HEIGHT, 30, "rgb", settings)
+    for index in range(10):
+        old.encode(frame(index))
+    shutil.rmtree(tmp_path / "episode")
+    new = StagingEncoder(staged, WIDTH, HEIGHT, 30, "rgb", settings)
+    for index in range(5):
+        new.encode(frame(index))
+    with pytest.raises(FileNotFoundError):  # its copy went with the removed directory
+        old.close()
+    assert not plain_copy(staged).exists()
+    new.close()
+    assert finalize(staged, tmp_path / "final.mp4") == 5
+
+
+def test_the_plain_copy_takes_no_name_of_another_cameras_video(tmp_path: Path) -> None:
+    other = tmp_path / "cam.plain.mp4"  # camera "cam.plain"'s staged video
+    other.write_bytes(b"another camera's video")
+    encoder = StagingEncoder(tmp_path / "cam.mp4", WIDTH, HEIGHT, 30, "rgb", VideoSettings(threads=1))
+    encoder.encode(frame(0))
+    encoder.close()
+    assert other.read_bytes() == b"another camera's video"
+    assert finalize(tmp_path / "cam.mp4", tmp_path / "final.mp4") == 1

@@ -585,6 +585,9 @@ def test_frames_that_lie_in_a_mapped_file_are_encoded_from_there(tmp_path: Path)
                 writer.add_frame(camera, in_memory[camera] if step % 4 == 3 else view)
             writer.add_step(step / 30, demo_state(0, step), demo_action(0, step))
             if step == steps // 2 - 1:
+                deadline = time.monotonic() + 30  # (a process may not have read the file's message yet)
+                while _holding(files[0]) < len(in_memory) and time.monotonic() < deadline:
+                    time.sleep(0.01)
                 assert _holding(files[0]) == len(in_memory)  # every camera's process holds the file
         deadline = time.monotonic() + 30  # (the processes may still be encoding the first file's frames)
         while _holding(files[1]) < len(in_memory) and time.monotonic() < deadline:

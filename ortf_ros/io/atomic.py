@@ -37,9 +37,29 @@ def temporary_for(target: Path) -> Path:
 
 def install(tmp: Path, target: Path) -> None:
     """Make the written file ``tmp`` become ``target``, durably: synced, renamed, directory synced."""
-    fsync_file(tmp)
-    os.replace(tmp, target)
-    fsync_dir(target.parent)
+    directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if tmp.parent != target.parent:
+            fsync_file(tmp)
+            os.replace(tmp, target)
+            os.fsync(directory)
+        else:
+            install_in(directory, tmp.name, target.name)
+    finally:
+        os.close(directory)
+
+
+def install_in(directory: int, tmp: str, target: str) -> None:
+    """``install`` within the directory open as ``directory``: where that directory was
+    removed meanwhile (and perhaps made anew at its path), the rename stays in the removed
+    one instead of putting a file into the new one."""
+    fd = os.open(tmp, os.O_RDONLY, dir_fd=directory)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, target, src_dir_fd=directory, dst_dir_fd=directory)
+    os.fsync(directory)
 
 
 @contextlib.contextmanager

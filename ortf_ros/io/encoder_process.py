@@ -452,10 +452,10 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
             freed.add(slot)
         elif kind == MAP:
             source.let_go()
-            if len(fds) == 1:
+            if len(fds) == 1 and len(body) == _SERIAL.size:
                 source.hold(_SERIAL.unpack(body)[0], fds.pop())
             else:  # (its frames then fail as not sent)
-                _report(control, WriterError(f"a file of frames came with {len(fds)} descriptors"))
+                _report(control, WriterError(f"a malformed file message ({len(fds)} descriptors, {len(body)} bytes)"))
             _close_all(fds)
         elif kind == CLOSE:
             if encoder is not None:
@@ -503,9 +503,12 @@ class _FramesFile:
             raise WriterError(f"a frame in file {serial}, which was not sent")
         if self._buffer.nbytes != like.nbytes:
             self._buffer = np.empty(like.nbytes, np.uint8)
-        got = os.preadv(self._fd, [self._buffer.data], offset)
-        if got != like.nbytes:
-            raise WriterError(f"a {like.nbytes}-byte frame at offset {offset} of a file with {got} bytes from there")
+        got = 0
+        while got < like.nbytes:  # (a read may return less than asked, on a network file system say)
+            read = os.preadv(self._fd, [self._buffer.data[got:]], offset + got)
+            if read == 0:
+                raise WriterError(f"a {like.nbytes}-byte frame at offset {offset}: the file ends {got} bytes on")
+            got += read
         return self._buffer.view(like.dtype).reshape(like.shape)
 
 

@@ -6,7 +6,8 @@ Read into buffers, each frame was copied three times by the converter's own proc
 benchmark's 60 s bag that process used 2.8-3.0 s of CPU then, 2.0 s mapped. Mapped,
 a frame is never copied there: its message keeps a view of the map, the decoded image
 is a view of that, and the encoder process, given the file (``fileno``) and the frame's
-``offset``, maps the file too and encodes from it (``encoder_process``). Only the pages of what is read are touched.
+``offset``, reads the frame from the file itself (``encoder_process``). Only the pages of
+what is read are touched.
 
 The file must not shrink while it is mapped (reading a page past its end would be a
 SIGBUS); a recording being converted is not written to.

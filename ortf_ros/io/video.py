@@ -112,14 +112,21 @@ class StagingEncoder:
             )
         self._in_place = pix_fmt != self._array_format
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._plain_path = plain_copy(path)
-        self._plain_path.unlink(missing_ok=True)  # an earlier video's, never to be taken for this one
-        self._plain_tmp = atomic.temporary_for(self._plain_path)
-        self._container: OutputContainer = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
+        plain = plain_copy(path)
+        self._plain_name, self._plain_tmp_name = plain.name, atomic.temporary_for(plain).name
+        # The copy is put in place and cleaned up through the directory as it is now: an
+        # encoder process let go of (an interrupted close) may finish after its episode's
+        # directory was removed and made anew for another, whose files it must not touch.
+        self._directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        self._container: OutputContainer | None = None
+        self._plain: OutputContainer | None = None
+        with contextlib.suppress(FileNotFoundError):  # an earlier video's copy: never taken for this one
+            os.unlink(self._plain_name, dir_fd=self._directory)
         try:
-            self._plain: OutputContainer = av.open(str(self._plain_tmp), "w", format="mp4", options=FINAL_MUX_OPTIONS)
+            self._container = av.open(str(path), "w", format="mp4", options=STAGING_MUX_OPTIONS)
+            self._plain = av.open(str(path.parent / self._plain_tmp_name), "w", format="mp4", options=FINAL_MUX_OPTIONS)
         except BaseException:
-            self._container.close()
+            self.abandon()
             raise
         try:
             stream = self._container.add_stream(codec, rate=fps, options=options)
@@ -155,6 +162,7 @@ class StagingEncoder:
         self.frames += 1
 
     def _mux(self, packets: list[av.Packet[VideoStream]]) -> None:
+        assert self._container is not None and self._plain is not None  # (set unless __init__ failed)
         for packet in packets:
             self._container.mux_one(packet)
             if self._plain_stream is None:
@@ -166,19 +174,26 @@ class StagingEncoder:
         """Flush the frames the encoder holds, close the file and put the plain copy in place."""
         try:
             self._mux(self._stream.encode(None))
+            assert self._container is not None and self._plain is not None
             self._container.close()
             self._plain.close()
             if self._plain_stream is not None:  # (no frames: no copy, and finalize finds none)
-                atomic.install(self._plain_tmp, self._plain_path)
+                atomic.install_in(self._directory, self._plain_tmp_name, self._plain_name)
         finally:
             self.abandon()  # after a failure; otherwise it finds both files closed and no copy left
 
     def abandon(self) -> None:
         """Close the files after a failure, keeping what reached the staged one; no plain copy."""
+        if self._directory < 0:
+            return
         for container in (self._container, self._plain):
-            with contextlib.suppress(Exception):
-                container.close()
-        self._plain_tmp.unlink(missing_ok=True)
+            if container is not None:
+                with contextlib.suppress(Exception):
+                    container.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._plain_tmp_name, dir_fd=self._directory)
+        os.close(self._directory)
+        self._directory = -1
 
 
 def _copy_into(frame: av.VideoFrame, image: np.ndarray) -> None:
@@ -200,8 +215,9 @@ def as_frame_rate(fps: float) -> int:
 
 
 def plain_copy(staged: Path) -> Path:
-    """Where ``StagingEncoder`` leaves the plain MP4 of ``staged`` once it closed it cleanly."""
-    return staged.with_suffix(".plain.mp4")
+    """Where ``StagingEncoder`` leaves the plain MP4 of ``staged`` once it closed it cleanly:
+    a name no staged video takes (they end in .mp4), whatever the cameras are called."""
+    return staged.with_name(f"{staged.name}.plain")
 
 
 def finalize(staged: Path, target: Path) -> int:
@@ -220,8 +236,7 @@ def finalize(staged: Path, target: Path) -> int:
     plain = plain_copy(staged)
     if plain.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(plain, target)
-        atomic.fsync_dir(target.parent)
+        atomic.install(plain, target)
         return probe(target).frames
     try:
         with av.open(str(staged)) as src:
@@ -240,10 +255,14 @@ def finalize(staged: Path, target: Path) -> int:
             out_stream = dst.add_stream_from_template(in_stream)
             seconds_per_tick = float(in_stream.time_base or 0)
             rate = float(in_stream.average_rate or in_stream.base_rate or 0) or 1.0
-            start = in_stream.start_time or 0  # B-frames delay the first pts
+            # B-frames delay the first pts in the fragmented file; the copy starts at 0, as the
+            # encoder's own plain copy does, so that frame i is at i/fps in both.
+            start = in_stream.start_time or 0
             ahead: set[int] = set()  # frames seen past the gap-free prefix: bounded by B-frame reordering
             for packet in _packets(src):
-                ahead.add(round(((packet.pts or 0) - start) * seconds_per_tick * rate))
+                packet.pts = (packet.pts or 0) - start
+                packet.dts = (packet.dts or 0) - start
+                ahead.add(round(packet.pts * seconds_per_tick * rate))
                 while frames in ahead:
                     ahead.remove(frames)
                     frames += 1
