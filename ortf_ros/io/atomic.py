@@ -37,16 +37,9 @@ def temporary_for(target: Path) -> Path:
 
 def install(tmp: Path, target: Path) -> None:
     """Make the written file ``tmp`` become ``target``, durably: synced, renamed, directory synced."""
-    directory = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        if tmp.parent != target.parent:
-            fsync_file(tmp)
-            os.replace(tmp, target)
-            os.fsync(directory)
-        else:
-            install_in(directory, tmp.name, target.name)
-    finally:
-        os.close(directory)
+    fsync_file(tmp)
+    os.replace(tmp, target)
+    fsync_dir(target.parent)
 
 
 def install_in(directory: int, tmp: str, target: str) -> None:
