@@ -29,6 +29,8 @@ setup(
         "numpy>=1.24",
         "pyarrow>=14",
         "av>=12",
+        # RGB to yuv420p for the encoder (io/colour.py); headless: no GUI libraries to pull in
+        "opencv-python-headless>=4.8",
         "pyyaml>=6",
         "rich>=13",
         "datasketches>=5",

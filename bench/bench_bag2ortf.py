@@ -17,6 +17,9 @@ Prints one table:
      included), one process per camera so both cores work (each
      reads its camera's raw ``Image`` bytes, and a share of the other topics);
    - the ratio converter / floor (target <= 1.15).
+   The floor converts RGB to yuv420p as PyAV's encode does (swscale); the converter's
+   encoders use ``io.colour`` (OpenCV), which costs about half as much. The section
+   ends with both on one of the bag's frames, one thread, so that difference is seen.
 2. Peak RSS of a child process converting a 1-minute and a 10-minute bag (target
    < 500 MB, and within 10 % between the two). These bags publish the cameras as JPEG
    ``CompressedImage`` (raw rgb8 640x480 is ~35 MB/s of bag: 10 minutes would be ~40 GB).
@@ -49,7 +52,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from importlib.metadata import version
 from multiprocessing.synchronize import Barrier
@@ -57,11 +60,13 @@ from pathlib import Path
 from typing import Any
 
 import av
+import cv2
 import numpy as np
 import psutil
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
+from ortf_ros.io.colour import I420Converter
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording, converter_writer_config
@@ -378,6 +383,39 @@ class Floor:
         return wall, results
 
 
+def colour_rows(bag: Path, section: str) -> list[Row]:
+    """RGB to yuv420p per frame, on the bag's first frame, one thread: swscale as PyAV's
+    encode calls it (the floor's), and ``io.colour`` (the converter's encoders')."""
+    with BagSource(bag) as source:
+        first = next(source.messages({next(iter(CAMERAS))}))
+        pixels = image_pixels(first.data, WIDTH, HEIGHT).copy()
+    rgb = av.VideoFrame.from_numpy_buffer(pixels, format="rgb24")
+    converter = I420Converter(WIDTH, HEIGHT)
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)  # as in the encoder processes
+    try:
+        swscale = _per_call(lambda: rgb.reformat(format="yuv420p", threads=1))
+        ours = _per_call(lambda: converter.convert(pixels))
+    finally:
+        cv2.setNumThreads(threads)
+    size = f"{WIDTH}x{HEIGHT}, best of 5"
+    return [
+        Row(section, "swscale (PyAV's encode; the floor)", f"{1e3 * swscale:8.2f} ms", size),
+        Row(section, "io.colour (OpenCV; the converter)", f"{1e3 * ours:8.2f} ms", f"{ours / swscale:.2f} x swscale"),
+    ]
+
+
+def _per_call(call: Callable[[], object], calls: int = 200) -> float:
+    """Best of 5 rounds: CPU seconds per call (in this thread)."""
+    rounds = []
+    for _ in range(5):
+        began = time.thread_time()
+        for _ in range(calls):
+            call()
+        rounds.append((time.thread_time() - began) / calls)
+    return min(rounds)
+
+
 def read_all(bag: Path) -> tuple[float, int, int]:
     """One process reading every message's raw bytes: (seconds, messages, bytes)."""
     start = time.perf_counter()
@@ -455,7 +493,7 @@ def speed_rows(bag: CachedBag, runs: SpeedRuns, repeat: int) -> list[Row]:
             f"{read_s:.2f} s; {messages:,} messages, {size / MB:,.0f} MB ({size / MB / read_s:,.0f} MB/s, page cache)",
         )
     )
-    return rows
+    return rows + colour_rows(bag.path, "1. colour conversion, RGB to yuv420p, CPU per frame (one thread)")
 
 
 # -- 2. peak RSS -------------------------------------------------------------------------

@@ -52,7 +52,7 @@ def test_package_xml_declares_ros_and_python_dependencies() -> None:
         assert ros_package in exec_depends
     for launch_package in ("launch", "launch_ros", "ros2launch", "ament_index_python"):  # launch/*.launch.py
         assert launch_package in exec_depends
-    for rosdep_key in ("python3-numpy", "python3-pyarrow", "python3-av", "python3-yaml"):
+    for rosdep_key in ("python3-numpy", "python3-pyarrow", "python3-av", "python3-opencv", "python3-yaml"):
         assert rosdep_key in exec_depends
     assert root.findtext("export/build_type") == "ament_python"
     assert (REPO / "resource/ortf_ros").exists()
