@@ -26,6 +26,7 @@ from typing import Literal
 import av
 import numpy as np
 from av.container import InputContainer, OutputContainer
+from av.video.plane import VideoPlane
 from av.video.stream import VideoStream
 
 from ortf_ros.cpus import usable_cpus
@@ -155,12 +156,14 @@ class StagingEncoder:
     def encode(self, image: np.ndarray) -> None:
         """Encode and mux one frame; ``image`` (H x W [x 3], C-contiguous) is not read after the call."""
         if self._to_yuv420p is not None:
-            frame = av.VideoFrame.from_numpy_buffer(self._to_yuv420p.convert(image), format="yuv420p")
+            frame = av.VideoFrame(image.shape[1], image.shape[0], "yuv420p")
+            for plane, pixels in zip(frame.planes, self._to_yuv420p.convert(image), strict=True):
+                _copy_into(plane, pixels)
         elif self._in_place:
             frame = av.VideoFrame.from_numpy_buffer(image, format=self._array_format)
         else:
             frame = av.VideoFrame(image.shape[1], image.shape[0], self._array_format)
-            _copy_into(frame, image)
+            _copy_into(frame.planes[0], image)
         frame.pts = self.frames
         frame.time_base = self._frame_time_base
         self._mux(self._stream.encode(frame))
@@ -201,9 +204,8 @@ class StagingEncoder:
         self._directory = -1
 
 
-def _copy_into(frame: av.VideoFrame, image: np.ndarray) -> None:
-    """One copy into the frame's buffer (from_ndarray makes two), minding FFmpeg's row padding."""
-    plane = frame.planes[0]
+def _copy_into(plane: VideoPlane, image: np.ndarray) -> None:
+    """One copy into a frame's plane (from_ndarray makes two), minding FFmpeg's row padding."""
     if plane.buffer_size == image.nbytes:
         plane.update(image)  # type: ignore[arg-type]  # (PyAV's stub says bytes; any buffer will do)
     else:
