@@ -44,7 +44,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.encoder_process import StagedVideoWriter, wait_for_processes_let_go
 from ortf_ros.io.segment import VideoSegment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
@@ -386,6 +386,7 @@ class DatasetWriter:
             task_type=task_type,
             task_description=task_description,
         )
+        wait_for_processes_let_go()  # before the episode's directory may be made anew
         staged = StagedEpisode.create(self.root, header)
         self._recording = _Recording(staged, header, catalog.manifest)
         return header.episode_id

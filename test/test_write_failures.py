@@ -7,8 +7,10 @@ from __future__ import annotations
 import os
 import re
 import resource
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -128,14 +130,14 @@ def cap_encoder_file(path: Path) -> int:
     return int(encoder.pid)
 
 
-def add_steps(writer: DatasetWriter, steps: range) -> None:
+def add_steps(writer: DatasetWriter, steps: range, width: int = WIDTH) -> None:
     for step in steps:
-        add_step(writer, step)
+        add_step(writer, step, width)
 
 
-def add_step(writer: DatasetWriter, step: int) -> None:
-    images = {camera: demo_rgb(n, step, WIDTH, HEIGHT) for n, camera in enumerate(RGB_CAMERAS)}
-    images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
+def add_step(writer: DatasetWriter, step: int, width: int = WIDTH) -> None:
+    images = {camera: demo_rgb(n, step, width, HEIGHT) for n, camera in enumerate(RGB_CAMERAS)}
+    images[DEPTH_CAMERA[0]] = demo_depth(step, width, HEIGHT)
     writer.add_step(step / 30, demo_state(1, step), demo_action(1, step), images)
 
 
@@ -224,3 +226,45 @@ def test_an_interrupted_close_leaves_the_other_videos_to_finish_and_the_dataset_
     episode = load_dataset(root).episode(0)
     for camera in (*RGB_CAMERAS, DEPTH_CAMERA[0]):
         assert len(list(episode.step_frames(camera))) == 12, camera
+
+
+def test_the_next_episode_waits_for_encoder_processes_let_go_of_before_reusing_the_directory(tmp_path: Path) -> None:
+    """An interrupted discard lets the encoder processes go; one that has not opened its
+    video yet would open it by path, in the directory made anew for the next episode
+    (same index, same path), beside that episode's own video of the camera."""
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, demo_manifest(WIDTH + 2, HEIGHT)).open()  # a size of its own: new processes
+    writer.begin_episode("pick")
+    add_steps(writer, range(3), width=WIDTH + 2)
+    recording = writer._recording
+    assert recording is not None
+    processes = [video._process.process for video in recording.videos.values()]  # type: ignore[union-attr]
+    for process in processes:  # still starting Python: none has opened its video
+        os.kill(process.pid, signal.SIGSTOP)
+    assert not (recording.staged.directory / "videos").exists()
+    first = next(iter(recording.videos.values()))
+    close = first.close
+
+    def interrupted() -> None:
+        first.abandon()  # what close does when interrupted: the process finishes on its own
+        first.close = close  # type: ignore[method-assign]
+        raise KeyboardInterrupt
+
+    first.close = interrupted  # type: ignore[method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        writer.discard_episode()
+    writer.discard_episode()  # again: the directory goes
+    resume = threading.Timer(0.5, lambda: [os.kill(process.pid, signal.SIGCONT) for process in processes])
+    resume.start()
+    try:
+        writer.begin_episode("place")
+        assert all(process.poll() is not None for process in processes)
+    finally:
+        resume.join()
+    add_steps(writer, range(5), width=WIDTH + 2)
+    writer.end_episode(success=True)
+    writer.close()
+    episode = load_dataset(root).episode(0)
+    for camera in (*RGB_CAMERAS, DEPTH_CAMERA[0]):
+        assert len(list(episode.step_frames(camera))) == 5, camera
+    assert validate(root, strict=True).ok

@@ -217,6 +217,26 @@ def _let_go_of(process: _EncoderProcess) -> None:
         _let_go.append(process)
 
 
+def wait_for_processes_let_go(timeout_s: float = 60.0) -> None:
+    """Wait until every process let go of (``abandon``, an interrupted ``close``) has
+    finished its video and exited. One that had not read its OPEN yet would open its
+    video by path: in the episode directory made anew at the same path for the next
+    episode, if the writer did not wait. Raises ``WriterError`` when one is still
+    running after ``timeout_s``."""
+    with _idle_lock:
+        waiting = list(_let_go)
+    for process in waiting:
+        try:
+            process.process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise WriterError(
+                f"an encoder process let go of (pid {process.process.pid}) is still finishing its video "
+                f"after {timeout_s:.0f} s"
+            ) from None
+    with _idle_lock:
+        _let_go[:] = [process for process in _let_go if process.process.poll() is None]
+
+
 def _keep_process(process: _EncoderProcess) -> None:
     with _idle_lock:
         _idle.append(process)
