@@ -254,7 +254,12 @@ def test_the_next_episode_waits_for_encoder_processes_let_go_of_before_reusing_t
     with pytest.raises(KeyboardInterrupt):
         writer.discard_episode()
     writer.discard_episode()  # again: the directory goes
-    resume = threading.Timer(0.5, lambda: [os.kill(process.pid, signal.SIGCONT) for process in processes])
+
+    def continue_them() -> None:
+        for process in processes:
+            os.kill(process.pid, signal.SIGCONT)
+
+    resume = threading.Timer(0.5, continue_them)
     resume.start()
     try:
         writer.begin_episode("place")
