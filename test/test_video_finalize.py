@@ -11,10 +11,19 @@ from pathlib import Path
 import av
 import numpy as np
 import pytest
+from av.video.reformatter import ColorRange
 
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import StagedVideoWriter
-from ortf_ros.io.video import StagingEncoder, VideoReader, VideoSettings, finalize, plain_copy, probe
+from ortf_ros.io.video import (
+    COLOUR_MATRIX,
+    StagingEncoder,
+    VideoReader,
+    VideoSettings,
+    finalize,
+    plain_copy,
+    probe,
+)
 
 WIDTH, HEIGHT = 64, 48
 
@@ -118,3 +127,18 @@ def test_the_plain_copy_takes_no_name_of_another_cameras_video(tmp_path: Path) -
     encoder.close()
     assert other.read_bytes() == b"another camera's video"
     assert finalize(tmp_path / "cam.mp4", tmp_path / "final.mp4") == 1
+
+
+def test_colour_videos_are_tagged_with_how_their_colours_were_converted(tmp_path: Path) -> None:
+    """BT.601, limited range, as io.colour converts: a player must not guess BT.709 for an HD camera."""
+    staged = tmp_path / "cam.mp4"
+    encoder = StagingEncoder(staged, WIDTH, HEIGHT, 30, "rgb", VideoSettings(preset="ultrafast", threads=1))
+    encoder.encode(frame(0))
+    encoder.close()
+    shutil.copy(staged, tmp_path / "killed.mp4")  # as if the encoder had been killed: no plain copy
+    finalize(staged, tmp_path / "moved.mp4")
+    finalize(tmp_path / "killed.mp4", tmp_path / "remuxed.mp4")
+    for path in (staged, tmp_path / "moved.mp4", tmp_path / "remuxed.mp4"):
+        with av.open(str(path)) as container:
+            decoded = next(container.decode(video=0))
+        assert (decoded.colorspace, decoded.color_range) == (COLOUR_MATRIX, ColorRange.MPEG), path.name

@@ -27,6 +27,7 @@ import av
 import numpy as np
 from av.container import InputContainer, OutputContainer
 from av.video.plane import VideoPlane
+from av.video.reformatter import ColorRange
 from av.video.stream import VideoStream
 
 from ortf_ros.cpus import usable_cpus
@@ -43,6 +44,7 @@ STAGING_MUX_OPTIONS = {"movflags": "frag_every_frame+empty_moov+default_base_moo
 FINAL_MUX_OPTIONS = {"movflags": "+faststart"}
 
 LOSSLESS_DEPTH_ENCODING = "ffv1"
+COLOUR_MATRIX = 6  # AVCOL_SPC_SMPTE170M: BT.601 (PyAV names only its 625-line twin, ITU601)
 RGB_ENCODING = "h264"
 
 
@@ -139,6 +141,10 @@ class StagingEncoder:
             if kind != "depth":
                 stream.gop_size = settings.gop
                 stream.codec_context.thread_count = settings.threads  # (0: x264 decides)
+                # What RGB is converted with (io.colour, or swscale): BT.601, limited range.
+                # Tagged, so that a player does not guess BT.709 for an HD camera.
+                stream.codec_context.colorspace = COLOUR_MATRIX
+                stream.codec_context.color_range = ColorRange.MPEG
             stream.width = width
             stream.height = height
         except BaseException:
