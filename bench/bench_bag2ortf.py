@@ -60,13 +60,11 @@ from pathlib import Path
 from typing import Any
 
 import av
-import cv2
 import numpy as np
 import psutil
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
-from ortf_ros.io.colour import I420Converter
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.convert import ConversionResult, convert_recording, converter_writer_config
@@ -386,6 +384,12 @@ class Floor:
 def colour_rows(bag: Path, section: str) -> list[Row]:
     """RGB to yuv420p per frame, on the bag's first frame, one thread: swscale as PyAV's
     encode calls it (the floor's), and ``io.colour`` (the converter's encoders')."""
+    # Imported here: section 2's measured child imports this script, and OpenCV is in no
+    # process of the converter's but the encoders'.
+    import cv2
+
+    from ortf_ros.io.colour import I420Converter
+
     with BagSource(bag) as source:
         first = next(source.messages({next(iter(CAMERAS))}))
         pixels = image_pixels(first.data, WIDTH, HEIGHT).copy()

@@ -708,6 +708,7 @@ class DatasetWriter:
         recording = self._current()
         with contextlib.suppress(WriterError):
             recording.close_files()
+        wait_for_processes_let_go()  # or one would make the directory again, to open its video
         recording.staged.remove()
         self._recording = None
 

@@ -4,6 +4,7 @@ episode still discardable or recoverable."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import resource
@@ -228,10 +229,12 @@ def test_an_interrupted_close_leaves_the_other_videos_to_finish_and_the_dataset_
         assert len(list(episode.step_frames(camera))) == 12, camera
 
 
-def test_the_next_episode_waits_for_encoder_processes_let_go_of_before_reusing_the_directory(tmp_path: Path) -> None:
-    """An interrupted discard lets the encoder processes go; one that has not opened its
-    video yet would open it by path, in the directory made anew for the next episode
-    (same index, same path), beside that episode's own video of the camera."""
+def test_a_discard_waits_for_encoder_processes_let_go_of_before_it_removes_the_directory(tmp_path: Path) -> None:
+    """An interrupted discard lets the encoder processes go. One that has not opened its
+    video yet opens it by path: had the next discard removed the directory without
+    waiting, the process would make it again, and leave an episode directory without a
+    header (which ``ortf recover`` cannot read), or write beside the video of the next
+    episode made at the same path."""
     root = tmp_path / "ds"
     writer = DatasetWriter(root, demo_manifest(WIDTH + 2, HEIGHT)).open()  # a size of its own: new processes
     writer.begin_episode("pick")
@@ -239,33 +242,36 @@ def test_the_next_episode_waits_for_encoder_processes_let_go_of_before_reusing_t
     recording = writer._recording
     assert recording is not None
     processes = [video._process.process for video in recording.videos.values()]  # type: ignore[union-attr]
-    for process in processes:  # still starting Python: none has opened its video
-        os.kill(process.pid, signal.SIGSTOP)
-    assert not (recording.staged.directory / "videos").exists()
-    first = next(iter(recording.videos.values()))
-    close = first.close
-
-    def interrupted() -> None:
-        first.abandon()  # what close does when interrupted: the process finishes on its own
-        first.close = close  # type: ignore[method-assign]
-        raise KeyboardInterrupt
-
-    first.close = interrupted  # type: ignore[method-assign]
-    with pytest.raises(KeyboardInterrupt):
-        writer.discard_episode()
-    writer.discard_episode()  # again: the directory goes
 
     def continue_them() -> None:
         for process in processes:
-            os.kill(process.pid, signal.SIGCONT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGCONT)
 
+    for process in processes:  # still starting Python: none has opened its video
+        os.kill(process.pid, signal.SIGSTOP)
     resume = threading.Timer(0.5, continue_them)
-    resume.start()
     try:
-        writer.begin_episode("place")
+        assert not (recording.staged.directory / "videos").exists()
+        first = next(iter(recording.videos.values()))
+        close = first.close
+
+        def interrupted() -> None:
+            first.abandon()  # what close does when interrupted: the process finishes on its own
+            first.close = close  # type: ignore[method-assign]
+            raise KeyboardInterrupt
+
+        first.close = interrupted  # type: ignore[method-assign]
+        with pytest.raises(KeyboardInterrupt):
+            writer.discard_episode()
+        resume.start()
+        writer.discard_episode()  # again, and the directory goes
         assert all(process.poll() is not None for process in processes)
+        assert not recording.staged.directory.exists()
     finally:
-        resume.join()
+        resume.cancel()
+        continue_them()
+    writer.begin_episode("place")
     add_steps(writer, range(5), width=WIDTH + 2)
     writer.end_episode(success=True)
     writer.close()

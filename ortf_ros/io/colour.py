@@ -10,8 +10,10 @@ The colours are swscale's for untagged RGB: BT.601, limited range.
 - Luma is OpenCV's fixed-point RGB to I420: within 1 of swscale's, and rounded the
   other way on about 2 % of pixels.
 - Chroma is the mean of each 2x2 block: OpenCV's YCrCb of the block means, scaled to
-  limited range, within 1.5 of the exact value. That is swscale's siting (the block's
-  centre); swscale's filter also reaches the rows above and below (1/8, 3/8, 3/8, 1/8).
+  limited range, within 1.6 of the exact value (four roundings: the block mean, the
+  luma OpenCV takes Cb and Cr from, Cb and Cr, the range; 1.51 is the most measured).
+  That is swscale's siting (the block's centre); swscale's filter also reaches the
+  rows above and below (1/8, 3/8, 3/8, 1/8).
   OpenCV's own I420 takes each block's top-left pixel, which aliases on colour edges.
 
 After H.264 at crf 23, measured against swscale's conversion:
@@ -45,6 +47,9 @@ class I420Converter:
     def convert(self, image: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The Y (H x W), U and V (H/2 x W/2 each) planes, overwritten by the next call."""
         height, width = self.height, self.width
+        if image.shape != (height, width, 3) or image.dtype != np.uint8:
+            # (OpenCV would write a new array of that shape instead of ours, and say nothing.)
+            raise ValueError(f"expected a {width}x{height} rgb24 frame, got {image.dtype.name} {image.shape}")
         yuv, means = self._yuv, self._block_means
         cv2.cvtColor(image, cv2.COLOR_RGB2YUV_I420, dst=yuv)  # luma (its chroma is replaced below)
         cv2.resize(image, (width // 2, height // 2), dst=means, interpolation=cv2.INTER_AREA)

@@ -55,11 +55,11 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
-import cv2
 import numpy as np
 
 import ortf_ros
@@ -219,15 +219,16 @@ def _let_go_of(process: _EncoderProcess) -> None:
 
 def wait_for_processes_let_go(timeout_s: float = 60.0) -> None:
     """Wait until every process let go of (``abandon``, an interrupted ``close``) has
-    finished its video and exited. One that had not read its OPEN yet would open its
-    video by path: in the episode directory made anew at the same path for the next
-    episode, if the writer did not wait. Raises ``WriterError`` when one is still
-    running after ``timeout_s``."""
+    finished its video and exited. One that had not read its OPEN yet opens its video by
+    path: in a directory made anew there for another episode, or (making it again) in one
+    just removed, if the writer did not wait. Raises ``WriterError`` when one is still
+    running after ``timeout_s`` in all."""
+    deadline = time.monotonic() + timeout_s
     with _idle_lock:
         waiting = list(_let_go)
     for process in waiting:
         try:
-            process.process.wait(timeout=timeout_s)
+            process.process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise WriterError(
                 f"an encoder process let go of (pid {process.process.pid}) is still finishing its video "
@@ -601,6 +602,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     # One thread for OpenCV's colour conversion (``colour``): with its default, a thread per
     # core, it used about 75 % more CPU for the same frames, and each camera has a process.
+    # (Imported here, as in ``video``: the writer's process, which imports this module, needs no OpenCV.)
+    import cv2
+
     cv2.setNumThreads(1)
     ring = mmap.mmap(ring_fd, ring_bytes)
     os.close(ring_fd)

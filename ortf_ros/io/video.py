@@ -34,7 +34,6 @@ from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import ReaderError, WriterError
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
-from ortf_ros.io.colour import I420Converter
 
 FrameKind = Literal["rgb", "depth"]
 
@@ -44,7 +43,7 @@ STAGING_MUX_OPTIONS = {"movflags": "frag_every_frame+empty_moov+default_base_moo
 FINAL_MUX_OPTIONS = {"movflags": "+faststart"}
 
 LOSSLESS_DEPTH_ENCODING = "ffv1"
-COLOUR_MATRIX = 6  # AVCOL_SPC_SMPTE170M: BT.601 (PyAV names only its 625-line twin, ITU601)
+COLOUR_MATRIX = 6  # AVCOL_SPC_SMPTE170M, BT.601 (PyAV's Colorspace enum holds swscale's numbers, not these)
 RGB_ENCODING = "h264"
 
 
@@ -115,7 +114,11 @@ class StagingEncoder:
                 settings.pix_fmt,
             )
         self._in_place = pix_fmt != self._array_format
-        # RGB to yuv420p by OpenCV rather than by swscale inside PyAV's encode: about half the cost.
+        # RGB to yuv420p by OpenCV rather than by swscale inside PyAV's encode: about half the
+        # cost. Imported here: only encoder processes encode, and OpenCV costs every other
+        # process that imports this module (the writer's, every `ortf` command) 16 MB and 20 ms.
+        from ortf_ros.io.colour import I420Converter
+
         self._to_yuv420p = I420Converter(width, height) if (kind, pix_fmt) == ("rgb", "yuv420p") else None
         path.parent.mkdir(parents=True, exist_ok=True)
         plain = plain_copy(path)
@@ -141,10 +144,12 @@ class StagingEncoder:
             if kind != "depth":
                 stream.gop_size = settings.gop
                 stream.codec_context.thread_count = settings.threads  # (0: x264 decides)
-                # What RGB is converted with (io.colour, or swscale): BT.601, limited range.
-                # Tagged, so that a player does not guess BT.709 for an HD camera.
+                # What RGB is converted with (io.colour, or swscale): BT.601, limited range
+                # (full for a yuvj format). Tagged, so that a player does not guess BT.709
+                # for an HD camera.
                 stream.codec_context.colorspace = COLOUR_MATRIX
-                stream.codec_context.color_range = ColorRange.MPEG
+                full = pix_fmt.startswith("yuvj")
+                stream.codec_context.color_range = ColorRange.JPEG if full else ColorRange.MPEG
             stream.width = width
             stream.height = height
         except BaseException:
