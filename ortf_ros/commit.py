@@ -37,6 +37,19 @@ class EmptyEpisodeError(WriterError):
 
 
 @dataclass(frozen=True)
+class RowGroupLimits:
+    """A commit's rows go to Parquet in blocks, one row group each, of ``rows`` rows or
+    ``bytes`` bytes of Arrow data, whichever comes first (give or take a staged batch):
+    what a commit, and a reader, holds at once. Bytes as well as rows: a native stream
+    of joint states is 20 times wider a row than one of forces, and a bound in rows alone
+    let the commit's memory grow with the episode up to it (by 40 MB from a 1-minute to
+    a 10-minute episode, ``bench/bench_bag2ortf.py``)."""
+
+    rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
 class _StepScan:
     """How many leading staged steps have all their frames on disk, and their time span."""
 
@@ -68,16 +81,11 @@ def _scan_steps(staged: StagedEpisode, limits: Mapping[str, int]) -> _StepScan:
 
 
 def _final_blocks(
-    staged: StagedEpisode, schema: pa.Schema, start_step: int, length: int, terminal: bool, block_rows: int
+    staged: StagedEpisode, schema: pa.Schema, start_step: int, length: int, terminal: bool, limits: RowGroupLimits
 ) -> Iterator[pa.Table]:
-    """The episode's rows with global step indices and RLDS flags, in blocks of <= block_rows."""
-    pending: list[pa.RecordBatch] = []
-    pending_rows = 0
+    """The episode's first ``length`` rows with global step indices and RLDS flags, in blocks."""
     emitted = 0
-
-    def flush() -> pa.Table:
-        nonlocal emitted
-        table = pa.Table.from_batches(pending, schema=schema)  # not combined: a copy, and one row group all the same
+    for table in _blocks(_first_rows(staged.read_steps(), length), schema, limits):
         rows = table.num_rows
         position = np.arange(emitted, emitted + rows)
         is_last = position == length - 1
@@ -91,22 +99,34 @@ def _final_blocks(
             index = schema.get_field_index(name)
             table = table.set_column(index, schema.field(index), values)
         emitted += rows
-        pending.clear()
-        return table
+        yield table
 
-    remaining = length
-    for batch in staged.read_steps():
-        if remaining <= 0:
-            break
-        batch = batch.slice(0, remaining)
-        remaining -= batch.num_rows
+
+def _first_rows(batches: Iterable[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    for batch in batches:
+        if count <= 0:
+            return
+        batch = batch.slice(0, count)
+        count -= batch.num_rows
+        yield batch
+
+
+def _blocks(batches: Iterable[pa.RecordBatch], schema: pa.Schema, limits: RowGroupLimits) -> Iterator[pa.Table]:
+    """The batches as tables within ``limits`` (one Parquet row group each: row groups of a
+    few rows would make the file's footer, and the memory that writes it, grow with the
+    episode). The batches are not combined into one: that would copy the block, and the
+    writer makes one row group of a table however it is chunked."""
+    pending: list[pa.RecordBatch] = []
+    rows = size = 0
+    for batch in batches:
         pending.append(batch)
-        pending_rows += batch.num_rows
-        if pending_rows >= block_rows:
-            yield flush()
-            pending_rows = 0
+        rows += batch.num_rows
+        size += batch.nbytes
+        if rows >= limits.rows or size >= limits.bytes:
+            yield pa.Table.from_batches(pending, schema=schema)
+            pending, rows, size = [], 0, 0
     if pending:
-        yield flush()
+        yield pa.Table.from_batches(pending, schema=schema)
 
 
 def _rewrite_table(
@@ -138,30 +158,18 @@ def _rewrite_table(
 
 
 class _CountedTables:
-    """Staged stream batches as tables of about ``block_rows`` rows (one Parquet row group
-    each: row groups of a few rows would make the file's footer, and the memory that
-    writes it, grow with the episode), counting the rows as they pass. The batches are
-    not combined into one: that would copy the block, and the writer makes one row group
-    of a table however it is chunked."""
+    """Staged stream batches in blocks (``_blocks``), counting the rows as they pass."""
 
-    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, block_rows: int) -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, limits: RowGroupLimits) -> None:
         self._batches = batches
         self.schema = schema
-        self.block_rows = block_rows
+        self.limits = limits
         self.count = 0
 
     def __iter__(self) -> Iterator[pa.Table]:
-        pending: list[pa.RecordBatch] = []
-        rows = 0
-        for batch in self._batches:
-            self.count += batch.num_rows
-            pending.append(batch)
-            rows += batch.num_rows
-            if rows >= self.block_rows:
-                yield pa.Table.from_batches(pending, schema=self.schema)
-                pending, rows = [], 0
-        if pending:
-            yield pa.Table.from_batches(pending, schema=self.schema)
+        for table in _blocks(self._batches, self.schema, self.limits):
+            self.count += table.num_rows
+            yield table
 
 
 def _finalize_video(staged: Path, target: Path) -> int:
@@ -172,16 +180,16 @@ def _finalize_video(staged: Path, target: Path) -> int:
 
 
 def _write_stream_table(
-    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], block_rows: int
+    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], limits: RowGroupLimits
 ) -> int:
     """The chunk's table of ``stream`` rebuilt with the staged episode's samples; how many those are."""
-    samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), block_rows)
+    samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), limits)
     _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
     return samples.count
 
 
 def commit_staged(
-    catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, block_rows: int
+    catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, row_groups: RowGroupLimits
 ) -> EpisodeRecord:
     """Commit ``staged`` with ``outcome``; raises EmptyEpisodeError if it holds no complete step."""
     manifest = catalog.manifest
@@ -202,7 +210,7 @@ def commit_staged(
         }
         for stream in manifest.native_streams:
             counts[layout.stream_index_column(stream)] = workers.submit(
-                _write_stream_table, catalog, staged, stream, chunk_id, keep_ids, block_rows
+                _write_stream_table, catalog, staged, stream, chunk_id, keep_ids, row_groups
             )
         limits = {column: count.result() for column, count in counts.items()}
     scan = _scan_steps(staged, limits)
@@ -213,7 +221,7 @@ def commit_staged(
     episode_stats = empty_stats(manifest)
 
     def blocks_with_stats() -> Iterator[pa.Table]:
-        for block in _final_blocks(staged, schema, start_step, scan.length, outcome.terminal, block_rows):
+        for block in _final_blocks(staged, schema, start_step, scan.length, outcome.terminal, row_groups):
             episode_stats.update(block)
             yield block
 

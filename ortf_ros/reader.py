@@ -150,9 +150,9 @@ class Episode:
     def step_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """This episode's rows in step order, one Parquet row group at a time.
 
-        Memory is a row group (bounded by the writer's ``row_group_steps``), not the
-        episode: what a player streaming an hour-long episode needs. Rows must be
-        stored in step order, as every ortf_ros writer stores them.
+        Memory is a row group (bounded by the writer's ``row_group_steps`` and
+        ``row_group_bytes``), not the episode: what a player streaming an hour-long episode
+        needs. Rows must be stored in step order, as every ortf_ros writer stores them.
         """
         return self._batches(self.steps_file, "step_index", columns)
 

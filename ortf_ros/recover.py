@@ -64,7 +64,7 @@ def _recover_one(catalog: Catalog, staged: StagedEpisode, discard: bool, config:
     if outcome is None:
         outcome = EpisodeOutcome(success=None, operator_notes=RECOVERED_NOTE, terminal=False)
     try:
-        record = commit_staged(catalog, staged, outcome, block_rows=config.row_group_steps)
+        record = commit_staged(catalog, staged, outcome, row_groups=config.row_groups)
     except EmptyEpisodeError as exc:
         discard_staged(catalog, staged)
         return RecoveryResult(header.episode_id, "discarded", reason=str(exc))

@@ -37,7 +37,7 @@ import yaml
 from numpy.typing import ArrayLike
 
 from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
-from ortf_ros.commit import commit_staged
+from ortf_ros.commit import RowGroupLimits, commit_staged
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
@@ -78,8 +78,10 @@ class WriterConfig:
 
     chunk_size: int = layout.DEFAULT_CHUNK_SIZE
     video: VideoSettings = field(default_factory=VideoSettings)
-    # Rows per Parquet row group when an episode is committed: bounds commit memory.
+    # Rows per Parquet row group when an episode is committed, and bytes (of Arrow data),
+    # whichever limit comes first: they bound the memory of a commit and of a reader.
     row_group_steps: int = 65536
+    row_group_bytes: int = 4 * 1024 * 1024
     # Frames per camera waiting for its encoder process: bounds memory (a 640x480 colour
     # frame is 0.9 MB). A killed writer loses none of them: its encoder process encodes
     # what it was handed before it exits.
@@ -89,9 +91,13 @@ class WriterConfig:
     step_batch: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("encoder_queue_frames", "step_batch"):
+        for name in ("encoder_queue_frames", "step_batch", "row_group_steps", "row_group_bytes"):
             if getattr(self, name) < 1:
                 raise WriterError(f"{name} must be at least 1, got {getattr(self, name)}")
+
+    @property
+    def row_groups(self) -> RowGroupLimits:
+        return RowGroupLimits(self.row_group_steps, self.row_group_bytes)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
@@ -655,9 +661,7 @@ class DatasetWriter:
         recording.close_files()
         self._recording = None
         try:
-            return commit_staged(
-                self._open_catalog(), recording.staged, outcome, block_rows=self.config.row_group_steps
-            )
+            return commit_staged(self._open_catalog(), recording.staged, outcome, row_groups=self.config.row_groups)
         except OrtfError:
             raise
         except (OSError, pa.ArrowException) as exc:

@@ -23,7 +23,7 @@ from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.validation import RULES, validate
-from ortf_ros.writer import DatasetWriter
+from ortf_ros.writer import DatasetWriter, WriterConfig
 
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
 
@@ -301,3 +301,24 @@ def test_a_bad_sample_refuses_its_whole_batch(tmp_path: Path) -> None:
 
 def _frames() -> dict[str, np.ndarray]:
     return {cam: demo_rgb(n, 0, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}
+
+
+def test_row_groups_end_at_a_size_in_bytes_as_well_as_in_rows(tmp_path: Path) -> None:
+    """A commit writes a row group per ``row_group_steps`` rows or ``row_group_bytes`` bytes,
+    whichever comes first: a wide stream's blocks are held in memory by size, not count."""
+    count = 5000
+    groups = {}
+    for name, config in (("rows", WriterConfig()), ("bytes", WriterConfig(row_group_bytes=100_000))):
+        with DatasetWriter(tmp_path / name, manifest(), config=config) as writer:
+            writer.begin_episode("Hold the peg")
+            for i in range(count):
+                writer.add_sample("wrist_ft", i / WRENCH_HZ, wrench(i))
+            writer.add_step(count / WRENCH_HZ, demo_state(0, 0), demo_action(0, 0), _frames(), samples={"wrist_ft": 0})
+            writer.end_episode()
+        metadata = pq.ParquetFile(tmp_path / name / layout.stream_path(0, "wrist_ft")).metadata
+        groups[name] = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
+    assert groups["rows"] == [count]
+    # The staged rows come in batches of 1,024 or so, of about 60 bytes a row: two make a block.
+    assert len(groups["bytes"]) > 2 and sum(groups["bytes"]) == count and max(groups["bytes"]) < 2500
+    tables = [load_dataset(tmp_path / name).episode(0).stream("wrist_ft") for name in ("rows", "bytes")]
+    assert tables[0].equals(tables[1])

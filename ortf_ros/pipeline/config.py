@@ -731,7 +731,7 @@ CONFIG_HEADER = """\
 #                      seconds without messages), ranges ([start, end] s from the bag start)
 # labels               task instruction, success, failure_reason and notes of the episodes
 # writer               DatasetWriter settings: chunk_size, row_group_steps,
-#                      encoder_queue_frames, step_batch (here 64 unless given), video
+#                      row_group_bytes, encoder_queue_frames, step_batch (here 64 unless given), video
 #                      (codec, crf, preset, gop, pix_fmt), as in config/writer.yaml
 """
 
