@@ -81,11 +81,11 @@ def _scan_steps(staged: StagedEpisode, limits: Mapping[str, int]) -> _StepScan:
 
 
 def _final_blocks(
-    staged: StagedEpisode, schema: pa.Schema, start_step: int, length: int, terminal: bool, limits: RowGroupLimits
+    staged: StagedEpisode, schema: pa.Schema, start_step: int, length: int, terminal: bool, row_groups: RowGroupLimits
 ) -> Iterator[pa.Table]:
     """The episode's first ``length`` rows with global step indices and RLDS flags, in blocks."""
     emitted = 0
-    for table in _blocks(_first_rows(staged.read_steps(), length), schema, limits):
+    for table in _blocks(_first_rows(staged.read_steps(), length), schema, row_groups):
         rows = table.num_rows
         position = np.arange(emitted, emitted + rows)
         is_last = position == length - 1
@@ -103,6 +103,7 @@ def _final_blocks(
 
 
 def _first_rows(batches: Iterable[pa.RecordBatch], count: int) -> Iterator[pa.RecordBatch]:
+    """The first ``count`` rows: the steps whose frames and samples all reached the disk (``_scan_steps``)."""
     for batch in batches:
         if count <= 0:
             return
@@ -111,8 +112,8 @@ def _first_rows(batches: Iterable[pa.RecordBatch], count: int) -> Iterator[pa.Re
         yield batch
 
 
-def _blocks(batches: Iterable[pa.RecordBatch], schema: pa.Schema, limits: RowGroupLimits) -> Iterator[pa.Table]:
-    """The batches as tables within ``limits`` (one Parquet row group each: row groups of a
+def _blocks(batches: Iterable[pa.RecordBatch], schema: pa.Schema, row_groups: RowGroupLimits) -> Iterator[pa.Table]:
+    """The batches as tables within ``row_groups`` (one Parquet row group each: row groups of a
     few rows would make the file's footer, and the memory that writes it, grow with the
     episode). The batches are not combined into one: that would copy the block, and the
     writer makes one row group of a table however it is chunked."""
@@ -122,7 +123,7 @@ def _blocks(batches: Iterable[pa.RecordBatch], schema: pa.Schema, limits: RowGro
         pending.append(batch)
         rows += batch.num_rows
         size += batch.nbytes
-        if rows >= limits.rows or size >= limits.bytes:
+        if rows >= row_groups.rows or size >= row_groups.bytes:
             yield pa.Table.from_batches(pending, schema=schema)
             pending, rows, size = [], 0, 0
     if pending:
@@ -160,14 +161,14 @@ def _rewrite_table(
 class _CountedTables:
     """Staged stream batches in blocks (``_blocks``), counting the rows as they pass."""
 
-    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, limits: RowGroupLimits) -> None:
+    def __init__(self, batches: Iterator[pa.RecordBatch], schema: pa.Schema, row_groups: RowGroupLimits) -> None:
         self._batches = batches
         self.schema = schema
-        self.limits = limits
+        self.row_groups = row_groups
         self.count = 0
 
     def __iter__(self) -> Iterator[pa.Table]:
-        for table in _blocks(self._batches, self.schema, self.limits):
+        for table in _blocks(self._batches, self.schema, self.row_groups):
             self.count += table.num_rows
             yield table
 
@@ -180,10 +181,10 @@ def _finalize_video(staged: Path, target: Path) -> int:
 
 
 def _write_stream_table(
-    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], limits: RowGroupLimits
+    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], row_groups: RowGroupLimits
 ) -> int:
     """The chunk's table of ``stream`` rebuilt with the staged episode's samples; how many those are."""
-    samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), limits)
+    samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), row_groups)
     _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
     return samples.count
 
