@@ -67,7 +67,7 @@ from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_ta
 import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
-from ortf_ros.pipeline.convert import ConversionResult, convert_recording, converter_writer_config
+from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
@@ -620,7 +620,7 @@ ADD_FRAME = ["ortf_ros.writer:DatasetWriter.add_frame"]
 ADD_SAMPLES = ["ortf_ros.writer:DatasetWriter.add_samples"]
 ADD_STEP = ["ortf_ros.writer:DatasetWriter.add_step"]
 END_EPISODE = ["ortf_ros.writer:DatasetWriter.end_episode"]
-TOTAL = ["ortf_ros.pipeline.convert:convert_recording"]
+TOTAL = ["ortf_ros.pipeline.offline:convert_recording"]
 
 
 def _profile_key(spec: str) -> _Key | None:

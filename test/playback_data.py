@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
-from ortf_ros.pipeline.convert import convert_recording
+from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.source import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import MessageSettings, default_settings

@@ -25,13 +25,14 @@ from rosbags.typesys import Stores, get_typestore
 from test_bag2ortf import mapping_for, origin_ns
 from test_extract import HEADER_SEC, assert_same_samples, build, full_way, joint_state_raw, serialize
 
-from ortf_ros.pipeline import convert
+from ortf_ros.pipeline import offline
 from ortf_ros.pipeline.assemble import Assembler, _JointMerger
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import WrenchMapping
-from ortf_ros.pipeline.convert import convert_recording
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
+from ortf_ros.pipeline.flow import Flow
+from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.samples import (
     JointStateSample,
     RawMessage,
@@ -389,13 +390,12 @@ def test_runs_change_nothing_in_the_dataset(tmp_path: Path, monkeypatch: pytest.
         (True, 3, bag.path),
         (True, 256, two),
     ):
-        monkeypatch.setattr(convert, "has_blocks", has_blocks if with_runs else lambda msgtype: False)
-        monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
+        monkeypatch.setattr(offline, "has_blocks", has_blocks if with_runs else lambda msgtype: False)
         monkeypatch.setattr(Layout, "read_transforms", read_transforms if with_runs else lambda *_: None)
         runs_fed.clear()
         transform_runs.clear()
         out = tmp_path / f"ds-{with_runs}-{block_messages}-{path.name}"
-        result = convert_recording([path], out, config)
+        result = convert_recording([path], out, config, flow=Flow(block_messages=block_messages))
         wrench = bag.counts[TOPIC_WRENCH]
         joints = bag.counts[TOPIC_JOINT_STATES] + bag.counts[TOPIC_JOINT_COMMAND]
         # (TF on two topics, /tf and /tf_static, does not come as runs, but waits in blocks.)
@@ -493,9 +493,8 @@ def test_block_size_changes_nothing_in_the_dataset(tmp_path: Path, monkeypatch: 
     config = mapping_for(bag.path)
     tables = []
     for block_messages in (1, 7, 4096):
-        monkeypatch.setattr(convert, "BlockFeed", lambda decoder, n=block_messages: BlockFeed(decoder, n))
         out = tmp_path / f"ds-{block_messages}"
-        convert_recording([bag.path], out, config)
+        convert_recording([bag.path], out, config, flow=Flow(block_messages=block_messages))
         episode = load_dataset(out).episode(0)
         tables.append((episode.steps(), episode.stream("ft_sensor"), episode.stream("joint_states")))
     for other in tables[1:]:

@@ -50,6 +50,7 @@ NS = 1_000_000_000
 TF_WAIT_NS = 1_000_000_000
 # Native-rate samples held for the writer per stream (plus up to a block); before the
 # episode's clock starts, up to ``max_latency_ms`` of input more (``_start_clock_when_due``).
+# The default of ``Flow.native_batch``.
 NATIVE_BATCH_MAX = 256
 
 
@@ -243,8 +244,10 @@ class Assembler:
         counts: TopicCounts,
         *,
         tf: TfBuffer | None = None,
+        native_batch: int = NATIVE_BATCH_MAX,
     ) -> None:
         self.config = config
+        self.native_batch = native_batch
         self.manifest = manifest
         self.layout = steps
         self.writer = writer
@@ -330,6 +333,13 @@ class Assembler:
         if not self._clock_started:
             self._start_clock_when_due()
         self._emit_ready_steps(final=False)
+
+    def advance_input_time(self, input_ns: int) -> None:
+        """Nothing received before ``input_ns`` is still to come: a live source's clock
+        (the oldest message still queued, or now), so that steps are decided while every
+        stream pauses. A bag's input time is its messages' receive times, and moves the
+        same way as they are fed."""
+        self._advance_watermark(input_ns)
 
     def _advance_watermark(self, receive_ns: int) -> None:
         watermark = receive_ns - self.latency_ns
@@ -441,7 +451,7 @@ class Assembler:
         started, as ``_start_clock_when_due`` decides (after ``max_latency_ms`` of input)."""
         batch = self._native[stream]
         batch.add(times_ns, rows, stamp_ns, receive_ns)
-        if batch.count >= NATIVE_BATCH_MAX and self._clock_started:
+        if batch.count >= self.native_batch and self._clock_started:
             self._send(batch)
 
     def _start_clock_when_due(self) -> None:
@@ -454,7 +464,7 @@ class Assembler:
         if (
             firsts
             and min(firsts) <= self.watermark_ns
-            and max(b.count for b in self._native.values()) >= NATIVE_BATCH_MAX
+            and max(b.count for b in self._native.values()) >= self.native_batch
         ):
             self._send_samples()
 

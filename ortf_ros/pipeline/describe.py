@@ -1,0 +1,288 @@
+"""The dataset's description (manifest, step layout, robot) from a prologue and a mapping.
+
+Pure: the same prologue gives the same manifest whether a bag or a live recorder
+accumulated it, which is what makes a recording and a conversion of the same scene
+the same dataset. Only ``name`` and ``collection`` (who wrote it: ``ortf-bag2ortf``
+or ``ortf_recorder``) differ between the two.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ortf_ros.errors import ConversionError
+from ortf_ros.format.manifest import (
+    ActionDimension,
+    ActionSpace,
+    Alignment,
+    Extrinsics,
+    Frame,
+    Joint,
+    Manifest,
+    NativeStream,
+    ObservationSpace,
+    Resolution,
+    Robot,
+    Sensor,
+    StateComponent,
+    Transform,
+)
+from ortf_ros.pipeline.assemble import StepLayout
+from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.prologue import Prologue, camera_fps
+from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
+from ortf_ros.pipeline.samples import JointStateSample
+from ortf_ros.pipeline.tf import Pose
+
+FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
+
+
+@dataclass(frozen=True)
+class Description:
+    """What a dataset written from this prologue holds, and what the user should hear of it."""
+
+    manifest: Manifest
+    steps: StepLayout
+    robot: UrdfRobot | None
+    urdf: str | None
+    warnings: tuple[str, ...]
+
+
+def describe(
+    config: ConversionConfig,
+    prologue: Prologue,
+    *,
+    name: str,
+    collection: Mapping[str, object],
+    urdf: str | None = None,
+    urdf_source: str = "--urdf",
+) -> Description:
+    """The manifest and step layout; ``urdf`` (from ``urdf_source``) over the prologue's."""
+    urdf_text = urdf or prologue.urdf
+    robot = None
+    warnings = []
+    if urdf_text:
+        source = urdf_source if urdf else config.robot_description_topic
+        robot = robot_from_urdf(urdf_text, gripper_joints=config.gripper_joints, source=source)
+    else:
+        state_topic = config.joint_states.topic if config.joint_states else "the joint states"
+        warnings.append(f"no URDF on {config.robot_description_topic} and none given: joints named from {state_topic}")
+    steps = step_layout(config, prologue, robot)
+    manifest = build_manifest(config, prologue, robot, steps, name, collection)
+    return Description(manifest, steps, robot, urdf_text, tuple(warnings))
+
+
+def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> StepLayout:
+    if prologue.joint_state is None:
+        raise ConversionError("no JointState message on the joint_states topic: nothing to build steps from")
+    if robot is not None:
+        gripper = robot.gripper_joints
+        arm = tuple(j.name for j in robot.arm_joints)
+    else:
+        names = tuple(prologue.joint_state.names)
+        gripper = tuple(n for n in names if n in config.gripper_joints)
+        arm = tuple(n for n in names if n not in gripper)
+    ee_frames = None
+    base = config.base_frame or (robot.base_link if robot is not None else None)
+    ee = config.end_effector_frame or (robot.end_effector_link if robot is not None else None)
+    if base and ee and ee in prologue.tf.frames():
+        ee_frames = (base, ee)
+    action = prologue.action
+    if config.action.topic is None:
+        action_names = arm + gripper
+    elif action is None:
+        raise ConversionError(f"{config.action.topic}: the action topic has no usable message")
+    elif isinstance(action, JointStateSample):
+        action_names = tuple(n for n in arm + gripper if n in action.names)
+    else:
+        action_names = action.names
+    return StepLayout(
+        arm_joints=arm,
+        gripper_joints=gripper,
+        with_torques=len(prologue.joint_state.effort) > 0,
+        ee_frames=ee_frames,
+        action_names=action_names,
+        action_by_joint_name=isinstance(action, JointStateSample) or config.action.topic is None,
+    )
+
+
+def build_manifest(
+    config: ConversionConfig,
+    prologue: Prologue,
+    robot: UrdfRobot | None,
+    steps: StepLayout,
+    name: str,
+    collection: Mapping[str, object],
+) -> Manifest:
+    joints = steps.joints
+    state = {
+        "joint_positions": StateComponent(len(steps.arm_joints), "radians", names=steps.arm_joints),
+        "joint_velocities": StateComponent(len(steps.arm_joints), "rad_per_s", names=steps.arm_joints),
+    }
+    if steps.with_torques:
+        state["joint_torques"] = StateComponent(len(steps.arm_joints), "newton_meters", names=steps.arm_joints)
+    if steps.ee_frames is not None:
+        state["ee_position"] = StateComponent(3, "meters", frame=steps.ee_frames[0])
+        state["ee_orientation"] = StateComponent(4, "quaternion", frame=steps.ee_frames[0], order="wxyz")
+    if steps.gripper_joints:
+        state["gripper_position"] = StateComponent(len(steps.gripper_joints), "meters", names=steps.gripper_joints)
+    sensors: list[Sensor] = []
+    native: dict[str, NativeStream] = {}
+    for wrench in config.wrenches:
+        state[wrench.name] = StateComponent(6, "newtons_newton_meters", names=("fx", "fy", "fz", "tx", "ty", "tz"))
+        rate = prologue.rates.get(wrench.topic, 0.0)
+        sensors.append(
+            Sensor(
+                name=wrench.name,
+                type="force_torque",
+                # A bag does not say the sensor's range; "unknown" says so instead of inventing one.
+                extra={
+                    "rate_hz": rate,
+                    "range_force": "unknown" if wrench.range_force is None else wrench.range_force,
+                    "range_torque": "unknown" if wrench.range_torque is None else wrench.range_torque,
+                    "source": wrench.topic,
+                },
+            )
+        )
+        if wrench.native:
+            native[wrench.name] = NativeStream(
+                columns={"force": StateComponent(3, "newtons"), "torque": StateComponent(3, "newton_meters")},
+                sensor=wrench.name,
+                rate_hz=rate,
+                source=wrench.topic,
+            )
+    if config.joint_states is not None and config.joint_states.native:
+        native["joint_states"] = NativeStream(
+            columns={
+                "position": StateComponent(len(joints), names=joints),
+                "velocity": StateComponent(len(joints), names=joints),
+                "effort": StateComponent(len(joints), names=joints),
+            },
+            rate_hz=prologue.rates.get(config.joint_states.topic, 0.0),
+            source=config.joint_states.topic,
+        )
+    images = {}
+    for camera in config.cameras:
+        images[camera.name] = camera.name
+        sensors.append(_camera_sensor(config, prologue, camera.name, camera.topic, camera.kind))
+    return Manifest(
+        dataset_id="",
+        name=name,
+        robot=_robot(robot, steps),
+        action_space=_action_space(config, steps),
+        observation_space=ObservationSpace(state=state, images=images),
+        sensors=tuple(sensors),
+        frames=_frames(config, prologue, steps),
+        collection=dict(collection),
+        sync_tolerance_ms=_tolerance_ms(config),
+        native_streams=native,
+        alignment=Alignment(streams=_aligned_streams(config, steps)),
+    )
+
+
+def _robot(robot: UrdfRobot | None, steps: StepLayout) -> Robot:
+    ee = steps.ee_frames[1] if steps.ee_frames else None
+    if robot is not None:
+        return robot.manifest_robot(end_effector_link=ee or robot.end_effector_link)
+    # No URDF: joints as the joint states name them; their types and limits are unknown.
+    joints = tuple(Joint(name, "revolute", i) for i, name in enumerate(steps.arm_joints))
+    gripper = {"joints": list(steps.gripper_joints)} if steps.gripper_joints else None
+    return Robot(name="unknown", dof=len(joints), joints=joints, gripper=gripper, end_effector_link=ee)
+
+
+def _tolerance_ms(config: ConversionConfig) -> float:
+    if config.sync_tolerance_ms is not None:
+        return config.sync_tolerance_ms
+    rate = config.step.rate_hz or 30.0
+    return 1000.0 / rate / 2
+
+
+def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, ...]:
+    names = ["joint_states", *(w.name for w in config.wrenches), *(c.name for c in config.cameras)]
+    if config.action.topic is not None:
+        names.append("action")
+    if steps.ee_frames is not None:
+        names.append("end_effector")
+    return tuple(names)
+
+
+def _action_space(config: ConversionConfig, steps: StepLayout) -> ActionSpace:
+    if steps.action_by_joint_name:
+        dims = tuple(
+            ActionDimension(n, i, "position", "radians" if n in steps.arm_joints else "meters")
+            for i, n in enumerate(steps.action_names)
+        )
+        kind = "joint_position"
+    else:
+        dims = tuple(ActionDimension(n, i, "continuous", "normalized") for i, n in enumerate(steps.action_names))
+        kind = "command"
+    extra = {"source": config.action.topic} if config.action.topic else {"source": FALLBACK_ACTION}
+    return ActionSpace(type=kind, dimensions=dims, control_frequency_hz=config.step.rate_hz, extra=extra)
+
+
+def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topic: str, kind: str) -> Sensor:
+    first = prologue.images.get(name)
+    if first is None:
+        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
+    height, width = first.pixels.shape[:2]
+    info = prologue.camera_info.get(name)
+    intrinsics = None
+    distortion = None
+    if info is not None:
+        intrinsics = {"fx": info.k[0], "fy": info.k[4], "cx": info.k[2], "cy": info.k[5]}
+        distortion = {"model": info.distortion_model, "coefficients": list(info.d)}
+    extrinsics = None
+    frame_id = first.stamps.frame_id
+    parent = prologue.tf.frames().get(frame_id)
+    if parent is not None:
+        found = prologue.tf.lookup(parent.parent, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
+        if found is not None:
+            extrinsics = Extrinsics(
+                parent.parent,
+                _transform(found.pose),
+            )
+    extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
+    if kind == "depth":
+        extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
+    return Sensor(
+        name=name,
+        type="depth_camera" if kind == "depth" else "camera",
+        mount_link=frame_id or None,
+        resolution=Resolution(width, height),
+        fps=camera_fps(prologue, name, topic),
+        intrinsics=intrinsics,
+        distortion=distortion,
+        extrinsics=extrinsics,
+        extra=extra,
+    )
+
+
+def _transform(pose: Pose) -> Transform:
+    t, r = pose.translation, pose.rotation
+    return Transform((float(t[0]), float(t[1]), float(t[2])), (float(r[0]), float(r[1]), float(r[2]), float(r[3])))
+
+
+def _frames(config: ConversionConfig, prologue: Prologue, steps: StepLayout) -> dict[str, Frame]:
+    """Every TF frame: static ones fixed with their transform, moving ones dynamic with their topic."""
+    frames: dict[str, Frame] = {}
+    tree = prologue.tf.frames()
+    for root in prologue.tf.roots():
+        frames[root] = Frame("fixed", description="root of the TF tree")
+    for child, edge in tree.items():
+        if edge.static and edge.pose is not None:
+            frames[child] = Frame("fixed", parent=edge.parent, transform=_transform(edge.pose))
+        else:
+            frames[child] = Frame("dynamic", parent=edge.parent, source=prologue.dynamic_sources.get(child, "/tf"))
+    world = config.world_frame or (prologue.tf.roots()[0] if prologue.tf.roots() else None)
+    if world is not None and "world" not in frames:
+        frames["world"] = Frame("fixed", description=f"the TF frame {world!r}", extra={"tf_frame": world})
+    if steps.ee_frames is not None:
+        base, ee = steps.ee_frames
+        if "robot_base" not in frames:
+            frames["robot_base"] = Frame("fixed", description=f"the TF frame {base!r}", extra={"tf_frame": base})
+        if "end_effector" not in frames:
+            frames["end_effector"] = Frame(
+                "dynamic", parent=base, source="tf", description=f"the TF frame {ee!r}", extra={"tf_frame": ee}
+            )
+    return frames

@@ -1,0 +1,181 @@
+"""What must be known before the first step is written, accumulated from messages.
+
+The manifest describes the robot (URDF), the coordinate frames (static TF, and which
+frames move), each camera's geometry, calibration and frame rate, the joint names and
+the action's shape. A bag gives these from its first seconds, read ahead
+(``ReadAhead.messages``); a live recorder from a warm-up over its subscriptions. Both
+feed one ``PrologueBuilder`` message by message and ask it when it has enough
+(``complete``) and, when time runs out, what is still missing (``missing``).
+
+It waits only for what can come: a topic that is not present (not in the bag, no
+publisher live) is not waited for, nor the URDF when one was given on the command line.
+Otherwise a bag without ``/robot_description`` was read to its end, every camera frame
+decoded, before the conversion began.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ortf_ros.pipeline.assemble import NS, stream_time
+from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.samples import (
+    CameraInfoSample,
+    ImageSample,
+    JointStateSample,
+    RawMessage,
+    RobotDescriptionSample,
+    Sample,
+    TransformSample,
+    VectorSample,
+)
+from ortf_ros.pipeline.tf import TfBuffer
+
+TF_WINDOW_NS = 1_000_000_000  # input read before the prologue is complete: dynamic TF names the moving frames
+FPS_MIN_INTERVALS = 5  # frame intervals needed before their median gives a camera's fps
+FPS_MAX_FRAMES = 64  # frame times kept per camera: plenty for a median, and the memory stays flat
+
+
+@dataclass
+class Prologue:
+    urdf: str | None = None
+    tf: TfBuffer = field(default_factory=TfBuffer)
+    dynamic_sources: dict[str, str] = field(default_factory=dict)  # child frame -> topic
+    images: dict[str, ImageSample] = field(default_factory=dict)  # camera name -> first frame
+    camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)
+    joint_state: JointStateSample | None = None
+    action: JointStateSample | VectorSample | None = None
+    rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
+    frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
+
+
+def prologue_topics(config: ConversionConfig) -> set[str]:
+    """The topics whose messages the prologue learns from."""
+    wanted = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
+    wanted |= {c.topic for c in config.cameras}
+    wanted |= {c.camera_info_topic for c in config.cameras if c.camera_info_topic is not None}
+    if config.joint_states is not None:
+        wanted.add(config.joint_states.topic)
+    if config.action.topic is not None:
+        wanted.add(config.action.topic)
+    return wanted
+
+
+class PrologueBuilder:
+    """Accumulates a ``Prologue`` from the messages it is given, in receive order.
+
+    ``present``: the topics that can deliver (a bag's recorded topics, a live graph's
+    published ones). ``rates``: messages/s per topic when the source knows them (a bag's
+    index); otherwise they are measured from the times of the messages accepted, every
+    topic's (give it all of them). ``urdf_given``: a URDF came from elsewhere, do not
+    wait for one. ``window_ns``: input time the builder wants to have seen before it
+    calls itself complete (dynamic TF takes that long to name every moving frame).
+    """
+
+    def __init__(
+        self,
+        config: ConversionConfig,
+        decoder: SampleDecoder,
+        present: Collection[str],
+        *,
+        rates: Mapping[str, float] | None = None,
+        urdf_given: bool = False,
+        window_ns: int = TF_WINDOW_NS,
+    ) -> None:
+        self.config = config
+        self.decoder = decoder
+        self.present = frozenset(present)
+        self.wanted = frozenset(prologue_topics(config) & self.present)
+        self.urdf_given = urdf_given
+        self.window_ns = window_ns
+        self.prologue = Prologue(rates=dict(rates) if rates is not None else {})
+        self._measure = rates is None
+        self._cameras = {c.topic: c for c in config.cameras}
+        self._infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
+        self._first_ns: int | None = None
+        self._last_ns: int | None = None
+        self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
+
+    def accept(self, raw: RawMessage) -> None:
+        """One message; only the prologue's topics are decoded, every topic's time is counted."""
+        if self._first_ns is None:
+            self._first_ns = raw.receive_ns
+        self._last_ns = raw.receive_ns
+        if self._measure:
+            count, first, _ = self._times.get(raw.topic, (0, raw.receive_ns, raw.receive_ns))
+            self._times[raw.topic] = (count + 1, first, raw.receive_ns)
+        if raw.topic in self.wanted:
+            for sample in self.decoder.samples(raw):
+                self._learn(raw.topic, sample)
+
+    def _learn(self, topic: str, sample: Sample) -> None:
+        prologue, config = self.prologue, self.config
+        if isinstance(sample, RobotDescriptionSample) and topic == config.robot_description_topic:
+            prologue.urdf = prologue.urdf or sample.urdf
+        elif isinstance(sample, TransformSample):
+            if prologue.tf.add(sample) and not sample.static:
+                prologue.dynamic_sources.setdefault(sample.child, topic)
+        elif isinstance(sample, ImageSample) and topic in self._cameras:
+            camera = self._cameras[topic]
+            prologue.images.setdefault(camera.name, sample)
+            times = prologue.frame_times.setdefault(camera.name, [])
+            if len(times) < FPS_MAX_FRAMES:
+                times.append(stream_time(sample.stamps, camera.time))
+        elif isinstance(sample, CameraInfoSample) and topic in self._infos:
+            prologue.camera_info.setdefault(self._infos[topic].name, sample)
+        elif isinstance(sample, JointStateSample) and config.joint_states and topic == config.joint_states.topic:
+            prologue.joint_state = prologue.joint_state or sample
+        elif isinstance(sample, (JointStateSample, VectorSample)) and topic == config.action.topic:
+            prologue.action = prologue.action or sample
+
+    def missing(self) -> list[str]:
+        """What a complete prologue still lacks, one phrase each ("no frame yet on /wrist/image_raw")."""
+        prologue, config = self.prologue, self.config
+        lacking = []
+        if not self.urdf_given and prologue.urdf is None and config.robot_description_topic in self.present:
+            lacking.append(f"no URDF yet on {config.robot_description_topic}")
+        for topic, camera in self._cameras.items():
+            if topic in self.present and camera.name not in prologue.images:
+                lacking.append(f"no frame yet on {topic}")
+        for topic, camera in self._infos.items():
+            if topic in self.present and camera.name not in prologue.camera_info:
+                lacking.append(f"no camera_info yet on {topic}")
+        joints = config.joint_states
+        if joints is not None and joints.topic in self.present and prologue.joint_state is None:
+            lacking.append(f"no joint state yet on {joints.topic}")
+        action = config.action.topic
+        if action is not None and action in self.present and prologue.action is None:
+            lacking.append(f"no action yet on {action}")
+        return lacking
+
+    def seen_ns(self) -> int:
+        """Input time between the first and the last message accepted."""
+        return 0 if self._first_ns is None or self._last_ns is None else self._last_ns - self._first_ns
+
+    def complete(self) -> bool:
+        return not self.missing() and self.seen_ns() > self.window_ns
+
+    def result(self) -> Prologue:
+        """The prologue, with the rates measured over the messages accepted when none were given."""
+        if self._measure:
+            self.prologue.rates = {
+                topic: (count - 1) * NS / (last - first)
+                for topic, (count, first, last) in self._times.items()
+                if count > 1 and last > first
+            }
+        return self.prologue
+
+
+def camera_fps(prologue: Prologue, name: str, topic: str) -> float:
+    """The camera's frame rate, from the median interval between its first frames (on
+    the camera's clock): a camera that paused during the recording published fewer
+    messages per second of it than frames per second. The topic's rate over the whole
+    recording only when the prologue saw too few frames to tell."""
+    intervals = np.diff(np.asarray(prologue.frame_times.get(name, []), dtype=np.int64))
+    intervals = intervals[intervals > 0]
+    rate = NS / float(np.median(intervals)) if len(intervals) >= FPS_MIN_INTERVALS else prologue.rates.get(topic, 0.0)
+    return float(max(1, round(rate)))

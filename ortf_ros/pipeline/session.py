@@ -1,0 +1,154 @@
+"""The episode being recorded: the one object a bag loop and a recorder node both drive.
+
+Begin with a task, accept messages (each goes through the fast path's blocks to the
+assembler and the writer), flush (steps are decided: by count offline, by the clock
+live), end with an outcome (committed) or discard. Between episodes nothing is
+written, but the TF tree stays current (a static transform arrives once, before
+anything else, and belongs to every episode), so every message is still accepted.
+
+Single-threaded: a recorder's service handlers post their commands to the thread that
+feeds the session rather than calling it themselves.
+"""
+
+from __future__ import annotations
+
+from ortf_ros.errors import WriterError
+from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
+from ortf_ros.pipeline.batching import BlockFeed
+from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.flow import Flow
+from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
+from ortf_ros.pipeline.tf import TfBuffer
+from ortf_ros.writer import DatasetWriter
+
+DISCARDED_EMPTY = "episode without a complete step (discarded)"
+
+
+class EpisodeSession:
+    """Episodes of one ``DatasetWriter`` (already open), one at a time.
+
+    ``tf`` is the TF tree the prologue gathered: static transforms seen before the first
+    episode are in every episode's tree.
+    """
+
+    def __init__(
+        self,
+        writer: DatasetWriter,
+        config: ConversionConfig,
+        steps: StepLayout,
+        decoder: SampleDecoder,
+        flow: Flow,
+        *,
+        tf: TfBuffer | None = None,
+        counts: TopicCounts | None = None,
+    ) -> None:
+        self.writer = writer
+        self.config = config
+        self.steps = steps
+        self.decoder = decoder
+        self.flow = flow
+        self.tf = tf if tf is not None else TfBuffer()
+        self.counts = counts if counts is not None else TopicCounts()
+        self.feed = BlockFeed(decoder, flow.block_messages)
+        self.records: list[EpisodeRecord] = []
+        self.task = config.labels.task
+        self._assembler: Assembler | None = None
+        self._episode_id: str | None = None
+        self._tf_topics = {*config.tf_topics, *config.tf_static_topics}
+
+    @property
+    def episode_id(self) -> str | None:
+        """The open episode's id; None between episodes."""
+        return self._episode_id
+
+    @property
+    def steps_written(self) -> int:
+        return 0 if self._assembler is None else self._assembler.steps_written
+
+    def set_task(self, task: str) -> None:
+        """The task of the open episode (announced after it began) and of the next ones."""
+        self.task = task
+        if self._assembler is not None:
+            self.writer.set_task(task)
+
+    def begin(self, task: str | None = None) -> str:
+        """Open an episode (for ``task``, else the current one); its id."""
+        if self._episode_id is not None:
+            raise WriterError(f"episode {self._episode_id} is being recorded; end or discard it first")
+        if task is not None:
+            self.task = task
+        self._episode_id = self.writer.begin_episode(self.task)
+        self._assembler = Assembler(
+            self.config,
+            self.writer.manifest,
+            self.steps,
+            self.writer,
+            self.counts,
+            tf=self.tf,
+            native_batch=self.flow.native_batch,
+        )
+        return self._episode_id
+
+    def accept(self, raw: RawMessage) -> None:
+        """A message: the open episode's data, or between episodes only TF (counted as outside)."""
+        if self._assembler is not None:
+            self.feed.feed(raw, self._assembler)
+            return
+        self.counts.outside_episodes[raw.topic] += 1
+        if raw.topic in self._tf_topics:
+            for sample in self.decoder.samples(raw):
+                if isinstance(sample, TransformSample):
+                    self.tf.add(sample)
+
+    def accept_run(self, run: RawRun) -> None:
+        """A run of one topic's messages of the open episode (a bag's chunk)."""
+        if self._assembler is None:
+            raise WriterError(f"{run.topic}: a run of messages outside an episode")
+        self.feed.feed_run(run, self._assembler)
+
+    def end_batch(self) -> None:
+        """The end of a batch of input: steps are decided once a block's worth came."""
+        if self._assembler is not None:
+            self.feed.end_batch(self._assembler)
+
+    def flush(self, input_ns: int | None = None) -> None:
+        """Feed what waits and decide the steps that are ready; ``input_ns``: nothing
+        received before it is still to come (a live source's clock)."""
+        if self._assembler is None:
+            return
+        if input_ns is not None:
+            self._assembler.advance_input_time(input_ns)
+        self.feed.flush(self._assembler)
+
+    def end(
+        self, success: bool | None = None, failure_reason: str | None = None, operator_notes: str | None = None
+    ) -> EpisodeRecord | None:
+        """Commit the open episode with its outcome; None (discarded, counted) when no step
+        could be assembled, or when no episode is open."""
+        assembler = self._assembler
+        if assembler is None:
+            return None
+        try:
+            self.feed.flush(assembler)
+            assembler.finish()
+        except BaseException:
+            self.discard()
+            raise
+        self._assembler, self._episode_id = None, None
+        if assembler.steps_written == 0:
+            self.writer.discard_episode()
+            self.counts.skipped_steps[DISCARDED_EMPTY] += 1
+            return None
+        record = self.writer.end_episode(success, failure_reason, operator_notes)
+        self.records.append(record)
+        return record
+
+    def discard(self) -> None:
+        """Drop the open episode, if any (also after a failure)."""
+        if self._assembler is None:
+            return
+        self._assembler, self._episode_id = None, None
+        self.feed = BlockFeed(self.decoder, self.flow.block_messages)  # (what waited belonged to it)
+        self.writer.discard_episode()
