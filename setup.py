@@ -62,8 +62,9 @@ setup(
         "console_scripts": [
             "ortf = ortf_ros.cli:main",
             "ortf-bag2ortf = ortf_ros.bag2ortf:main",
-            # ROS 2 node: `ros2 run ortf_ros ortf_player` (colcon installs it into lib/ortf_ros)
-            "ortf_player = ortf_ros.playback.entry:main",
+            # ROS 2 nodes: `ros2 run ortf_ros ortf_player` (colcon installs them into lib/ortf_ros)
+            "ortf_player = ortf_ros.ros.entry:player",
+            "ortf_recorder = ortf_ros.ros.entry:recorder",
         ],
     },
 )

@@ -109,7 +109,7 @@ def child_subscribe(out: Path, seconds: float) -> None:
     from std_msgs.msg import String
     from std_srvs.srv import Trigger
 
-    from ortf_ros.playback.node import message_class
+    from ortf_ros.ros.message_types import message_class
 
     rclpy.init()
     node = rclpy.create_node("ortf_bench_subscriber")
@@ -192,7 +192,7 @@ def play(dataset: Path, tmp: Path, rate: float, seconds: float) -> Run:
     subscriber = subprocess.Popen(
         [sys.executable, __file__, "--child-subscribe", str(out), "--seconds", str(seconds)], env=env
     )
-    command = [sys.executable, "-m", "ortf_ros.playback.node", "--ros-args", "--params-file", str(PLAYER_PARAMS)]
+    command = [sys.executable, "-m", "ortf_ros.ros.player_node", "--ros-args", "--params-file", str(PLAYER_PARAMS)]
     command += ["-p", f"dataset:={dataset}", "-p", "start_paused:=true", "-p", f"rate:={rate:.6f}"]
     log = tmp / f"player-{rate:g}.log"
     with log.open("w") as log_file:

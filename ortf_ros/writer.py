@@ -136,10 +136,13 @@ def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:
 
 @dataclass(frozen=True)
 class Annotations:
-    """Episode annotations: ``scene_objects.json`` content and a JPEG of the first frame."""
+    """Episode annotations: ``scene_objects.json`` content, a JPEG of the first frame, and
+    ``recording.json``: how the episode was recorded (a live recorder's messages received
+    and dropped per topic), kept with the episode so a lossy take can be told later."""
 
     scene_objects: Mapping[str, Any] | None = None
     first_frame_jpeg: bytes | None = None
+    recording: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -816,3 +819,5 @@ def _stage_annotations(staged: StagedEpisode, annotations: Annotations) -> None:
         atomic.write_json(target / "scene_objects.json", dict(annotations.scene_objects))
     if annotations.first_frame_jpeg is not None:
         atomic.write_bytes(target / "first_frame.jpg", annotations.first_frame_jpeg)
+    if annotations.recording is not None:
+        atomic.write_json(target / "recording.json", dict(annotations.recording))

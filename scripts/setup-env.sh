@@ -6,9 +6,9 @@
 # Without a sourced ROS 2 install (no ROS_DISTRO), it builds:
 #   .venv/   python3.11 venv (python3 if 3.11 is missing) with the ROS 2 Jazzy wheels
 #            from PyPI (rclpy + Fast DDS, std/sensor/geometry msgs, std_srvs,
-#            rosgraph_msgs), tf2_msgs built from ros/tf2_msgs and installed into the
-#            venv prefix, this project installed editable with its "test" extra, and
-#            colcon (the minimal set that builds an ament_python package).
+#            rosgraph_msgs, diagnostic_msgs), tf2_msgs built from ros/tf2_msgs and
+#            installed into the venv prefix, this project installed editable with its
+#            "test" extra, and colcon (the minimal set that builds an ament_python package).
 #   .cache/  the tf2_msgs CMake build tree, the log of the last run (setup-env.log).
 # Afterwards `.venv/bin/python -c "import rclpy; from tf2_msgs.msg import TFMessage"`
 # works with nothing sourced: the wheels' bootstrapper (a .pth file) re-executes the
@@ -45,6 +45,7 @@ ROS_RUNTIME_WHEELS=(
   "ros-jazzy-geometry-msgs==5.3.6"
   "ros-jazzy-std-srvs==5.3.6"
   "ros-jazzy-rosgraph-msgs==2.0.3"
+  "ros-jazzy-diagnostic-msgs==5.3.6"
 )
 # What building an interface package (tf2_msgs) needs on top of them.
 ROS_BUILD_WHEELS=(
@@ -276,10 +277,11 @@ import os, subprocess, sys
 import rclpy
 from tf2_msgs.msg import TFMessage
 from sensor_msgs.msg import Image
+from diagnostic_msgs.msg import DiagnosticArray
 import ortf_ros
 code = "import rclpy; from tf2_msgs.msg import TFMessage; from sensor_msgs.msg import Image"
 subprocess.run([sys.executable, "-c", code], env=dict(os.environ), check=True)
-print("rclpy, tf2_msgs, sensor_msgs, ortf_ros import (also in a child process)")
+print("rclpy, tf2_msgs, sensor_msgs, diagnostic_msgs, ortf_ros import (also in a child process)")
 '
   "$VENV/bin/python" -c "$check"
   # colcon finds the package through package.xml (ros.ament_python, not plain python)

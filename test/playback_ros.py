@@ -20,8 +20,8 @@ from std_srvs.srv import Trigger
 
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.samples import RawMessage
-from ortf_ros.playback.node import message_class
 from ortf_ros.playback.rosmsg import RosMessages
+from ortf_ros.ros.message_types import message_class
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYER_PARAMS = REPO / "config" / "playback.yaml"
@@ -31,7 +31,7 @@ SUBSCRIBER_DEPTH = 10_000
 
 def start_player(dataset: Path | None, log: Path, *parameters: str) -> subprocess.Popen[bytes]:
     """``ortf_player`` with the repository's config/playback.yaml and ``name:=value`` overrides."""
-    command = [sys.executable, "-m", "ortf_ros.playback.node", "--ros-args", "--params-file", str(PLAYER_PARAMS)]
+    command = [sys.executable, "-m", "ortf_ros.ros.player_node", "--ros-args", "--params-file", str(PLAYER_PARAMS)]
     command += ["-p", f"dataset:={dataset}"] if dataset is not None else []
     for parameter in parameters:
         command += ["-p", parameter]

@@ -42,7 +42,7 @@ def sourced(workspace: Workspace, monkeypatch: pytest.MonkeyPatch) -> dict[str, 
 
 
 def test_install_space_has_the_executables_launch_and_config_files(workspace: Workspace) -> None:
-    for executable in ("ortf_player", "ortf", "ortf-bag2ortf"):
+    for executable in ("ortf_player", "ortf_recorder", "ortf", "ortf-bag2ortf"):
         assert os.access(workspace.executables / executable, os.X_OK), executable
     assert (workspace.prefix / "share/ament_index/resource_index/packages" / PACKAGE).is_file()
     installed = [*REPO.glob("launch/*.launch.py"), *REPO.glob("config/*.yaml"), REPO / "package.xml"]
@@ -58,7 +58,7 @@ def test_sourced_workspace_is_found_by_ament_index_and_imported_from_the_install
     assert Path(get_package_share_directory(PACKAGE)) == workspace.share
     assert Path(get_package_prefix(PACKAGE)) == workspace.prefix
     where = subprocess.run(
-        [sys.executable, "-c", "import ortf_ros.playback.node as m; print(m.__file__)"],
+        [sys.executable, "-c", "import ortf_ros.ros.player_node as m; print(m.__file__)"],
         cwd=workspace.root,  # as a user in the workspace; from the repository, '' would find its ortf_ros first
         env=sourced,
         capture_output=True,

@@ -36,11 +36,12 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     for installed in ("config/writer.yaml", "config/playback.yaml", "launch/playback.launch.py"):
         assert f"{data}ortf_ros/{installed}" in names, installed
     assert "ortf_ros/py.typed" in names
-    assert "ortf_ros/playback/node.py" in names
+    assert "ortf_ros/ros/player_node.py" in names
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
     assert "ortf = ortf_ros.cli:main" in entry_points
     assert "ortf-bag2ortf = ortf_ros.bag2ortf:main" in entry_points
-    assert "ortf_player = ortf_ros.playback.entry:main" in entry_points
+    assert "ortf_player = ortf_ros.ros.entry:player" in entry_points
+    assert "ortf_recorder = ortf_ros.ros.entry:recorder" in entry_points
 
 
 def test_package_xml_declares_ros_and_python_dependencies() -> None:
@@ -48,7 +49,8 @@ def test_package_xml_declares_ros_and_python_dependencies() -> None:
     assert root.get("format") == "3"
     assert root.findtext("name") == "ortf_ros"
     exec_depends = {e.text for e in root.findall("exec_depend")}
-    for ros_package in ("rclpy", "sensor_msgs", "geometry_msgs", "tf2_msgs", "std_msgs", "std_srvs", "rosgraph_msgs"):
+    ros_packages = ("rclpy", "sensor_msgs", "geometry_msgs", "tf2_msgs", "std_msgs", "std_srvs", "rosgraph_msgs")
+    for ros_package in (*ros_packages, "diagnostic_msgs"):
         assert ros_package in exec_depends
     for launch_package in ("launch", "launch_ros", "ros2launch", "ament_index_python"):  # launch/*.launch.py
         assert launch_package in exec_depends

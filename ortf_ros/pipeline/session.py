@@ -12,6 +12,8 @@ feeds the session rather than calling it themselves.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ortf_ros.errors import WriterError
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
@@ -21,7 +23,7 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
 from ortf_ros.pipeline.tf import TfBuffer
-from ortf_ros.writer import DatasetWriter
+from ortf_ros.writer import Annotations, DatasetWriter
 
 DISCARDED_EMPTY = "episode without a complete step (discarded)"
 
@@ -123,10 +125,16 @@ class EpisodeSession:
         self.feed.flush(self._assembler)
 
     def end(
-        self, success: bool | None = None, failure_reason: str | None = None, operator_notes: str | None = None
+        self,
+        success: bool | None = None,
+        failure_reason: str | None = None,
+        operator_notes: str | None = None,
+        *,
+        annotations: Callable[[], Annotations] | None = None,
     ) -> EpisodeRecord | None:
         """Commit the open episode with its outcome; None (discarded, counted) when no step
-        could be assembled, or when no episode is open."""
+        could be assembled, or when no episode is open. ``annotations`` are made once the
+        last steps are in (a recorder's numbers are final only then)."""
         assembler = self._assembler
         if assembler is None:
             return None
@@ -141,7 +149,8 @@ class EpisodeSession:
             self.writer.discard_episode()
             self.counts.skipped_steps[DISCARDED_EMPTY] += 1
             return None
-        record = self.writer.end_episode(success, failure_reason, operator_notes)
+        extra = annotations() if annotations is not None else None
+        record = self.writer.end_episode(success, failure_reason, operator_notes, annotations=extra)
         self.records.append(record)
         return record
 

@@ -1,12 +1,13 @@
-"""``ortf_player``: an ORTF dataset published as ROS 2 topics. The only module that imports rclpy.
+"""``ortf_player``: an ORTF dataset published as ROS 2 topics.
 
     ortf_player --ros-args --params-file config/playback.yaml -p dataset:=/path/to/dataset
 
-Parameters are declared with their types from ``settings.PARAMETERS`` (documented in
-config/playback.yaml); a wrong type or value, a dataset that cannot be played (not a
-dataset, fails validation, a video missing, an unknown episode) is one error line and
-exit code 1. The messages are built by ``messages`` and scheduled by ``player``; this
-node creates a publisher per topic (with the real message classes, publishing the
+Parameters are declared with their types from ``playback.settings.PARAMETERS``
+(documented in config/playback.yaml); a wrong type or value, a dataset that cannot be
+played (not a dataset, fails validation, a video missing, an unknown episode) is one
+error line and exit code 1. The messages are built without ROS by ``playback.messages``
+(so ``ortf export mcap`` writes the same bytes) and scheduled by ``playback.player``;
+this node creates a publisher per topic (with the real message classes, publishing the
 serialized CDR), ``/clock`` when ``publish_clock`` is set, and:
 
 - services ``~/pause``, ``~/resume``, ``~/step`` (one step while paused) and
@@ -14,32 +15,22 @@ serialized CDR), ``/clock`` when ``publish_clock`` is set, and:
 - ``~/status`` (std_msgs/String, JSON: state, episode, step, time, rate, achieved_rate),
   twice a second and on every change.
 
-The node exits 0 when everything is published (not with ``loop``) or on Ctrl-C.
+The node exits 0 when everything is published (not with ``loop``) or on Ctrl-C or SIGTERM.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import json
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import rclpy
 from builtin_interfaces.msg import Time
-from rcl_interfaces.msg import ParameterDescriptor
 from rclpy.duration import Duration
-from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
-from rclpy.parameter import Parameter
 from rclpy.publisher import Publisher
-from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
-from rclpy.utilities import try_shutdown
 from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
@@ -48,60 +39,24 @@ from ortf_ros.errors import OrtfError
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.selection import open_for_playback
-from ortf_ros.playback.settings import (
-    NODE_NAME,
-    PARAMETERS,
-    QosSettings,
-    SettingsError,
-    settings_from_parameters,
-    type_name,
-)
+from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, QosSettings, SettingsError, settings_from_parameters
+from ortf_ros.ros import runtime
+from ortf_ros.ros.message_types import message_class
+from ortf_ros.ros.parameters import declare_parameters
+from ortf_ros.ros.qos import qos_profile
 
 STATUS_PERIOD_S = 0.5
 DELIVERY_TIMEOUT_S = 2.0  # at the end, how long reliable subscribers get to acknowledge
 SWITCH_INTERVAL_S = 0.0005  # GIL hand-over: the publishing thread must not wait 5 ms for the decoder's
 
 
-def message_class(msgtype: str) -> Any:
-    """The rclpy class of ``pkg/msg/Type``."""
-    package, _, name = msgtype.split("/")
-    return getattr(importlib.import_module(f"{package}.msg"), name)
-
-
-def qos_profile(qos: QosSettings) -> QoSProfile:
-    return QoSProfile(  # type: ignore[no-untyped-call]
-        history=HistoryPolicy.KEEP_LAST,
-        depth=qos.depth,
-        reliability=ReliabilityPolicy.RELIABLE if qos.reliability == "reliable" else ReliabilityPolicy.BEST_EFFORT,
-        durability=DurabilityPolicy.TRANSIENT_LOCAL
-        if qos.durability == "transient_local"
-        else DurabilityPolicy.VOLATILE,
-    )
-
-
-def declare_parameters(node: Node) -> dict[str, object]:
-    """Every player parameter, declared with its type; the values given (defaults for the rest)."""
-    values: dict[str, object] = {}
-    for name, default in PARAMETERS.items():
-        descriptor = ParameterDescriptor(description=f"{type_name(default)}, default {default!r}")
-        try:
-            if isinstance(default, tuple) and not default:
-                value = node.declare_parameter(name, Parameter.Type.STRING_ARRAY, descriptor).value
-            else:
-                given = list(default) if isinstance(default, tuple) else default
-                value = node.declare_parameter(name, given, descriptor).value
-        except InvalidParameterTypeException as exc:
-            hint = " (write it with a decimal point)" if isinstance(default, float) else ""
-            raise SettingsError(f"parameter {name}: expected a {type_name(default)}{hint}: {exc.args[0]}") from None
-        values[name] = () if value is None else value
-    return values
-
-
 class PlayerNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
-        self.settings = settings_from_parameters(declare_parameters(self), f"node {NODE_NAME}")
+        self.settings = settings_from_parameters(
+            declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}"
+        )
         if not self.settings.dataset:
             raise SettingsError("parameter dataset: required: the directory of the dataset to play")
         dataset, episodes = open_for_playback(self.settings.dataset, self.settings.episodes)
@@ -178,32 +133,20 @@ class PlayerNode(Node):
             publisher.wait_for_all_acked(Duration(seconds=DELIVERY_TIMEOUT_S))
 
 
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
-def _spin(executor: SingleThreadedExecutor) -> None:
-    with contextlib.suppress(ExternalShutdownException):  # Ctrl-C: main() winds down
-        executor.spin()
-
-
 def main(args: Sequence[str] | None = None) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # Ctrl-C and SIGTERM reach the publishing loop as KeyboardInterrupt, which stops it
-    # cleanly; rclpy's own handler would invalidate the context under a publish instead.
-    rclpy.init(args=list(args) if args is not None else None, signal_handler_options=SignalHandlerOptions.NO)
-    for stop in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a shell starts background jobs ignoring it
-        signal.signal(stop, _interrupt)
+    # cleanly (runtime: rclpy's own handler would invalidate the context under a publish).
+    runtime.init(args)
     try:
         node = PlayerNode()
     except OrtfError as exc:
         rclpy.logging.get_logger(NODE_NAME).error(str(exc))  # type: ignore[no-untyped-call]
-        try_shutdown()
+        runtime.try_shutdown()
         return 1
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spinner = threading.Thread(target=_spin, args=(executor,), name="ortf_player services", daemon=True)
-    spinner.start()
+    spinner = runtime.spin_in_thread(executor, "ortf_player services")
     code = 0
     try:
         node.player.run()
@@ -217,10 +160,7 @@ def main(args: Sequence[str] | None = None) -> int:
         code = 1
     finally:
         node.player.stop()
-        executor.shutdown()
-        spinner.join()
-        node.destroy_node()  # type: ignore[no-untyped-call]
-        try_shutdown()
+        runtime.close(node, executor, spinner)
     return code
 
 

@@ -1,0 +1,1 @@
+"""Where raw messages come from: a recording on disk, or live subscriptions."""

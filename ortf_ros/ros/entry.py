@@ -1,0 +1,54 @@
+"""The nodes' console scripts (``ortf_player``, ``ortf_recorder``), kept free of ROS imports.
+
+``pip install ortf_ros`` on a machine without ROS 2 installs these scripts too. Each one
+imports its node module only when it runs, so a missing ROS is one line naming what
+cannot be imported, instead of a traceback; any other import error is a bug and is
+raised as it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Callable
+
+ROS_PACKAGES = (
+    "rclpy",
+    "rcl_interfaces",
+    "builtin_interfaces",
+    "std_msgs",
+    "std_srvs",
+    "rosgraph_msgs",
+    "diagnostic_msgs",
+)
+"""Top-level modules of ROS 2 that the nodes import (message packages included; any other
+``*_msgs`` counts as ROS too)."""
+
+
+def player() -> int:
+    """``ortf_player``: ``ortf_ros.ros.player_node``."""
+    return _run_node("ortf_player", "ortf_ros.ros.player_node")
+
+
+def recorder() -> int:
+    """``ortf_recorder``: ``ortf_ros.ros.recorder_node``."""
+    return _run_node("ortf_recorder", "ortf_ros.ros.recorder_node")
+
+
+def _run_node(script: str, module_name: str) -> int:
+    """Import ``module_name`` and return its ``main()``; 1 with one line on stderr when
+    ROS 2 is not importable."""
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in ROS_PACKAGES and not missing.endswith("_msgs"):
+            raise
+        print(
+            f"{script}: needs ROS 2 ({missing} is not importable): source a ROS 2 install "
+            "(Humble or Jazzy) or use a venv with its PyPI wheels (scripts/setup-env.sh)",
+            file=sys.stderr,
+        )
+        return 1
+    main: Callable[[], int] = module.main
+    return main()

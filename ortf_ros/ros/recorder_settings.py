@@ -1,0 +1,215 @@
+"""The recorder's parameters: its own typed settings, and the topic mapping.
+
+The mapping is the one ``ortf-bag2ortf --write-config`` writes, so one file serves a
+conversion and a recording. It comes from the ``mapping`` parameter (a file), and any
+of its keys may also be given as parameters (``cameras.wrist.topic``,
+``writer.video.crf``...), which override the file's. With neither, the mapping is
+detected from the live graph, by types and names, as ``ortf-bag2ortf`` does from a bag.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ortf_ros.errors import ConversionError
+from ortf_ros.pipeline.config import (
+    ConversionConfig,
+    config_from_mapping,
+    config_to_mapping,
+    load_config,
+)
+
+NODE_NAME = "ortf_recorder"
+
+PARAMETERS: dict[str, object] = {
+    "output": "",
+    "mapping": "",
+    "task": "",
+    "urdf": "",
+    "warmup_s": 10.0,
+    "discovery_s": 3.0,
+    "step_rate_hz": 30.0,
+    "on_shutdown": "commit",
+    "flush_every_ms": 50.0,
+    "queue_messages": 1024,
+    "queue_frames": 16,
+    "status_period_s": 1.0,
+    "failure_reason": "",
+    "operator_notes": "",
+}
+"""The recorder's own parameters and their defaults (their types are the parameters'
+types); config/record.yaml documents them."""
+
+MAPPING_KEYS = (
+    "step",
+    "sync_tolerance_ms",
+    "drop_outside_tolerance",
+    "max_latency_ms",
+    "cameras",
+    "joint_states",
+    "wrenches",
+    "action",
+    "tf_topics",
+    "tf_static_topics",
+    "robot_description_topic",
+    "base_frame",
+    "end_effector_frame",
+    "world_frame",
+    "gripper_joints",
+    "episodes",
+    "labels",
+    "writer",
+)
+"""The mapping's top-level keys: parameters under these namespaces are mapping keys."""
+
+QOS_NAMESPACE = "qos"
+"""``qos.<topic without its leading slash, / as .>.reliability|durability``: per-stream
+overrides of the QoS adapted to the publishers (``auto``, or the policy)."""
+
+ON_SHUTDOWN = ("commit", "discard")
+
+
+class SettingsError(ConversionError):
+    """A parameter the recorder cannot start with."""
+
+
+@dataclass(frozen=True)
+class RecorderParameters:
+    output: Path
+    mapping_file: Path | None
+    task: str | None
+    urdf_file: Path | None
+    warmup_s: float
+    discovery_s: float
+    step_rate_hz: float
+    commit_on_shutdown: bool
+    flush_every_ms: float
+    queue_messages: int
+    queue_frames: int
+    status_period_s: float
+    failure_reason: str | None
+    operator_notes: str | None
+
+
+def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
+    """The recorder's own settings from declared parameter values, checked."""
+
+    def text(name: str) -> str:
+        return str(values[name]).strip()
+
+    def positive(name: str) -> float:
+        value = values[name]
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+            raise SettingsError(f"parameter {name}: expected a positive number, got {value!r}")
+        return float(value)
+
+    if not text("output"):
+        raise SettingsError("parameter output: required: the dataset directory to record into")
+    if text("on_shutdown") not in ON_SHUTDOWN:
+        raise SettingsError(
+            f"parameter on_shutdown: expected one of {', '.join(ON_SHUTDOWN)}, got {text('on_shutdown')!r}"
+        )
+    return RecorderParameters(
+        output=Path(text("output")).expanduser(),
+        mapping_file=Path(text("mapping")).expanduser() if text("mapping") else None,
+        task=text("task") or None,
+        urdf_file=Path(text("urdf")).expanduser() if text("urdf") else None,
+        warmup_s=positive("warmup_s"),
+        discovery_s=positive("discovery_s"),
+        step_rate_hz=positive("step_rate_hz"),
+        commit_on_shutdown=text("on_shutdown") == "commit",
+        flush_every_ms=positive("flush_every_ms"),
+        queue_messages=int(positive("queue_messages")),
+        queue_frames=int(positive("queue_frames")),
+        status_period_s=positive("status_period_s"),
+        failure_reason=text("failure_reason") or None,
+        operator_notes=text("operator_notes") or None,
+    )
+
+
+def mapping_from(file: Path | None, overrides: Mapping[str, object]) -> ConversionConfig | None:
+    """The mapping file (if any) with ``overrides`` (flat dotted parameter names) over it;
+    None when neither is given (detect the mapping from the graph)."""
+    if file is None and not overrides:
+        return None
+    base = config_to_mapping(load_config(file)) if file is not None else {}
+    source = f"{file} with parameters" if file is not None and overrides else str(file or "parameters")
+    return config_from_mapping(_merged(base, _nested(overrides)), source)
+
+
+def _nested(flat: Mapping[str, object]) -> dict[str, Any]:
+    """``{"cameras.wrist.topic": x}`` -> ``{"cameras": {"wrist": {"topic": x}}}``."""
+    nested: dict[str, Any] = {}
+    for name, value in flat.items():
+        node = nested
+        *parents, leaf = name.split(".")
+        for part in parents:
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise SettingsError(f"parameter {name}: {part} is a value and a namespace")
+            node = child
+        node[leaf] = list(value) if isinstance(value, tuple) else value
+    return nested
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def qos_overrides(values: Mapping[str, object]) -> dict[str, dict[str, str]]:
+    """``qos.camera.image_raw.reliability: best_effort`` -> {"/camera/image_raw": {"reliability": ...}}."""
+    found: dict[str, dict[str, str]] = {}
+    for name, value in values.items():
+        parts = name.split(".")
+        if len(parts) < 3 or parts[0] != QOS_NAMESPACE or parts[-1] not in ("reliability", "durability"):
+            raise SettingsError(
+                f"parameter {name}: expected qos.<topic, its / as .>.reliability or .durability, e.g. "
+                "qos.wrist_camera.image_raw.reliability"
+            )
+        topic = "/" + "/".join(parts[1:-1])
+        found.setdefault(topic, {})[parts[-1]] = str(value)
+    return found
+
+
+def read_urdf(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"parameter urdf: {path}: cannot read it ({exc})") from None
+
+
+def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:
+    """Each mapped topic with the message types it may carry (the pipeline's extractors')."""
+    images = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+    actions = (
+        "sensor_msgs/msg/JointState",
+        "trajectory_msgs/msg/JointTrajectory",
+        "std_msgs/msg/Float64MultiArray",
+        "geometry_msgs/msg/Twist",
+        "geometry_msgs/msg/TwistStamped",
+        "geometry_msgs/msg/PoseStamped",
+        "std_msgs/msg/Float64",
+        "std_msgs/msg/Bool",
+    )
+    found: list[tuple[str, tuple[str, ...]]] = []
+    for camera in config.cameras:
+        found.append((camera.topic, images))
+        if camera.camera_info_topic:
+            found.append((camera.camera_info_topic, ("sensor_msgs/msg/CameraInfo",)))
+    if config.joint_states is not None:
+        found.append((config.joint_states.topic, ("sensor_msgs/msg/JointState",)))
+    found += [(w.topic, ("geometry_msgs/msg/WrenchStamped",)) for w in config.wrenches]
+    if config.action.topic is not None:
+        found.append((config.action.topic, actions))
+    found += [(t, ("tf2_msgs/msg/TFMessage",)) for t in (*config.tf_topics, *config.tf_static_topics)]
+    found.append((config.robot_description_topic, ("std_msgs/msg/String",)))
+    return found

@@ -1,0 +1,148 @@
+"""Which modules may import ROS, read from the source with ``ast`` (nothing is imported).
+
+``pip install ortf_ros`` must work where ROS 2 is not installed, so rclpy and the ROS
+message packages are imported only under ``ortf_ros/ros/``, in function bodies too (a
+lazy import still fails when it runs). The console scripts start in
+``ortf_ros/ros/entry.py``, which must not import ROS when it is loaded, or a missing ROS
+would be a traceback instead of its one line.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "ortf_ros"
+ROS_SIDE = PACKAGE / "ros"
+ROS_ONLY = frozenset(
+    {
+        "rclpy",
+        "rcl_interfaces",
+        "builtin_interfaces",
+        "std_msgs",
+        "std_srvs",
+        "sensor_msgs",
+        "geometry_msgs",
+        "rosgraph_msgs",
+        "diagnostic_msgs",
+        "tf2_msgs",
+        "ament_index_python",
+        "launch",
+        "launch_ros",
+    }
+)
+"""Top-level packages that exist only in a ROS 2 install (or its PyPI wheels)."""
+ROS_FREE_ENTRY_MODULES = (ROS_SIDE / "__init__.py", ROS_SIDE / "entry.py")
+"""Loaded by the console scripts before they know whether ROS is there."""
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported(nodes: Iterable[ast.AST], path: Path) -> Iterator[tuple[int, str]]:
+    """(line, absolute name) of every import among ``nodes``, relative ones resolved. A
+    ``from M import N`` gives ``M`` and ``M.N``: N may be a module (``from ortf_ros import ros``)."""
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in nodes:
+        if isinstance(node, ast.Import):
+            yield from ((node.lineno, alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                parent = ".".join(parts[: len(parts) - node.level + 1])
+                base = f"{parent}.{node.module}" if node.module else parent
+            yield node.lineno, base
+            yield from ((node.lineno, f"{base}.{alias.name}") for alias in node.names)
+
+
+def all_imports(tree: ast.Module, path: Path) -> list[tuple[int, str]]:
+    """Every import in the module, function and class bodies included."""
+    return list(imported(ast.walk(tree), path))
+
+
+def module_level_imports(tree: ast.Module, path: Path) -> list[tuple[int, str]]:
+    """The imports run when the module is loaded: its top-level statements, including those
+    nested in top-level ``if``/``try``/``with`` blocks, but not in functions or classes."""
+
+    def loaded(statements: list[ast.stmt]) -> Iterator[ast.stmt]:
+        for statement in statements:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue
+            yield statement
+            for field in ("body", "orelse", "finalbody"):
+                nested = getattr(statement, field, None)
+                if isinstance(nested, list):
+                    yield from loaded([s for s in nested if isinstance(s, ast.stmt)])
+            for handler in getattr(statement, "handlers", []):
+                yield from loaded(handler.body)
+
+    return list(imported(loaded(tree.body), path))
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def is_ros(module: str) -> bool:
+    return module.split(".")[0] in ROS_ONLY
+
+
+def is_ros_side(module: str) -> bool:
+    return module == "ortf_ros.ros" or module.startswith("ortf_ros.ros.")
+
+
+def test_the_rules_see_every_kind_of_import() -> None:
+    """The checks below are only as good as ``imported``: lazy, relative and from-imports."""
+    assert ROS_SIDE / "player_node.py" in MODULES and ROS_SIDE / "entry.py" in MODULES
+    assert any(
+        module == "rclpy" for _, module in all_imports(parse(ROS_SIDE / "player_node.py"), ROS_SIDE / "player_node.py")
+    )
+    source = (
+        "import numpy\n"
+        "from ortf_ros import ros\n"
+        "from ..ros.qos import qos_profile\n"
+        "try:\n    import yaml\nexcept ImportError:\n    import json\n"
+        "def lazy() -> None:\n    from rclpy.node import Node\n"
+    )
+    tree = ast.parse(source)
+    somewhere = PACKAGE / "pipeline" / "somewhere.py"
+    everything = {module for _, module in all_imports(tree, somewhere)}
+    assert {"numpy", "ortf_ros.ros", "ortf_ros.ros.qos", "rclpy.node", "yaml", "json"} <= everything
+    when_loaded = {module for _, module in module_level_imports(tree, somewhere)}
+    assert "rclpy.node" not in when_loaded and {"numpy", "ortf_ros.ros", "yaml", "json"} <= when_loaded
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if not p.is_relative_to(ROS_SIDE)], ids=lambda p: str(p.relative_to(REPO))
+)
+def test_ros_packages_are_imported_only_under_ortf_ros_ros(path: Path) -> None:
+    offending = [f"line {line}: {module}" for line, module in all_imports(parse(path), path) if is_ros(module)]
+    assert not offending, f"{path.relative_to(REPO)} imports ROS outside ortf_ros/ros/: {offending}"
+
+
+@pytest.mark.parametrize(
+    "path", [p for p in MODULES if not p.is_relative_to(ROS_SIDE)], ids=lambda p: str(p.relative_to(REPO))
+)
+def test_the_ros_free_core_does_not_import_ortf_ros_ros(path: Path) -> None:
+    """Importing a node module or the ROS plumbing would bring rclpy in through the back door."""
+    offending = [f"line {line}: {module}" for line, module in all_imports(parse(path), path) if is_ros_side(module)]
+    assert not offending, f"{path.relative_to(REPO)} imports ortf_ros.ros: {offending}"
+
+
+@pytest.mark.parametrize("path", ROS_FREE_ENTRY_MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_console_script_modules_import_no_ros_when_loaded(path: Path) -> None:
+    offending = [
+        f"line {line}: {module}"
+        for line, module in module_level_imports(parse(path), path)
+        if is_ros(module) or (is_ros_side(module) and module not in ("ortf_ros.ros", "ortf_ros.ros.entry"))
+    ]
+    assert not offending, f"{path.relative_to(REPO)} imports ROS when loaded: {offending}"
