@@ -1,9 +1,12 @@
 """Synthetic teleop recordings with analytically known content, in every bag format.
 
 ``write_teleop_bag`` writes a recording of a 7-joint arm with a two-finger gripper, two
-RGB cameras, a depth camera, a force-torque sensor, TF and a joint command (the
-action), as rosbag2 (MCAP or sqlite3) or ROS 1, with rosbags and no ROS install. Tests,
-``make demo`` and the benchmark convert these bags.
+RGB cameras (a third one, ``side_camera``, on request), a depth camera, a force-torque
+sensor, TF and a joint command (the action), as rosbag2 (MCAP or sqlite3) or ROS 1, with
+rosbags and no ROS install. Tests, ``make demo`` and the benchmark convert these bags;
+``ortf_ros.ros.scene_publisher`` publishes the same scene live over DDS (``schedule`` and
+``_Messages`` are shared, so a bag written with the same options and ``start_ns`` holds
+the very bytes that were published).
 
 Everything in the bag is a pure function of time or sequence number, public here, so a
 test can compute what a converter must produce:
@@ -18,7 +21,10 @@ test can compute what a converter must produce:
   end-effector pose is ``ee_pose(t)``; it is not forward kinematics of the joint states;
 - camera frames carry their own sequence number in 16x16 grey blocks that survive H.264
   and JPEG (``rgb_frame`` / ``decode_frame_number``); depth is ``depth_frame(seq)``,
-  for bit-exactness checks.
+  for bit-exactness checks;
+- cameras publish raw ``sensor_msgs/Image`` rgb8 on ``<camera>/image_raw``, or JPEG
+  ``sensor_msgs/CompressedImage`` on ``<camera>/image_raw/compressed``: all of them
+  (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw.
 
 Writing streams: messages are generated, serialized and written one at a time in
 receive-time order, so a 10-minute bag takes no more memory than a 10-second one.
@@ -27,6 +33,7 @@ receive-time order, so a 10-minute bag takes no more memory than a 10-second one
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import shutil
 from collections.abc import Callable, Iterator
@@ -78,6 +85,7 @@ FINGER_LIMIT = 0.04
 WORLD, BASE_LINK, ELBOW_LINK, HAND = "world", "base_link", "arm_link4", "hand"
 WRIST_CAMERA_FRAME = "wrist_camera_optical_frame"
 OVERHEAD_CAMERA_FRAME = "overhead_camera_optical_frame"
+SIDE_CAMERA_FRAME = "side_camera_optical_frame"
 FT_FRAME = HAND
 
 TOPIC_ROBOT_DESCRIPTION = "/robot_description"
@@ -87,13 +95,22 @@ TOPIC_JOINT_STATES = "/joint_states"
 TOPIC_JOINT_COMMAND = "/joint_command"
 TOPIC_WRIST_IMAGE = "/wrist_camera/image_raw"
 TOPIC_OVERHEAD_IMAGE = "/overhead_camera/image_raw"
+TOPIC_SIDE_IMAGE = "/side_camera/image_raw"  # only with TeleopConfig.side_camera
 TOPIC_WRIST_CAMERA_INFO = "/wrist_camera/camera_info"
 TOPIC_OVERHEAD_CAMERA_INFO = "/overhead_camera/camera_info"
+TOPIC_SIDE_CAMERA_INFO = "/side_camera/camera_info"
 TOPIC_DEPTH_CAMERA_INFO = "/depth_camera/camera_info"
 TOPIC_DEPTH_IMAGE = "/depth_camera/image_raw"
 TOPIC_WRENCH = "/ft_sensor/wrench"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
-CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}
+CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}  # the default scene's
+SIDE_CAMERAS = {TOPIC_SIDE_IMAGE: SIDE_CAMERA_FRAME}  # added by TeleopConfig.side_camera
+CAMERA_FRAMES = CAMERAS | SIDE_CAMERAS  # every RGB camera image topic -> its optical frame
+CAMERA_INFO_TOPICS = {
+    TOPIC_WRIST_IMAGE: TOPIC_WRIST_CAMERA_INFO,
+    TOPIC_OVERHEAD_IMAGE: TOPIC_OVERHEAD_CAMERA_INFO,
+    TOPIC_SIDE_IMAGE: TOPIC_SIDE_CAMERA_INFO,
+}
 DEPTH_FRAME = OVERHEAD_CAMERA_FRAME  # the depth camera is co-located with the overhead one
 JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
 
@@ -106,8 +123,10 @@ BASE_LATENCY_NS = {
     TOPIC_JOINT_COMMAND: 300_000,
     TOPIC_WRIST_IMAGE: 8_000_000,
     TOPIC_OVERHEAD_IMAGE: 9_000_000,
+    TOPIC_SIDE_IMAGE: 10_000_000,
     TOPIC_WRIST_CAMERA_INFO: 8_000_000,
     TOPIC_OVERHEAD_CAMERA_INFO: 9_000_000,
+    TOPIC_SIDE_CAMERA_INFO: 10_000_000,
     TOPIC_DEPTH_CAMERA_INFO: 12_000_000,
     TOPIC_DEPTH_IMAGE: 12_000_000,
     TOPIC_WRENCH: 200_000,
@@ -250,7 +269,20 @@ _STATIC = (
     (HAND, WRIST_CAMERA_FRAME, (0.05, 0.0, 0.02), (-math.pi / 2, 0.0, -math.pi / 2)),
     (WORLD, OVERHEAD_CAMERA_FRAME, (0.5, 0.0, 1.6), (math.pi, 0.0, -math.pi / 2)),
 )
-STATIC_TRANSFORMS = tuple(Transform(p, c, xyz, quat_from_rpy(*rpy)) for p, c, xyz, rpy in _STATIC)
+# The side camera, beside the table at y = -1 m looking along +y, tilted down by 0.4 rad.
+_SIDE_STATIC = ((WORLD, SIDE_CAMERA_FRAME, (0.5, -1.0, 1.2), (-math.pi / 2 - 0.4, 0.0, 0.0)),)
+
+
+def _static(side_camera: bool) -> tuple[tuple[str, str, tuple[float, float, float], tuple[float, float, float]], ...]:
+    return _STATIC + _SIDE_STATIC if side_camera else _STATIC
+
+
+def static_transforms(side_camera: bool = False) -> tuple[Transform, ...]:
+    """What ``/tf_static`` holds: the fixed frames (and the side camera's, with ``side_camera``)."""
+    return tuple(Transform(p, c, xyz, quat_from_rpy(*rpy)) for p, c, xyz, rpy in _static(side_camera))
+
+
+STATIC_TRANSFORMS = static_transforms()  # the default scene's (no side camera)
 _ELBOW_AXIS = (0.0, 0.0, 1.0)
 _WRIST_AXIS = (0.3, 0.5, 0.8)
 
@@ -288,12 +320,13 @@ def _rpy(xyz: tuple[float, float, float], rpy: tuple[float, float, float]) -> st
     return f'<origin xyz="{xyz[0]:.17g} {xyz[1]:.17g} {xyz[2]:.17g}" rpy="{rpy[0]:.17g} {rpy[1]:.17g} {rpy[2]:.17g}"/>'
 
 
-def teleop_urdf() -> str:
+def teleop_urdf(side_camera: bool = False) -> str:
     """URDF of the arm: world -> base_link -> arm_link1..7 -> hand -> two fingers, and the cameras."""
     links = [WORLD, BASE_LINK, *(f"arm_link{i}" for i in range(1, 8)), HAND, "left_finger", "right_finger"]
     links += [WRIST_CAMERA_FRAME, OVERHEAD_CAMERA_FRAME]
+    links += [SIDE_CAMERA_FRAME] if side_camera else []
     joints = []
-    static = {(p, c): (xyz, rpy) for p, c, xyz, rpy in _STATIC}
+    static = {(p, c): (xyz, rpy) for p, c, xyz, rpy in _static(side_camera)}
 
     def fixed(name: str, parent: str, child: str) -> None:
         xyz, rpy = static[(parent, child)]
@@ -329,6 +362,8 @@ def teleop_urdf() -> str:
         )
     fixed("wrist_camera_joint", HAND, WRIST_CAMERA_FRAME)
     fixed("overhead_camera_joint", WORLD, OVERHEAD_CAMERA_FRAME)
+    if side_camera:
+        fixed("side_camera_joint", WORLD, SIDE_CAMERA_FRAME)
     body = "\n".join([*(f'  <link name="{n}"/>' for n in links), *joints])
     return f'<?xml version="1.0"?>\n<robot name="{ROBOT_NAME}">\n{body}\n</robot>\n'
 
@@ -338,10 +373,10 @@ def teleop_urdf() -> str:
 BLOCK = 16  # code block size in pixels (one H.264 macroblock)
 CODE_DIGITS = 12  # base-4 digits: frame numbers up to 4**12 - 1
 CODE_LEVELS = (32, 96, 160, 224)
-_BACKGROUND_TINT = {TOPIC_WRIST_IMAGE: (40, 0, 0), TOPIC_OVERHEAD_IMAGE: (0, 0, 60)}
+_BACKGROUND_TINT = {TOPIC_WRIST_IMAGE: (40, 0, 0), TOPIC_OVERHEAD_IMAGE: (0, 0, 60), TOPIC_SIDE_IMAGE: (0, 40, 0)}
 # Colour of each camera's code blocks around their grey level (mean zero, so the decoded
-# level is unchanged): the two cameras' frames differ even when blocks fill the image.
-CODE_TINT = {TOPIC_WRIST_IMAGE: (0, 0, 0), TOPIC_OVERHEAD_IMAGE: (24, 0, -24)}
+# level is unchanged): the cameras' frames differ even when blocks fill the image.
+CODE_TINT = {TOPIC_WRIST_IMAGE: (0, 0, 0), TOPIC_OVERHEAD_IMAGE: (24, 0, -24), TOPIC_SIDE_IMAGE: (0, 24, -24)}
 
 
 def _check_size(width: int, height: int) -> None:
@@ -399,10 +434,22 @@ def decode_frame_number(rgb: np.ndarray) -> int:
     return value
 
 
-def depth_frame(seq: int, width: int, height: int) -> np.ndarray:
-    """Depth frame ``seq``: HxW uint16 millimetres, an exact function of the pixel and ``seq``."""
+@lru_cache(maxsize=4)
+def _depth_base(width: int, height: int) -> np.ndarray:
     y, x = np.mgrid[0:height, 0:width]
-    depth: np.ndarray = ((500 + 3 * x + 5 * y + 7 * seq) % 9500 + 300).astype(np.uint16)
+    base: np.ndarray = ((500 + 3 * x + 5 * y) % 9500).astype(np.uint16)
+    base.flags.writeable = False
+    return base
+
+
+def depth_frame(seq: int, width: int, height: int) -> np.ndarray:
+    """Depth frame ``seq``: HxW uint16 millimetres, an exact function of the pixel and ``seq``:
+    ``(500 + 3 x + 5 y + 7 seq) % 9500 + 300``."""
+    # Computed from a cached (500 + 3 x + 5 y) % 9500 in uint16 (a 640x480 frame in 0.05 ms
+    # rather than 2-5 ms, for the live scene publisher): adding (7 seq) % 9500 + 300 gives
+    # at most 19298, and 9500 comes off where the sum wrapped, i.e. where it is >= 9800.
+    depth: np.ndarray = _depth_base(width, height) + np.uint16((7 * seq) % 9500 + 300)
+    np.subtract(depth, 9500, out=depth, where=depth >= 9800)
     return depth
 
 
@@ -429,12 +476,29 @@ class TeleopConfig:
     wrench_rate_hz: int = 1000
     tf_rate_hz: int = 100
     with_depth: bool = True
-    compressed: bool = False
+    compressed: bool = False  # every camera JPEG on <image topic>/compressed
     legacy_tf: bool = False
     start_ns: int = START_NS
+    compressed_cameras: tuple[str, ...] = ()  # image topics (of CAMERA_FRAMES) published JPEG
+    side_camera: bool = False  # a third RGB camera, TOPIC_SIDE_IMAGE
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
+        for camera in self.compressed_cameras:
+            if camera not in self.cameras():
+                known = ", ".join(self.cameras())
+                raise ValueError(f"compressed camera {camera!r}: expected one of the image topics {known}")
+
+    def cameras(self) -> dict[str, str]:
+        """The RGB cameras of the scene: raw image topic -> optical frame."""
+        return CAMERA_FRAMES if self.side_camera else CAMERAS
+
+    def is_compressed(self, camera: str) -> bool:
+        return self.compressed or camera in self.compressed_cameras
 
     def image_topic(self, topic: str) -> str:
-        return topic + COMPRESSED_SUFFIX if self.compressed else topic
+        """The topic camera ``topic`` (its raw image topic) publishes on."""
+        return topic + COMPRESSED_SUFFIX if self.is_compressed(topic) else topic
 
     def rates(self) -> dict[str, float | None]:
         """Topic -> publish rate (None: published once, at t = 0)."""
@@ -444,12 +508,10 @@ class TeleopConfig:
             TOPIC_TF: self.tf_rate_hz,
             TOPIC_JOINT_STATES: self.joint_rate_hz,
             TOPIC_JOINT_COMMAND: self.command_rate_hz,
-            self.image_topic(TOPIC_WRIST_IMAGE): self.fps,
-            self.image_topic(TOPIC_OVERHEAD_IMAGE): self.fps,
-            TOPIC_WRIST_CAMERA_INFO: self.fps,
-            TOPIC_OVERHEAD_CAMERA_INFO: self.fps,
-            TOPIC_WRENCH: self.wrench_rate_hz,
         }
+        rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
+        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras()}
+        rates[TOPIC_WRENCH] = self.wrench_rate_hz
         if self.with_depth:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
             rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
@@ -461,19 +523,18 @@ class TeleopConfig:
 
     def msgtypes(self) -> dict[str, str]:
         """Topic -> ROS 2 message type name (a ROS 1 bag's ``tf/tfMessage`` reads as TFMessage)."""
-        image = "sensor_msgs/msg/CompressedImage" if self.compressed else "sensor_msgs/msg/Image"
         types = {
             TOPIC_ROBOT_DESCRIPTION: "std_msgs/msg/String",
             TOPIC_TF_STATIC: "tf2_msgs/msg/TFMessage",
             TOPIC_TF: "tf2_msgs/msg/TFMessage",
             TOPIC_JOINT_STATES: "sensor_msgs/msg/JointState",
             TOPIC_JOINT_COMMAND: "sensor_msgs/msg/JointState",
-            self.image_topic(TOPIC_WRIST_IMAGE): image,
-            self.image_topic(TOPIC_OVERHEAD_IMAGE): image,
-            TOPIC_WRIST_CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
-            TOPIC_OVERHEAD_CAMERA_INFO: "sensor_msgs/msg/CameraInfo",
-            TOPIC_WRENCH: "geometry_msgs/msg/WrenchStamped",
         }
+        for camera in self.cameras():
+            image = "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
+            types[self.image_topic(camera)] = image
+        types |= {CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo" for camera in self.cameras()}
+        types[TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
         if self.with_depth:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
             types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
@@ -491,12 +552,17 @@ class Event:
     stamp_ns: int
 
 
-def schedule(config: TeleopConfig) -> Iterator[Event]:
-    """Every message of the recording in receive-time order, generated lazily."""
+def schedule(config: TeleopConfig, *, endless: bool = False) -> Iterator[Event]:
+    """Every message of the recording in receive-time order, generated lazily.
+
+    ``endless``: ignore ``duration_s`` and never end; every stream goes on with the same
+    formulas (``seq`` 0, 1, 2, ..., ``stamp_ns(seq)``), so the schedule of any ``duration_s``
+    (of whole periods of every rate) is this one's events stamped before ``duration_s``.
+    """
 
     def stream(order: int, topic: str, rate: float | None) -> Iterator[Event]:
         n = 1 if rate is None else round(config.duration_s * rate)
-        for seq in range(n):
+        for seq in itertools.count() if endless and rate is not None else range(n):
             stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
             yield Event(stamp + receive_latency_ns(topic, seq), order, topic, seq, stamp)
 
@@ -551,8 +617,9 @@ class _Messages:
         self.store = typestore(self.ros1)
         self.types = self.store.types
         self.tf_type = "tf/msg/tfMessage" if self.ros1 and config.legacy_tf else "tf2_msgs/msg/TFMessage"
-        self.jpeg = JpegEncoder(config.width, config.height) if config.compressed else None
-        self.urdf = teleop_urdf()
+        any_jpeg = any(config.is_compressed(camera) for camera in config.cameras())
+        self.jpeg = JpegEncoder(config.width, config.height) if any_jpeg else None
+        self.urdf = teleop_urdf(config.side_camera)
         self.builders: dict[str, tuple[str, Callable[[int, int], Any]]] = {
             TOPIC_ROBOT_DESCRIPTION: (
                 "std_msgs/msg/String",
@@ -567,13 +634,15 @@ class _Messages:
                 "sensor_msgs/msg/CameraInfo",
                 self._camera_info_builder(OVERHEAD_CAMERA_FRAME),
             ),
+            TOPIC_SIDE_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(SIDE_CAMERA_FRAME)),
             TOPIC_DEPTH_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(DEPTH_FRAME)),
             TOPIC_DEPTH_IMAGE: ("sensor_msgs/msg/Image", self.depth),
             TOPIC_WRENCH: ("geometry_msgs/msg/WrenchStamped", self.wrench),
         }
-        image_type = "sensor_msgs/msg/CompressedImage" if config.compressed else "sensor_msgs/msg/Image"
-        for camera in CAMERAS:
-            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera))
+        for camera in CAMERA_FRAMES:
+            compressed = config.is_compressed(camera)
+            image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
+            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera, compressed))
 
     def new(self, msgtype: str, **fields: Any) -> Any:
         """An instance of the typestore's class for ``msgtype``."""
@@ -616,7 +685,8 @@ class _Messages:
         )
 
     def tf_static(self, seq: int, stamp: int) -> Any:
-        return self.new("tf2_msgs/msg/TFMessage", transforms=[self.transform(tf, stamp) for tf in STATIC_TRANSFORMS])
+        transforms = [self.transform(tf, stamp) for tf in static_transforms(self.config.side_camera)]
+        return self.new("tf2_msgs/msg/TFMessage", transforms=transforms)
 
     def tf(self, seq: int, stamp: int) -> Any:
         t = seconds(stamp, self.config.start_ns)
@@ -658,12 +728,13 @@ class _Messages:
             ),
         )
 
-    def _image_builder(self, camera: str) -> Callable[[int, int], Any]:
-        frame_id = CAMERAS[camera]
+    def _image_builder(self, camera: str, compressed: bool) -> Callable[[int, int], Any]:
+        frame_id = CAMERA_FRAMES[camera]
 
         def build(seq: int, stamp: int) -> Any:
             rgb = rgb_frame(camera, seq, self.config.width, self.config.height)
-            if self.jpeg is not None:
+            if compressed:
+                assert self.jpeg is not None
                 data = np.frombuffer(self.jpeg.encode(rgb), dtype=np.uint8)
                 return self.new(
                     "sensor_msgs/msg/CompressedImage",
@@ -892,11 +963,16 @@ def write_teleop_bag(
     bag_compression: BagCompression = "none",
     max_bagfile_duration_s: float | None = None,
     start_ns: int = START_NS,
+    compressed_cameras: tuple[str, ...] = (),
+    side_camera: bool = False,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
     ``compressed``: the cameras publish ``sensor_msgs/CompressedImage`` JPEG on
-    ``<image topic>/compressed`` (depth stays raw). ``legacy_tf`` (ROS 1 only): ``/tf`` is
+    ``<image topic>/compressed`` (depth stays raw); ``compressed_cameras``: only these
+    cameras do (raw image topics, e.g. ``(TOPIC_OVERHEAD_IMAGE,)``). ``side_camera``: a
+    third RGB camera, ``TOPIC_SIDE_IMAGE`` with ``TOPIC_SIDE_CAMERA_INFO``, its frame in
+    ``/tf_static`` and the URDF. ``legacy_tf`` (ROS 1 only): ``/tf`` is
     ``tf/tfMessage`` as in old bags. ``bag_compression``: see ``BagCompression``.
     ``max_bagfile_duration_s`` (rosbag2 only): start a new storage file after this much
     recording time, as ``ros2 bag record --max-bag-duration`` does.
@@ -928,6 +1004,8 @@ def write_teleop_bag(
         compressed=compressed,
         legacy_tf=legacy_tf,
         start_ns=start_ns,
+        compressed_cameras=tuple(compressed_cameras),
+        side_camera=side_camera,
     )
     messages = _Messages(config)
     topics = {topic: messages.msgtype(topic) for topic in config.rates()}

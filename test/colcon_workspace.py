@@ -18,6 +18,10 @@ PLAYER_NODE = "ortf_player"
 # The parameter file launch/playback.launch.py gives the player, and so the one
 # test_colcon starts the installed player with (test_launch_files holds them together).
 PLAYER_PARAMS = "config/playback.yaml"
+RECORDER_NODE = "ortf_recorder"
+# The parameter file launch/record.launch.py gives the recorder, and so the one
+# test_recorder_node starts the installed recorder with.
+RECORDER_PARAMS = "config/record.yaml"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from colcon_workspace import PACKAGE, PLAYER_NODE, PLAYER_PARAMS, REPO, Workspace, build_workspace
+from colcon_workspace import (
+    PACKAGE,
+    PLAYER_NODE,
+    PLAYER_PARAMS,
+    RECORDER_NODE,
+    RECORDER_PARAMS,
+    REPO,
+    Workspace,
+    build_workspace,
+)
 
 LAUNCH_FILES = sorted(REPO.glob("launch/*.launch.py"))
 # Calls that give a package's share directory, in Python launch files of Humble and later.
@@ -138,8 +147,9 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     return build_workspace(tmp_path_factory.mktemp("colcon_ws"))
 
 
-def test_the_player_has_a_launch_file() -> None:
+def test_the_player_and_the_recorder_have_launch_files() -> None:
     assert REPO / "launch/playback.launch.py" in LAUNCH_FILES
+    assert REPO / "launch/record.launch.py" in LAUNCH_FILES
 
 
 @pytest.mark.parametrize("path", LAUNCH_FILES, ids=lambda p: p.name)
@@ -170,3 +180,11 @@ def test_player_gets_the_parameter_file_test_colcon_runs_it_with() -> None:
     assert (player.package, player.name) == (PACKAGE, PLAYER_NODE)
     assert player.parameter_files == (ShareFile(PACKAGE, PLAYER_PARAMS),)
     assert set(launch_file.argument_defaults) == {"dataset", "config", "rate", "loop", "use_sim_time"}
+
+
+def test_recorder_gets_the_parameter_file_test_recorder_node_runs_it_with() -> None:
+    launch_file = LaunchFile(REPO / "launch/record.launch.py")
+    (recorder,) = [node for node in launch_file.nodes() if node.executable == "ortf_recorder"]
+    assert (recorder.package, recorder.name) == (PACKAGE, RECORDER_NODE)
+    assert recorder.parameter_files == (ShareFile(PACKAGE, RECORDER_PARAMS),)
+    assert set(launch_file.argument_defaults) == {"output", "config", "mapping", "use_sim_time"}

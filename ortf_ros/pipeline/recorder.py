@@ -508,6 +508,8 @@ class LiveRecorder:
                 "elapsed_s": round(time.time() - episode.started_wall, 3),
                 "steps": self.session.steps_written,
                 "success": self.labels.success,
+                "failure_reason": self.labels.failure_reason,
+                "operator_notes": self.labels.operator_notes,
                 "latency_ms": {
                     "p50": round(latency.get_quantile(0.5), 3) if not latency.is_empty() else None,
                     "p99": round(latency.get_quantile(0.99), 3) if not latency.is_empty() else None,

@@ -285,7 +285,11 @@ def _status(level: bytes, title: str, message: str, values: dict[str, Any], hard
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    runtime.init(args)
+    try:
+        runtime.init(args)
+    except Exception as exc:  # rcl refusing the command line (RCLError): not a bug of ours
+        print(f"{NODE_NAME}: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 1
     try:
         node = RecorderNode()
     except (OrtfError, ValueError) as exc:
