@@ -1,0 +1,192 @@
+"""The live recorder's pipeline without ROS: ``LiveSource`` queues and ``LiveRecorder``
+driven by hand, messages of the synthetic scene put as subscription callbacks would,
+on a clock the test moves."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from ortf_ros.pipeline.config import ConversionConfig, auto_config
+from ortf_ros.pipeline.flow import LIVE
+from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, check_output, live_writer_config
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.live import LiveSource
+from ortf_ros.reader import load_dataset
+from ortf_ros.synthetic_bag import (
+    START_NS,
+    TOPIC_JOINT_STATES,
+    TOPIC_WRIST_IMAGE,
+    Event,
+    TeleopConfig,
+    _Messages,
+    schedule,
+    write_teleop_bag,
+)
+from ortf_ros.validation import validate
+
+NS = 1_000_000_000
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now_ns = START_NS
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+
+def test_a_full_queue_drops_and_counts_and_take_merges_by_receive_time() -> None:
+    clock = Clock()
+    source = LiveSource("test", replace(LIVE, queue_frames=2, queue_messages=3), clock)
+    source.add_topic("/cam", "sensor_msgs/msg/Image", frames=True)
+    source.add_topic("/joints", "sensor_msgs/msg/JointState")
+    assert [source.put("/cam", b"frame", START_NS + i * 10) for i in range(4)] == [True, True, False, False]
+    assert [source.put("/joints", b"j", START_NS + i * 7) for i in range(3)] == [True] * 3
+    assert source.dropped() == {"/cam": 2} and source.received() == {"/cam": 4, "/joints": 3}
+    assert source.input_time_ns() == START_NS  # the oldest message still queued
+    taken = source.take()
+    assert [item.raw.receive_ns - START_NS for item in taken] == [0, 0, 7, 10, 14]
+    assert [item.raw.topic for item in taken][2:] == ["/joints", "/cam", "/joints"]
+    assert source.health()["/cam"].queued == 0 and source.input_time_ns() == clock.now_ns
+    assert source.put("/cam", b"again", START_NS + 100)  # room again once taken
+
+
+@dataclass
+class Live:
+    source: LiveSource
+    recorder: LiveRecorder
+    clock: Clock
+    events: Iterator[Event]
+    messages: _Messages
+    thread: threading.Thread
+
+    def feed(self, seconds: float) -> None:
+        """Put the scene's next ``seconds`` of messages, the clock following their receive
+        times, a tenth of a second at a time, each taken by the pipeline before the next
+        (faster than real time, but never faster than the pipeline: nothing is dropped)."""
+        until = self.clock.now_ns + round(seconds * NS)
+        slice_end = self.clock.now_ns
+        for event in self.events:
+            if event.receive_ns > slice_end:
+                self.drained()
+                slice_end += NS // 10
+            self.clock.now_ns = max(self.clock.now_ns, event.receive_ns)
+            data = self.messages.serialize(event.topic, event.seq, event.stamp_ns)
+            assert self.source.put(event.topic, data, event.receive_ns)
+            if event.receive_ns >= until:
+                break
+        self.drained()
+
+    def drained(self) -> None:
+        deadline = time.monotonic() + 10
+        while any(h.queued for h in self.source.health().values()):
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100)
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    with BagSource([bag.path]) as opened:
+        mapping: ConversionConfig = auto_config(opened.topics())
+    clock = Clock()
+    source = LiveSource("test", LIVE, clock)
+    messages = _Messages(scene)
+    for topic, msgtype in scene.msgtypes().items():
+        source.add_topic(topic, msgtype, frames="image" in topic)
+    settings = RecorderSettings(
+        output=tmp_path / "dataset", mapping=mapping, writer=live_writer_config({}, "test"), warmup_s=2.0
+    )
+    recorder = LiveRecorder(settings, source)
+    thread = threading.Thread(target=recorder.run, daemon=True)
+    thread.start()
+    state = Live(source, recorder, clock, iter(schedule(scene)), messages, thread)
+    yield state
+    recorder.shutdown(commit=False)
+    thread.join(timeout=30)
+
+
+def test_start_refuses_until_every_stream_delivered_then_records_an_episode(live: Live, tmp_path: Path) -> None:
+    reply = live.recorder.start()
+    assert not reply.success and f"no frame yet on {TOPIC_WRIST_IMAGE}" in reply.message
+    assert f"no joint state yet on {TOPIC_JOINT_STATES}" in reply.message
+    assert not (tmp_path / "dataset").exists()
+    live.feed(1.5)
+    reply = live.recorder.start("Stack the cups")
+    assert reply.success, reply.message
+    assert not live.recorder.start().success  # one at a time
+    live.feed(2.0)
+    assert live.recorder.set_success(True).success
+    assert live.recorder.set_operator_notes("steady").success
+    reply = live.recorder.stop()
+    assert reply.success and "committed episode 000000" in reply.message
+    assert not live.recorder.stop().success and not live.recorder.discard().success
+    report = validate(tmp_path / "dataset", strict=True)
+    assert report.ok, [f.line() for f in report.findings]
+    episode = load_dataset(tmp_path / "dataset").episode(0)
+    assert episode.task.instruction == "Stack the cups"
+    assert (episode.record.success, episode.record.operator_notes) == (True, "steady")
+    assert 1.8 < episode.record.duration_seconds < 2.1
+
+
+def test_steps_are_decided_by_the_clock_while_every_topic_pauses(live: Live) -> None:
+    live.feed(1.5)
+    assert live.recorder.start().success
+    live.feed(1.0)
+    deadline = time.monotonic() + 10
+    while live.recorder.status().get("episode", {}).get("steps", 0) < 20 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = live.recorder.status()["episode"]["steps"]
+    assert before < 30  # steps wait max_latency_ms for samples that may still come
+    live.clock.now_ns += NS  # a second with no message at all: input time moves on by the clock alone
+    deadline = time.monotonic() + 10
+    while live.recorder.status()["episode"]["steps"] == before and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live.recorder.status()["episode"]["steps"] >= 29  # a second of 30 Hz steps, no longer held back
+
+
+def test_a_message_put_before_the_start_is_outside_the_episode(live: Live, tmp_path: Path) -> None:
+    live.feed(1.5)
+    asked = live.clock.now_ns
+    assert live.recorder.start().success
+    live.feed(1.0)
+    assert live.recorder.stop().success
+    episode = load_dataset(tmp_path / "dataset").episode(0)
+    native = episode.stream("joint_states", ["receive_ns"])
+    assert min(native["receive_ns"].to_pylist()) > asked
+
+
+def test_discard_and_shutdown_without_commit_leave_no_episode(live: Live, tmp_path: Path) -> None:
+    live.feed(1.5)
+    assert live.recorder.start().success
+    live.feed(0.5)
+    assert live.recorder.discard().success
+    assert live.recorder.start().success
+    live.feed(0.5)
+    reply = live.recorder.shutdown(commit=False)
+    assert reply.success and "discarded" in reply.message
+    assert live.recorder.state == "closed"
+    assert len(load_dataset(tmp_path / "dataset").episodes) == 0
+
+
+def test_check_output_refuses_what_the_recorder_could_not_write(tmp_path: Path, small_dataset: object) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "notes.txt").write_text("x")
+    for output, expected in (
+        (blocker, "is not a directory"),
+        (tmp_path / "full", "non-empty directory that is not an ORTF dataset"),
+        (blocker / "below", "not a writable directory"),
+    ):
+        with pytest.raises(Exception, match=expected):
+            check_output(output)
+    check_output(tmp_path / "new" / "dataset")  # made when the warm-up is done
+    check_output(tmp_path / "ds")  # an existing dataset (small_dataset), appended to
