@@ -14,7 +14,8 @@ Steps are looked for at the end of a batch of input (``end_batch``) once
 a step is never decided while samples that came before it still wait, and a run (not
 ordered with the single messages of its batch) is in whole.
 
-The live recorder is to feed its subscriptions through the same ``BlockFeed``.
+The live recorder feeds its subscriptions through the same ``BlockFeed`` (``EpisodeSession``),
+and also looks for steps on a clock (``EpisodeSession.flush``), since live input may pause.
 """
 
 from __future__ import annotations
