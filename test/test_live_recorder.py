@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ortf_ros.format import layout
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, check_output, live_writer_config
@@ -21,6 +22,7 @@ from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import (
     START_NS,
     TOPIC_JOINT_STATES,
+    TOPIC_ROBOT_DESCRIPTION,
     TOPIC_WRIST_IMAGE,
     Event,
     TeleopConfig,
@@ -66,7 +68,7 @@ class Live:
     messages: _Messages
     thread: threading.Thread
 
-    def feed(self, seconds: float) -> None:
+    def feed(self, seconds: float, *, without: str = "") -> None:
         """Put the scene's next ``seconds`` of messages, the clock following their receive
         times, a tenth of a second at a time, each taken by the pipeline before the next
         (faster than real time, but never faster than the pipeline: nothing is dropped)."""
@@ -77,6 +79,8 @@ class Live:
                 self.drained()
                 slice_end += NS // 10
             self.clock.now_ns = max(self.clock.now_ns, event.receive_ns)
+            if event.topic == without:
+                continue
             data = self.messages.serialize(event.topic, event.seq, event.stamp_ns)
             assert self.source.put(event.topic, data, event.receive_ns)
             if event.receive_ns >= until:
@@ -190,3 +194,17 @@ def test_check_output_refuses_what_the_recorder_could_not_write(tmp_path: Path, 
             check_output(output)
     check_output(tmp_path / "new" / "dataset")  # made when the warm-up is done
     check_output(tmp_path / "ds")  # an existing dataset (small_dataset), appended to
+
+
+def test_a_urdf_that_never_arrives_is_waited_for_warmup_s_then_recorded_without(live: Live, tmp_path: Path) -> None:
+    live.feed(1.5, without=TOPIC_ROBOT_DESCRIPTION)
+    reply = live.recorder.start()
+    assert not reply.success and reply.message == f"not ready: no URDF yet on {TOPIC_ROBOT_DESCRIPTION}"
+    live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)  # past warmup_s (2 s) since the first message
+    assert live.recorder.start().success
+    assert any("no URDF on /robot_description after 2 s" in w for w in live.recorder.warnings)
+    live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
+    assert live.recorder.stop().success
+    dataset = load_dataset(tmp_path / "dataset")
+    assert dataset.manifest.robot.name == "unknown" and not (tmp_path / "dataset" / layout.URDF).exists()
+    assert validate(tmp_path / "dataset", strict=True).ok

@@ -161,6 +161,7 @@ class LiveRecorder:
         self._rate_hz: dict[str, float] = {}
         self._held: list[Queued] = []  # taken, but received after the command being executed
         self._late_before: Counter[str] = Counter()
+        self._silent: set[str] = set()  # streams said to have stopped
         self._publish_status()
 
     # -- commands (any thread) --------------------------------------------------
@@ -474,9 +475,14 @@ class LiveRecorder:
         now = self.source.clock()
         health = self.source.health()
         streams = {}
+        latched = {*self.config.tf_static_topics, self.config.robot_description_topic}
         for topic, numbers in sorted(health.items()):
             rate = self._measure_rate(topic, numbers.received, now)
             silent_s = None if numbers.last_receive_ns is None else (now - numbers.last_receive_ns) / NS
+            stale = topic not in latched and (
+                silent_s is None or silent_s > max(1.0, SILENT_PERIODS / rate if rate else 1.0)
+            )
+            self._report_silence(topic, stale, silent_s)
             streams[topic] = {
                 "received": numbers.received,
                 "rate_hz": round(rate, 2),
@@ -486,7 +492,7 @@ class LiveRecorder:
                 "queued": numbers.queued,
                 "queue_capacity": numbers.capacity,
                 "used": self.counts.used[topic],
-                "stale": silent_s is None or silent_s > max(1.0, SILENT_PERIODS / rate if rate else 1.0),
+                "stale": stale,
             }
         status: dict[str, Any] = {
             "state": self.state,
@@ -517,6 +523,17 @@ class LiveRecorder:
             }
         with self._status_lock:
             self._status = status
+
+    def _report_silence(self, topic: str, stale: bool, silent_s: float | None) -> None:
+        """A stream that stops while an episode is recorded is said once in the log (steps
+        go on with its last sample, their alignment error growing), and again when it resumes."""
+        if stale and self._episode is not None and topic not in self._silent:
+            self._silent.add(topic)
+            since = "never delivered" if silent_s is None else f"silent for {silent_s:.1f} s"
+            self.log("warn", f"{topic}: {since} while recording episode {self._episode.episode_id}")
+        elif not stale and topic in self._silent:
+            self._silent.discard(topic)
+            self.log("info", f"{topic}: delivering again")
 
     def _measure_rate(self, topic: str, received: int, now_ns: int) -> float:
         """Messages/s over the last second or so (updated once a second per topic)."""
