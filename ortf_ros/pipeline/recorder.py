@@ -27,6 +27,7 @@ import os
 import queue
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
@@ -223,9 +224,12 @@ class LiveRecorder:
                 self._tick()
             except OrtfError as exc:
                 self._fail(str(exc))
-            except Exception as exc:  # a bug: say so, keep what was committed
-                self._fail(f"internal error: {type(exc).__name__}: {exc}")
-            self._publish_status()
+            except Exception as exc:  # a bug: say so with its traceback, keep what was committed
+                self._fail(f"internal error: {type(exc).__name__}: {exc}\n{traceback.format_exc()}")
+            try:
+                self._publish_status()
+            except Exception as exc:  # (health is no reason to stop recording)
+                self.log("error", f"status: {type(exc).__name__}: {exc}")
             if self.state == "failed":
                 self._answer_all(Reply(False, f"the recorder failed: {self.error}"))
             self._wake.wait(max(0.0, period_s - (time.monotonic() - tick)))

@@ -309,7 +309,7 @@ def main(args: Sequence[str] | None = None) -> int:
     service_spinner = runtime.spin_in_thread(services, "ortf_recorder services")
     code = 0
     try:
-        while node.recorder.state != "failed":
+        while node.recorder.state != "failed" and pipeline.is_alive():
             time.sleep(0.1)
         code = 1
     except KeyboardInterrupt:
