@@ -8,8 +8,11 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import shutil
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
@@ -65,7 +68,8 @@ def _cmd_recover(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    """The main job on a built-in example: a generated teleop bag -> ortf-bag2ortf -> validate -> info."""
+    """The main job on a built-in example: generated teleop bags -> ortf-bag2ortf -> validate -> info;
+    then (unless ``--no-live``) the same scene published over loopback DDS and recorded live."""
     out = Path(args.output)
     if out.exists():
         if not args.force:
@@ -95,7 +99,28 @@ def _cmd_demo(args: argparse.Namespace) -> int:
         print(finding.line())
     print(f"ortf validate --strict {dataset}: {report.summary()}\n")
     print("\n".join(dataset_info(load_dataset(dataset)).lines()))
-    return EXIT_OK if report.ok else EXIT_INVALID
+    if not report.ok:
+        return EXIT_INVALID
+    return EXIT_OK if args.no_live else _live_demo(out)
+
+
+def _live_demo(out: Path) -> int:
+    """``python -m ortf_ros.ros.live_demo OUT``: a child process, so that this ROS-free
+    command imports no ROS (without ROS 2 the child says so in one line and exits 0)."""
+    sys.stdout.flush()
+    child = subprocess.Popen([sys.executable, "-m", "ortf_ros.ros.live_demo", str(out)], env=dict(os.environ))
+    try:
+        return child.wait()
+    except BaseException:
+        # Interrupted: a Ctrl-C reached the child too, and it stops its own children and
+        # exits; if it does not, SIGTERM (which it takes as the same), then SIGKILL.
+        for stop in (None, child.terminate, child.kill):
+            if child.poll() is None:
+                if stop is not None:
+                    stop()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=10)
+        raise
 
 
 def _cmd_export_mcap(args: argparse.Namespace) -> int:
@@ -271,13 +296,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--discard", action="store_true", help="drop unfinished recordings instead of keeping them")
     p.set_defaults(run=_cmd_recover)
 
-    p = sub.add_parser("demo", help="convert generated teleop bags with ortf-bag2ortf, validate, show info")
+    p = sub.add_parser(
+        "demo",
+        help="convert generated teleop bags with ortf-bag2ortf, validate, show info; then record the same scene "
+        "live with ortf_recorder over loopback DDS (needs ROS 2)",
+    )
     p.add_argument("output", nargs="?", default="demo-output")
     p.add_argument("--episodes", type=int, default=2, help="recordings to generate and convert")
     p.add_argument("--seconds", type=float, default=3.0, help="length of each recording")
     p.add_argument("--width", type=int, default=320)
     p.add_argument("--height", type=int, default=240)
     p.add_argument("--force", action="store_true", help="replace OUTPUT if it exists")
+    p.add_argument("--no-live", action="store_true", help="skip the live recording over DDS")
     p.set_defaults(run=_cmd_demo)
 
     _add_export(sub)

@@ -111,7 +111,7 @@ class Subscriptions:
         put, clock = self.source.put, self.node.get_clock()
 
         def received(data: bytes, info: Mapping[str, Any]) -> None:
-            put(topic, data, clock.now().nanoseconds)
+            put(topic, data, clock.now().nanoseconds, info["source_timestamp"])  # (latency stays on wall time)
 
         return received
 

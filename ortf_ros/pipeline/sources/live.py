@@ -30,8 +30,9 @@ from ortf_ros.pipeline.samples import Payload, RawMessage
 
 
 class Queued(NamedTuple):
-    """A message waiting for the pipeline, with the time it was published where the
-    middleware says (``origin_ns``; else its receive time): latency is measured from it."""
+    """A message waiting for the pipeline, with the wall time it was published where the
+    middleware says (``origin_ns``; else its receive time): latency is measured from it,
+    also under simulated time, where receive times are on the /clock."""
 
     raw: RawMessage
     origin_ns: int
