@@ -5,7 +5,7 @@ RGB cameras (a third one, ``side_camera``, on request), a depth camera, a force-
 sensor, TF and a joint command (the action), as rosbag2 (MCAP or sqlite3) or ROS 1, with
 rosbags and no ROS install. Tests, ``make demo`` and the benchmark convert these bags;
 ``ortf_ros.ros.scene_publisher`` publishes the same scene live over DDS (``schedule`` and
-``_Messages`` are shared, so a bag written with the same options and ``start_ns`` holds
+``Messages`` are shared, so a bag written with the same options and ``start_ns`` holds
 the very bytes that were published).
 
 Everything in the bag is a pure function of time or sequence number, public here, so a
@@ -379,7 +379,7 @@ _BACKGROUND_TINT = {TOPIC_WRIST_IMAGE: (40, 0, 0), TOPIC_OVERHEAD_IMAGE: (0, 0, 
 CODE_TINT = {TOPIC_WRIST_IMAGE: (0, 0, 0), TOPIC_OVERHEAD_IMAGE: (24, 0, -24), TOPIC_SIDE_IMAGE: (0, 24, -24)}
 
 
-def _check_size(width: int, height: int) -> None:
+def check_size(width: int, height: int) -> None:
     if (width // BLOCK) * (height // BLOCK) < CODE_DIGITS or width % 2 or height % 2:
         raise ValueError(
             f"image size {width}x{height}: expected even sides and {CODE_DIGITS} {BLOCK}px code blocks (e.g. 64x48)"
@@ -413,7 +413,7 @@ def rgb_frame(camera: str, seq: int, width: int, height: int) -> np.ndarray:
     base-4 digit each (least significant first) at levels ``CODE_LEVELS``, plus the
     camera's ``CODE_TINT``.
     """
-    _check_size(width, height)
+    check_size(width, height)
     shift = (seq * 2) % width
     img = np.array(_background(camera, width, height)[:, shift : shift + width])
     tint = np.array(CODE_TINT.get(camera, (0, 0, 0)))
@@ -608,7 +608,7 @@ def typestore(ros1: bool) -> Typestore:
     return store
 
 
-class _Messages:
+class Messages:
     """Builds and serializes each message of the schedule."""
 
     def __init__(self, config: TeleopConfig) -> None:
@@ -989,7 +989,7 @@ def write_teleop_bag(
         raise ValueError("legacy_tf (tf/tfMessage) exists only in ROS 1 bags")
     if max_bagfile_duration_s is not None and fmt == "ros1":
         raise ValueError("max_bagfile_duration_s splits rosbag2 directories; ROS 1 bags are one file")
-    _check_size(width, height)
+    check_size(width, height)
     config = TeleopConfig(
         fmt=fmt,
         duration_s=duration_s,
@@ -1007,7 +1007,7 @@ def write_teleop_bag(
         compressed_cameras=tuple(compressed_cameras),
         side_camera=side_camera,
     )
-    messages = _Messages(config)
+    messages = Messages(config)
     topics = {topic: messages.msgtype(topic) for topic in config.rates()}
     sink: _Rosbag2Sink | _Rosbag1Sink
     if fmt == "ros1":

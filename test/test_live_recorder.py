@@ -25,8 +25,8 @@ from ortf_ros.synthetic_bag import (
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_WRIST_IMAGE,
     Event,
+    Messages,
     TeleopConfig,
-    _Messages,
     schedule,
     write_teleop_bag,
 )
@@ -65,7 +65,7 @@ class Live:
     recorder: LiveRecorder
     clock: Clock
     events: Iterator[Event]
-    messages: _Messages
+    messages: Messages
     thread: threading.Thread
 
     def feed(self, seconds: float, *, without: str = "") -> None:
@@ -102,7 +102,7 @@ def live(tmp_path: Path) -> Iterator[Live]:
         mapping: ConversionConfig = auto_config(opened.topics())
     clock = Clock()
     source = LiveSource("test", LIVE, clock)
-    messages = _Messages(scene)
+    messages = Messages(scene)
     for topic, msgtype in scene.msgtypes().items():
         source.add_topic(topic, msgtype, frames="image" in topic)
     settings = RecorderSettings(

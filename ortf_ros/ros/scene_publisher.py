@@ -6,7 +6,7 @@ A stand-in robot for the recorder's tests, ``make demo`` and the benchmark. It p
 every event of ``synthetic_bag.schedule`` in real time: the event received at
 ``receive_ns`` in a bag is published at wall time ``t0 + (receive_ns - start_ns)``, where
 ``t0`` is when the clock starts, as the very CDR bytes ``write_teleop_bag`` writes for it
-(``_Messages.serialize``). Header stamps are ``start_ns`` plus the stream's offset
+(``Messages.serialize``). Header stamps are ``start_ns`` plus the stream's offset
 (``--start-ns``, default the wall clock at ``t0``), so they are wall-clock times a few
 milliseconds (the schedule's simulated latency) before their publication, and a bag
 written by ``write_teleop_bag`` with the same options and ``start_ns`` holds every
@@ -77,9 +77,9 @@ from ortf_ros.synthetic_bag import (
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_TF_STATIC,
     Event,
+    Messages,
     TeleopConfig,
-    _check_size,
-    _Messages,
+    check_size,
     schedule,
 )
 
@@ -184,7 +184,7 @@ def parse_options(argv: Sequence[str]) -> Options:
     """The options of a command line (without ROS arguments); UsageError when one is bad."""
     args = parser().parse_args(list(argv))
     try:
-        _check_size(args.width, args.height)
+        check_size(args.width, args.height)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     for option, path in (("--report", args.report), ("--ready-file", args.ready_file)):
@@ -318,7 +318,7 @@ class _Generator(threading.Thread):
     PyAV and a waiting publisher release the GIL, and the loop takes it back within the
     switch interval ``main`` sets."""
 
-    def __init__(self, messages: _Messages, events: Iterator[Event]) -> None:
+    def __init__(self, messages: Messages, events: Iterator[Event]) -> None:
         super().__init__(name=f"{NODE_NAME} generator", daemon=True)
         self.messages, self.events = messages, events
         self.queue: queue.Queue[tuple[Event, bytes] | BaseException | None] = queue.Queue(GENERATE_AHEAD)
@@ -363,7 +363,7 @@ class ScenePublisher(Node):
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
         self.options = options
         self.config = options.config
-        self.messages = _Messages(self.config)
+        self.messages = Messages(self.config)
         for topic in self.config.rates():  # the one-time costs (types, JPEG encoder, backgrounds) now
             self.messages.serialize(topic, 0, self.config.start_ns)
         msgtypes = self.config.msgtypes()
