@@ -121,6 +121,7 @@ class _EpisodeHealth:
     started_wall: float
     received: Counter[str]
     dropped: Counter[str]
+    lost: Counter[str]
     latency: kll_floats_sketch = field(default_factory=lambda: kll_floats_sketch(LATENCY_K))
 
 
@@ -375,7 +376,12 @@ class LiveRecorder:
             return Reply(False, "not ready: " + "; ".join(missing))
         episode_id = self.session.begin(task)
         self._episode = _EpisodeHealth(
-            episode_id, asked_ns, time.time(), Counter(self.source.received()), Counter(self.source.dropped())
+            episode_id,
+            asked_ns,
+            time.time(),
+            Counter(self.source.received()),
+            Counter(self.source.dropped()),
+            Counter(self.source.lost_counts()),
         )
         self._late_before = Counter(self.counts.late)
         self.state = "recording"
@@ -383,16 +389,20 @@ class LiveRecorder:
         return Reply(True, f"recording episode {episode_id}: {self.session.task!r}")
 
     def _episode_numbers(self) -> dict[str, dict[str, int]]:
-        """Per topic, what arrived and what was dropped since the episode began."""
+        """Per topic, since the episode began: received, dropped by the recorder (its queue
+        full), lost by the middleware before it reached the recorder; late is filled at the end."""
         assert self._episode is not None
         received = Counter(self.source.received())
         dropped = Counter(self.source.dropped())
+        lost = Counter(self.source.lost_counts())
         received.subtract(self._episode.received)
         dropped.subtract(self._episode.dropped)
+        lost.subtract(self._episode.lost)
         return {
             topic: {
                 "received": received[topic],
                 "dropped": dropped[topic],
+                "lost_in_transport": lost[topic],
                 "late": 0,
             }
             for topic in sorted(self.topics & set(received))
@@ -421,12 +431,14 @@ class LiveRecorder:
             return Reply(False, f"episode {episode_id} had no complete step and was discarded")
         self.records.append(record)
         drops = sum(n["dropped"] for n in numbers.values())
+        lost = sum(n["lost_in_transport"] for n in numbers.values())
+        losses = f"{drops} message(s) dropped" + (f", {lost} lost in transport" if lost else "")
         self.log(
             "info",
             f"episode {record.episode_id} committed: {record.length} steps, {record.duration_seconds:.1f} s, "
-            f"{drops} message(s) dropped, commit {time.monotonic() - started:.2f} s",
+            f"{losses}, commit {time.monotonic() - started:.2f} s",
         )
-        return Reply(True, f"committed episode {record.episode_id}: {record.length} steps, {drops} message(s) dropped")
+        return Reply(True, f"committed episode {record.episode_id}: {record.length} steps, {losses}")
 
     def _discard(self) -> Reply:
         if self._episode is None or self.session is None:
@@ -491,6 +503,7 @@ class LiveRecorder:
                 "received": numbers.received,
                 "rate_hz": round(rate, 2),
                 "dropped": numbers.dropped,
+                "lost_in_transport": numbers.lost,
                 "late": self.counts.late[topic],
                 "undecodable": self.counts.undecodable[topic],
                 "queued": numbers.queued,

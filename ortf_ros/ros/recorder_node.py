@@ -9,9 +9,9 @@ prologue, description and episode session); this module only connects it to ROS:
 
 - parameters (``recorder_settings``; config/record.yaml documents them), the mapping
   from a file, from parameters, or detected from the graph;
-- data subscriptions on a node of their own (``subscriptions``), spun by their own
-  thread, so a service call or a commit never delays a callback, and a callback only
-  queues bytes;
+- data subscriptions on a node of their own, drained by a thread of their own
+  (``subscriptions.Receiver``: no executor), so a service call or a commit never delays
+  them, and the pipeline knows up to when it has everything;
 - services ``~/start_episode``, ``~/stop_episode`` (commit), ``~/discard_episode``
   (std_srvs/Trigger) and ``~/set_success`` (std_srvs/SetBool); topics ``~/task``,
   ``~/failure_reason`` and ``~/operator_notes`` (std_msgs/String), also settable as
@@ -74,9 +74,8 @@ from ortf_ros.ros.recorder_settings import (
     read_urdf,
     recorder_parameters,
 )
-from ortf_ros.ros.subscriptions import Subscriptions
+from ortf_ros.ros.subscriptions import Receiver
 
-DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often
 SHUTDOWN_TIMEOUT_S = 600.0  # the last commit of a long episode may take a while
 LABEL_PARAMETERS = ("task", "failure_reason", "operator_notes")
 
@@ -116,10 +115,10 @@ class RecorderNode(Node):
         self.source = LiveSource(NODE_NAME, flow, self._now_ns)
         self.recorder = LiveRecorder(settings, self.source, log=self._log)
         self.recorder.labels = Labels(failure_reason=p.failure_reason, operator_notes=p.operator_notes)
+        # The data subscriptions live on a node of their own, drained by a thread of their own
+        # (``Receiver``): no executor, so a service call or a commit never delays them.
         self.data_node = Node(f"_{NODE_NAME}_data", namespace=self.get_namespace(), use_global_arguments=False)
-        if self.sim_time:
-            self.data_node.set_parameters([Parameter("use_sim_time", value=True)])  # type: ignore[no-untyped-call]
-        self.data_subscriptions = Subscriptions(
+        self.receiver = Receiver(
             self.data_node,
             self.source,
             mapped_types(self.mapping),
@@ -127,9 +126,9 @@ class RecorderNode(Node):
             frames={c.topic for c in self.mapping.cameras},
             qos_overrides=self.qos_overrides,
             sim_time=self.sim_time,
+            clock=self.get_clock(),
             warn=self.log.warning,
         )
-        self.data_node.create_timer(DISCOVERY_PERIOD_S, self.data_subscriptions.discover)
         self._serve()
         self.log.info(f"recording into {p.output}; mapping:\n  " + "\n  ".join(describe_mapping(self.mapping)))
 
@@ -247,9 +246,10 @@ class RecorderNode(Node):
 
     def publish_status(self) -> None:
         status = self.recorder.status()
-        status["unsubscribed"] = self.data_subscriptions.missing()
-        if self.data_subscriptions.problems:
-            status["problems"] = sorted(self.data_subscriptions.problems.values())
+        status["unsubscribed"] = self.receiver.missing()
+        problems = self.receiver.problem_lines()
+        if problems:
+            status["problems"] = problems
         self.status_publisher.publish(String(data=json.dumps(status)))
         self.diagnostics_publisher.publish(diagnostics(status, self.get_clock().now().to_msg(), self.get_name()))
 
@@ -267,9 +267,14 @@ def diagnostics(status: dict[str, Any], stamp: Any, name: str) -> DiagnosticArra
         values[f"latency_{quantile}_ms"] = value
     entries = [_status(level, f"{name}: recorder", str(summary), values, name)]
     for topic, stream in status["streams"].items():
-        stream_level = DiagnosticStatus.WARN if stream["dropped"] or stream["stale"] else DiagnosticStatus.OK
+        losses = stream["dropped"] + stream["lost_in_transport"]
+        stream_level = DiagnosticStatus.WARN if losses or stream["stale"] else DiagnosticStatus.OK
         words = "stale" if stream["stale"] else f"{stream['rate_hz']:g} Hz"
-        message = f"{words}, {stream['dropped']} dropped" if stream["dropped"] else words
+        if stream["dropped"]:
+            words += f", {stream['dropped']} dropped"
+        if stream["lost_in_transport"]:
+            words += f", {stream['lost_in_transport']} lost in transport"
+        message = words
         entries.append(_status(stream_level, f"{name}: {topic}", message, stream, name))
     return DiagnosticArray(header=Header(stamp=stamp), status=entries)
 
@@ -301,11 +306,11 @@ def main(args: Sequence[str] | None = None) -> int:
         return 0
     services = SingleThreadedExecutor()
     services.add_node(node)
-    data = SingleThreadedExecutor()
-    data.add_node(node.data_node)
     pipeline = threading.Thread(target=node.recorder.run, name="ortf_recorder pipeline", daemon=True)
     pipeline.start()
-    data_spinner = runtime.spin_in_thread(data, "ortf_recorder subscriptions")
+    receiving = threading.Event()
+    receiver = threading.Thread(target=node.receiver.run, args=(receiving,), name="ortf_recorder receiver", daemon=True)
+    receiver.start()
     service_spinner = runtime.spin_in_thread(services, "ortf_recorder services")
     code = 0
     try:
@@ -319,8 +324,8 @@ def main(args: Sequence[str] | None = None) -> int:
     finally:
         node.recorder.shutdown(commit=node.parameters.commit_on_shutdown)
         pipeline.join(timeout=SHUTDOWN_TIMEOUT_S)
-        data.shutdown()
-        data_spinner.join()
+        receiving.set()
+        receiver.join()
         node.data_node.destroy_node()  # type: ignore[no-untyped-call]
         node.publish_status()
         runtime.close(node, services, service_spinner)

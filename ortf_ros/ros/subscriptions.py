@@ -1,10 +1,21 @@
-"""The recorder's data subscriptions: found in the graph, QoS adapted, bytes into the source.
+"""The recorder's data subscriptions: found in the graph, QoS adapted, drained into the source.
 
 A mapped topic is subscribed once a publisher of a type the pipeline can read appears
-(checked again every second, as ``ros2 bag record`` does), with the QoS adapted to what
-the publishers offer (``qos.subscription_qos``). The callback takes the serialized
-message (``raw=True``: no deserialization in rclpy) and only hands it to
-``LiveSource.put``: decoding, alignment and encoding happen on the pipeline thread.
+(looked for again every second, as ``ros2 bag record`` does), with the QoS adapted to
+what the publishers offer (``qos.subscription_qos``), as serialized messages
+(``raw=True``: no deserialization in rclpy).
+
+The subscriptions are not served by an executor. An executor takes one message per
+subscription per wait, and runs a Python callback for each: at 1 kHz force-torque
+beside three cameras it falls behind, and then nothing tells how far. ``Receiver.run``
+drains every subscription instead, taking until each is empty, and hands the bytes to
+``LiveSource.put``. A pass that began at time T leaves nothing in DDS that was received
+before T, which it reports (``LiveSource.caught_up``): input time, from which steps are
+decided while topics pause, never runs ahead of what was really taken.
+
+Messages the middleware lost on the way (a publisher's keep-last history overwritten
+before this reader took them) show as gaps in the publication sequence numbers; they
+are counted per topic where the topic has one publisher.
 
 A mapped topic published with another type is not subscribed; it is reported (the log
 and the status) and the recorder waits for a publisher of the right type.
@@ -12,9 +23,12 @@ and the status) and the recorder waits for a publisher of the right type.
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass
 
+from rclpy.clock import Clock
 from rclpy.node import Node
 from rclpy.subscription import Subscription
 
@@ -24,14 +38,29 @@ from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.qos import AUTO, subscription_qos
 
 MAX_DEPTH = 1000  # the subscription's history: a reliable publisher resends what a lagging reader has not taken
+DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often
+IDLE_WAIT_S = 0.001  # after a pass that found nothing: a millisecond is nothing to a step, and little CPU
 
 
-class Subscriptions:
-    """Subscribes ``node`` to each of ``wanted`` (topic, accepted types) as its publishers appear.
+@dataclass
+class _Subscribed:
+    subscription: Subscription
+    msgtype: str
+    single_publisher: bool  # publication sequence numbers tell losses only for one publisher
+    last_sequence: int | None = None
+
+
+def _ignore(_: object) -> None:
+    """The callback rclpy requires: never called, since no executor serves these subscriptions."""
+
+
+class Receiver:
+    """Subscribes ``node`` to each of ``wanted`` (topic, accepted types) as its publishers
+    appear, and drains them into ``source`` (``run``, on a thread of its own).
 
     ``latched``: topics published once for late joiners (transient-local when offered);
     ``frames``: camera topics (``LiveSource``'s frame queues). ``sim_time``: receive times
-    from the node's clock (/clock) instead of the middleware's reception stamps.
+    from ``clock`` (following /clock) instead of the middleware's reception stamps.
     """
 
     def __init__(
@@ -44,6 +73,7 @@ class Subscriptions:
         frames: Collection[str],
         qos_overrides: Mapping[str, Mapping[str, str]],
         sim_time: bool,
+        clock: Clock,
         warn: Callable[[str], None],
     ) -> None:
         self.node = node
@@ -54,33 +84,85 @@ class Subscriptions:
         self.qos_overrides = qos_overrides
         self.sim_time = sim_time
         self.warn = warn
-        self.subscribed: dict[str, Subscription] = {}
+        self.subscribed: dict[str, _Subscribed] = {}
         self.problems: dict[str, str] = {}  # topic -> why it is not subscribed
+        self._clock = clock  # (the node spun by an executor: under sim time, its clock follows /clock)
+        self._lock = threading.Lock()  # (status reads ``subscribed`` and ``problems`` from another thread)
+
+    def now_ns(self) -> int:
+        return self._clock.now().nanoseconds if self.sim_time else time.time_ns()
+
+    # -- the receiving thread ------------------------------------------------------
+
+    def run(self, stopped: threading.Event) -> None:
+        """Discover and drain until ``stopped``."""
+        next_discovery = 0.0
+        while not stopped.is_set():
+            if time.monotonic() >= next_discovery:
+                self.discover()
+                next_discovery = time.monotonic() + DISCOVERY_PERIOD_S
+            began = self.now_ns()
+            taken = self.drain()
+            self.source.caught_up(began)
+            if not taken:
+                stopped.wait(IDLE_WAIT_S)
+
+    def drain(self) -> int:
+        """Take every message waiting on every subscription; how many."""
+        put, taken = self.source.put, 0
+        for topic, subscribed in list(self.subscribed.items()):
+            handle, kind = subscribed.subscription.handle, subscribed.subscription.msg_type
+            while True:
+                with handle:
+                    got = handle.take_message(kind, True)
+                if got is None:
+                    break
+                data, info = got
+                taken += 1
+                receive_ns = self.now_ns() if self.sim_time else info["received_timestamp"]
+                put(topic, data, receive_ns, info["source_timestamp"])  # (latency stays on wall time)
+                if subscribed.single_publisher:
+                    self._count_losses(topic, subscribed, info.get("publication_sequence_number"))
+        return taken
+
+    def _count_losses(self, topic: str, subscribed: _Subscribed, sequence: int | None) -> None:
+        if not sequence:
+            return
+        last, subscribed.last_sequence = subscribed.last_sequence, sequence
+        if last is not None and sequence > last + 1:
+            self.source.lost(topic, sequence - last - 1)
+
+    # -- discovery -----------------------------------------------------------------
 
     def discover(self) -> None:
         """Subscribe to every wanted topic that has a publisher of an accepted type now."""
         published = dict(self.node.get_topic_names_and_types())
         for topic, accepted in self.wanted.items():
-            if topic in self.subscribed or topic not in published:
+            if topic not in published:
+                continue
+            if topic in self.subscribed:
+                self.subscribed[topic].single_publisher = self.node.count_publishers(topic) == 1
                 continue
             types = [canonical_msgtype(t) for t in published[topic]]
             usable = [t for t in types if t in accepted]
-            if not usable:
-                problem = f"{topic}: published as {', '.join(types)}, expected {' or '.join(accepted)}: not recorded"
-                if self.problems.get(topic) != problem:
-                    self.warn(problem)
-                self.problems[topic] = problem
-                continue
-            self._subscribe(topic, usable[0])
+            if usable:
+                self._subscribe(topic, usable[0])
+            else:
+                self._problem(topic, f"published as {', '.join(types)}, expected {' or '.join(accepted)}")
+
+    def _problem(self, topic: str, problem: str) -> None:
+        line = f"{topic}: {problem}: not recorded"
+        with self._lock:
+            if self.problems.get(topic) == line:
+                return
+            self.problems[topic] = line
+        self.warn(line)
 
     def _subscribe(self, topic: str, msgtype: str) -> None:
         try:
             kind = message_class(msgtype)
         except (ImportError, AttributeError) as exc:
-            problem = f"{topic}: {msgtype} is not importable here ({exc}): not recorded"
-            if self.problems.get(topic) != problem:
-                self.warn(problem)
-            self.problems[topic] = problem
+            self._problem(topic, f"{msgtype} is not importable here ({exc})")
             return
         live = self.source.add_topic(topic, msgtype, frames=topic in self.frames)
         override = self.qos_overrides.get(topic, {})
@@ -92,29 +174,18 @@ class Subscriptions:
             reliability=override.get("reliability", AUTO),
             durability=override.get("durability", AUTO),
         )
-        self.problems.pop(topic, None)
-        callback = self._sim_time_callback(topic) if self.sim_time else self._callback(topic)
-        # rclpy passes the message info to a callback that takes two arguments (its types say one).
-        self.subscribed[topic] = self.node.create_subscription(kind, topic, callback, profile, raw=True)  # type: ignore[arg-type]
+        subscription = self.node.create_subscription(kind, topic, _ignore, profile, raw=True)
+        with self._lock:
+            self.problems.pop(topic, None)
+            self.subscribed[topic] = _Subscribed(subscription, msgtype, self.node.count_publishers(topic) == 1)
 
-    def _callback(self, topic: str) -> Callable[[bytes, Mapping[str, Any]], None]:
-        put = self.source.put
-
-        def received(data: bytes, info: Mapping[str, Any]) -> None:
-            put(topic, data, info["received_timestamp"], info["source_timestamp"])
-
-        return received
-
-    def _sim_time_callback(self, topic: str) -> Callable[[bytes, Mapping[str, Any]], None]:
-        """Under use_sim_time a message is received at the node's (/clock) time, as
-        rosbag2's recorder does: the middleware's stamps are wall time."""
-        put, clock = self.source.put, self.node.get_clock()
-
-        def received(data: bytes, info: Mapping[str, Any]) -> None:
-            put(topic, data, clock.now().nanoseconds, info["source_timestamp"])  # (latency stays on wall time)
-
-        return received
+    # -- status --------------------------------------------------------------------
 
     def missing(self) -> list[str]:
         """Wanted topics not subscribed yet."""
-        return [topic for topic in self.wanted if topic not in self.subscribed]
+        with self._lock:
+            return [topic for topic in self.wanted if topic not in self.subscribed]
+
+    def problem_lines(self) -> list[str]:
+        with self._lock:
+            return sorted(self.problems.values())

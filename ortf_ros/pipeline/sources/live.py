@@ -56,6 +56,7 @@ class TopicHealth:
 
     received: int
     dropped: int
+    lost: int  # by the middleware before they reached the recorder (publication sequence gaps)
     queued: int
     capacity: int
     last_receive_ns: int | None
@@ -74,7 +75,9 @@ class LiveSource:
         self._queues: dict[str, deque[Queued]] = {}
         self._received: Counter[str] = Counter()
         self._dropped: Counter[str] = Counter()
+        self._lost: Counter[str] = Counter()
         self._last: dict[str, int] = {}
+        self._caught_up_ns: int | None = None
         self._lock = threading.Lock()
 
     def add_topic(self, topic: str, msgtype: str, *, frames: bool = False) -> LiveTopic:
@@ -114,16 +117,33 @@ class LiveSource:
             return runs[0]
         return list(heapq.merge(*runs, key=_RECEIVE))
 
+    def caught_up(self, receive_ns: int) -> None:
+        """Every message received before ``receive_ns`` has been ``put``: the subscriptions
+        were drained after it (``ros.subscriptions.Receiver``)."""
+        with self._lock:
+            self._caught_up_ns = receive_ns
+
+    def lost(self, topic: str, count: int) -> None:
+        """``count`` messages of ``topic`` never reached the subscription (the middleware lost them)."""
+        with self._lock:
+            self._lost[topic] += count
+
     def input_time_ns(self) -> int:
-        """Nothing received before this is still to come: now, or the oldest message still queued."""
-        now = self.clock()
+        """Nothing received before this is still to come: the oldest message still queued,
+        or the time up to which the subscriptions are known to be drained (``caught_up``),
+        or now when nobody says (a source fed directly)."""
         with self._lock:
             oldest = [queue[0].raw.receive_ns for queue in self._queues.values() if queue]
-        return min([now, *oldest])
+            caught_up = self._caught_up_ns
+        return min([self.clock() if caught_up is None else caught_up, *oldest])
 
     def dropped(self) -> Mapping[str, int]:
         with self._lock:
             return dict(self._dropped)
+
+    def lost_counts(self) -> Mapping[str, int]:
+        with self._lock:
+            return dict(self._lost)
 
     def received(self) -> Mapping[str, int]:
         with self._lock:
@@ -135,6 +155,7 @@ class LiveSource:
                 topic: TopicHealth(
                     received=self._received[topic],
                     dropped=self._dropped[topic],
+                    lost=self._lost[topic],
                     queued=len(self._queues[topic]),
                     capacity=live.capacity,
                     last_receive_ns=self._last.get(topic),
