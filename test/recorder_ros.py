@@ -1,30 +1,24 @@
 """The live recorder's tests over real DDS: a scene publisher child process, the recorder
-as a child process (the colcon-installed executable, or the module), and an rclpy client
-in the test process that drives the episode services and reads ``~/status``."""
+as a child process (the colcon-installed executable, or the module), and a
+``RecorderClient`` in the test process that drives the episode services and reads ``~/status``."""
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import rclpy
 from child_process import kill_if_running
-from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from std_msgs.msg import String
-from std_srvs.srv import SetBool, Trigger
 
+from ortf_ros.ros.recorder_client import RecorderClient
 from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 
 REPO = Path(__file__).resolve().parents[1]
-RECORDER = "/ortf_recorder"
 
 
 @dataclass(frozen=True)
@@ -99,71 +93,8 @@ def recorder_command(executable: Path | None, params: Path, *parameters: str) ->
     return command
 
 
-class Client:
-    """An rclpy node of the test process that calls the recorder's services and hears its status."""
-
-    def __init__(self) -> None:
-        self.node = rclpy.create_node("ortf_recorder_test_client")
-        latched = QoSProfile(
-            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )  # type: ignore[no-untyped-call]
-        self.statuses: list[dict[str, Any]] = []
-        self.node.create_subscription(String, f"{RECORDER}/status", self._status, latched)
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)  # type: ignore[no-untyped-call]
-        self.labels = {
-            name: self.node.create_publisher(String, f"{RECORDER}/{name}", reliable)
-            for name in ("task", "failure_reason", "operator_notes")
-        }
-
-    def _status(self, message: String) -> None:
-        self.statuses.append(json.loads(message.data))
-
-    def spin_until(self, done: Callable[[], bool], timeout_s: float, what: str = "") -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            assert time.monotonic() < deadline, f"timed out: {what}"
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-
-    def spin_for(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            rclpy.spin_once(self.node, timeout_sec=0.02)
-
-    def call(self, service: str, data: bool | None = None, timeout_s: float = 60) -> Any:
-        kind: Any = Trigger if data is None else SetBool
-        client = self.node.create_client(kind, f"{RECORDER}/{service}")
-        try:
-            assert client.wait_for_service(timeout_sec=timeout_s), f"no service {service}"
-            request = kind.Request()
-            if data is not None:
-                request.data = data
-            future = client.call_async(request)
-            self.spin_until(future.done, timeout_s, service)
-            return future.result()  # type: ignore[no-untyped-call]
-        finally:
-            self.node.destroy_client(client)
-
-    def start_when_ready(self, recorder: Child, timeout_s: float = 60) -> Any:
-        """``~/start_episode`` until it succeeds (it refuses while the warm-up lacks a stream)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            assert recorder.process.poll() is None, f"the recorder exited:\n{recorder.text()}"
-            reply = self.call("start_episode")
-            if reply.success:
-                return reply
-            assert time.monotonic() < deadline, f"never ready: {reply.message}\n{recorder.text()}"
-            self.spin_for(0.3)
-
-    def say(self, label: str, text: str) -> None:
-        """Publish on ``~/<label>`` and wait until the recorder has a subscription to hear it."""
-        publisher = self.labels[label]
-        self.spin_until(lambda: publisher.get_subscription_count() > 0, 30, label)
-        publisher.publish(String(data=text))
-
-    def status(self) -> dict[str, Any]:
-        count = len(self.statuses)
-        self.spin_until(lambda: len(self.statuses) > count, 10, "a status")
-        return self.statuses[-1]
-
-    def close(self) -> None:
-        self.node.destroy_node()  # type: ignore[no-untyped-call]
+def client_for(recorder: Child | None = None) -> RecorderClient:
+    """A ``RecorderClient`` on a node of the test process (whose rclpy the test initialised),
+    that stops waiting when ``recorder`` exits."""
+    alive = (lambda: recorder.process.poll() is None) if recorder is not None else (lambda: True)
+    return RecorderClient(rclpy.create_node("ortf_recorder_test_client"), alive=alive)

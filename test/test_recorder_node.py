@@ -26,7 +26,7 @@ import pytest
 import rclpy
 import yaml
 from colcon_workspace import RECORDER_PARAMS, Workspace, build_workspace
-from recorder_ros import REPO, Child, Client, Scene, recorder_command, start_scene
+from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 from std_msgs.msg import String
 
 from ortf_ros.bag2ortf import main as bag2ortf
@@ -98,16 +98,16 @@ def recorded(ros: None, workspace: Workspace, tmp_path_factory: pytest.TempPathF
         tmp / "recorder.log",
         env=workspace.sourced_environment(),
     )
-    client = Client()
+    client = client_for(recorder)
     replies: dict[str, Any] = {}
     try:
         client.say("task", "Pick up the red box")
-        replies["start0"] = client.start_when_ready(recorder)
+        replies["start0"] = client.start_when_ready()
         replies["start_again"] = client.call("start_episode")
         client.spin_for(EPISODE_S)
         replies["success0"] = client.call("set_success", True)
         client.say("operator_notes", "clean grasp")
-        client.spin_until(lambda: (client.statuses[-1].get("episode") or {}).get("operator_notes") == "clean grasp", 10)
+        client.spin_until(lambda: client.episode_status().get("operator_notes") == "clean grasp", 10)
         replies["stop0"] = client.call("stop_episode")
         replies["stop_idle"] = client.call("stop_episode")
         replies["discard_idle"] = client.call("discard_episode")
@@ -115,9 +115,7 @@ def recorded(ros: None, workspace: Workspace, tmp_path_factory: pytest.TempPathF
         client.spin_for(EPISODE_S)
         replies["success1"] = client.call("set_success", False)
         client.say("failure_reason", "dropped the box")
-        client.spin_until(
-            lambda: (client.statuses[-1].get("episode") or {}).get("failure_reason") == "dropped the box", 10
-        )
+        client.spin_until(lambda: client.episode_status().get("failure_reason") == "dropped the box", 10)
         replies["stop1"] = client.call("stop_episode")
         replies["start2"] = client.call("start_episode")
         client.say("task", "Put the box on the shelf")
@@ -282,9 +280,9 @@ def test_sigkill_mid_episode_leaves_a_recoverable_partial_episode(ros: None, tmp
     publisher = start_scene(scene, tmp_path)
     params = REPO / RECORDER_PARAMS
     recorder = Child(recorder_command(None, params, f"output:={root}", f"mapping:={mapping}"), tmp_path / "rec.log")
-    client = Client()
+    client = client_for(recorder)
     try:
-        assert client.start_when_ready(recorder).success
+        assert client.start_when_ready().success
         client.spin_for(1.0)
         assert client.call("stop_episode").success
         assert client.call("start_episode").success
@@ -313,7 +311,7 @@ def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_
     recorder = Child(
         recorder_command(None, params, f"output:={tmp_path / 'ds'}", f"mapping:={mapping}"), tmp_path / "rec.log"
     )
-    client = Client()
+    client = client_for(recorder)
     try:
         reply = client.call("start_episode")  # no publisher at all
         assert not reply.success and "no frame yet on /wrist_camera/image_raw" in reply.message
@@ -357,7 +355,7 @@ def test_a_mapped_topic_of_another_type_is_reported_not_recorded(ros: None, tmp_
         recorder_command(None, REPO / RECORDER_PARAMS, f"output:={tmp_path / 'ds'}", f"mapping:={mapping}"),
         tmp_path / "rec.log",
     )
-    client = Client()
+    client = client_for(recorder)
     wrong = client.node.create_publisher(String, "/arm/joint_states", 10)  # a String where a JointState is mapped
     try:
         deadline = time.monotonic() + 30

@@ -209,6 +209,16 @@ def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
     return _EncoderProcess(slot_bytes, slots)
 
 
+def prestart(width: int, height: int, kind: FrameKind, queue_frames: int) -> None:
+    """Start an encoder process for a video of this frame size now, to wait among the idle
+    ones: a process takes a while to import PyAV and OpenCV, during which the writer's
+    ``write`` would wait once its ring is full. A live recorder starts its cameras' before
+    the first episode, whose first second of frames would otherwise be held up (and its
+    subscriptions' queues overflow on a busy machine)."""
+    shape, dtype = _frame_layout(width, height, kind)
+    _keep_process(_EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1))
+
+
 def _let_go_of(process: _EncoderProcess) -> None:
     """Close its socket without waiting: it encodes what it was handed, closes the file,
     lets go of what it holds and exits on its own (reaped by a later ``_take_process``)."""

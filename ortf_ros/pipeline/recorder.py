@@ -315,6 +315,7 @@ class LiveRecorder:
             self._warn(warning)
         self.writer = DatasetWriter(s.output, self.description.manifest, config=s.writer, urdf=self.description.urdf)
         self.writer.open()
+        self.writer.start_encoders()  # (their start-up would hold up the first episode's first frames)
         self.session = EpisodeSession(
             self.writer,
             self.config,

@@ -30,11 +30,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortf_ros.info import dataset_info
 from ortf_ros.pipeline.config import auto_config, write_config
@@ -43,6 +43,9 @@ from ortf_ros.reader import load_dataset
 from ortf_ros.ros.entry import ROS_PACKAGES
 from ortf_ros.synthetic_bag import write_teleop_bag
 from ortf_ros.validation import validate
+
+if TYPE_CHECKING:
+    from ortf_ros.ros.recorder_client import RecorderClient
 
 RECORDER = "/ortf_recorder"
 WIDTH, HEIGHT = 128, 96  # small frames: the demo shows the plumbing, and the machine may be busy
@@ -54,18 +57,6 @@ READY_TIMEOUT_S = 30.0  # the recorder's start-up and warm-up (every mapped stre
 CALL_TIMEOUT_S = 30.0  # a service answer (stop_episode commits the episode first)
 EXIT_TIMEOUT_S = 30.0  # a child's exit after SIGINT (the recorder commits an open episode)
 LOG_TAIL_LINES = 20
-PUBLISHER_DEPTH = 200
-"""The scene's keep-last depth, over its default 10: a reliable writer drops the oldest
-sample it holds unacknowledged, so with 10 a recorder that lags 10 ms behind the 1 kHz
-wrench on a busy machine misses samples without knowing (steps then use a wrench sample
-up to 170 ms away, and strict validation warns); 200 is 0.2 s of it (7 MB of frames)."""
-DEEP_QUEUES = ("queue_frames:=64", "queue_messages:=4096")
-"""Over record.yaml's 16 and 1024 (0.5 s of frames, 1 s of the 1 kHz wrench): when the
-first episode starts, its encoder processes start too, and on a busy two-core machine
-(``make demo`` beside other work) that held the pipeline over 1 s, so frames were dropped
-and steps used older ones (strict validation warns). 2 s of frames at 128x96 is 7 MB."""
-
-
 def domain_id() -> int:
     """This run's ``ROS_DOMAIN_ID``: 101..200, from the pid.
 
@@ -175,87 +166,6 @@ class Child:
         return lines[-LOG_TAIL_LINES:]
 
 
-class Client:
-    """The demo's rclpy node, in a context of its own: calls the recorder's services,
-    publishes its label topics and hears its status."""
-
-    def __init__(self, domain: int) -> None:
-        import rclpy
-        from rclpy.context import Context
-        from rclpy.executors import SingleThreadedExecutor
-        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-        from rclpy.signals import SignalHandlerOptions
-        from std_msgs.msg import String
-
-        self.context = Context()
-        rclpy.init(context=self.context, domain_id=domain, signal_handler_options=SignalHandlerOptions.NO)
-        self.node = rclpy.create_node("ortf_live_demo", context=self.context)
-        self.executor = SingleThreadedExecutor(context=self.context)
-        self.executor.add_node(self.node)
-        self.string = String
-        latched = QoSProfile(  # type: ignore[no-untyped-call]
-            depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
-        )
-        self.status: dict[str, Any] = {}
-        self.node.create_subscription(String, f"{RECORDER}/status", self._hear, latched)
-        reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)  # type: ignore[no-untyped-call]
-        self.labels = {
-            name: self.node.create_publisher(String, f"{RECORDER}/{name}", reliable)
-            for name in ("task", "failure_reason", "operator_notes")
-        }
-
-    def _hear(self, message: Any) -> None:
-        self.status = json.loads(message.data)
-
-    def spin_until(self, done: Callable[[], bool], timeout_s: float, what: str, recorder: Child) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not done():
-            if not recorder.running():
-                raise DemoError(f"the recorder exited (code {recorder.process.returncode}) while {what}")
-            if time.monotonic() > deadline:
-                raise DemoError(f"timed out after {timeout_s:g} s {what}")
-            self.executor.spin_once(timeout_sec=0.02)
-
-    def spin_for(self, seconds: float) -> None:
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            self.executor.spin_once(timeout_sec=0.02)
-
-    def call(self, service: str, recorder: Child, data: bool | None = None) -> Any:
-        """``~/service`` (std_srvs/Trigger, or SetBool with ``data``): its response."""
-        from std_srvs.srv import SetBool, Trigger
-
-        kind: Any = Trigger if data is None else SetBool
-        client = self.node.create_client(kind, f"{RECORDER}/{service}")
-        try:
-            self.spin_until(client.service_is_ready, READY_TIMEOUT_S, f"waiting for {RECORDER}/{service}", recorder)
-            request = kind.Request()
-            if data is not None:
-                request.data = data
-            future = client.call_async(request)
-            self.spin_until(future.done, CALL_TIMEOUT_S, f"waiting for the answer of {service}", recorder)
-            return future.result()  # type: ignore[no-untyped-call]
-        finally:
-            self.node.destroy_client(client)
-
-    def publish(self, label: str, text: str, recorder: Child) -> None:
-        """``text`` on ``~/<label>``, once the recorder subscribes to it."""
-        publisher = self.labels[label]
-        self.spin_until(
-            lambda: publisher.get_subscription_count() > 0,
-            READY_TIMEOUT_S,
-            f"waiting for {RECORDER}/{label} to be subscribed",
-            recorder,
-        )
-        publisher.publish(self.string(data=text))
-        say(f"  {RECORDER}/{label} <- {text!r}")
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        self.node.destroy_node()  # type: ignore[no-untyped-call]
-        self.context.try_shutdown()
-
-
 def write_mapping(path: Path) -> None:
     """The mapping ``ortf-bag2ortf --write-config`` writes for a short bag of the scene (as
     the offline part's): the recorder is given it instead of detecting one from the graph,
@@ -308,7 +218,7 @@ def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float,
             "-m",
             "ortf_ros.ros.scene_publisher",
             *("--width", str(WIDTH), "--height", str(HEIGHT)),
-            *("--depth", str(PUBLISHER_DEPTH), "--report", str(logs / "scene.json")),
+            *("--report", str(logs / "scene.json")),
         ],
         logs / "scene_publisher.log",
     )
@@ -318,19 +228,23 @@ def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float,
     command = [sys.executable, "-m", "ortf_ros.ros.recorder_node", "--ros-args"]
     if params is not None:
         command += ["--params-file", str(params)]
-    for parameter in (f"output:={root}", f"mapping:={mapping}", "warmup_s:=5.0", *DEEP_QUEUES):
+    for parameter in (f"output:={root}", f"mapping:={mapping}", "warmup_s:=5.0"):
         command += ["-p", parameter]
     recorder = Child("the recorder", command, logs / "recorder.log")
     children.append(recorder)
     say(f"  ortf_recorder (pid {recorder.process.pid}) -> {root}")
     say(f"    parameters: {params or 'the defaults'}, mapping {mapping}")
-    client = Client(domain)
+    from ortf_ros.ros.recorder_client import RecorderClient, RecorderError
+
+    client = RecorderClient.create("ortf_live_demo", domain_id=domain, alive=recorder.running)
     try:
-        client.publish("task", TASK, recorder)
-        start_when_ready(client, recorder)
-        episode(client, recorder, episode_s, True, "operator_notes", NOTES)
-        show("start_episode", client.call("start_episode", recorder))
-        episode(client, recorder, episode_s, False, "failure_reason", FAILURE)
+        publish(client, "task", TASK)
+        start_when_ready(client)
+        episode(client, episode_s, True, "operator_notes", NOTES)
+        show("start_episode", client.call("start_episode", timeout_s=CALL_TIMEOUT_S))
+        episode(client, episode_s, False, "failure_reason", FAILURE)
+    except RecorderError as exc:
+        raise DemoError(str(exc)) from None
     finally:
         client.close()
     code = recorder.interrupt()
@@ -352,44 +266,46 @@ def show(service: str, reply: Any) -> None:
         raise DemoError(f"{service} refused: {reply.message}")
 
 
-def start_when_ready(client: Client, recorder: Child) -> None:
+def publish(client: RecorderClient, label: str, text: str) -> None:
+    client.say(label, text, timeout_s=READY_TIMEOUT_S)
+    say(f"  {RECORDER}/{label} <- {text!r}")
+
+
+def start_when_ready(client: RecorderClient) -> None:
     """``~/start_episode`` until the warm-up has every stream (it refuses, naming what is missing)."""
     say(f"  waiting for the recorder's warm-up ({RECORDER}/start_episode refuses until every stream delivered)")
-    deadline = time.monotonic() + READY_TIMEOUT_S
-    refused = ""
-    while True:
-        reply = client.call("start_episode", recorder)
-        if reply.success:
-            show("start_episode", reply)
-            return
-        if reply.message != refused:
-            say(f"  start_episode: {reply.message}")
-            refused = reply.message
-        if time.monotonic() > deadline:
-            raise DemoError(f"the recorder was not ready after {READY_TIMEOUT_S:g} s: {reply.message}")
-        client.spin_for(0.3)
+    refusals: list[str] = []
+
+    def refused(message: str) -> None:
+        if not refusals or refusals[-1] != message:
+            say(f"  start_episode: {message}")
+            refusals.append(message)
+
+    show("start_episode", client.start_when_ready(READY_TIMEOUT_S, on_refusal=refused))
 
 
-def episode(client: Client, recorder: Child, episode_s: float, success: bool, label: str, text: str) -> None:
+def episode(client: RecorderClient, episode_s: float, success: bool, label: str, text: str) -> None:
     """Label the episode just started, let it record ``episode_s``, check the labels in
     ``~/status`` and stop it."""
     started = time.monotonic()
-    show(f"set_success({str(success).lower()})", client.call("set_success", recorder, data=success))
-    client.publish(label, text, recorder)
+    reply = client.call("set_success", success, timeout_s=CALL_TIMEOUT_S)
+    show(f"set_success({str(success).lower()})", reply)
+    publish(client, label, text)
     client.spin_for(episode_s - (time.monotonic() - started))
 
     def labelled() -> bool:
-        current = client.status.get("episode") or {}
+        current = client.episode_status()
         return current.get(label) == text and current.get("task") == TASK and current.get("success") is success
 
-    client.spin_until(labelled, 10.0, f"waiting for {RECORDER}/status to show the labels", recorder)
-    current, streams = client.status["episode"], client.status["streams"]
-    dropped = sum(stream["dropped"] for stream in streams.values())
+    client.spin_until(labelled, 10.0, f"waiting for {RECORDER}/status to show the labels")
+    status = client.statuses[-1]
+    current, streams = status["episode"], status["streams"]
+    dropped = sum(stream["dropped"] + stream["lost_in_transport"] for stream in streams.values())
     say(
         f"  {RECORDER}/status: episode {current['id']} recording ({current['elapsed_s']:.1f} s), "
-        f"success {str(success).lower()}, {label} {text!r}; {len(streams)} streams, {dropped} message(s) dropped"
+        f"success {str(success).lower()}, {label} {text!r}; {len(streams)} streams, {dropped} message(s) lost"
     )
-    show("stop_episode", client.call("stop_episode", recorder))
+    show("stop_episode", client.call("stop_episode", timeout_s=CALL_TIMEOUT_S))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
