@@ -20,9 +20,9 @@ from pathlib import Path
 
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
+from ortf_ros.demo import demo_mapping, show_validated
 from ortf_ros.info import dataset_info
-from ortf_ros.pipeline.config import auto_config, write_config
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.config import write_config
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import IMAGE_FORMATS, default_settings, read_parameter_file, settings_from_parameters
@@ -83,23 +83,14 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     ]
     print(f"generated {len(bags)} teleop recording(s) of {args.seconds:g} s in {out} (MCAP: 2 cameras, depth,")
     print("  joint states, commands, 1 kHz force-torque, TF, URDF)\n")
-    with BagSource(bags[0].path) as source:
-        # The 50 Hz command is up to 20 ms old at a 30 Hz step: a 25 ms tolerance says that is fine.
-        mapping = replace(auto_config(source.topics()), sync_tolerance_ms=25.0)
     mapping_file = out / "mapping.yaml"
-    write_config(mapping, mapping_file)
+    write_config(demo_mapping(bags[0].path), mapping_file)
     dataset = out / "dataset"
     writer_args = ["--config", str(mapping_file), "--task", "Pick up the peg", "--success"]
     code = bag2ortf([str(b.path) for b in bags] + ["-o", str(dataset), *writer_args])
     if code != EXIT_OK:
         return code
-    report = validate(dataset, strict=True)
-    print()
-    for finding in report.findings:
-        print(finding.line())
-    print(f"ortf validate --strict {dataset}: {report.summary()}\n")
-    print("\n".join(dataset_info(load_dataset(dataset)).lines()))
-    if not report.ok:
+    if not show_validated(dataset, print):
         return EXIT_INVALID
     return EXIT_OK if args.no_live else _live_demo(out)
 

@@ -977,19 +977,6 @@ def write_teleop_bag(
     ``max_bagfile_duration_s`` (rosbag2 only): start a new storage file after this much
     recording time, as ``ros2 bag record --max-bag-duration`` does.
     """
-    path = Path(path)
-    if path.exists():
-        raise ConversionError(f"{path}: exists already, not overwriting")
-    if fmt not in ("mcap", "sqlite3", "ros1"):
-        raise ValueError(f"bag format {fmt!r}: expected mcap, sqlite3 or ros1")
-    allowed = {"mcap": ("none", "file", "message", "storage"), "sqlite3": ("none", "file", "message")}
-    if bag_compression not in allowed.get(fmt, ("none", "bz2", "lz4")):
-        raise ValueError(f"bag_compression {bag_compression!r} does not apply to {fmt} bags")
-    if legacy_tf and fmt != "ros1":
-        raise ValueError("legacy_tf (tf/tfMessage) exists only in ROS 1 bags")
-    if max_bagfile_duration_s is not None and fmt == "ros1":
-        raise ValueError("max_bagfile_duration_s splits rosbag2 directories; ROS 1 bags are one file")
-    check_size(width, height)
     config = TeleopConfig(
         fmt=fmt,
         duration_s=duration_s,
@@ -1007,6 +994,32 @@ def write_teleop_bag(
         compressed_cameras=tuple(compressed_cameras),
         side_camera=side_camera,
     )
+    return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
+
+
+def write_scene_bag(
+    path: Path,
+    config: TeleopConfig,
+    *,
+    bag_compression: BagCompression = "none",
+    max_bagfile_duration_s: float | None = None,
+) -> TeleopBagInfo:
+    """Write the scene ``config`` describes (as ``write_teleop_bag`` does from its
+    arguments): the scene a live publisher published, as a bag, from the same config."""
+    path = Path(path)
+    fmt = config.fmt
+    if path.exists():
+        raise ConversionError(f"{path}: exists already, not overwriting")
+    if fmt not in ("mcap", "sqlite3", "ros1"):
+        raise ValueError(f"bag format {fmt!r}: expected mcap, sqlite3 or ros1")
+    allowed = {"mcap": ("none", "file", "message", "storage"), "sqlite3": ("none", "file", "message")}
+    if bag_compression not in allowed.get(fmt, ("none", "bz2", "lz4")):
+        raise ValueError(f"bag_compression {bag_compression!r} does not apply to {fmt} bags")
+    if config.legacy_tf and fmt != "ros1":
+        raise ValueError("legacy_tf (tf/tfMessage) exists only in ROS 1 bags")
+    if max_bagfile_duration_s is not None and fmt == "ros1":
+        raise ValueError("max_bagfile_duration_s splits rosbag2 directories; ROS 1 bags are one file")
+    check_size(config.width, config.height)
     messages = Messages(config)
     topics = {topic: messages.msgtype(topic) for topic in config.rates()}
     sink: _Rosbag2Sink | _Rosbag1Sink
@@ -1034,7 +1047,7 @@ def write_teleop_bag(
         config=config,
         counts=counts,
         msgtypes=config.msgtypes(),
-        start_ns=start_ns,
+        start_ns=config.start_ns,
         first_receive_ns=first,
         last_receive_ns=last,
         urdf=messages.urdf,

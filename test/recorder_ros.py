@@ -16,7 +16,7 @@ import rclpy
 from child_process import kill_if_running
 
 from ortf_ros.ros.recorder_client import RecorderClient
-from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic_bag import TeleopBagInfo, TeleopConfig, write_scene_bag
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -39,12 +39,10 @@ class Scene:
             args += ["--compressed-cameras", *self.compressed]
         return args
 
-    def bag(self, path: Path, duration_s: float, start_ns: int) -> TeleopBagInfo:
-        """The scene's first ``duration_s`` as an MCAP rosbag2: with the ``start_ns`` the
-        publisher reported, the same messages, stamps and values it published."""
-        return write_teleop_bag(
-            path,
-            "mcap",
+    def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
+        """The scene as ``synthetic_bag`` describes it."""
+        return TeleopConfig(
+            fmt="mcap",
             duration_s=duration_s,
             width=self.width,
             height=self.height,
@@ -54,6 +52,11 @@ class Scene:
             compressed_cameras=self.compressed,
             start_ns=start_ns,
         )
+
+    def bag(self, path: Path, duration_s: float, start_ns: int) -> TeleopBagInfo:
+        """The scene's first ``duration_s`` as an MCAP rosbag2: with the ``start_ns`` the
+        publisher reported, the same messages, stamps and values it published."""
+        return write_scene_bag(path, self.teleop(duration_s, start_ns))
 
 
 class Child:

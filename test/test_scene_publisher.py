@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,7 @@ from ortf_ros.synthetic_bag import (
     stamp_ns,
     static_transforms,
     teleop_urdf,
+    write_scene_bag,
     write_teleop_bag,
 )
 
@@ -235,19 +237,8 @@ def test_a_subscriber_receives_the_scene_live(ros: None, tmp_path: Path) -> None
 
     # The same scene written to a bag: every message received is the bag's, byte for byte.
     longest_s = max((len(received[topic]) + 1) / rate for topic, rate in config.rates().items() if rate is not None)
-    bag = write_teleop_bag(
-        tmp_path / "same-scene",
-        "mcap",
-        duration_s=math.ceil(longest_s),
-        width=config.width,
-        height=config.height,
-        fps=config.fps,
-        joint_rate_hz=config.joint_rate_hz,
-        command_rate_hz=config.command_rate_hz,
-        wrench_rate_hz=config.wrench_rate_hz,
-        tf_rate_hz=config.tf_rate_hz,
-        compressed_cameras=config.compressed_cameras,
-        start_ns=start_ns,
+    bag = write_scene_bag(
+        tmp_path / "same-scene", replace(config, fmt="mcap", duration_s=math.ceil(longest_s), start_ns=start_ns)
     )
     in_bag: dict[str, list[bytes]] = {topic: [] for topic in msgtypes}
     with BagSource(bag.path) as source:

@@ -332,7 +332,7 @@ def _unique(m: _Map, key: str, values: list[str]) -> tuple[str, ...]:
     return tuple(values)
 
 
-_TOP_KEYS = (
+MAPPING_KEYS = (
     "step",
     "sync_tolerance_ms",
     "drop_outside_tolerance",
@@ -352,6 +352,7 @@ _TOP_KEYS = (
     "labels",
     "writer",
 )
+"""The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
 _CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "time", "policy")
 _JOINT_KEYS = ("topic", "time", "policy", "native")
 _WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
@@ -549,7 +550,7 @@ def config_from_mapping(data: object, source: str) -> ConversionConfig:
 
     Missing keys take the dataclass defaults; ``null`` means unset where a value is optional.
     """
-    top = _Map({} if data is None else data, "", source, _TOP_KEYS)
+    top = _Map({} if data is None else data, "", source, MAPPING_KEYS)
     cameras = tuple(_camera(name, m) for name, m in _named(top, "cameras", _CAMERA_KEYS))
     wrenches = tuple(_wrench(name, m) for name, m in _named(top, "wrenches", _WRENCH_KEYS))
     camera_names = {c.name for c in cameras}

@@ -32,17 +32,13 @@ import tempfile
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ortf_ros.info import dataset_info
-from ortf_ros.pipeline.config import auto_config, write_config
-from ortf_ros.pipeline.source import BagSource
-from ortf_ros.reader import load_dataset
+from ortf_ros.demo import demo_mapping, show_validated
+from ortf_ros.pipeline.config import write_config
 from ortf_ros.ros.entry import ROS_PACKAGES
 from ortf_ros.synthetic_bag import write_teleop_bag
-from ortf_ros.validation import validate
 
 if TYPE_CHECKING:
     from ortf_ros.ros.recorder_client import RecorderClient
@@ -57,6 +53,8 @@ READY_TIMEOUT_S = 30.0  # the recorder's start-up and warm-up (every mapped stre
 CALL_TIMEOUT_S = 30.0  # a service answer (stop_episode commits the episode first)
 EXIT_TIMEOUT_S = 30.0  # a child's exit after SIGINT (the recorder commits an open episode)
 LOG_TAIL_LINES = 20
+
+
 def domain_id() -> int:
     """This run's ``ROS_DOMAIN_ID``: 101..200, from the pid.
 
@@ -172,9 +170,7 @@ def write_mapping(path: Path) -> None:
     so that it starts without waiting for the graph to settle."""
     with tempfile.TemporaryDirectory(prefix="ortf_live_demo_") as tmp:
         bag = write_teleop_bag(Path(tmp) / "scene", "mcap", duration_s=0.5, width=WIDTH, height=HEIGHT)
-        with BagSource(bag.path) as source:
-            # The 50 Hz command is up to 20 ms old at a 30 Hz step: a 25 ms tolerance says that is fine.
-            mapping = replace(auto_config(source.topics()), sync_tolerance_ms=25.0)
+        mapping = demo_mapping(bag.path)
     write_config(mapping, path)
 
 
@@ -199,13 +195,7 @@ def run_live_demo(out: Path, *, episode_s: float = EPISODE_S) -> int:
     finally:
         for child in children:
             child.kill()
-    report = validate(root, strict=True)
-    say()
-    for finding in report.findings:
-        say(finding.line())
-    say(f"ortf validate --strict {root}: {report.summary()}\n")
-    say("\n".join(dataset_info(load_dataset(root)).lines()))
-    return 0 if report.ok else 1
+    return 0 if show_validated(root, say) else 1
 
 
 def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float, children: list[Child]) -> None:

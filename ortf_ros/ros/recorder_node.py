@@ -47,7 +47,7 @@ from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
 from ortf_ros.errors import OrtfError
-from ortf_ros.pipeline.config import ConversionConfig, auto_config, describe_mapping
+from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, auto_config, describe_mapping
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import (
     Labels,
@@ -62,7 +62,6 @@ from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.ros import runtime
 from ortf_ros.ros.parameters import declare_parameters, given_parameters
 from ortf_ros.ros.recorder_settings import (
-    MAPPING_KEYS,
     NODE_NAME,
     PARAMETERS,
     QOS_NAMESPACE,

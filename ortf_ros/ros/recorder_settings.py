@@ -43,28 +43,6 @@ PARAMETERS: dict[str, object] = {
 """The recorder's own parameters and their defaults (their types are the parameters'
 types); config/record.yaml documents them."""
 
-MAPPING_KEYS = (
-    "step",
-    "sync_tolerance_ms",
-    "drop_outside_tolerance",
-    "max_latency_ms",
-    "cameras",
-    "joint_states",
-    "wrenches",
-    "action",
-    "tf_topics",
-    "tf_static_topics",
-    "robot_description_topic",
-    "base_frame",
-    "end_effector_frame",
-    "world_frame",
-    "gripper_joints",
-    "episodes",
-    "labels",
-    "writer",
-)
-"""The mapping's top-level keys: parameters under these namespaces are mapping keys."""
-
 QOS_NAMESPACE = "qos"
 """``qos.<topic without its leading slash, / as .>.reliability|durability``: per-stream
 overrides of the QoS adapted to the publishers (``auto``, or the policy)."""

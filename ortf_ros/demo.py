@@ -1,0 +1,35 @@
+"""What ``ortf demo`` shows, shared by its offline part (``cli``) and its live part
+(``ros.live_demo``): the mapping both use, and a dataset validated and shown."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from ortf_ros.info import dataset_info
+from ortf_ros.pipeline.config import ConversionConfig, auto_config
+from ortf_ros.pipeline.source import BagSource
+from ortf_ros.reader import load_dataset
+from ortf_ros.validation import validate
+
+DEMO_TOLERANCE_MS = 25.0
+"""The demo scene's 50 Hz command is up to 20 ms old at a 30 Hz step: a 25 ms sync
+tolerance says that is fine (half the step period, the default, would warn)."""
+
+
+def demo_mapping(bag: Path) -> ConversionConfig:
+    """The mapping ``ortf-bag2ortf`` detects for a bag of the demo scene, with its tolerance."""
+    with BagSource(bag) as source:
+        return replace(auto_config(source.topics()), sync_tolerance_ms=DEMO_TOLERANCE_MS)
+
+
+def show_validated(root: Path, say: Callable[[str], None]) -> bool:
+    """``ortf validate --strict`` and ``ortf info`` of ``root``, as the demo prints them; whether valid."""
+    report = validate(root, strict=True)
+    say("")
+    for finding in report.findings:
+        say(finding.line())
+    say(f"ortf validate --strict {root}: {report.summary()}\n")
+    say("\n".join(dataset_info(load_dataset(root)).lines()))
+    return report.ok
