@@ -32,6 +32,7 @@ from std_msgs.msg import String
 from ortf_ros.bag2ortf import main as bag2ortf
 from ortf_ros.reader import Dataset, Episode, load_dataset
 from ortf_ros.recover import recover
+from ortf_ros.staging import lock_dataset, unlock_dataset
 from ortf_ros.synthetic_bag import (
     FINGERS_ONLY_EVERY,
     JOINTS,
@@ -304,12 +305,15 @@ def test_sigkill_mid_episode_leaves_a_recoverable_partial_episode(ros: None, tmp
     assert frame_count(partial, "wrist_camera") > 10
 
 
-def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_line(ros: None, tmp_path: Path) -> None:
+def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_line(
+    ros: None, tmp_path: Path, small_dataset: tuple[Path, object]
+) -> None:
     scene = Scene()
     mapping = write_mapping(scene, tmp_path)
     params = REPO / RECORDER_PARAMS
     recorder = Child(
-        recorder_command(None, params, f"output:={tmp_path / 'ds'}", f"mapping:={mapping}"), tmp_path / "rec.log"
+        recorder_command(None, params, f"output:={tmp_path / 'never_made'}", f"mapping:={mapping}"),
+        tmp_path / "rec.log",
     )
     client = client_for(recorder)
     try:
@@ -322,10 +326,13 @@ def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_
     finally:
         client.close()
         recorder.kill()
-    assert not (tmp_path / "ds").exists()  # nothing was recorded, nothing made
+    assert not (tmp_path / "never_made").exists()  # nothing was recorded, nothing made
     blocker = tmp_path / "a_file"
     blocker.write_text("not a directory")
+    held = small_dataset[0]
+    lock = lock_dataset(held)  # another writer holds the dataset
     for parameters, expected in (
+        ((f"output:={held}", f"mapping:={mapping}"), "another process is writing this dataset"),
         ((f"output:={blocker}", f"mapping:={mapping}"), "is not a directory"),
         ((f"output:={tmp_path / 'x'}", f"mapping:={tmp_path / 'missing.yaml'}"), "missing.yaml"),
         ((f"output:={tmp_path / 'x'}", "cameras.wrist.topic:=/w"), "cameras.wrist.kind"),
@@ -342,6 +349,7 @@ def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_
         assert code == 1 and expected in text and "Traceback" not in text, (parameters, text)
         ours = [line for line in text.splitlines() if line.strip() and "[rcl]" not in line]  # (rcl logs its own too)
         assert len(ours) == 1, text
+    unlock_dataset(held, lock)
 
 
 def test_a_mapped_topic_of_another_type_is_reported_not_recorded(ros: None, tmp_path: Path) -> None:
