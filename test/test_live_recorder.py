@@ -202,9 +202,19 @@ def test_a_urdf_that_never_arrives_is_waited_for_warmup_s_then_recorded_without(
     assert not reply.success and reply.message == f"not ready: no URDF yet on {TOPIC_ROBOT_DESCRIPTION}"
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)  # past warmup_s (2 s) since the first message
     assert live.recorder.start().success
-    assert any("no URDF on /robot_description after 2 s" in w for w in live.recorder.warnings)
+    assert any("no URDF on /robot_description (none came within 2 s)" in w for w in live.recorder.warnings)
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
     assert live.recorder.stop().success
     dataset = load_dataset(tmp_path / "dataset")
     assert dataset.manifest.robot.name == "unknown" and not (tmp_path / "dataset" / layout.URDF).exists()
     assert validate(tmp_path / "dataset", strict=True).ok
+
+
+def test_a_urdf_topic_nothing_publishes_is_not_waited_for(live: Live, tmp_path: Path) -> None:
+    live.recorder.settings = replace(live.recorder.settings, warmup_s=60.0)
+    live.recorder.published = lambda topic: topic != TOPIC_ROBOT_DESCRIPTION
+    live.feed(1.5, without=TOPIC_ROBOT_DESCRIPTION)
+    assert not live.recorder.start().success  # the graph may not have shown every publisher yet
+    live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
+    assert live.recorder.start().success  # long before warmup_s: nothing publishes the URDF
+    assert any("(nothing publishes it)" in w for w in live.recorder.warnings)

@@ -63,6 +63,7 @@ LIVE_WRITER_DEFAULTS: dict[str, Any] = {"step_batch": LIVE.step_batch, "video": 
 """A live recorder's writer settings unless the mapping's ``writer:`` sets them: x264's
 ``ultrafast`` leaves headroom on two cores for three cameras at 30 fps, and 8 steps per
 staging append is what a kill can lose."""
+DISCOVERY_GRACE_NS = 2 * NS  # from the first message: time for the graph to show every publisher
 TF_HISTORY_NS = 2 * NS  # between episodes, dynamic TF older than this is forgotten (memory stays flat)
 LATENCY_K = 200  # KLL sketch size: quantiles within about 1.3 %, a few kB
 SILENT_PERIODS = 5  # a stream silent this many of its periods (at least 1 s) is reported stale
@@ -129,10 +130,18 @@ class LiveRecorder:
     """One dataset recorded from ``source``; ``run`` is the pipeline thread's body."""
 
     def __init__(
-        self, settings: RecorderSettings, source: LiveSource, *, log: Callable[[str, str], None] | None = None
+        self,
+        settings: RecorderSettings,
+        source: LiveSource,
+        *,
+        log: Callable[[str, str], None] | None = None,
+        published: Callable[[str], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.source = source
+        # Whether a topic has a publisher in the graph (None: assume so). A URDF topic that
+        # nothing publishes is not waited for beyond DISCOVERY_GRACE_NS.
+        self.published = published or (lambda topic: True)
         self.log = log or (lambda level, text: None)
         self.config = settings.mapping
         self.decoder = SampleDecoder(Decoder())
@@ -291,17 +300,23 @@ class LiveRecorder:
             self.session.tf.prune_before(raw.receive_ns - TF_HISTORY_NS)
 
     def _open_when_ready(self) -> None:
+        """Open the dataset once the warm-up has what the manifest needs. The URDF is waited
+        for ``warmup_s`` at most, and not at all once the graph has had time to show that
+        nothing publishes it (a recording made without one is common)."""
         missing = self.builder.missing()
         urdf_only = [m for m in missing if not m.startswith("no URDF")] == [] and missing
         waited_ns = 0 if self._first_ns is None else self.source.clock() - self._first_ns
-        if missing and not (urdf_only and waited_ns > self.settings.warmup_s * NS):
+        topic = self.config.robot_description_topic
+        unpublished = waited_ns > DISCOVERY_GRACE_NS and not self.published(topic)
+        if missing and not (urdf_only and (unpublished or waited_ns > self.settings.warmup_s * NS)):
             return
         if self.builder.seen_ns() <= self.builder.window_ns:
             return
         if missing:
+            why = "nothing publishes it" if unpublished else f"none came within {self.settings.warmup_s:g} s"
             self._warn(
-                f"no URDF on {self.config.robot_description_topic} after {self.settings.warmup_s:g} s: "
-                "the dataset has no robot description, joints are named from the joint states"
+                f"no URDF on {topic} ({why}): the dataset has no robot description, "
+                "joints are named from the joint states"
             )
         self._open()
 

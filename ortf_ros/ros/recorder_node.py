@@ -112,7 +112,7 @@ class RecorderNode(Node):
             urdf_source=f"the urdf parameter ({p.urdf_file})",
         )
         self.source = LiveSource(NODE_NAME, flow, self._now_ns)
-        self.recorder = LiveRecorder(settings, self.source, log=self._log)
+        self.recorder = LiveRecorder(settings, self.source, log=self._log, published=self._published)
         self.recorder.labels = Labels(failure_reason=p.failure_reason, operator_notes=p.operator_notes)
         # The data subscriptions live on a node of their own, drained by a thread of their own
         # (``Receiver``): no executor, so a service call or a commit never delays them.
@@ -130,6 +130,9 @@ class RecorderNode(Node):
         )
         self._serve()
         self.log.info(f"recording into {p.output}; mapping:\n  " + "\n  ".join(describe_mapping(self.mapping)))
+
+    def _published(self, topic: str) -> bool:
+        return self.count_publishers(topic) > 0
 
     def _now_ns(self) -> int:
         return self.get_clock().now().nanoseconds if self.sim_time else time.time_ns()
