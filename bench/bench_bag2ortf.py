@@ -69,7 +69,7 @@ from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
@@ -609,7 +609,7 @@ def rss_rows(results: list[RssResult]) -> list[Row]:
 
 _Key = tuple[str, int, str]  # pstats: (file, first line, function); file "~" for C functions
 # The functions each stage is timed by; they do not call each other, so their times add up.
-READ = ["ortf_ros.pipeline.source:BagSource._messages"]
+READ = ["ortf_ros.pipeline.sources.bag:BagSource._messages"]
 SAMPLES = ["ortf_ros.pipeline.fastpath:SampleDecoder.samples", "ortf_ros.pipeline.fastpath:SampleDecoder.block"]
 ASSEMBLE = [
     "ortf_ros.pipeline.assemble:Assembler.feed",

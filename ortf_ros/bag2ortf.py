@@ -36,7 +36,7 @@ from ortf_ros.pipeline.config import (
     write_config,
 )
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import lock_dataset
 from ortf_ros.writer import DatasetWriter, WriterConfig

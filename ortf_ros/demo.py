@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ortf_ros.info import dataset_info
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.validation import validate
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.offline import convert_recording
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import MessageSettings, default_settings
 from ortf_ros.reader import Dataset, Episode

@@ -36,7 +36,7 @@ from ortf_ros.pipeline.config import (
 )
 from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording, converter_writer_config
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
 from ortf_ros.reader import Episode, load_dataset
 from ortf_ros.staging import StepRows

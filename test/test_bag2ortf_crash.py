@@ -25,7 +25,7 @@ from ortf_ros.cli import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, write_config
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import RECOVERED_NOTE
 from ortf_ros.staging import StagedEpisode, staged_episode_dirs

@@ -44,7 +44,7 @@ from ortf_ros.pipeline.samples import (
     TransformSample,
     WrenchSample,
 )
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import TfBuffer
 from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import (

@@ -30,7 +30,7 @@ from ortf_ros.pipeline.config import (
     wrench_name,
     write_config,
 )
-from ortf_ros.pipeline.source import BagSource, TopicInfo
+from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.synthetic_bag import write_teleop_bag
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"

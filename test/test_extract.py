@@ -36,7 +36,7 @@ from ortf_ros.pipeline.samples import (
     VectorSample,
     WrenchSample,
 )
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import BagFormat, write_teleop_bag
 
 RESOURCES = Path(__file__).parent / "resources"

@@ -14,14 +14,14 @@ from rosbags.rosbag2 import CompressionFormat, CompressionMode, Reader, StorageP
 from rosbags.rosbag2.storage_mcap import ChunkInfo
 
 from ortf_ros.io.mapped_file import locate
-from ortf_ros.pipeline.mcap_chunks import (
+from ortf_ros.pipeline.samples import Payload
+from ortf_ros.pipeline.sources.mcap_chunks import (
     RUN_LENGTHS_MAX,
     VIEW_PAYLOAD_MIN,
     chunk_batches,
     chunk_messages,
     in_sequence,
 )
-from ortf_ros.pipeline.samples import Payload
 
 BIG = 300_000  # bytes: rosbags closes a chunk past 1 MiB, so after every four big messages
 

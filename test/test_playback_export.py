@@ -24,7 +24,7 @@ from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, load_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.reader import load_dataset

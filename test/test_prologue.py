@@ -14,7 +14,7 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.offline import read_prologue
 from ortf_ros.pipeline.prologue import PrologueBuilder, prologue_topics
 from ortf_ros.pipeline.samples import RawMessage
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import write_teleop_bag
 
 

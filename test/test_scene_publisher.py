@@ -31,7 +31,7 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.scene_publisher import main as scene_publisher_main
 from ortf_ros.synthetic_bag import (

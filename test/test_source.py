@@ -26,7 +26,7 @@ from rosbags.typesys.store import Typestore
 from ortf_ros.errors import ConversionError
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage
-from ortf_ros.pipeline.source import BATCH_MESSAGES, BagSource, TopicInfo
+from ortf_ros.pipeline.sources.bag import BATCH_MESSAGES, BagSource, TopicInfo
 from ortf_ros.synthetic_bag import (
     CAMERAS,
     COMMAND_ORDER,

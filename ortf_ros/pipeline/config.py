@@ -37,7 +37,7 @@ from ortf_ros.pipeline.sync import POLICIES, Policy
 from ortf_ros.writer import WriterConfig
 
 if TYPE_CHECKING:
-    from ortf_ros.pipeline.source import TopicInfo
+    from ortf_ros.pipeline.sources.bag import TopicInfo
 
 TimeSource = Literal["header", "receive"]
 CameraKind = Literal["rgb", "depth"]

@@ -29,7 +29,7 @@ from ortf_ros.pipeline.flow import OFFLINE, Flow
 from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
-from ortf_ros.pipeline.source import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.writer import DatasetWriter, WriterConfig
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf-bag2ortf"}

@@ -57,7 +57,7 @@ from ortf_ros.pipeline.recorder import (
     check_output,
     live_writer_config,
 )
-from ortf_ros.pipeline.source import TopicInfo
+from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.ros import runtime
 from ortf_ros.ros.parameters import declare_parameters, given_parameters

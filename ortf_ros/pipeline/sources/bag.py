@@ -50,8 +50,8 @@ from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
 from ortf_ros.pipeline.samples import Payload, RawBatch, RawMessage, RawRun, Serialization
+from ortf_ros.pipeline.sources.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
 
 DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
 _Compression = Literal["none", "message", "detect"]  # per-message zstd: never, always, by magic number
