@@ -39,7 +39,10 @@ from ortf_ros.ros.qos import AUTO, subscription_qos
 
 MAX_DEPTH = 1000  # the subscription's history: a reliable publisher resends what a lagging reader has not taken
 DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often
-IDLE_WAIT_S = 0.001  # after a pass that found nothing: a millisecond is nothing to a step, and little CPU
+IDLE_WAIT_S = (0.0005, 0.005)
+"""After a pass that found nothing, the wait before the next one: from half a millisecond,
+doubled while passes keep finding nothing, up to 5 ms (nothing to a step, and an idle
+recorder then costs about 1 % of a core)."""
 
 
 @dataclass
@@ -97,6 +100,8 @@ class Receiver:
     def run(self, stopped: threading.Event) -> None:
         """Discover and drain until ``stopped``."""
         next_discovery = 0.0
+        shortest, longest = IDLE_WAIT_S
+        wait = shortest
         while not stopped.is_set():
             if time.monotonic() >= next_discovery:
                 self.discover()
@@ -104,8 +109,11 @@ class Receiver:
             began = self.now_ns()
             taken = self.drain()
             self.source.caught_up(began)
-            if not taken:
-                stopped.wait(IDLE_WAIT_S)
+            if taken:
+                wait = shortest
+            else:
+                stopped.wait(wait)
+                wait = min(longest, 2 * wait)
 
     def drain(self) -> int:
         """Take every message waiting on every subscription; how many."""
