@@ -22,6 +22,7 @@ source, and turns services, topics and parameters into these commands.
 
 from __future__ import annotations
 
+import heapq
 import math
 import os
 import queue
@@ -67,6 +68,10 @@ DISCOVERY_GRACE_NS = 2 * NS  # from the first message: time for the graph to sho
 TF_HISTORY_NS = 2 * NS  # between episodes, dynamic TF older than this is forgotten (memory stays flat)
 LATENCY_K = 200  # KLL sketch size: quantiles within about 1.3 %, a few kB
 SILENT_PERIODS = 5  # a stream silent this many of its periods (at least 1 s) is reported stale
+
+
+def _receive_ns(item: Queued) -> int:
+    return item.raw.receive_ns
 
 
 def live_writer_config(settings: Mapping[str, Any], source: str) -> WriterConfig:
@@ -272,7 +277,7 @@ class LiveRecorder:
 
     def _feed_until(self, until_ns: int | None) -> None:
         """Accept what is queued (received before ``until_ns``; the rest waits for the next call)."""
-        taken = self._held + self.source.take()
+        taken = list(heapq.merge(self._held, self.source.take(), key=_receive_ns))
         self._held = []
         if until_ns is not None:
             cut = next((i for i, item in enumerate(taken) if item.raw.receive_ns > until_ns), len(taken))
