@@ -24,6 +24,7 @@ bench: setup
 	@$(PY) bench/bench_writer.py
 	@$(PY) bench/bench_bag2ortf.py
 	@$(PY) bench/bench_playback.py
+	@$(PY) bench/bench_live.py
 	@$(PY) bench/bench_export.py
 
 clean:

@@ -403,11 +403,11 @@ class DatasetWriter:
     def start_encoders(self) -> None:
         """Start an encoder process for each camera now rather than at its first frame
         (``encoder_process.prestart``): for a live recorder, before the first episode."""
-        manifest = self.manifest
-        for sensor in manifest.cameras.values():
+        videos = []
+        for sensor in self.manifest.cameras.values():
             assert sensor.resolution is not None  # checked at open
-            kind = frame_kind(sensor)
-            prestart(sensor.resolution.width, sensor.resolution.height, kind, self.config.encoder_queue_frames)
+            videos.append((sensor.resolution.width, sensor.resolution.height, frame_kind(sensor)))
+        prestart(videos, self.config.encoder_queue_frames)
 
     def set_task(self, task: str) -> None:
         """Change the open episode's task instruction (it may be announced after the episode began)."""

@@ -21,6 +21,7 @@ import numpy as np
 import psutil
 import pytest
 
+from ortf_ros.io import encoder_process
 from ortf_ros.io.encoder_process import (
     CLOSE,
     CLOSED,
@@ -195,3 +196,20 @@ def test_an_encoder_process_imports_this_ortf_ros_whatever_the_working_directory
     writer.close()
     with av.open(str(tmp_path / "video.mp4")) as container:
         assert sum(1 for _ in container.decode(video=0)) == 5
+
+
+def test_prestarted_processes_serve_before_they_are_needed_and_are_taken(tmp_path: Path) -> None:
+    """``prestart`` returns once each process answers (its imports done); a video of that
+    size then takes one of them instead of starting its own."""
+    encoder_process.prestart([(64, 48, "rgb"), (64, 48, "depth")], 4)
+    with encoder_process._idle_lock:
+        waiting = {process.process.pid for process in encoder_process._idle}
+    assert len(waiting) >= 2 and all(psutil.pid_exists(pid) for pid in waiting)
+    writer = StagedVideoWriter(
+        tmp_path / "rgb.mp4", 64, 48, 30.0, "rgb", VideoSettings(preset="ultrafast"), camera="c", queue_frames=4
+    )
+    assert writer._process.process.pid in waiting
+    writer.write(np.zeros((48, 64, 3), np.uint8))
+    writer.close()
+    with av.open(str(tmp_path / "rgb.mp4")) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 1

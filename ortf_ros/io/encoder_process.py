@@ -209,14 +209,43 @@ def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
     return _EncoderProcess(slot_bytes, slots)
 
 
-def prestart(width: int, height: int, kind: FrameKind, queue_frames: int) -> None:
-    """Start an encoder process for a video of this frame size now, to wait among the idle
-    ones: a process takes a while to import PyAV and OpenCV, during which the writer's
-    ``write`` would wait once its ring is full. A live recorder starts its cameras' before
-    the first episode, whose first second of frames would otherwise be held up (and its
-    subscriptions' queues overflow on a busy machine)."""
-    shape, dtype = _frame_layout(width, height, kind)
-    _keep_process(_EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1))
+PRESTART_TIMEOUT_S = 60.0
+
+
+def prestart(videos: list[tuple[int, int, FrameKind]], queue_frames: int) -> None:
+    """Start an encoder process for each video (width, height, kind) now, and wait until
+    each serves, to wait among the idle ones. A process takes a while to import PyAV and
+    OpenCV (seconds on a busy machine), during which ``write`` waits once the ring is
+    full: a live recorder starts its cameras' before the first episode, whose first
+    second of frames would otherwise be held up, its subscriptions' queues overflowing.
+    A video without its process still gets one at its first frame (``_take_process``)."""
+    started = []
+    for width, height, kind in videos[:IDLE_PROCESSES]:
+        shape, dtype = _frame_layout(width, height, kind)
+        started.append(_EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1))
+    deadline = time.monotonic() + PRESTART_TIMEOUT_S
+    for process in started:
+        # A close with no video open is answered once the process serves: its imports are done.
+        answered = process.send(CLOSE) and _answer(process, CLOSED, deadline)
+        if answered:
+            _keep_process(process)
+        else:
+            process.stop()
+
+
+def _answer(process: _EncoderProcess, wanted: bytes, deadline: float) -> bool:
+    """Whether ``process`` sends ``wanted`` (other messages skipped) before ``deadline``."""
+    poller = select.poll()  # (not select.select: it refuses descriptors past 1023)
+    poller.register(process.control, select.POLLIN)
+    while time.monotonic() < deadline:
+        if not poller.poll(max(0, round((deadline - time.monotonic()) * 1000))):
+            return False
+        message = process.receive(wait=False)
+        if message == b"":
+            return False
+        if message is not None and message[:1] == wanted:
+            return True
+    return False
 
 
 def _let_go_of(process: _EncoderProcess) -> None:
