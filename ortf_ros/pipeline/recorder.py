@@ -232,7 +232,7 @@ class LiveRecorder:
     def run(self) -> None:
         """Take, decide steps, answer commands, until ``shutdown``; an error stops the
         pipeline (state failed, the open episode left staged for ``ortf recover``)."""
-        period_s = (self.settings.flow.flush_every_ms or 50.0) / 1000
+        period_s = (self.settings.flow.flush_every_ms or 10.0) / 1000
         while self._running:
             tick = time.monotonic()
             try:

@@ -33,7 +33,7 @@ PARAMETERS: dict[str, object] = {
     "discovery_s": 3.0,
     "step_rate_hz": 30.0,
     "on_shutdown": "commit",
-    "flush_every_ms": 50.0,
+    "flush_every_ms": 10.0,
     "queue_messages": 1024,
     "queue_frames": 16,
     "status_period_s": 1.0,
