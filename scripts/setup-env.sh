@@ -46,6 +46,8 @@ ROS_RUNTIME_WHEELS=(
   "ros-jazzy-std-srvs==5.3.6"
   "ros-jazzy-rosgraph-msgs==2.0.3"
   "ros-jazzy-diagnostic-msgs==5.3.6"
+  # an action topic may be a trajectory_msgs/JointTrajectory: the recorder subscribes with its class
+  "ros-jazzy-trajectory-msgs==5.3.6"
 )
 # What building an interface package (tf2_msgs) needs on top of them.
 ROS_BUILD_WHEELS=(
@@ -278,6 +280,7 @@ import rclpy
 from tf2_msgs.msg import TFMessage
 from sensor_msgs.msg import Image
 from diagnostic_msgs.msg import DiagnosticArray
+from trajectory_msgs.msg import JointTrajectory
 import ortf_ros
 code = "import rclpy; from tf2_msgs.msg import TFMessage; from sensor_msgs.msg import Image"
 subprocess.run([sys.executable, "-c", code], env=dict(os.environ), check=True)

@@ -50,7 +50,7 @@ def test_package_xml_declares_ros_and_python_dependencies() -> None:
     assert root.findtext("name") == "ortf_ros"
     exec_depends = {e.text for e in root.findall("exec_depend")}
     ros_packages = ("rclpy", "sensor_msgs", "geometry_msgs", "tf2_msgs", "std_msgs", "std_srvs", "rosgraph_msgs")
-    for ros_package in (*ros_packages, "diagnostic_msgs"):
+    for ros_package in (*ros_packages, "diagnostic_msgs", "trajectory_msgs"):
         assert ros_package in exec_depends
     for launch_package in ("launch", "launch_ros", "ros2launch", "ament_index_python"):  # launch/*.launch.py
         assert launch_package in exec_depends
