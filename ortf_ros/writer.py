@@ -44,7 +44,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.encoder_process import StagedVideoWriter, prestart, wait_for_processes_let_go
+from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
 from ortf_ros.io.segment import VideoSegment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
@@ -400,14 +400,15 @@ class DatasetWriter:
         self._recording = _Recording(staged, header, catalog.manifest)
         return header.episode_id
 
-    def start_encoders(self) -> None:
-        """Start an encoder process for each camera now rather than at its first frame
-        (``encoder_process.prestart``): for a live recorder, before the first episode."""
+    def start_encoders(self) -> Prestart:
+        """Start an encoder process for each camera now rather than at its first frame, for
+        a live recorder before its first episode; ``ready()`` of the result says when they
+        serve (``encoder_process.Prestart``)."""
         videos = []
         for sensor in self.manifest.cameras.values():
             assert sensor.resolution is not None  # checked at open
             videos.append((sensor.resolution.width, sensor.resolution.height, frame_kind(sensor)))
-        prestart(videos, self.config.encoder_queue_frames)
+        return Prestart(videos, self.config.encoder_queue_frames)
 
     def set_task(self, task: str) -> None:
         """Change the open episode's task instruction (it may be announced after the episode began)."""

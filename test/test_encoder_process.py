@@ -199,9 +199,10 @@ def test_an_encoder_process_imports_this_ortf_ros_whatever_the_working_directory
 
 
 def test_prestarted_processes_serve_before_they_are_needed_and_are_taken(tmp_path: Path) -> None:
-    """``prestart`` returns once each process answers (its imports done); a video of that
+    """A prestart is ready once each process answers (its imports done); a video of that
     size then takes one of them instead of starting its own."""
-    encoder_process.prestart([(64, 48, "rgb"), (64, 48, "depth")], 4)
+    prestart = encoder_process.Prestart([(64, 48, "rgb"), (64, 48, "depth")], 4)
+    assert prestart.wait()
     with encoder_process._idle_lock:
         waiting = {process.process.pid for process in encoder_process._idle}
     assert len(waiting) >= 2 and all(psutil.pid_exists(pid) for pid in waiting)

@@ -15,7 +15,7 @@ import pytest
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.flow import LIVE
-from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, check_output, live_writer_config
+from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, Reply, check_output, live_writer_config
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.reader import load_dataset
@@ -87,6 +87,17 @@ class Live:
                 break
         self.drained()
 
+    def start(self, task: str | None = None) -> Reply:
+        """``start`` as a client does: again while the video encoders are still starting
+        (they are started when the dataset opens, and take a moment)."""
+        deadline = time.monotonic() + 60
+        while True:
+            reply = self.recorder.start(task)
+            if reply.success or "starting the video encoders" not in reply.message:
+                return reply
+            assert time.monotonic() < deadline, reply.message
+            time.sleep(0.05)
+
     def drained(self) -> None:
         deadline = time.monotonic() + 10
         while any(h.queued for h in self.source.health().values()):
@@ -123,7 +134,7 @@ def test_start_refuses_until_every_stream_delivered_then_records_an_episode(live
     assert f"no joint state yet on {TOPIC_JOINT_STATES}" in reply.message
     assert not (tmp_path / "dataset").exists()
     live.feed(1.5)
-    reply = live.recorder.start("Stack the cups")
+    reply = live.start("Stack the cups")
     assert reply.success, reply.message
     assert not live.recorder.start().success  # one at a time
     live.feed(2.0)
@@ -142,7 +153,7 @@ def test_start_refuses_until_every_stream_delivered_then_records_an_episode(live
 
 def test_steps_are_decided_by_the_clock_while_every_topic_pauses(live: Live) -> None:
     live.feed(1.5)
-    assert live.recorder.start().success
+    assert live.start().success
     live.feed(1.0)
     deadline = time.monotonic() + 10
     while live.recorder.status().get("episode", {}).get("steps", 0) < 20 and time.monotonic() < deadline:
@@ -159,7 +170,7 @@ def test_steps_are_decided_by_the_clock_while_every_topic_pauses(live: Live) -> 
 def test_a_message_put_before_the_start_is_outside_the_episode(live: Live, tmp_path: Path) -> None:
     live.feed(1.5)
     asked = live.clock.now_ns
-    assert live.recorder.start().success
+    assert live.start().success
     live.feed(1.0)
     assert live.recorder.stop().success
     episode = load_dataset(tmp_path / "dataset").episode(0)
@@ -169,10 +180,10 @@ def test_a_message_put_before_the_start_is_outside_the_episode(live: Live, tmp_p
 
 def test_discard_and_shutdown_without_commit_leave_no_episode(live: Live, tmp_path: Path) -> None:
     live.feed(1.5)
-    assert live.recorder.start().success
+    assert live.start().success
     live.feed(0.5)
     assert live.recorder.discard().success
-    assert live.recorder.start().success
+    assert live.start().success
     live.feed(0.5)
     reply = live.recorder.shutdown(commit=False)
     assert reply.success and "discarded" in reply.message
@@ -201,7 +212,7 @@ def test_a_urdf_that_never_arrives_is_waited_for_warmup_s_then_recorded_without(
     reply = live.recorder.start()
     assert not reply.success and reply.message == f"not ready: no URDF yet on {TOPIC_ROBOT_DESCRIPTION}"
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)  # past warmup_s (2 s) since the first message
-    assert live.recorder.start().success
+    assert live.start().success
     assert any("no URDF on /robot_description (none came within 2 s)" in w for w in live.recorder.warnings)
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
     assert live.recorder.stop().success
@@ -216,5 +227,5 @@ def test_a_urdf_topic_nothing_publishes_is_not_waited_for(live: Live, tmp_path: 
     live.feed(1.5, without=TOPIC_ROBOT_DESCRIPTION)
     assert not live.recorder.start().success  # the graph may not have shown every publisher yet
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
-    assert live.recorder.start().success  # long before warmup_s: nothing publishes the URDF
+    assert live.start().success  # long before warmup_s: nothing publishes the URDF
     assert any("(nothing publishes it)" in w for w in live.recorder.warnings)

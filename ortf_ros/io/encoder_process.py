@@ -212,40 +212,63 @@ def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
 PRESTART_TIMEOUT_S = 60.0
 
 
-def prestart(videos: list[tuple[int, int, FrameKind]], queue_frames: int) -> None:
-    """Start an encoder process for each video (width, height, kind) now, and wait until
-    each serves, to wait among the idle ones. A process takes a while to import PyAV and
-    OpenCV (seconds on a busy machine), during which ``write`` waits once the ring is
-    full: a live recorder starts its cameras' before the first episode, whose first
-    second of frames would otherwise be held up, its subscriptions' queues overflowing.
-    A video without its process still gets one at its first frame (``_take_process``)."""
-    started = []
-    for width, height, kind in videos[:IDLE_PROCESSES]:
-        shape, dtype = _frame_layout(width, height, kind)
-        started.append(_EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1))
-    deadline = time.monotonic() + PRESTART_TIMEOUT_S
-    for process in started:
-        # A close with no video open is answered once the process serves: its imports are done.
-        answered = process.send(CLOSE) and _answer(process, CLOSED, deadline)
-        if answered:
-            _keep_process(process)
-        else:
-            process.stop()
+class Prestart:
+    """Encoder processes started ahead of their videos, one per (width, height, kind), to
+    wait among the idle ones. A process takes a while to import PyAV and OpenCV (seconds
+    on a busy machine), during which ``write`` waits once the ring is full: a live
+    recorder starts its cameras' before the first episode, whose first second of frames
+    would otherwise be held up and its subscriptions' queues overflow.
+
+    Nothing here blocks: ``ready`` says whether every process serves yet (a close with no
+    video open is answered once its imports are done), so the caller keeps taking its
+    input meanwhile. One that does not answer within ``PRESTART_TIMEOUT_S`` is stopped;
+    its video gets a process at its first frame, as without a prestart."""
+
+    def __init__(self, videos: list[tuple[int, int, FrameKind]], queue_frames: int) -> None:
+        self._waiting: list[_EncoderProcess] = []
+        self._deadline = time.monotonic() + PRESTART_TIMEOUT_S
+        for width, height, kind in videos[:IDLE_PROCESSES]:
+            shape, dtype = _frame_layout(width, height, kind)
+            process = _EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1)
+            if process.send(CLOSE):
+                self._waiting.append(process)
+            else:
+                process.stop()
+
+    def ready(self) -> bool:
+        """Whether every process answered (or was given up on); those that did wait idle."""
+        still = []
+        for process in self._waiting:
+            answer = _answered(process)
+            if answer is None and time.monotonic() < self._deadline:
+                still.append(process)
+            elif answer:
+                _keep_process(process)
+            else:
+                process.stop()
+        self._waiting = still
+        return not still
+
+    def wait(self, timeout_s: float = PRESTART_TIMEOUT_S) -> bool:
+        """Block until ``ready`` (tests, scripts); whether every process answered in time."""
+        deadline = time.monotonic() + timeout_s
+        while not self.ready():
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.01)
+        return True
 
 
-def _answer(process: _EncoderProcess, wanted: bytes, deadline: float) -> bool:
-    """Whether ``process`` sends ``wanted`` (other messages skipped) before ``deadline``."""
-    poller = select.poll()  # (not select.select: it refuses descriptors past 1023)
-    poller.register(process.control, select.POLLIN)
-    while time.monotonic() < deadline:
-        if not poller.poll(max(0, round((deadline - time.monotonic()) * 1000))):
-            return False
+def _answered(process: _EncoderProcess) -> bool | None:
+    """True once ``process`` answered the close, False when it is gone, None while it is not there yet."""
+    while True:
         message = process.receive(wait=False)
+        if message is None:
+            return None
         if message == b"":
             return False
-        if message is not None and message[:1] == wanted:
+        if message[:1] == CLOSED:
             return True
-    return False
 
 
 def _let_go_of(process: _EncoderProcess) -> None:

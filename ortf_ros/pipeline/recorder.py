@@ -32,6 +32,7 @@ import traceback
 from collections import Counter
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout  # (not the builtin before Python 3.11)
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -39,8 +40,10 @@ from typing import Any, Literal
 from datasketches import kll_floats_sketch
 
 from ortf_ros.errors import ConversionError, OrtfError, WriterError
+from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.io.encoder_process import Prestart
 from ortf_ros.pipeline.assemble import NS, TopicCounts
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
@@ -64,6 +67,9 @@ LIVE_WRITER_DEFAULTS: dict[str, Any] = {"step_batch": LIVE.step_batch, "video": 
 """A live recorder's writer settings unless the mapping's ``writer:`` sets them: x264's
 ``ultrafast`` leaves headroom on two cores for three cameras at 30 fps, and 8 steps per
 staging append is what a kill can lose."""
+WARNINGS_KEPT = 20  # the latest warnings, in the status (all of them go to the log)
+SHUTDOWN_TIMEOUT_S = 600.0  # the last commit of a long episode may take a while
+INPUT_WAIT_S = 0.1  # a command waits at most this for the subscriptions to be drained past it
 DISCOVERY_GRACE_NS = 2 * NS  # from the first message: time for the graph to show every publisher
 TF_HISTORY_NS = 2 * NS  # between episodes, dynamic TF older than this is forgotten (memory stays flat)
 LATENCY_K = 200  # KLL sketch size: quantiles within about 1.3 %, a few kB
@@ -115,7 +121,22 @@ class _Command:
     name: str
     argument: object
     asked_ns: int
+    # The source's counters when it was asked: an episode's numbers run from its start's
+    # ask to its stop's, whatever the pipeline was doing meanwhile (a queue overflowing
+    # while it was busy drops messages that belong to the episode).
+    counters: _Counters
     done: Future[Reply] = field(default_factory=Future)
+
+
+@dataclass(frozen=True)
+class _Counters:
+    received: Counter[str]
+    dropped: Counter[str]
+    lost: Counter[str]
+
+    @classmethod
+    def of(cls, source: LiveSource) -> _Counters:
+        return cls(Counter(source.received()), Counter(source.dropped()), Counter(source.lost_counts()))
 
 
 @dataclass
@@ -125,9 +146,7 @@ class _EpisodeHealth:
     episode_id: str
     started_ns: int
     started_wall: float
-    received: Counter[str]
-    dropped: Counter[str]
-    lost: Counter[str]
+    counters: _Counters
     latency: kll_floats_sketch = field(default_factory=lambda: kll_floats_sketch(LATENCY_K))
 
 
@@ -160,6 +179,7 @@ class LiveRecorder:
         self.state: State = "waiting"
         self.error: str | None = None
         self.warnings: list[str] = []
+        self.default_labels = Labels()  # what each episode's labels start as
         self.labels = Labels()
         self.counts = TopicCounts()
         self.records: list[EpisodeRecord] = []
@@ -178,6 +198,7 @@ class LiveRecorder:
         self._held: list[Queued] = []  # taken, but received after the command being executed
         self._late_before: Counter[str] = Counter()
         self._silent: set[str] = set()  # streams said to have stopped
+        self._encoders: Prestart | None = None  # encoder processes starting before the first episode
         self._publish_status()
 
     # -- commands (any thread) --------------------------------------------------
@@ -186,12 +207,12 @@ class LiveRecorder:
         """Post a command to the pipeline thread and wait for its reply."""
         if not self._running:
             return Reply(False, "the recorder is shutting down")
-        command = _Command(name, argument, self.source.clock())
+        command = _Command(name, argument, self.source.clock(), _Counters.of(self.source))
         self._commands.put(command)
         self._wake.set()
         try:
             return command.done.result(timeout=timeout_s)
-        except TimeoutError:
+        except (TimeoutError, FutureTimeout):
             return Reply(False, f"{name}: no answer from the pipeline within {timeout_s:g} s")
 
     def start(self, task: str | None = None) -> Reply:
@@ -217,7 +238,7 @@ class LiveRecorder:
 
     def shutdown(self, *, commit: bool) -> Reply:
         """End the open episode (committed, or discarded), close the dataset, stop ``run``."""
-        reply = self.call("shutdown", commit)
+        reply = self.call("shutdown", commit, timeout_s=SHUTDOWN_TIMEOUT_S)
         self._running = False
         self._wake.set()
         return reply
@@ -260,20 +281,27 @@ class LiveRecorder:
                 command = self._commands.get_nowait()
             except queue.Empty:
                 break
+            self._wait_for_input(command.asked_ns)
             self._feed_until(command.asked_ns)
             try:
                 reply = self._execute(command)
-            except OrtfError as exc:
-                reply = Reply(False, str(exc))
-                if command.name in ("stop", "shutdown", "start"):
-                    command.done.set_result(reply)
-                    raise
+            except Exception as exc:  # (answered, then the pipeline stops: see run)
+                command.done.set_result(Reply(False, str(exc) if isinstance(exc, OrtfError) else describe_error(exc)))
+                raise
             command.done.set_result(reply)
         self._feed_until(None)
         if self.session is not None:
             self.session.flush(self.source.input_time_ns())
+            self._encoders_ready()
         elif self.state == "waiting":
             self._open_when_ready()
+
+    def _wait_for_input(self, asked_ns: int) -> None:
+        """Wait (briefly) until the subscriptions are drained past ``asked_ns``: a message
+        received before a start or a stop but still in DDS belongs on its side of it."""
+        deadline = time.monotonic() + INPUT_WAIT_S
+        while not self.source.caught_up_past(asked_ns) and time.monotonic() < deadline:
+            time.sleep(0.001)
 
     def _feed_until(self, until_ns: int | None) -> None:
         """Accept what is queued (received before ``until_ns``; the rest waits for the next call)."""
@@ -335,7 +363,7 @@ class LiveRecorder:
             self._warn(warning)
         self.writer = DatasetWriter(s.output, self.description.manifest, config=s.writer, urdf=self.description.urdf)
         self.writer.open()
-        self.writer.start_encoders()  # (their start-up would hold up the first episode's first frames)
+        self._encoders = self.writer.start_encoders()  # (their start-up would hold up the first episode's frames)
         self.session = EpisodeSession(
             self.writer,
             self.config,
@@ -345,25 +373,35 @@ class LiveRecorder:
             tf=prologue.tf,
             counts=self.counts,
         )
-        self.state = "ready"
         manifest = self.description.manifest
         self.log(
             "info",
-            f"ready: dataset {s.output} ({self.writer.episode_count} episode(s) before), "
+            f"dataset {s.output} open ({self.writer.episode_count} episode(s) before), starting the video encoders: "
             f"{len(manifest.cameras)} camera(s), {len(self.description.steps.joints)} joints, "
             f"robot {manifest.robot.name}",
         )
 
+    def _encoders_ready(self) -> bool:
+        """Whether the encoder processes started when the dataset opened serve yet (the
+        dataset is ready for a first episode only then; meanwhile input is taken as ever)."""
+        if self._encoders is not None and self._encoders.ready():
+            self._encoders = None
+            self.state = "ready" if self._episode is None else self.state
+            self.log("info", "video encoders ready")
+        return self._encoders is None
+
     def _execute(self, command: _Command) -> Reply:
         name, argument = command.name, command.argument
+        if self.state == "closed":
+            return Reply(False, "the recorder is shut down")
         if name == "start":
-            return self._start(argument if isinstance(argument, str) else None, command.asked_ns)
+            return self._start(argument if isinstance(argument, str) else None, command)
         if name == "stop":
-            return self._stop()
+            return self._stop(command.counters)
         if name == "discard":
             return self._discard()
         if name == "shutdown":
-            return self._shutdown(bool(argument))
+            return self._shutdown(bool(argument), command.counters)
         if name == "success":
             self.labels.success = bool(argument)
             return Reply(True, f"success: {self.labels.success}" + self._for_which())
@@ -387,7 +425,7 @@ class LiveRecorder:
     def _for_which(self) -> str:
         return f" (episode {self._episode.episode_id})" if self._episode is not None else " (the next episode)"
 
-    def _start(self, task: str | None, asked_ns: int) -> Reply:
+    def _start(self, task: str | None, command: _Command) -> Reply:
         if self._episode is not None:
             return Reply(False, f"episode {self._episode.episode_id} is being recorded: stop or discard it first")
         if self.session is None:
@@ -395,30 +433,25 @@ class LiveRecorder:
         if self.session is None:
             missing = self.builder.missing() or ["the first second of TF (warming up)"]
             return Reply(False, "not ready: " + "; ".join(missing))
+        if not self._encoders_ready():
+            return Reply(False, "not ready: starting the video encoders")
         episode_id = self.session.begin(task)
-        self._episode = _EpisodeHealth(
-            episode_id,
-            asked_ns,
-            time.time(),
-            Counter(self.source.received()),
-            Counter(self.source.dropped()),
-            Counter(self.source.lost_counts()),
-        )
+        self._episode = _EpisodeHealth(episode_id, command.asked_ns, time.time(), command.counters)
         self._late_before = Counter(self.counts.late)
         self.state = "recording"
         self.log("info", f"episode {episode_id} started: {self.session.task!r}")
         return Reply(True, f"recording episode {episode_id}: {self.session.task!r}")
 
-    def _episode_numbers(self) -> dict[str, dict[str, int]]:
-        """Per topic, since the episode began: received, dropped by the recorder (its queue
-        full), lost by the middleware before it reached the recorder; late is filled at the end."""
+    def _episode_numbers(self, at_stop: _Counters) -> dict[str, dict[str, int]]:
+        """Per topic, from the episode's start to its stop (as asked): received, dropped by
+        the recorder (its queue full), lost by the middleware before it reached the
+        recorder; late is filled at the end."""
         assert self._episode is not None
-        received = Counter(self.source.received())
-        dropped = Counter(self.source.dropped())
-        lost = Counter(self.source.lost_counts())
-        received.subtract(self._episode.received)
-        dropped.subtract(self._episode.dropped)
-        lost.subtract(self._episode.lost)
+        before = self._episode.counters
+        received, dropped, lost = Counter(at_stop.received), Counter(at_stop.dropped), Counter(at_stop.lost)
+        received.subtract(before.received)
+        dropped.subtract(before.dropped)
+        lost.subtract(before.lost)
         return {
             topic: {
                 "received": received[topic],
@@ -429,12 +462,12 @@ class LiveRecorder:
             for topic in sorted(self.topics & set(received))
         }
 
-    def _stop(self) -> Reply:
+    def _stop(self, at_stop: _Counters) -> Reply:
         if self._episode is None or self.session is None:
             return Reply(False, "no episode is being recorded")
-        numbers = self._episode_numbers()
+        numbers = self._episode_numbers(at_stop)
         episode_id = self._episode.episode_id
-        labels, self.labels = self.labels, Labels()
+        labels, self.labels = self.labels, replace(self.default_labels)
         self._episode, self.state = None, "ready"
         started = time.monotonic()
 
@@ -465,15 +498,15 @@ class LiveRecorder:
         if self._episode is None or self.session is None:
             return Reply(False, "no episode is being recorded")
         episode_id = self._episode.episode_id
-        self._episode, self.state, self.labels = None, "ready", Labels()
+        self._episode, self.state, self.labels = None, "ready", replace(self.default_labels)
         self.session.discard()
         self.log("info", f"episode {episode_id} discarded")
         return Reply(True, f"discarded episode {episode_id}")
 
-    def _shutdown(self, commit: bool) -> Reply:
+    def _shutdown(self, commit: bool, at_stop: _Counters) -> Reply:
         reply = Reply(True, "no episode was open")
         if self._episode is not None:
-            reply = self._stop() if commit else self._discard()
+            reply = self._stop(at_stop) if commit else self._discard()
         self._close()
         self.state = "closed"
         return reply
@@ -504,6 +537,7 @@ class LiveRecorder:
     def _warn(self, text: str) -> None:
         if text not in self.warnings:
             self.warnings.append(text)
+            del self.warnings[:-WARNINGS_KEPT]
             self.log("warn", text)
 
     # -- health -----------------------------------------------------------------
@@ -542,7 +576,7 @@ class LiveRecorder:
         if self.error is not None:
             status["error"] = self.error
         if self.state == "waiting":
-            status["missing"] = self.builder.missing()
+            status["missing"] = self.builder.missing() if self.session is None else ["the video encoders are starting"]
         episode = self._episode
         if episode is not None and self.session is not None:
             latency = episode.latency

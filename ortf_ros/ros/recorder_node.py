@@ -29,6 +29,7 @@ episode committed before intact and the open one left for ``ortf recover``.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 import threading
 import time
@@ -39,7 +40,8 @@ from typing import Any
 import rclpy.logging
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import SingleThreadedExecutor
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
+from rclpy.executors import MultiThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -50,6 +52,7 @@ from ortf_ros.errors import OrtfError
 from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, auto_config, describe_mapping
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import (
+    SHUTDOWN_TIMEOUT_S,
     Labels,
     LiveRecorder,
     RecorderSettings,
@@ -75,7 +78,6 @@ from ortf_ros.ros.recorder_settings import (
 )
 from ortf_ros.ros.subscriptions import Receiver
 
-SHUTDOWN_TIMEOUT_S = 600.0  # the last commit of a long episode may take a while
 LABEL_PARAMETERS = ("task", "failure_reason", "operator_notes")
 
 
@@ -113,9 +115,17 @@ class RecorderNode(Node):
         )
         self.source = LiveSource(NODE_NAME, flow, self._now_ns)
         self.recorder = LiveRecorder(settings, self.source, log=self._log, published=self._published)
-        self.recorder.labels = Labels(failure_reason=p.failure_reason, operator_notes=p.operator_notes)
+        labels = self.mapping.labels  # (the mapping's labels are every episode's defaults, as in a conversion)
+        self.recorder.default_labels = Labels(labels.success, labels.failure_reason, labels.operator_notes)
+        self.recorder.labels = replace(
+            self.recorder.default_labels,
+            failure_reason=p.failure_reason or labels.failure_reason,
+            operator_notes=p.operator_notes or labels.operator_notes,
+        )
         # The data subscriptions live on a node of their own, drained by a thread of their own
-        # (``Receiver``): no executor, so a service call or a commit never delays them.
+        # (``Receiver``): no executor, so a service call or a commit never delays them. It
+        # takes no global arguments (a __node remap would give it this node's name); this
+        # node's remapping rules are applied to its topics instead (``resolve``).
         self.data_node = Node(f"_{NODE_NAME}_data", namespace=self.get_namespace(), use_global_arguments=False)
         self.receiver = Receiver(
             self.data_node,
@@ -127,6 +137,7 @@ class RecorderNode(Node):
             sim_time=self.sim_time,
             clock=self.get_clock(),
             warn=self.log.warning,
+            resolve=self.resolve_topic_name,
         )
         self._serve()
         self.log.info(f"recording into {p.output}; mapping:\n  " + "\n  ".join(describe_mapping(self.mapping)))
@@ -177,27 +188,29 @@ class RecorderNode(Node):
 
     def _serve(self) -> None:
         recorder = self.recorder
+        commands = MutuallyExclusiveCallbackGroup()  # type: ignore[no-untyped-call]  # (services wait for the pipeline)
+        health = MutuallyExclusiveCallbackGroup()  # type: ignore[no-untyped-call]  # (status, labels go on meanwhile)
         for name, action in (
             ("start_episode", lambda: recorder.start()),
             ("stop_episode", recorder.stop),
             ("discard_episode", recorder.discard),
         ):
-            self.create_service(Trigger, f"~/{name}", self._trigger(name, action))
-        self.create_service(SetBool, "~/set_success", self._set_success)
+            self.create_service(Trigger, f"~/{name}", self._trigger(name, action), callback_group=commands)
+        self.create_service(SetBool, "~/set_success", self._set_success, callback_group=commands)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)  # type: ignore[no-untyped-call]
         for topic, setter in (
             ("~/task", recorder.set_task),
             ("~/failure_reason", recorder.set_failure_reason),
             ("~/operator_notes", recorder.set_operator_notes),
         ):
-            self.create_subscription(String, topic, self._label(topic, setter), reliable)
+            self.create_subscription(String, topic, self._label(topic, setter), reliable, callback_group=health)
         self.add_on_set_parameters_callback(self._parameters_set)
         latched = QoSProfile(  # type: ignore[no-untyped-call]
             depth=1, reliability=ReliabilityPolicy.RELIABLE, durability=DurabilityPolicy.TRANSIENT_LOCAL
         )
         self.status_publisher = self.create_publisher(String, "~/status", latched)
         self.diagnostics_publisher = self.create_publisher(DiagnosticArray, "/diagnostics", reliable)
-        self.create_timer(self.parameters.status_period_s, self.publish_status)
+        self.create_timer(self.parameters.status_period_s, self.publish_status, callback_group=health)
 
     def _trigger(self, name: str, action: Callable[[], Reply]) -> Callable[[Any, Any], Any]:
         def serve(request: Any, response: Any) -> Any:
@@ -238,10 +251,9 @@ class RecorderNode(Node):
                 continue
             if not isinstance(parameter.value, str):
                 return SetParametersResult(successful=False, reason=f"{parameter.name}: expected a string")
-            if parameter.value.strip():
-                reply = setter(parameter.value)
-                if not reply.success:
-                    return SetParametersResult(successful=False, reason=reply.message)
+            reply = setter(parameter.value)  # ("" clears a label; the task refuses it)
+            if not reply.success:
+                return SetParametersResult(successful=False, reason=reply.message)
         return SetParametersResult(successful=True)
 
     # -- health -----------------------------------------------------------------
@@ -306,7 +318,9 @@ def main(args: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         runtime.try_shutdown()
         return 0
-    services = SingleThreadedExecutor()
+    # Two threads: a service handler waits for the pipeline (a commit takes a while) while
+    # the status timer and the label topics go on in the other group.
+    services = MultiThreadedExecutor(num_threads=2)
     services.add_node(node)
     pipeline = threading.Thread(target=node.recorder.run, name="ortf_recorder pipeline", daemon=True)
     pipeline.start()
@@ -314,24 +328,29 @@ def main(args: Sequence[str] | None = None) -> int:
     receiver = threading.Thread(target=node.receiver.run, args=(receiving,), name="ortf_recorder receiver", daemon=True)
     receiver.start()
     service_spinner = runtime.spin_in_thread(services, "ortf_recorder services")
-    code = 0
     try:
-        while node.recorder.state != "failed" and pipeline.is_alive():
+        while node.recorder.state != "failed" and pipeline.is_alive() and receiver.is_alive():
             time.sleep(0.1)
-        code = 1
+        if node.receiver.failure is not None:
+            node.log.error(node.receiver.failure)
     except KeyboardInterrupt:
+        pass
+    # From here on the episode is being committed: a second Ctrl-C, or launch's SIGTERM,
+    # must not cut that short (SIGKILL still does, and `ortf recover` finishes the episode).
+    for stop in runtime.STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_IGN)
+    try:
         reply = node.recorder.shutdown(commit=node.parameters.commit_on_shutdown)
         node.log.info(f"stopped: {reply.message}")
-        code = 1 if node.recorder.state == "failed" else 0
-    finally:
-        node.recorder.shutdown(commit=node.parameters.commit_on_shutdown)
         pipeline.join(timeout=SHUTDOWN_TIMEOUT_S)
+    finally:
         receiving.set()
         receiver.join()
         node.data_node.destroy_node()  # type: ignore[no-untyped-call]
         node.publish_status()
         runtime.close(node, services, service_spinner)
-    return code
+    failed = node.recorder.state == "failed" or node.receiver.failure is not None or pipeline.is_alive()
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from ortf_ros.pipeline.config import (
     config_to_mapping,
     load_config,
 )
+from ortf_ros.ros.qos import adapt_to_offers
 
 NODE_NAME = "ortf_recorder"
 
@@ -154,6 +155,10 @@ def qos_overrides(values: Mapping[str, object]) -> dict[str, dict[str, str]]:
                 "qos.wrist_camera.image_raw.reliability"
             )
         topic = "/" + "/".join(parts[1:-1])
+        try:  # (checked here, at start-up, not when the topic is subscribed)
+            adapt_to_offers([], latched=False, **{parts[-1]: str(value)})
+        except ValueError as exc:
+            raise SettingsError(f"parameter {name}: {exc}") from None
         found.setdefault(topic, {})[parts[-1]] = str(value)
     return found
 

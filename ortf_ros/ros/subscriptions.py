@@ -78,6 +78,7 @@ class Receiver:
         sim_time: bool,
         clock: Clock,
         warn: Callable[[str], None],
+        resolve: Callable[[str], str] = lambda topic: topic,
     ) -> None:
         self.node = node
         self.source = source
@@ -90,7 +91,11 @@ class Receiver:
         self.subscribed: dict[str, _Subscribed] = {}
         self.problems: dict[str, str] = {}  # topic -> why it is not subscribed
         self._clock = clock  # (the node spun by an executor: under sim time, its clock follows /clock)
+        # A mapped topic's name after the node's remapping rules (-r, launch's remappings):
+        # subscribed under that name, its messages still go to the source under the mapped one.
+        self._resolve = resolve
         self._lock = threading.Lock()  # (status reads ``subscribed`` and ``problems`` from another thread)
+        self.failure: str | None = None
 
     def now_ns(self) -> int:
         return self._clock.now().nanoseconds if self.sim_time else time.time_ns()
@@ -98,7 +103,14 @@ class Receiver:
     # -- the receiving thread ------------------------------------------------------
 
     def run(self, stopped: threading.Event) -> None:
-        """Discover and drain until ``stopped``."""
+        """Discover and drain until ``stopped``; an error ends the thread, said in ``failure``
+        (the node then stops: a recorder that no longer receives must not go on as if)."""
+        try:
+            self._run(stopped)
+        except Exception as exc:
+            self.failure = f"receiving stopped: {type(exc).__name__}: {exc}"
+
+    def _run(self, stopped: threading.Event) -> None:
         next_discovery = 0.0
         shortest, longest = IDLE_WAIT_S
         wait = shortest
@@ -107,6 +119,9 @@ class Receiver:
                 self.discover()
                 next_discovery = time.monotonic() + DISCOVERY_PERIOD_S
             began = self.now_ns()
+            if began == 0:  # (simulated time before the first /clock: nothing can be timed yet)
+                stopped.wait(longest)
+                continue
             taken = self.drain()
             self.source.caught_up(began)
             if taken:
@@ -127,7 +142,9 @@ class Receiver:
                     break
                 data, info = got
                 taken += 1
-                receive_ns = self.now_ns() if self.sim_time else info["received_timestamp"]
+                # (some middlewares, Cyclone DDS before 2.2.1, give no reception time: the clock's then)
+                receive_ns = info["received_timestamp"] if not self.sim_time else 0
+                receive_ns = receive_ns or self.now_ns()
                 put(topic, data, receive_ns, info["source_timestamp"])  # (latency stays on wall time)
                 if subscribed.single_publisher:
                     self._count_losses(topic, subscribed, info.get("publication_sequence_number"))
@@ -146,15 +163,19 @@ class Receiver:
         """Subscribe to every wanted topic that has a publisher of an accepted type now."""
         published = dict(self.node.get_topic_names_and_types())
         for topic, accepted in self.wanted.items():
-            if topic not in published:
+            name = self._resolve(topic)
+            if name not in published:
                 continue
             if topic in self.subscribed:
-                self.subscribed[topic].single_publisher = self.node.count_publishers(topic) == 1
+                subscribed = self.subscribed[topic]
+                single = self.node.count_publishers(name) == 1
+                if single != subscribed.single_publisher:  # (sequence numbers of another writer)
+                    subscribed.single_publisher, subscribed.last_sequence = single, None
                 continue
-            types = [canonical_msgtype(t) for t in published[topic]]
+            types = [canonical_msgtype(t) for t in published[name]]
             usable = [t for t in types if t in accepted]
             if usable:
-                self._subscribe(topic, usable[0])
+                self._subscribe(topic, name, usable[0])
             else:
                 self._problem(topic, f"published as {', '.join(types)}, expected {' or '.join(accepted)}")
 
@@ -166,7 +187,7 @@ class Receiver:
             self.problems[topic] = line
         self.warn(line)
 
-    def _subscribe(self, topic: str, msgtype: str) -> None:
+    def _subscribe(self, topic: str, name: str, msgtype: str) -> None:
         try:
             kind = message_class(msgtype)
         except (ImportError, AttributeError) as exc:
@@ -176,16 +197,16 @@ class Receiver:
         override = self.qos_overrides.get(topic, {})
         profile = subscription_qos(
             self.node,
-            topic,
+            name,
             latched=topic in self.latched,
             depth=min(MAX_DEPTH, live.capacity),
             reliability=override.get("reliability", AUTO),
             durability=override.get("durability", AUTO),
         )
-        subscription = self.node.create_subscription(kind, topic, _ignore, profile, raw=True)
+        subscription = self.node.create_subscription(kind, name, _ignore, profile, raw=True)
         with self._lock:
             self.problems.pop(topic, None)
-            self.subscribed[topic] = _Subscribed(subscription, msgtype, self.node.count_publishers(topic) == 1)
+            self.subscribed[topic] = _Subscribed(subscription, msgtype, self.node.count_publishers(name) == 1)
 
     # -- status --------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
 """The live source: subscriptions' raw messages, queued per topic for the pipeline thread.
 
-A subscription callback must return at once (rclpy runs callbacks one after another, and
-a slow one delays every topic), so it only hands its bytes and receive time to ``put``:
-an append to the topic's bounded queue, or, when the queue is full because the pipeline
-fell behind, a counted drop. Memory is thus bounded by the queue sizes (``Flow``), never
+The thread that takes messages from the subscriptions (``ros.subscriptions.Receiver``)
+must keep up with DDS, so it only hands bytes and receive times to ``put``: an append to
+the topic's bounded queue, or, when the queue is full because the pipeline fell behind,
+a counted drop. Memory is thus bounded by the queue sizes (``Flow``), never
 by how far behind the pipeline is, and what is lost is known per topic.
 
 The pipeline thread ``take``s everything queued, merged across topics by receive time,
@@ -11,7 +11,7 @@ and asks ``input_time_ns`` how far input time has come: nothing received before 
 still to come, so steps up to it (less the latency budget) can be decided even while
 every topic pauses.
 
-No ROS here: the node forwards its callbacks, and the queues, drops and merge are
+No ROS here: the node's receiver puts what it takes, and the queues, drops and merge are
 tested without rclpy.
 """
 
@@ -63,7 +63,7 @@ class TopicHealth:
 
 
 class LiveSource:
-    """Bounded per-topic queues between subscription callbacks (any thread) and one
+    """Bounded per-topic queues between the thread that takes from the subscriptions and one
     pipeline thread. ``clock`` gives now in the receive times' clock (the node's: wall
     time, or /clock under use_sim_time)."""
 
@@ -94,7 +94,7 @@ class LiveSource:
             return list(self._topics.values())
 
     def put(self, topic: str, data: Payload, receive_ns: int, sent_ns: int | None = None) -> bool:
-        """One message from a callback: queued (True), or dropped and counted (False).
+        """One message taken from a subscription: queued (True), or dropped and counted (False).
         ``sent_ns``: when it was published (the middleware's source timestamp), if known."""
         live = self._topics[topic]
         with self._lock:
@@ -122,6 +122,12 @@ class LiveSource:
         were drained after it (``ros.subscriptions.Receiver``)."""
         with self._lock:
             self._caught_up_ns = receive_ns
+
+    def caught_up_past(self, receive_ns: int) -> bool:
+        """Whether everything received before ``receive_ns`` has been put (always, when
+        nobody says how far: a source fed directly)."""
+        with self._lock:
+            return self._caught_up_ns is None or self._caught_up_ns >= receive_ns
 
     def lost(self, topic: str, count: int) -> None:
         """``count`` messages of ``topic`` never reached the subscription (the middleware lost them)."""
