@@ -74,7 +74,7 @@ from ortf_ros.synthetic_bag import (
     decode_frame_number,
     receive_latency_ns,
     stamp_ns,
-    write_teleop_bag,
+    write_scene_bag,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -471,17 +471,7 @@ def write_mapping(tmp: Path) -> Path:
     frames: the mapping holds no resolution)."""
     from ortf_ros.bag2ortf import main as bag2ortf
 
-    bag = write_teleop_bag(
-        tmp / "mapping_bag",
-        "mcap",
-        duration_s=1.0,
-        joint_rate_hz=RATES["joint"],
-        command_rate_hz=RATES["command"],
-        wrench_rate_hz=RATES["wrench"],
-        tf_rate_hz=RATES["tf"],
-        with_depth=False,
-        side_camera=True,
-    )
+    bag = write_scene_bag(tmp / "mapping_bag", scene_config(duration_s=1.0))
     mapping = tmp / "mapping.yaml"
     if bag2ortf([str(bag.path), "--write-config", str(mapping)]) != 0:
         raise SystemExit("ortf-bag2ortf --write-config failed")
@@ -548,10 +538,11 @@ class FloorRun:
     scene: dict[str, Any]
 
 
-def scene_topics() -> dict[str, str]:
-    """Topic -> type of what the publisher publishes with ``SCENE_ARGS``."""
-    config = TeleopConfig(
+def scene_config(duration_s: float = 2.0) -> TeleopConfig:
+    """The scene the publisher publishes with ``SCENE_ARGS``, as ``synthetic_bag`` describes it."""
+    return TeleopConfig(
         fmt="mcap",
+        duration_s=duration_s,
         width=WIDTH,
         height=HEIGHT,
         fps=FPS,
@@ -562,7 +553,11 @@ def scene_topics() -> dict[str, str]:
         with_depth=False,
         side_camera=True,
     )
-    return config.msgtypes()
+
+
+def scene_topics() -> dict[str, str]:
+    """Topic -> type of what the publisher publishes with ``SCENE_ARGS``."""
+    return scene_config().msgtypes()
 
 
 def run_floor(tmp: Path, seconds: float, executor_kind: str, publisher_args: list[str]) -> FloorRun:
