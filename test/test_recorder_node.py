@@ -103,6 +103,9 @@ def recorded(ros: None, workspace: Workspace, tmp_path_factory: pytest.TempPathF
     replies: dict[str, Any] = {}
     try:
         client.say("task", "Pick up the red box")
+        client.spin_until(
+            lambda: bool(client.statuses) and client.statuses[-1].get("task") == "Pick up the red box", 30
+        )
         replies["start0"] = client.start_when_ready()
         replies["start_again"] = client.call("start_episode")
         client.spin_for(EPISODE_S)

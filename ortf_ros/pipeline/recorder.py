@@ -570,6 +570,7 @@ class LiveRecorder:
             "state": self.state,
             "output": str(self.settings.output),
             "episodes_committed": len(self.records),
+            "task": self.session.task if self.session is not None else self.config.labels.task,
             "streams": streams,
             "warnings": list(self.warnings),
         }

@@ -229,6 +229,9 @@ def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float,
     client = RecorderClient.create("ortf_live_demo", domain_id=domain, alive=recorder.running)
     try:
         publish(client, "task", TASK)
+        # (the label topics and the services are served side by side: the task must be in
+        # before the first start, or that episode starts with the default and is renamed)
+        client.spin_until(lambda: bool(client.statuses) and client.statuses[-1].get("task") == TASK, 30.0, "the task")
         start_when_ready(client)
         episode(client, episode_s, True, "operator_notes", NOTES)
         show("start_episode", client.call("start_episode", timeout_s=CALL_TIMEOUT_S))
