@@ -469,7 +469,7 @@ class Sampler:
 def write_mapping(tmp: Path) -> Path:
     """What ``ortf-bag2ortf --write-config`` writes for a 1 s bag of the same scene (small
     frames: the mapping holds no resolution)."""
-    from ortf_ros.bag2ortf import main as bag2ortf
+    from ortf_ros.cli.bag2ortf import main as bag2ortf
 
     bag = write_scene_bag(tmp / "mapping_bag", scene_config(duration_s=1.0))
     mapping = tmp / "mapping.yaml"

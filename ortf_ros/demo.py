@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from ortf_ros.info import dataset_info
@@ -13,15 +12,13 @@ from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.validation import validate
 
-DEMO_TOLERANCE_MS = 25.0
-"""The demo scene's 50 Hz command is up to 20 ms old at a 30 Hz step: a 25 ms sync
-tolerance says that is fine (half the step period, the default, would warn)."""
-
 
 def demo_mapping(bag: Path) -> ConversionConfig:
-    """The mapping ``ortf-bag2ortf`` detects for a bag of the demo scene, with its tolerance."""
+    """The mapping ``ortf-bag2ortf`` detects for a bag of the demo scene. Its sync
+    tolerance is left to be derived from the streams (the 50 Hz command, sampled
+    ``latest``, sets 25 ms), by the converter and the live recorder alike."""
     with BagSource(bag) as source:
-        return replace(auto_config(source.topics()), sync_tolerance_ms=DEMO_TOLERANCE_MS)
+        return auto_config(source.topics())
 
 
 def show_validated(root: Path, say: Callable[[str], None]) -> bool:

@@ -36,3 +36,13 @@ def describe(exc: BaseException) -> str:
     """A foreign exception (a library's, an OS error) as one line: its type and message."""
     text = " ".join(str(exc).split()).rstrip(".")
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class UsageError(OrtfError):
+    """The command line cannot be carried out as given (a flag out of range, a path that is
+    missing or of the wrong kind, an unknown episode): exit 2, before anything is written."""
+
+
+class UnknownEpisodeError(ReaderError, UsageError):
+    """An episode named (by id or position) that the dataset does not hold: a reader's
+    error, and on a command line a usage error (exit 2)."""

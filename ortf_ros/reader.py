@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ortf_ros.catalog import load_manifest
-from ortf_ros.errors import FormatError, ReaderError
+from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
@@ -75,11 +75,11 @@ class Dataset:
         """An episode by id (``"000042"``) or by position in the index (``42``)."""
         if isinstance(key, int):
             if not -len(self.episodes) <= key < len(self.episodes):
-                raise ReaderError(f"{self.root}: no episode at position {key} ({len(self.episodes)} episodes)")
+                raise UnknownEpisodeError(f"{self.root}: no episode at position {key} ({len(self.episodes)} episodes)")
             return Episode(self, self.episodes[key])
         record = self._by_id.get(key)
         if record is None:
-            raise ReaderError(f"{self.root}: no episode with id {key!r}")
+            raise UnknownEpisodeError(f"{self.root}: no episode with id {key!r}")
         return Episode(self, record)
 
     def task(self, task_id: int) -> Task:

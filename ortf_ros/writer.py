@@ -36,6 +36,7 @@ import pyarrow.dataset as pads
 import yaml
 from numpy.typing import ArrayLike
 
+from ortf_ros import bounds
 from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
 from ortf_ros.commit import RowGroupLimits, commit_staged
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
@@ -91,9 +92,9 @@ class WriterConfig:
     step_batch: int = 8
 
     def __post_init__(self) -> None:
-        for name in ("encoder_queue_frames", "step_batch", "row_group_steps", "row_group_bytes"):
-            if getattr(self, name) < 1:
-                raise WriterError(f"{name} must be at least 1, got {getattr(self, name)}")
+        problem = bounds.fields_problem(self, _WRITER_BOUNDS)
+        if problem is not None:
+            raise WriterError(problem)
 
     @property
     def row_groups(self) -> RowGroupLimits:
@@ -118,6 +119,15 @@ class WriterConfig:
         if not isinstance(data, Mapping):
             raise WriterError(f"{path}: expected a mapping of settings")
         return cls.from_mapping(data, str(path))
+
+
+_WRITER_BOUNDS = {
+    "chunk_size": bounds.CHUNK_SIZE,
+    "row_group_steps": bounds.ROW_GROUP_STEPS,
+    "row_group_bytes": bounds.ROW_GROUP_BYTES,
+    "encoder_queue_frames": bounds.ENCODER_QUEUE_FRAMES,
+    "step_batch": bounds.STEP_BATCH,
+}
 
 
 def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:

@@ -18,8 +18,8 @@ import pytest
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
-from ortf_ros.bag2ortf import _Job, _sharing_cores
-from ortf_ros.bag2ortf import main as bag2ortf
+from ortf_ros.cli.bag2ortf import _Job, _sharing_cores
+from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io import encoder_process
@@ -232,7 +232,7 @@ def test_urdf_frames_and_camera_calibration_are_in_the_dataset(converted: tuple[
 def test_list_and_write_config_round_trip(tmp_path: Path) -> None:
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5)
     listing = subprocess.run(
-        [sys.executable, "-m", "ortf_ros.bag2ortf", str(bag.path), "--list"],
+        [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(bag.path), "--list"],
         capture_output=True,
         text=True,
         env=dict(os.environ),
@@ -258,7 +258,7 @@ def test_json_summary_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ortf_ros.bag2ortf", *args], capture_output=True, text=True, env=dict(os.environ)
+        [sys.executable, "-m", "ortf_ros.cli.bag2ortf", *args], capture_output=True, text=True, env=dict(os.environ)
     )
 
 
@@ -280,7 +280,9 @@ def test_third_party_bags_are_rejected_with_one_clean_line(bag: str, message: st
 
 def test_missing_input_and_usage_errors(tmp_path: Path) -> None:
     result = run_cli(str(tmp_path / "nope.mcap"), "-o", str(tmp_path / "ds"))
-    assert result.returncode == 1 and "nope.mcap" in result.stderr and "Traceback" not in result.stderr
+    # A missing input is a usage error, found before anything is written.
+    assert result.returncode == 2 and "nope.mcap" in result.stderr and "Traceback" not in result.stderr
+    assert not (tmp_path / "ds").exists()
     assert run_cli(str(tmp_path / "nope.mcap")).returncode == 2
 
 

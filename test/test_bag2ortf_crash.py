@@ -19,9 +19,9 @@ import psutil
 import pytest
 from test_crash import committed_files
 
-from ortf_ros.bag2ortf import SCRATCH_PREFIX
-from ortf_ros.bag2ortf import main as bag2ortf
-from ortf_ros.cli import main as ortf
+from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, write_config
@@ -48,7 +48,7 @@ def kill_mid_conversion(
 ) -> list[psutil.Process]:
     """Start ``ortf-bag2ortf``, SIGKILL it once ``ready()``, and return the processes it had
     started (its workers), which the kill does not reach."""
-    command = [sys.executable, "-m", "ortf_ros.bag2ortf", *map(str, inputs), "-o", str(output)]
+    command = [sys.executable, "-m", "ortf_ros.cli.bag2ortf", *map(str, inputs), "-o", str(output)]
     command += ["--config", str(config), "--jobs", str(jobs)]
     child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=dict(os.environ))
     deadline = time.monotonic() + 120
@@ -94,7 +94,7 @@ def test_killed_conversion_loses_only_what_was_in_flight(
     assert validate(output).ok
 
     rerun = subprocess.run(
-        [sys.executable, "-m", "ortf_ros.bag2ortf", str(long.path), "-o", str(output), "--config", str(config)],
+        [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(long.path), "-o", str(output), "--config", str(config)],
         capture_output=True,
         text=True,
         env=dict(os.environ),
@@ -187,7 +187,7 @@ def test_a_worker_killed_mid_conversion_is_one_line_and_the_dataset_is_untouched
     output = tmp_path / "ds"
     assert bag2ortf([str(first.path), "-o", str(output), "--config", str(config)]) == 0
     committed = committed_files(output)
-    command = [sys.executable, "-m", "ortf_ros.bag2ortf", str(long.path), str(first.path), "-o", str(output)]
+    command = [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(long.path), str(first.path), "-o", str(output)]
     command += ["--config", str(config), "--jobs", "2"]
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=dict(os.environ))
     part = None

@@ -16,7 +16,7 @@ from ortf_ros.format.metadata import EpisodeRecord
 
 def ortf(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ortf_ros.cli", *args], capture_output=True, text=True, env=dict(os.environ)
+        [sys.executable, "-m", "ortf_ros.cli.ortf", *args], capture_output=True, text=True, env=dict(os.environ)
     )
 
 
@@ -57,14 +57,14 @@ def test_bad_input_is_one_line_without_traceback(tmp_path: Path) -> None:
     (tmp_path / "meta").mkdir()
     (tmp_path / "meta/manifest.json").write_text('{"ortf_version": "0.2"}')
     missing = tmp_path / "missing"
-    for args in (
-        ("info", str(tmp_path)),
-        ("recover", str(tmp_path)),
-        ("info", str(missing)),
-        ("recover", str(missing)),
+    for args, code in (
+        (("info", str(tmp_path)), 1),  # a dataset that cannot be read: failed
+        (("recover", str(tmp_path)), 1),
+        (("info", str(missing)), 2),  # a path that is not there: usage
+        (("recover", str(missing)), 2),
     ):
         result = ortf(*args)
-        assert result.returncode == 1, args
+        assert result.returncode == code, args
         assert "Traceback" not in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert not missing.exists()

@@ -16,7 +16,7 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from ortf_ros.cli import main as ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoReader, finalize, plain_copy

@@ -23,7 +23,7 @@ from child_process import kill_when
 from cli_errors import one_line_error
 from test_writer_reader import psnr
 
-from ortf_ros.cli import main as ortf_main
+from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_export import ExportSummary, to_lerobot
 from ortf_ros.errors import ConversionError
@@ -274,7 +274,7 @@ def test_bad_input_one_line_and_nothing_written(
     occupied = tmp_path / "occupied"
     occupied.mkdir()
     (occupied / "keep.txt").write_text("mine")
-    err = one_line_error(capsys, "export lerobot", source.root, occupied)
+    err = one_line_error(capsys, "export lerobot", source.root, occupied, code=2)
     assert str(occupied) in err and "not empty" in err
     assert [p.name for p in occupied.iterdir()] == ["keep.txt"] and (occupied / "keep.txt").read_text() == "mine"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no scratch left behind
@@ -312,7 +312,7 @@ def test_what_a_killed_export_leaves_is_removed_by_the_next(source: Dataset, tmp
     the next export there, and a live export's scratch directory is left alone."""
     out = tmp_path / "out"
     kill_when(
-        ["-m", "ortf_ros.cli", "export", "lerobot", str(source.root), str(out)],
+        ["-m", "ortf_ros.cli.ortf", "export", "lerobot", str(source.root), str(out)],
         ready=lambda: bool(list(tmp_path.glob(".out.export-*/export/*"))),
     )
     [stale] = tmp_path.glob(".out.export-*")

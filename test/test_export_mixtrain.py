@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 from cli_errors import one_line_error
 
-from ortf_ros.cli import main as ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import to_mixtrain
 from ortf_ros.convert.mixtrain_export import sidecar
 from ortf_ros.format import layout
@@ -174,15 +174,15 @@ def test_bad_input_is_one_line_and_leaves_the_destination_untouched(
     root, _ = exported
     out = tmp_path / "out"
     assert "is " + str(tmp_path) + " an ORTF dataset" in one_line_error(capsys, "export mixtrain", tmp_path, out)
-    assert "not a directory" in one_line_error(capsys, "export mixtrain", tmp_path / "missing", out)
+    assert "no such file or directory" in one_line_error(capsys, "export mixtrain", tmp_path / "missing", out, code=2)
     assert not out.exists()
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "exists and is not empty" in one_line_error(capsys, "export mixtrain", root, out)
+    assert "exists and is not empty" in one_line_error(capsys, "export mixtrain", root, out, code=2)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     a_file = tmp_path / "file.parquet"
     a_file.write_bytes(b"keep")
-    assert "exists and is not a directory" in one_line_error(capsys, "export mixtrain", root, a_file)
+    assert "is a file; expected a new directory" in one_line_error(capsys, "export mixtrain", root, a_file, code=2)
     assert a_file.read_bytes() == b"keep"
     broken = tmp_path / "broken"
     write_demo_dataset(broken, episodes=2, steps=4, width=32, height=24)

@@ -60,7 +60,7 @@ def dump(tfds_python: Path, source: Dataset, tmp_path_factory: pytest.TempPathFa
     """What TFDS reads from ``ortf export rlds`` run in the TFDS venv."""
     tmp = tmp_path_factory.mktemp("rlds")
     out = tmp / "rlds"
-    command = [str(tfds_python), "-m", "ortf_ros.cli", "export", "rlds", str(source.root), str(out)]
+    command = [str(tfds_python), "-m", "ortf_ros.cli.ortf", "export", "rlds", str(source.root), str(out)]
     exported = subprocess.run(command, capture_output=True, text=True, env=child_env())
     assert exported.returncode == 0, exported.stderr[-3000:]
     assert "3 episode(s), 24 steps" in exported.stdout
@@ -120,7 +120,7 @@ def test_episode_metadata_and_dataset_info(source: Dataset, dump: Any) -> None:
 
 def test_the_core_never_imports_tensorflow(tfds_python: Path) -> None:
     code = (
-        "import sys, ortf_ros.cli, ortf_ros.reader, ortf_ros.convert.rlds_export; "
+        "import sys, ortf_ros.cli.ortf, ortf_ros.reader, ortf_ros.convert.rlds_export; "
         "assert 'tensorflow' not in sys.modules, 'imported'; "
         "import ortf_ros.convert as c; c.to_rlds; print(sorted(m for m in sys.modules if m.startswith('tensorflow')))"
     )
@@ -136,7 +136,7 @@ def test_bad_input_is_one_line_and_leaves_the_destination_untouched(
     assert f"is {tmp_path} an ORTF dataset" in one_line_error(capsys, "export rlds", tmp_path, out)
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "exists and is not empty" in one_line_error(capsys, "export rlds", source.root, out)
+    assert "exists and is not empty" in one_line_error(capsys, "export rlds", source.root, out, code=2)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     if importlib.util.find_spec("tensorflow_datasets") is None:  # the main venv: the extra is not installed
         error = one_line_error(capsys, "export rlds", source.root, tmp_path / "new")

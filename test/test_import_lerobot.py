@@ -22,7 +22,7 @@ import pytest
 from av.video.frame import PictureType
 from cli_errors import one_line_error
 
-from ortf_ros.cli import main as ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import VideoReader, probe
@@ -104,7 +104,7 @@ def test_av1_frames_decode_to_their_frame_and_episode(imported: Dataset) -> None
 
 def test_cli_import_then_strict_validation(tmp_path: Path) -> None:
     out = tmp_path / "ortf"
-    run = [sys.executable, "-m", "ortf_ros.cli"]
+    run = [sys.executable, "-m", "ortf_ros.cli.ortf"]
     imported = subprocess.run([*run, "import", "lerobot", str(REFERENCE), str(out)], capture_output=True, text=True)
     assert imported.returncode == 0, imported.stderr
     assert "3 episode(s), 70 steps, cameras: front, wrist" in imported.stdout
@@ -234,7 +234,9 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    assert "meta/info.json: missing; is" in one_line_error(capsys, "import lerobot", tmp_path / "nothing", out)
+    assert "nothing: no such file or directory" in one_line_error(
+        capsys, "import lerobot", tmp_path / "nothing", out, code=2
+    )
     v21 = tmp_path / "v21"
     (v21 / "meta").mkdir(parents=True)
     (v21 / "meta/info.json").write_text(json.dumps({"codebase_version": "v2.1", "fps": 30, "features": {}}))
@@ -254,7 +256,7 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     assert not out.exists() and not list(tmp_path.glob(".out.*"))  # no scratch directory left behind
     out.mkdir()
     (out / "keep.txt").write_text("keep me")
-    assert "out: exists and is not empty" in one_line_error(capsys, "import lerobot", REFERENCE, out)
+    assert "out: exists and is not empty" in one_line_error(capsys, "import lerobot", REFERENCE, out, code=2)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     ortf_dataset = tmp_path / "ortf"
     assert ortf(["import", "lerobot", str(REFERENCE), str(ortf_dataset)]) == 0

@@ -18,7 +18,11 @@ SMALL_OFFLINE = ("--episodes", "1", "--seconds", "0.5", "--width", "64", "--heig
 
 def ortf(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "ortf_ros.cli", *args], capture_output=True, text=True, env=dict(os.environ), timeout=240
+        [sys.executable, "-m", "ortf_ros.cli.ortf", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=240,
     )
 
 

@@ -17,8 +17,8 @@ from cli_errors import one_line_error
 from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 from test_ros_env import BLOCK_ROS
 
-from ortf_ros.bag2ortf import main as bag2ortf
-from ortf_ros.cli import main as ortf
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, load_config
@@ -165,9 +165,9 @@ def test_bad_input_is_one_clean_line_and_nothing_is_lost(
     root, _, _ = exported
     out = tmp_path / "out.mcap"
     assert "not an ORTF dataset" in one_line_error(capsys, "export mcap", tmp_path, out)
-    assert "no episode '7'" in one_line_error(capsys, "export mcap", root, out, "--episode", "7")
+    assert "no episode '7'" in one_line_error(capsys, "export mcap", root, out, "--episode", "7", code=2)
     out.write_bytes(b"keep me")
-    assert "exists; pass --force" in one_line_error(capsys, "export mcap", root, out)
+    assert "exists; pass --force" in one_line_error(capsys, "export mcap", root, out, code=2)
     broken = tmp_path / "broken"
     shutil.copytree(root, broken)
     (broken / load_dataset(broken).episode(1).video_path("wrist_camera").relative_to(broken)).unlink()
@@ -186,7 +186,7 @@ def test_export_imports_no_ros(exported: tuple[Path, Path, Path], tmp_path: Path
     root, _, _ = exported
     out = tmp_path / "no_ros.mcap"
     script = BLOCK_ROS + (
-        "from ortf_ros.cli import main\n"
+        "from ortf_ros.cli.ortf import main\n"
         f"code = main(['export', 'mcap', {str(root)!r}, {str(out)!r}, '--episode', '0'])\n"
         "assert 'rclpy' not in sys.modules\n"
         "sys.exit(code)\n"
@@ -200,7 +200,7 @@ def test_what_a_killed_export_leaves_is_removed_by_the_next(exported: tuple[Path
     root, _, _ = exported
     out = tmp_path / "again.mcap"
     kill_when(
-        ["-m", "ortf_ros.cli", "export", "mcap", str(root), str(out)],
+        ["-m", "ortf_ros.cli.ortf", "export", "mcap", str(root), str(out)],
         ready=lambda: bool(list(tmp_path.glob(".again.mcap.export-*/export/*.mcap"))),
     )
     [stale] = tmp_path.glob(".again.mcap.export-*")

@@ -19,7 +19,7 @@ from child_process import kill_if_running
 from playback_data import equal_columns, on, play, stamp_ns, teleop_dataset, vectors
 from playback_ros import Recorder, play_through, start_player
 
-from ortf_ros.bag2ortf import main as bag2ortf
+from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.playback.publication import Publication

@@ -29,7 +29,7 @@ from colcon_workspace import RECORDER_PARAMS, Workspace, build_workspace
 from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 from std_msgs.msg import String
 
-from ortf_ros.bag2ortf import main as bag2ortf
+from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.reader import Dataset, Episode, load_dataset
 from ortf_ros.recover import recover
 from ortf_ros.staging import lock_dataset, unlock_dataset

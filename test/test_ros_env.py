@@ -68,7 +68,7 @@ sys.meta_path.insert(0, BlockRos())
 
 def test_core_and_cli_work_without_rclpy(tmp_path: Path) -> None:
     script = BLOCK_ROS + (
-        "from ortf_ros.cli import main\n"
+        "from ortf_ros.cli.ortf import main\n"
         f"code = main(['demo', {str(tmp_path / 'demo')!r}, '--episodes', '1', '--seconds', '0.5', "
         "'--width', '64', '--height', '48'])\n"
         "assert 'rclpy' not in sys.modules\n"

@@ -8,6 +8,7 @@ a Parquet file without its footer, whatever instant the process dies at.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -55,9 +56,22 @@ def install_in(directory: int, tmp: str, target: str) -> None:
     os.fsync(directory)
 
 
+def replaceable(target: Path) -> Path:
+    """The path a new version of ``target`` is renamed onto: ``target``, or the file a
+    symbolic link at ``target`` points to (the link stays a link). Only a regular file, or
+    a new path, is ever replaced: a rename over ``/dev/stdout`` would put a file where the
+    device link was (FileExistsError naming it)."""
+    real = target.resolve() if target.is_symlink() else target
+    if real.exists() and not real.is_file():
+        raise FileExistsError(errno.EEXIST, "not a regular file; only regular files are replaced", str(target))
+    return real
+
+
 @contextlib.contextmanager
 def replacing(target: Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it atomically becomes ``target``."""
+    """Yield a temporary path to write; on success it atomically becomes ``target``
+    (``replaceable``: a regular file or a new path)."""
+    target = replaceable(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_for(target)
     try:

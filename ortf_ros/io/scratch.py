@@ -30,7 +30,8 @@ def scratch_directory(parent: Path, prefix: str, settle: Callable[[Path], None] 
         parent.mkdir(parents=True, exist_ok=True)
         directory, owner = _claim(parent, prefix)
     except OSError as exc:
-        raise WriterError(f"{parent}: cannot create a scratch directory there: {describe(exc)}") from None
+        # The scratch directory's own name would only confuse: the user named ``parent``'s child.
+        raise WriterError(f"{parent}: cannot write there ({exc.strerror or describe(exc)})") from None
     try:
         yield directory
     finally:

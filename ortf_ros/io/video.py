@@ -30,6 +30,7 @@ from av.video.plane import VideoPlane
 from av.video.reformatter import ColorRange
 from av.video.stream import VideoStream
 
+from ortf_ros import bounds
 from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import ReaderError, WriterError
 from ortf_ros.format.manifest import Sensor
@@ -64,8 +65,10 @@ class VideoSettings:
     threads: int = 0
 
     def __post_init__(self) -> None:
-        if self.threads < 0:
-            raise WriterError(f"video.threads must be 0 (automatic) or more, got {self.threads}")
+        limits = {"crf": bounds.VIDEO_CRF, "gop": bounds.VIDEO_GOP, "threads": bounds.VIDEO_THREADS}
+        problem = bounds.fields_problem(self, limits, "video.")
+        if problem is not None:
+            raise WriterError(problem)
 
     def with_threads(self, videos: int) -> VideoSettings:
         """These settings with ``threads`` decided: the CPUs this process can keep busy

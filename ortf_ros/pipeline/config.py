@@ -30,6 +30,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import yaml
 
+from ortf_ros import bounds
+from ortf_ros.bounds import Bound
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.io import atomic
 from ortf_ros.pipeline.decode import canonical_msgtype
@@ -109,6 +111,13 @@ class StepClock:
     rate_hz: float | None = 30.0
     camera: str | None = None
 
+    def __post_init__(self) -> None:
+        # Checked here too, not only where a mapping is read: the step grid advances by the
+        # period, and a negative one would never reach the end of a recording.
+        problem = None if self.rate_hz is None else bounds.STEP_RATE_HZ.problem(self.rate_hz)
+        if problem is not None:
+            raise ConversionError(f"step.rate_hz: {problem}")
+
 
 @dataclass(frozen=True)
 class EpisodeSplit:
@@ -174,14 +183,7 @@ class ConversionConfig:
 _MISSING: Any = object()
 
 
-def _show(value: object) -> str:
-    """A value as the user wrote it in YAML, short."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
+_show = bounds.show
 
 
 class _Map:
@@ -253,11 +255,11 @@ class _Map:
 
         return self._get(key, default, convert, optional=False)
 
-    def number(self, key: str, default: float) -> float:
-        return self._get(key, default, lambda v: _number(self, key, v, False), optional=False)
+    def number(self, key: str, bound: Bound, default: float) -> float:
+        return self._get(key, default, lambda v: _number(self, key, v, bound), optional=False)
 
-    def opt_number(self, key: str, *, positive: bool = False) -> float | None:
-        return self._get(key, None, lambda v: _number(self, key, v, positive), optional=True)
+    def opt_number(self, key: str, bound: Bound) -> float | None:
+        return self._get(key, None, lambda v: _number(self, key, v, bound), optional=True)
 
     def boolean(self, key: str, default: bool) -> bool:
         return self._get(key, default, lambda v: self._bool(key, v), optional=False)
@@ -304,23 +306,12 @@ def _frame(m: _Map, key: str, value: object) -> str:
     return value.lstrip("/")
 
 
-def _number(m: _Map, key: str, value: object, positive: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise m.fail(key, "a number", value)
-    if value < 0 or (positive and value == 0):
-        raise m.fail(key, "a positive number" if positive else "a number >= 0", value)
-    return float(value)
-
-
-MAX_LATENCY_LIMIT_MS = 10_000.0
-"""Samples wait this long at most for their step (memory grows with it)."""
-
-
-def _max_latency(m: _Map) -> float:
-    value = m.number("max_latency_ms", ConversionConfig.max_latency_ms)
-    if value > MAX_LATENCY_LIMIT_MS:
-        raise m.fail("max_latency_ms", f"at most {MAX_LATENCY_LIMIT_MS:g} ms", value)
-    return value
+def _number(m: _Map, key: str, value: object, bound: Bound) -> float:
+    """``value`` within ``bound`` (the one check a flag or parameter of the same setting has)."""
+    problem = bound.problem(value)
+    if problem is not None:
+        raise m.error(key, problem)
+    return float(value)  # type: ignore[arg-type]
 
 
 def _unique(m: _Map, key: str, values: list[str]) -> tuple[str, ...]:
@@ -425,8 +416,8 @@ def _wrench(name: str, m: _Map) -> WrenchMapping:
         time=m.choice("time", TIME_SOURCES, "header"),
         policy=m.choice("policy", POLICIES, "nearest"),
         native=m.boolean("native", True),
-        range_force=m.opt_number("range_force", positive=True),
-        range_torque=m.opt_number("range_torque", positive=True),
+        range_force=m.opt_number("range_force", bounds.RATED_RANGE),
+        range_torque=m.opt_number("range_torque", bounds.RATED_RANGE),
     )
 
 
@@ -454,7 +445,7 @@ def _action(m: _Map | None) -> ActionMapping:
 def _step(m: _Map | None, cameras: Sequence[CameraMapping]) -> StepClock:
     if m is None or not m.data:
         return StepClock()
-    rate = m.opt_number("rate_hz", positive=True)
+    rate = m.opt_number("rate_hz", bounds.STEP_RATE_HZ)
     camera = m.opt_string("camera")
     if (rate is None) == (camera is None):
         raise m.error("", "give exactly one of rate_hz (a fixed control rate) and camera (steps at a camera's frames)")
@@ -480,7 +471,7 @@ def _ranges(m: _Map) -> tuple[tuple[float, float], ...]:
         key = f"ranges[{i}]"
         if not isinstance(pair, list) or len(pair) != 2:
             raise m.fail(key, "[start, end] in seconds from the bag's start", pair)
-        start, end = (_number(m, key, v, positive=False) for v in pair)
+        start, end = (_number(m, key, v, bounds.RANGE_S) for v in pair)
         if end <= start:
             raise m.error(key, f"ends at {end:g} s, not after its start {start:g} s")
         if ranges and start < ranges[-1][1]:
@@ -499,7 +490,7 @@ def _episodes(m: _Map | None) -> EpisodeSplit:
     split = EpisodeSplit(
         mode=m.choice("mode", SPLIT_MODES, "input"),
         topic=m.opt_topic("topic"),
-        gap_s=m.opt_number("gap_s", positive=True),
+        gap_s=m.opt_number("gap_s", bounds.GAP_S),
         ranges=_ranges(m),
     )
     needs = {"topic": ("topic", split.topic), "gap": ("gap_s", split.gap_s), "ranges": ("ranges", split.ranges)}
@@ -574,9 +565,9 @@ def config_from_mapping(data: object, source: str) -> ConversionConfig:
         world_frame=top.opt_frame("world_frame"),
         gripper_joints=top.strings("gripper_joints"),
         step=_step(top.sub("step", _STEP_KEYS), cameras),
-        sync_tolerance_ms=top.opt_number("sync_tolerance_ms"),
+        sync_tolerance_ms=top.opt_number("sync_tolerance_ms", bounds.SYNC_TOLERANCE_MS),
         drop_outside_tolerance=top.boolean("drop_outside_tolerance", False),
-        max_latency_ms=_max_latency(top),
+        max_latency_ms=top.number("max_latency_ms", bounds.MAX_LATENCY_MS, ConversionConfig.max_latency_ms),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
         labels=_labels(top.sub("labels", _LABEL_KEYS)),
         writer=_writer(top),
@@ -707,8 +698,10 @@ CONFIG_HEADER = """\
 #
 # step                 steps at a fixed control rate (rate_hz) or at each frame of one
 #                      camera (camera: its name); set exactly one of the two
-# sync_tolerance_ms    how far from its step a sample may be (null: half the step period);
-#                      steps beyond it are counted, or dropped with drop_outside_tolerance
+# sync_tolerance_ms    how far from its step a sample may be (null: as far as each stream's
+#                      rate and policy allow, at least half the step period; the summary
+#                      says which stream set it); steps beyond it are counted, or dropped
+#                      with drop_outside_tolerance
 # max_latency_ms       how long after its stamp a message may be recorded (default 200):
 #                      steps wait this long in recording time for the samples around them;
 #                      messages later than that are counted as late, per topic
@@ -928,6 +921,52 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     )
 
 
+# ---------------------------------------------------------------- sync tolerance
+
+JITTER_MARGIN = 1.25
+"""Room over a stream's nominal reach for the jitter of its stamps."""
+
+
+@dataclass(frozen=True)
+class SyncTolerance:
+    """The sync tolerance a dataset declares, and in words what set it."""
+
+    ms: float
+    set_by: str
+
+    def line(self) -> str:
+        return f"sync tolerance {self.ms:g} ms ({self.set_by})"
+
+
+def sync_tolerance(cfg: ConversionConfig, rates: Mapping[str, float]) -> SyncTolerance:
+    """The mapping's ``sync_tolerance_ms``, or the distance every mapped stream can keep
+    from its step by its own rate (``rates``: topic -> Hz) and policy: ``latest`` up to
+    one period of the stream, ``nearest`` and ``linear`` half of one, with
+    ``JITTER_MARGIN``; at least half the step period. A 50 Hz command sampled ``latest``
+    is up to 20 ms from a 30 Hz step by nature, a 15 Hz camera up to 33 ms: half the step
+    period (16.7 ms) would declare every such dataset out of sync."""
+    if cfg.sync_tolerance_ms is not None:
+        return SyncTolerance(cfg.sync_tolerance_ms, "the mapping's sync_tolerance_ms")
+    step_camera = cfg.camera(cfg.step.camera) if cfg.step.camera else None
+    step_hz = cfg.step.rate_hz or (rates.get(step_camera.topic, 0.0) if step_camera else 0.0) or 30.0
+    best = SyncTolerance(500.0 / step_hz, f"half the {step_hz:g} Hz step period")
+    streams: list[tuple[str, str, Policy]] = []
+    if cfg.joint_states is not None:
+        streams.append(("joint states", cfg.joint_states.topic, cfg.joint_states.policy))
+    streams += [(f"force-torque {w.name}", w.topic, w.policy) for w in cfg.wrenches]
+    streams += [(f"camera {c.name}", c.topic, c.policy) for c in cfg.cameras if c is not step_camera]
+    if cfg.action.topic is not None:
+        streams.append(("action", cfg.action.topic, cfg.action.policy))
+    for what, topic, policy in streams:
+        if not rates.get(topic):
+            continue
+        hz = max(1, round(rates[topic]))  # a nominal rate: the same for every recording of a setup
+        reach = (1000.0 / hz) * (1.0 if policy == "latest" else 0.5) * JITTER_MARGIN
+        if reach > best.ms:
+            best = SyncTolerance(reach, f"set by {what}: {topic} at {hz} Hz, {policy}")
+    return SyncTolerance(math.ceil(best.ms * 10) / 10, best.set_by)
+
+
 # ---------------------------------------------------------------- description
 
 
@@ -935,21 +974,21 @@ def _timing(time: TimeSource, policy: Policy) -> str:
     return f"{time} time, {policy}"
 
 
-def describe_mapping(cfg: ConversionConfig) -> list[str]:
-    """What the mapping does, one line per item, for ``ortf-bag2ortf --list``."""
+def describe_mapping(cfg: ConversionConfig, rates: Mapping[str, float] | None) -> list[str]:
+    """What the mapping does, one line per item, for ``ortf-bag2ortf --list``; ``rates``
+    (topic -> Hz) decide the sync tolerance when the mapping does not (None: not known
+    yet, as for a live recorder before its warm-up)."""
     lines = []
     if cfg.step.camera is not None:
         lines.append(f"steps: at each frame of camera {cfg.step.camera}")
     else:
         lines.append(f"steps: {cfg.step.rate_hz:g} Hz control rate")
-    if cfg.sync_tolerance_ms is not None:
-        tolerance = f"{cfg.sync_tolerance_ms:g} ms"
-    elif cfg.step.rate_hz:
-        tolerance = f"{500 / cfg.step.rate_hz:.3g} ms (half the step period)"
-    else:
-        tolerance = "half the frame period"
     beyond = "dropped" if cfg.drop_outside_tolerance else "kept and counted"
-    lines.append(f"sync tolerance: {tolerance}; steps beyond it are {beyond}")
+    if rates is None and cfg.sync_tolerance_ms is None:
+        tolerance = "sync tolerance from the streams' rates, once measured (at least half the step period)"
+    else:
+        tolerance = sync_tolerance(cfg, rates or {}).line()
+    lines.append(f"{tolerance}; steps beyond it are {beyond}")
     lines.append(f"max latency: {cfg.max_latency_ms:g} ms from a stamp to its recording")
     for c in cfg.cameras:
         info = f", camera_info {c.camera_info_topic}" if c.camera_info_topic else ", no camera_info"

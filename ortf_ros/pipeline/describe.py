@@ -29,7 +29,7 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.pipeline.assemble import StepLayout
-from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.config import ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
 from ortf_ros.pipeline.samples import JointStateSample
@@ -47,6 +47,7 @@ class Description:
     robot: UrdfRobot | None
     urdf: str | None
     warnings: tuple[str, ...]
+    tolerance: SyncTolerance
 
 
 def describe(
@@ -69,8 +70,16 @@ def describe(
         state_topic = config.joint_states.topic if config.joint_states else "the joint states"
         warnings.append(f"no URDF on {config.robot_description_topic} and none given: joints named from {state_topic}")
     steps = step_layout(config, prologue, robot)
-    manifest = build_manifest(config, prologue, robot, steps, name, collection)
-    return Description(manifest, steps, robot, urdf_text, tuple(warnings))
+    tolerance = sync_tolerance(config, stream_rates(config, prologue))
+    manifest = build_manifest(config, prologue, robot, steps, name, collection, tolerance.ms)
+    return Description(manifest, steps, robot, urdf_text, tuple(warnings), tolerance)
+
+
+def stream_rates(config: ConversionConfig, prologue: Prologue) -> dict[str, float]:
+    """Messages/s per topic, cameras at their frame rate (``camera_fps``)."""
+    rates = dict(prologue.rates)
+    rates.update({c.topic: camera_fps(prologue, c.name, c.topic) for c in config.cameras})
+    return rates
 
 
 def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> StepLayout:
@@ -114,6 +123,7 @@ def build_manifest(
     steps: StepLayout,
     name: str,
     collection: Mapping[str, object],
+    tolerance_ms: float,
 ) -> Manifest:
     joints = steps.joints
     state = {
@@ -175,7 +185,7 @@ def build_manifest(
         sensors=tuple(sensors),
         frames=_frames(config, prologue, steps),
         collection=dict(collection),
-        sync_tolerance_ms=_tolerance_ms(config),
+        sync_tolerance_ms=tolerance_ms,
         native_streams=native,
         alignment=Alignment(streams=_aligned_streams(config, steps)),
     )
@@ -189,13 +199,6 @@ def _robot(robot: UrdfRobot | None, steps: StepLayout) -> Robot:
     joints = tuple(Joint(name, "revolute", i) for i, name in enumerate(steps.arm_joints))
     gripper = {"joints": list(steps.gripper_joints)} if steps.gripper_joints else None
     return Robot(name="unknown", dof=len(joints), joints=joints, gripper=gripper, end_effector_link=ee)
-
-
-def _tolerance_ms(config: ConversionConfig) -> float:
-    if config.sync_tolerance_ms is not None:
-        return config.sync_tolerance_ms
-    rate = config.step.rate_hz or 30.0
-    return 1000.0 / rate / 2
 
 
 def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, ...]:

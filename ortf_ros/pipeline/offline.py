@@ -20,7 +20,7 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import TopicCounts
-from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.config import ConversionConfig, SyncTolerance
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import describe
 from ortf_ros.pipeline.episodes import Segmenter
@@ -75,6 +75,7 @@ class ConversionResult:
     seconds: float
     recording_seconds: float
     warnings: tuple[str, ...]
+    sync_tolerance: SyncTolerance
 
 
 def convert_recording(
@@ -139,6 +140,7 @@ def convert_recording(
             seconds=time.monotonic() - started,
             recording_seconds=source.duration,
             warnings=tuple(warnings),
+            sync_tolerance=description.tolerance,
         )
 
 

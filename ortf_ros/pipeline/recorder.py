@@ -386,7 +386,7 @@ class LiveRecorder:
             "info",
             f"dataset {s.output} open ({self.writer.episode_count} episode(s) before), starting the video encoders: "
             f"{len(manifest.cameras)} camera(s), {len(self.description.steps.joints)} joints, "
-            f"robot {manifest.robot.name}",
+            f"robot {manifest.robot.name}; {self.description.tolerance.line()}",
         )
 
     def _encoders_ready(self) -> bool:

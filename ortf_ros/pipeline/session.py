@@ -98,11 +98,15 @@ class EpisodeSession:
         if self._assembler is not None:
             self.feed.feed(raw, self._assembler)
             return
-        self.counts.outside_episodes[raw.topic] += 1
-        if raw.topic in self._tf_topics:
-            for sample in self.decoder.samples(raw):
-                if isinstance(sample, TransformSample):
-                    self.tf.add(sample)
+        if raw.topic not in self._tf_topics:
+            self.counts.outside_episodes[raw.topic] += 1
+            return
+        # TF between episodes is kept: the tree (a /tf_static sent once before the first
+        # episode holds the extrinsics) is the next episode's, so the message is used.
+        self.counts.used[raw.topic] += 1
+        for sample in self.decoder.samples(raw):
+            if isinstance(sample, TransformSample):
+                self.tf.add(sample)
 
     def accept_run(self, run: RawRun) -> None:
         """A run of one topic's messages of the open episode (a bag's chunk)."""

@@ -67,7 +67,7 @@ def export_mcap(
     warn: Callable[[str], None],
 ) -> ExportResult:
     """Write the episodes (all when none are named) to ``out``; ``warn`` hears of skipped frames."""
-    target = Path(out)
+    target = atomic.replaceable(Path(out))
     if target.is_dir():
         raise ConversionError(f"{target}: is a directory; expected the path of the .mcap file to write")
     if target.exists() and not force:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ortf_ros.errors import ReaderError
+from ortf_ros.errors import ReaderError, UnknownEpisodeError
 from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.validation import validate
 
@@ -47,4 +47,4 @@ def _resolve(dataset: Dataset, key: str) -> str:
     if position is not None and -len(dataset.episodes) <= position < len(dataset.episodes):
         return dataset.episodes[position].episode_id
     listed = ", ".join(sorted(known)[:5]) + (", ..." if len(known) > 5 else "")
-    raise ReaderError(f"{dataset.root}: no episode {key!r} (ids: {listed}; or a position 0..{len(known) - 1})")
+    raise UnknownEpisodeError(f"{dataset.root}: no episode {key!r} (ids: {listed}; or a position 0..{len(known) - 1})")

@@ -23,6 +23,8 @@ from typing import Literal, TypeVar, cast, get_args
 
 import yaml
 
+from ortf_ros import bounds
+from ortf_ros.bounds import Bound
 from ortf_ros.errors import OrtfError
 
 StreamKind = Literal[
@@ -192,14 +194,15 @@ class _Values:
     def string(self, name: str) -> str:
         return cast("str", self._get(name))
 
-    def number(self, name: str) -> float:
-        return cast("float", self._get(name))
-
-    def integer(self, name: str, minimum: int) -> int:
-        value = cast("int", self._get(name))
-        if value < minimum:
-            raise self.fail(name, f"at least {minimum}", value)
+    def number(self, name: str, bound: Bound) -> float:
+        value = cast("float", self._get(name))
+        problem = bound.problem(value)
+        if problem is not None:
+            raise SettingsError(f"{self.source}: parameter {name}: {problem}")
         return value
+
+    def integer(self, name: str, bound: Bound) -> int:
+        return int(self.number(name, bound))
 
     def flag(self, name: str) -> bool:
         return cast("bool", self._get(name))
@@ -234,15 +237,11 @@ def settings_from_parameters(values: Mapping[str, object], source: str) -> Playe
     silently ignored."""
     v = _Values(values, source)
     streams = tuple(v.choice("streams", STREAM_KINDS, kind) for kind in v.strings("streams"))
-    rate = v.number("rate")
-    if not 0.0 <= rate < float("inf"):
-        raise v.fail("rate", "a factor >= 0 (0: as fast as possible)", rate)
-    start_offset = v.number("start_offset")
-    if not 0.0 <= start_offset < float("inf"):
-        raise v.fail("start_offset", "seconds >= 0", start_offset)
+    rate = v.number("rate", bounds.PLAYBACK_RATE)
+    start_offset = v.number("start_offset", bounds.START_OFFSET_S)
     qos = {
         kind: QosSettings(
-            v.integer(f"qos.{kind}.depth", 1),
+            v.integer(f"qos.{kind}.depth", bounds.QOS_DEPTH),
             v.choice(f"qos.{kind}.reliability", RELIABILITIES),
             v.choice(f"qos.{kind}.durability", DURABILITIES),
         )
@@ -262,7 +261,7 @@ def settings_from_parameters(values: Mapping[str, object], source: str) -> Playe
         start_offset=start_offset,
         stamps=v.choice("stamps", STAMP_MODES),
         publish_clock=v.flag("publish_clock"),
-        lookahead_frames=v.integer("lookahead_frames", 1),
+        lookahead_frames=v.integer("lookahead_frames", bounds.LOOKAHEAD_FRAMES),
         start_paused=v.flag("start_paused"),
         messages=messages,
     )

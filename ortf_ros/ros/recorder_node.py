@@ -140,7 +140,7 @@ class RecorderNode(Node):
             resolve=self.resolve_topic_name,
         )
         self._serve()
-        self.log.info(f"recording into {p.output}; mapping:\n  " + "\n  ".join(describe_mapping(self.mapping)))
+        self.log.info(f"recording into {p.output}; mapping:\n  " + "\n  ".join(describe_mapping(self.mapping, None)))
 
     def _published(self, topic: str) -> bool:
         return self.count_publishers(topic) > 0

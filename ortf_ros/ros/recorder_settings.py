@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ortf_ros import bounds
+from ortf_ros.bounds import Bound
 from ortf_ros.errors import ConversionError
 from ortf_ros.pipeline.config import (
     ConversionConfig,
@@ -79,11 +81,11 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
     def text(name: str) -> str:
         return str(values[name]).strip()
 
-    def positive(name: str) -> float:
-        value = values[name]
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-            raise SettingsError(f"parameter {name}: expected a positive number, got {value!r}")
-        return float(value)
+    def number(name: str, bound: Bound) -> float:
+        problem = bound.problem(values[name])
+        if problem is not None:
+            raise SettingsError(f"parameter {name}: {problem}")
+        return float(values[name])  # type: ignore[arg-type]
 
     if not text("output"):
         raise SettingsError("parameter output: required: the dataset directory to record into")
@@ -96,14 +98,14 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
         mapping_file=Path(text("mapping")).expanduser() if text("mapping") else None,
         task=text("task") or None,
         urdf_file=Path(text("urdf")).expanduser() if text("urdf") else None,
-        warmup_s=positive("warmup_s"),
-        discovery_s=positive("discovery_s"),
-        step_rate_hz=positive("step_rate_hz"),
+        warmup_s=number("warmup_s", bounds.WARMUP_S),
+        discovery_s=number("discovery_s", bounds.WARMUP_S),
+        step_rate_hz=number("step_rate_hz", bounds.STEP_RATE_HZ),
         commit_on_shutdown=text("on_shutdown") == "commit",
-        flush_every_ms=positive("flush_every_ms"),
-        queue_messages=int(positive("queue_messages")),
-        queue_frames=int(positive("queue_frames")),
-        status_period_s=positive("status_period_s"),
+        flush_every_ms=number("flush_every_ms", bounds.FLUSH_EVERY_MS),
+        queue_messages=int(number("queue_messages", bounds.QUEUE_MESSAGES)),
+        queue_frames=int(number("queue_frames", bounds.QUEUE_FRAMES)),
+        status_period_s=number("status_period_s", bounds.STATUS_PERIOD_S),
         failure_reason=text("failure_reason") or None,
         operator_notes=text("operator_notes") or None,
     )

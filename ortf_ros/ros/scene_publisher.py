@@ -48,8 +48,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
-import json
-import os
 import queue
 import signal
 import sys
@@ -69,6 +67,7 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import remove_ros_args, try_shutdown
 
+from ortf_ros.io import atomic
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.synthetic_bag import (
     CAMERA_FRAMES,
@@ -493,12 +492,6 @@ class ScenePublisher(Node):
         )
 
 
-def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    temporary.write_text(json.dumps(content, indent=2) + "\n")
-    os.replace(temporary, path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -524,7 +517,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not node.wait_for_delivery():
             node.log.warning(f"not every subscriber acknowledged every message within {DELIVERY_TIMEOUT_S:g} s")
         if options.report is not None:
-            write_json_atomically(options.report, node.report())
+            atomic.write_json(options.report, node.report())
         print(node.summary_line(), flush=True)
     finally:
         node.destroy_node()  # type: ignore[no-untyped-call]

@@ -143,7 +143,7 @@ def _check_step_columns(
             found.append(finding("steps.stream_index", file, message, episode=episode_id, field=column))
     for (episode_id, column), (steps, worst) in late.items():
         message = (
-            f"{steps} step(s) used a {alignment_columns[column]!r} sample further than the "
+            f"{steps} step(s) used a sample of {alignment_columns[column]!r} further than the "
             f"{tolerance:g} ms sync tolerance (worst {worst:.1f} ms)"
         )
         found.append(finding("alignment.tolerance", file, message, episode=episode_id, field=column))

@@ -565,6 +565,17 @@ def _sniff(path: Path) -> bytes:
         return f.read(16)
 
 
+def _not_a_recording(path: Path, head: bytes) -> str:
+    """Why a file is no recording, in the words of what its name promised and what it holds
+    (a text file named ``.mcap`` is not "an unknown format", it is not MCAP)."""
+    promised = {".mcap": "MCAP", ".db3": "SQLite 3", ".bag": "ROS 1 bag", ".zstd": "zstd"}.get(path.suffix.lower())
+    holds = "text" if all(32 <= byte < 127 or byte in b"\t\n\r" for byte in head) else "data of another format"
+    if promised:
+        article = "an" if promised[0] in "AEIOUMS" else "a"
+        return f"not {article} {promised} file (it holds {holds}, without the {promised} signature at its start)"
+    return f"not a recording (it holds {holds}); expected a rosbag2 directory, an .mcap, .db3 or ROS 1 .bag file"
+
+
 class BagSource:
     """One recording as a stream of ``RawMessage`` in receive-time order.
 
@@ -663,7 +674,7 @@ class BagSource:
                 path = link
             self._add(_Rosbag2File(name, path, kind, compression, self._next_key()))
         else:
-            raise _fail(name, "unknown format: expected a rosbag2 directory, an .mcap, .db3 or ROS 1 .bag file")
+            raise _fail(name, _not_a_recording(path, head))
 
     @staticmethod
     def _check_mcap_footer(path: Path, name: str) -> None:

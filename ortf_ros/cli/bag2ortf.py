@@ -22,18 +22,23 @@ from multiprocessing.process import BaseProcess
 from pathlib import Path
 from typing import Any
 
-from ortf_ros.cli_support import EXIT_FAILED, EXIT_OK, EXIT_USAGE, progress_bar, run_guarded
+from ortf_ros import bounds
+from ortf_ros.cli import arguments
+from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
+from ortf_ros.cli.outputs import removed_on_failure, write_text
+from ortf_ros.cli.progress import progress_bar
 from ortf_ros.cpus import usable_cpus
-from ortf_ros.errors import ConversionError, WriterError, describe
+from ortf_ros.errors import ConversionError, UsageError, WriterError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.pipeline.config import (
     ConversionConfig,
+    StepClock,
     auto_config,
     describe_mapping,
+    dump_config,
     load_config,
-    write_config,
 )
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.sources.bag import BagSource
@@ -45,7 +50,10 @@ SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the
 
 
 def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
-    config = load_config(args.config) if args.config else auto_config(source.topics(), step_rate_hz=args.rate)
+    """The mapping file's (or the one detected from ``source``), with the flags over it."""
+    config = load_config(args.config) if args.config else auto_config(source.topics())
+    if args.rate is not None:
+        config = replace(config, step=StepClock(rate_hz=args.rate))
     labels = config.labels
     labels = replace(
         labels,
@@ -66,15 +74,20 @@ def _list(args: argparse.Namespace) -> int:
                 span = f"{topic.duration_ns / 1e9:.3f} s"
                 print(f"  {topic.topic:<40} {topic.msgtype:<36} {topic.count:>8}  {rate:>10}  {span}")
             print("mapping:")
-            for line in describe_mapping(_config_for(args, source)):
+            rates = {t.topic: t.rate_hz or 0.0 for t in source.topics()}
+            for line in describe_mapping(_config_for(args, source), rates):
                 print(f"  {line}")
     return EXIT_OK
 
 
 def _write_config(args: argparse.Namespace) -> int:
+    """The mapping as YAML, to a file or (``-``) to standard output."""
+    target = arguments.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
     with BagSource([Path(args.inputs[0])]) as source:
-        write_config(_config_for(args, source), Path(args.write_config))
-    print(f"wrote {args.write_config}: edit it, then pass it with --config")
+        text = dump_config(_config_for(args, source))
+    write_text(target, text)
+    if target is not None and target.is_file():
+        print(f"wrote {target}: edit it, then pass it with --config")
     return EXIT_OK
 
 
@@ -104,6 +117,7 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
             }
             for t in topics
         },
+        "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
         "warnings": list(result.warnings),
@@ -125,7 +139,7 @@ class _Job:
 def _job(args: argparse.Namespace, source: BagSource, output: Path) -> _Job:
     config = _config_for(args, source)
     writer_config = converter_writer_config(config.writer, args.config or "mapping")
-    urdf = Path(args.urdf).read_text() if args.urdf else None
+    urdf = _read_urdf(Path(args.urdf)) if args.urdf else None
     return _Job(source.paths[0], output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
 
 
@@ -144,8 +158,28 @@ def _run(
     )
 
 
+def _read_urdf(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConversionError(f"{path}: not UTF-8 text; expected a URDF (XML) file") from None
+
+
+def _has_episodes(dataset: Path) -> bool:
+    """Whether ``dataset`` holds a committed episode (kept when a later recording fails)."""
+    try:
+        return len(load_dataset(dataset).episodes) > 0
+    except Exception:  # anything unreadable holds nothing worth keeping
+        return False
+
+
 def _convert(args: argparse.Namespace) -> int:
-    output = Path(args.output)
+    output = arguments.output_dir(args.output, "the dataset", existing="an ORTF dataset directory")
+    with removed_on_failure(output, finished=_has_episodes):
+        return _convert_into(args, output)
+
+
+def _convert_into(args: argparse.Namespace, output: Path) -> int:
     remove_stale(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
     jobs = min(args.jobs or usable_cpus(), len(args.inputs))
     show_progress = sys.stderr.isatty() and not args.json
@@ -273,8 +307,10 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         if c["late"]:
             counts += f"  late {c['late']}"
         print(f"  {topic:<40} {counts}{extra}")
+    tolerance = summary["sync_tolerance"]
+    print(f"  sync tolerance {tolerance['ms']:g} ms ({tolerance['set_by']})")
     for stream, steps in summary["steps_outside_tolerance"].items():
-        print(f"  {steps} step(s) used a {stream} sample outside the sync tolerance")
+        print(f"  {steps} step(s) used a sample of {stream} outside the sync tolerance")
     for reason, steps in summary["steps_skipped"].items():
         print(f"  {steps} step(s) not written: {reason}")
     for warning in summary["warnings"]:
@@ -282,27 +318,33 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="ortf-bag2ortf", description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset."
     )
     parser.add_argument("inputs", nargs="+", metavar="INPUT", help="bag files or rosbag2 directories, one episode each")
     parser.add_argument("-o", "--output", help="the ORTF dataset (created, or appended to)")
     parser.add_argument("--config", help="topic mapping YAML (default: detected from the recording)")
     parser.add_argument("--urdf", help="robot URDF file (default: the recording's /robot_description)")
-    parser.add_argument("--rate", type=float, default=30.0, help="step rate in Hz for the detected mapping")
+    parser.add_argument(
+        "--rate",
+        type=arguments.bounded(bounds.STEP_RATE_HZ),
+        metavar="HZ",
+        help="step rate in Hz, over the mapping's (default: the mapping's; 30 for a detected one)",
+    )
     parser.add_argument("--list", action="store_true", help="print the topics and the mapping that would be used")
-    parser.add_argument("--write-config", metavar="FILE", help="save the mapping that would be used as YAML")
-    parser.add_argument("--task", help="task instruction of the episodes")
+    parser.add_argument(
+        "--write-config", metavar="FILE", help="save the mapping that would be used as YAML (- : standard output)"
+    )
+    parser.add_argument("--task", type=arguments.text, help="task instruction of the episodes")
     outcome = parser.add_mutually_exclusive_group()
     outcome.add_argument("--success", dest="success", action="store_true", default=None)
     outcome.add_argument("--failure", dest="success", action="store_false")
-    parser.add_argument("--failure-reason")
-    parser.add_argument("--notes", help="operator notes")
+    parser.add_argument("--failure-reason", type=arguments.text)
+    parser.add_argument("--notes", type=arguments.text, help="operator notes")
     parser.add_argument("--json", action="store_true", help="print the conversion summary as JSON")
     parser.add_argument(
         "--jobs",
-        type=int,
-        default=0,
+        type=arguments.bounded(bounds.JOBS),
         metavar="N",
         help="recordings converted in parallel (default: the CPUs this process can use, cgroup quota included)",
     )
@@ -312,18 +354,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_paths(args: argparse.Namespace) -> None:
+    """Every input path exists and is of the kind wanted, before anything is read or written."""
+    for word in args.inputs:
+        arguments.input_path(word, "a bag file or a rosbag2 directory")
+    if args.config:
+        arguments.input_file(args.config, "a topic mapping YAML file")
+    if args.urdf:
+        arguments.input_file(args.urdf, "a URDF file")
+    for word in args.mesh_path:
+        arguments.input_dir(word, "a directory of package:// meshes")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    return run_guarded("ortf-bag2ortf", lambda: _main(build_parser().parse_args(argv)))
+
+
+def _main(args: argparse.Namespace) -> int:
     if not (args.list or args.write_config or args.output):
-        parser.print_usage(sys.stderr)
-        print("ortf-bag2ortf: error: -o/--output is required to convert", file=sys.stderr)
-        return EXIT_USAGE
+        raise UsageError("-o/--output is required to convert (or --list, --write-config)")
+    _check_paths(args)
     if args.list:
-        return run_guarded("ortf-bag2ortf", lambda: _list(args))
+        return _list(args)
     if args.write_config:
-        return run_guarded("ortf-bag2ortf", lambda: _write_config(args))
-    return run_guarded("ortf-bag2ortf", lambda: _convert(args))
+        return _write_config(args)
+    return _convert(args)
 
 
 if __name__ == "__main__":

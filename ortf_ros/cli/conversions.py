@@ -1,0 +1,200 @@
+"""``ortf export FORMAT`` and ``ortf import FORMAT``: one subcommand per format.
+
+Every source is checked to be a directory and every output to be a new (or empty)
+directory, or for MCAP a new or regular file, before anything is read; the formats'
+own modules (``ortf_ros.convert``, ``ortf_ros.playback.export``) build the output
+beside its target and rename it into place when it is whole.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import replace
+
+from ortf_ros.cli import arguments
+from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
+from ortf_ros.cli.outputs import write_text
+from ortf_ros.cli.progress import progress_bar
+from ortf_ros.pipeline.config import dump_config
+from ortf_ros.playback.export import export_mcap
+from ortf_ros.playback.replay import replay_mapping
+from ortf_ros.playback.settings import IMAGE_FORMATS, default_settings, read_parameter_file, settings_from_parameters
+
+DATASET = "an ORTF dataset directory"
+
+
+def _cmd_export_mcap(args: argparse.Namespace) -> int:
+    arguments.input_dir(args.dataset, DATASET)
+    out = arguments.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False)
+    mapping_out = None
+    if args.write_config:
+        mapping_out = arguments.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
+    settings = default_settings()
+    if args.config:
+        arguments.input_file(args.config, "a playback parameter YAML file")
+        settings = settings_from_parameters(read_parameter_file(args.config), args.config)
+    messages = settings.messages
+    if args.image_format:
+        messages = replace(messages, image_format=args.image_format)
+
+    def warn(line: str) -> None:
+        print(f"ortf export mcap: warning: {line}", file=sys.stderr)
+
+    result = export_mcap(args.dataset, out or args.output, messages, episodes=args.episode, force=args.force, warn=warn)
+    # The mapping going to standard output, what is said goes to stderr.
+    report = sys.stderr if args.write_config and mapping_out is None else sys.stdout
+    total = sum(result.counts.values())
+    print(
+        f"{result.path}: {total} messages on {len(result.counts)} topics, {result.seconds:.3f} s, "
+        f"episode(s) {', '.join(result.episodes)}",
+        file=report,
+    )
+    for topic, count in sorted(result.counts.items()):
+        print(f"  {topic:<40} {count:>8}", file=report)
+    if args.write_config:
+        mapping = replay_mapping(result.manifest, messages, split_episodes=True)
+        write_text(mapping_out, dump_config(mapping))
+        if mapping_out is not None and mapping_out.is_file():
+            print(f"wrote {mapping_out}: ortf-bag2ortf {result.path} -o DATASET --config {mapping_out}")
+    return EXIT_OK
+
+
+def _cmd_export_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_export import to_lerobot
+
+    with progress_bar(sys.stderr.isatty(), "frames") as progress:
+        result = to_lerobot(args.dataset, args.output, args.flavor, progress=progress)
+    print(
+        f"{result.path}: {result.flavor} dataset, {result.episodes} episode(s), {result.frames} frames; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
+    return EXIT_OK
+
+
+def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.mixtrain_export import MIXTRAIN_VERSION, to_mixtrain
+
+    result = to_mixtrain(args.dataset, args.output)
+    print(
+        f"{result.path}: Mixtrain {MIXTRAIN_VERSION} dataset, {result.episodes} episode(s) as rows, "
+        f"{result.steps} steps, in {', '.join(result.data_files) or 'no data file'} + mixtrain.json"
+    )
+    return EXIT_OK
+
+
+def _cmd_export_rlds(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rlds_export import SPLIT, to_rlds
+
+    result = to_rlds(args.dataset, args.output)
+    print(
+        f"{result.path}: RLDS dataset {result.name!r} (TFDS, split {SPLIT!r}), {result.episodes} episode(s), "
+        f"{result.steps} steps; read it with tfds.builder_from_directory({str(result.path)!r})"
+    )
+    return EXIT_OK
+
+
+def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``ortf export FORMAT``: one subcommand per target format."""
+    export = sub.add_parser("export", help="write a dataset in another format")
+    formats = export.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    p = formats.add_parser(
+        "mcap",
+        help="the messages ortf_player publishes, as a ROS 2 MCAP file (Foxglove, ros2 bag play)",
+        description="Write the messages ortf_player would publish as one ROS 2 MCAP file; no ROS needed.",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT.mcap")
+    p.add_argument("--episode", action="append", default=[], metavar="ID", help="episode id or position (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace OUT.mcap if it exists")
+    p.add_argument("--image-format", choices=IMAGE_FORMATS, help="colour cameras as raw rgb8 or JPEG (default raw)")
+    p.add_argument("--config", metavar="PLAYBACK_YAML", help="topic names and streams, as config/playback.yaml")
+    p.add_argument(
+        "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
+    )
+    p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = _add_conversion(
+        formats,
+        "export lerobot",
+        _cmd_export_lerobot,
+        summary="a LeRobotDataset v3.0 that lerobot loads as is (--flavor gr00t: LeRobot v2.0 + meta/modality.json)",
+        description="Write the dataset as a LeRobotDataset v3.0, or GR00T's LeRobot v2.0 flavour, in a new directory.",
+    )
+    p.add_argument(
+        "--flavor",
+        choices=("lerobot", "gr00t"),
+        default="lerobot",
+        help="lerobot: LeRobotDataset v3.0 (default); gr00t: GR00T's LeRobot v2.0 flavour with meta/modality.json",
+    )
+    _add_conversion(
+        formats,
+        "export mixtrain",
+        _cmd_export_mixtrain,
+        summary="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
+        description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory.",
+    )
+    _add_conversion(
+        formats,
+        "export rlds",
+        _cmd_export_rlds,
+        summary="RLDS in TFDS's on-disk layout (needs pip install 'ortf_ros[rlds]')",
+        description="Write the dataset as an RLDS dataset that tfds.builder_from_directory reads, "
+        "in a new (or empty) directory; needs tensorflow-datasets (pip install 'ortf_ros[rlds]').",
+    )
+
+
+def _add_conversion(
+    formats: argparse._SubParsersAction[OneLineParser],
+    command: str,
+    run: Callable[[argparse.Namespace], int],
+    *,
+    summary: str,
+    description: str,
+    source: tuple[str, str, str] = ("dataset", "DATASET", DATASET),
+) -> OneLineParser:
+    """One ``ortf export|import FORMAT`` subcommand: a source directory (``source``: its
+    argument, metavar and what it must be), a new (or empty) output directory."""
+    p = formats.add_parser(command.split()[-1], help=summary, description=description)
+    name, metavar, expected = source
+    p.add_argument(name, metavar=metavar)
+    p.add_argument("output", metavar="OUT_DIR")
+
+    def checked(args: argparse.Namespace) -> int:
+        arguments.input_dir(getattr(args, name), expected)
+        arguments.output_dir(args.output, f"the {command.split()[-1]} output", existing=None)
+        return run(args)
+
+    p.set_defaults(run=checked, prog=f"ortf {command}")
+    return p
+
+
+def _cmd_import_lerobot(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.lerobot_import import from_lerobot
+
+    def warn(line: str) -> None:
+        print(f"ortf import lerobot: warning: {line}", file=sys.stderr)
+
+    with progress_bar(sys.stderr.isatty(), "steps") as progress:
+        result = from_lerobot(args.source, args.output, warn=warn, progress=progress)
+    cameras = ", ".join(result.cameras) or "none"
+    print(
+        f"{result.path}: {result.episodes} episode(s), {result.steps} steps, cameras: {cameras}; "
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+    )
+    return EXIT_OK
+
+
+def add_import(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    """``ortf import FORMAT``: one subcommand per source format."""
+    imports = sub.add_parser("import", help="make an ORTF dataset from another format")
+    formats = imports.add_subparsers(dest="format", required=True, metavar="FORMAT")
+    _add_conversion(
+        formats,
+        "import lerobot",
+        _cmd_import_lerobot,
+        summary="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
+        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT_DIR (which must not exist or be "
+        "empty).",
+        source=("source", "SRC", "a LeRobot dataset directory"),
+    )

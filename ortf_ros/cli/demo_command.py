@@ -1,0 +1,126 @@
+"""``ortf demo``: the main job on a built-in example.
+
+Generated teleop bags -> ``ortf-bag2ortf`` -> validate -> info; then (unless
+``--no-live``) the same scene published over loopback DDS and recorded live. Its
+numbers are checked before anything is written, and a demo that fails before its
+dataset is finished removes what it made. ``--force`` replaces only an earlier demo's
+output (or an empty directory): ``ortf demo ~ --force`` must never empty a home.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from ortf_ros import bounds
+from ortf_ros.cli import arguments
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser
+from ortf_ros.cli.outputs import removed_on_failure
+from ortf_ros.demo import demo_mapping, show_validated
+from ortf_ros.errors import UsageError
+from ortf_ros.pipeline.config import write_config
+from ortf_ros.synthetic_bag import check_size, write_teleop_bag
+
+MARKER = ".ortf-demo"
+"""The file that says a directory is a demo's output, which ``--force`` may replace."""
+
+
+def add_demo(sub: argparse._SubParsersAction[OneLineParser]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="convert generated teleop bags with ortf-bag2ortf, validate, show info; then record the same scene "
+        "live with ortf_recorder over loopback DDS (needs ROS 2)",
+    )
+    p.add_argument("output", nargs="?", default="demo-output")
+    count = arguments.bounded(bounds.DEMO_EPISODES)
+    p.add_argument("--episodes", type=count, default=2, help="recordings to generate and convert (1-100)")
+    seconds = arguments.bounded(bounds.DEMO_SECONDS)
+    p.add_argument("--seconds", type=seconds, default=3.0, help="length of each recording (0.5-3600)")
+    side = arguments.bounded(bounds.DEMO_SIDE)
+    p.add_argument("--width", type=side, default=320, help="camera image width (even)")
+    p.add_argument("--height", type=side, default=240, help="camera image height (even)")
+    p.add_argument("--force", action="store_true", help="replace OUTPUT if it is an earlier demo's output")
+    p.add_argument("--no-live", action="store_true", help="skip the live recording over DDS")
+    p.set_defaults(run=run_demo, prog="ortf demo")
+
+
+def _is_demo_output(path: Path) -> bool:
+    """Made by ``ortf demo`` (its marker, or the files an earlier version left), or empty."""
+    if not any(path.iterdir()):
+        return True
+    return (path / MARKER).is_file() or ((path / "mapping.yaml").is_file() and (path / "dataset").is_dir())
+
+
+def _prepare(args: argparse.Namespace) -> Path:
+    """The output directory, checked (with the image size) before anything is written."""
+    try:
+        check_size(args.width, args.height)
+    except ValueError as exc:
+        raise UsageError(f"--width/--height: {exc}") from None
+    out = Path(args.output)
+    if not (out.exists() or out.is_symlink()):
+        return arguments.output_dir(args.output, "the demo", existing=None)
+    if not args.force:
+        raise UsageError(f"{out}: exists; pass --force to replace it")
+    if out.is_symlink() or not out.is_dir():
+        raise UsageError(f"{out}: not a directory; --force replaces only an earlier demo's output")
+    if not _is_demo_output(out):
+        raise UsageError(f"{out}: not an ortf demo's output; --force replaces only those (give a new path)")
+    arguments.creatable(out, "the demo")
+    return out
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    out = _prepare(args)
+    if out.exists():
+        shutil.rmtree(out)
+    with removed_on_failure(out) as discard:
+        out.mkdir(parents=True)
+        (out / MARKER).write_text("made by `ortf demo`; `ortf demo --force` may replace this directory\n")
+        code = _offline(args, out)
+        if code != EXIT_OK:
+            discard()  # the conversion said why, in its one line
+            return code
+    return EXIT_OK if args.no_live else _live_demo(out)
+
+
+def _offline(args: argparse.Namespace, out: Path) -> int:
+    bags = [
+        write_teleop_bag(out / f"teleop_{n}", "mcap", duration_s=args.seconds, width=args.width, height=args.height)
+        for n in range(args.episodes)
+    ]
+    print(f"generated {len(bags)} teleop recording(s) of {args.seconds:g} s in {out} (MCAP: 2 cameras, depth,")
+    print("  joint states, commands, 1 kHz force-torque, TF, URDF)\n")
+    mapping_file = out / "mapping.yaml"
+    write_config(demo_mapping(bags[0].path), mapping_file)
+    dataset = out / "dataset"
+    writer_args = ["--config", str(mapping_file), "--task", "Pick up the peg", "--success"]
+    code = bag2ortf([str(b.path) for b in bags] + ["-o", str(dataset), *writer_args])
+    if code != EXIT_OK:
+        return code
+    return EXIT_OK if show_validated(dataset, print) else EXIT_FAILED
+
+
+def _live_demo(out: Path) -> int:
+    """``python -m ortf_ros.ros.live_demo OUT``: a child process, so that this ROS-free
+    command imports no ROS (without ROS 2 the child says so in one line and exits 0)."""
+    sys.stdout.flush()
+    child = subprocess.Popen([sys.executable, "-m", "ortf_ros.ros.live_demo", str(out)], env=dict(os.environ))
+    try:
+        return child.wait()
+    except BaseException:
+        # Interrupted: a Ctrl-C reached the child too, and it stops its own children and
+        # exits; if it does not, SIGTERM (which it takes as the same), then SIGKILL.
+        for stop in (None, child.terminate, child.kill):
+            if child.poll() is None:
+                if stop is not None:
+                    stop()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    child.wait(timeout=10)
+        raise

@@ -1,0 +1,96 @@
+"""``ortf``: inspect, validate, recover, export and demo ORTF datasets from the shell.
+
+Every subcommand returns an exit code through one error boundary (``boundary``): 0 ok,
+1 failed (or, for validate, invalid), 2 usage error (a bad flag, a path missing or of
+the wrong kind, an unknown episode), 130 interrupted; each error is one line on stderr,
+and only real bugs show a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from ortf_ros.cli import arguments
+from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
+from ortf_ros.cli.conversions import DATASET, add_export, add_import
+from ortf_ros.cli.demo_command import add_demo
+from ortf_ros.errors import UsageError
+from ortf_ros.info import dataset_info
+from ortf_ros.reader import load_dataset
+from ortf_ros.recover import recover
+from ortf_ros.validation import validate
+
+EXIT_INVALID = EXIT_FAILED  # validate: the dataset is not valid
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    root = arguments.input_dir(args.path, DATASET)
+    report = validate(root, strict=args.strict, episode=args.episode)
+    missing = next((f for f in report.findings if f.rule == "episode.not_found"), None)
+    if missing is not None:  # the dataset may well be valid: the command line named no episode of it
+        raise UsageError(f"{root}: {missing.message}; `ortf info {root}` lists its episodes")
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        for finding in report.findings:
+            print(finding.line())
+        print(report.summary())
+    return EXIT_OK if report.ok else EXIT_INVALID
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    info = dataset_info(load_dataset(arguments.input_dir(args.path, DATASET)))
+    if args.json:
+        print(json.dumps(info.to_dict(), indent=2))
+    else:
+        print("\n".join(info.lines()))
+    return EXIT_OK
+
+
+def _cmd_recover(args: argparse.Namespace) -> int:
+    root = arguments.input_dir(args.path, DATASET)
+    results = recover(root, discard=args.discard)
+    for result in results:
+        print(result.line())
+    if not results:
+        print(f"{root}: nothing to recover")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="ortf", description="Work with ORTF v0.2 robot training datasets.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("validate", help="check a dataset against the ORTF v0.2 spec and RLDS invariants")
+    p.add_argument("path")
+    p.add_argument("--strict", action="store_true", help="treat warnings (optional checks) as errors")
+    p.add_argument("--episode", metavar="ID", help="check only this episode (and the manifest)")
+    p.add_argument("--json", action="store_true", help="print findings as JSON")
+    p.set_defaults(run=_cmd_validate)
+
+    p = sub.add_parser("info", help="summarise a dataset: episodes, steps, cameras, tasks, success rate")
+    p.add_argument("path")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(run=_cmd_info)
+
+    p = sub.add_parser("recover", help="finish (or --discard) episodes a crashed writer left staged")
+    p.add_argument("path")
+    p.add_argument("--discard", action="store_true", help="drop unfinished recordings instead of keeping them")
+    p.set_defaults(run=_cmd_recover)
+
+    add_demo(sub)
+    add_export(sub)
+    add_import(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)  # its errors are one line and exit 2 (OneLineParser)
+    return run_guarded(getattr(args, "prog", f"ortf {args.command}"), lambda: int(args.run(args)))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
