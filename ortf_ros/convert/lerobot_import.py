@@ -1,4 +1,10 @@
-"""``ortf import lerobot``: a LeRobotDataset v3.0 into a new ORTF dataset.
+"""``ortf import lerobot``: a LeRobotDataset (v3.0, or v2.0 / v2.1 as GR00T reads it) into a new ORTF dataset.
+
+The versions differ only in their metadata (``lerobot_meta``): where the episode index
+and the tasks are, and which file and rows hold an episode (a range of a shared shard in
+v3.0, a file of its own in v2.x). Everything after that, here and in the modules it
+uses (``lerobot_spaces``, ``lerobot_manifest``, ``lerobot_origin``, ``lerobot_frames``),
+is one code path, so both versions get the same state split, cameras and video reuse.
 
 Every LeRobot episode becomes one ORTF episode written through ``DatasetWriter``, so
 the result has the writer's staging, statistics and checks; the dataset is built in
@@ -6,14 +12,14 @@ a scratch directory beside the destination and renamed onto it only when complet
 (``output_dir.staged_directory``), so a bad input leaves the destination untouched.
 
 A video camera's frames are copied without re-encoding when the episode's range of
-its shard is cut at keyframes and stored as the writer stores the camera (H.264 in
-the writer's pixel format: what ``ortf export lerobot`` writes when it reuses ORTF's
-files), so such frames come back bit-exact; any other range (AV1, another pixel
-format, a cut inside a group of pictures) is decoded and re-encoded. Depth that
-``ortf export lerobot`` kept beside LeRobot's files is copied back the same way
-(``lerobot_origin``).
+its shard (in v2.x its whole file) is cut at keyframes and stored as the writer stores
+the camera (H.264 in the writer's pixel format: what ``ortf export lerobot`` writes
+when it reuses ORTF's files), so such frames come back bit-exact; any other range (AV1,
+another pixel format, a cut inside a group of pictures) is decoded and re-encoded.
+Depth that ``ortf export lerobot`` kept beside LeRobot's files is copied back the same
+way (``lerobot_origin``).
 
-Rows are streamed from the data shards one Parquet batch at a time and frames decoded
+Rows are streamed from the data files one Parquet batch at a time and frames decoded
 as they are needed, so memory does not grow with episode length. Step times are
 ORTF's real capture times when the dataset came from ``ortf export lerobot``
 (``REAL_TIME_COLUMN``), else LeRobot's ``timestamp``; video frames are always found
@@ -72,7 +78,7 @@ def from_lerobot(
     warn: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ImportResult:
-    """Import the LeRobot v3.0 dataset at ``src`` as a new ORTF dataset at ``dst``."""
+    """Import the LeRobot dataset (v3.0, v2.1 or v2.0) at ``src`` as a new ORTF dataset at ``dst``."""
     meta = read_meta(Path(src))
     spaces = split_spaces(meta)
     manifest = lerobot_manifest(meta, spaces)
@@ -183,7 +189,7 @@ class _EpisodeImporter:
                 self.progress(self.done, self.total)
         if steps != episode.length:
             raise ConversionError(
-                f"{episode.data_path}: episode {episode.index}: {steps} rows, but meta/episodes says {episode.length}"
+                f"{episode.data_path}: episode {episode.index}: {steps} rows, but its metadata says {episode.length}"
             )
         self.episode_open = False  # committed or, if the commit fails, left to the scratch directory's removal
         self.writer.end_episode(success, episode.failure_reason, episode.operator_notes, terminal=done)
@@ -194,7 +200,7 @@ class _EpisodeImporter:
         task = self.meta.tasks.get(task_index) if task_index is not None else None
         task = task or (episode.tasks[0] if episode.tasks else None)
         if task is None:
-            raise ConversionError(f"{where}: task_index {task_index} is not in meta/tasks.parquet")
+            raise ConversionError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
         if len(episode.tasks) > 1:
             self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
@@ -233,8 +239,11 @@ class _EpisodeImporter:
             raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
-        """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""
-        wanted = (pc.field("index") >= episode.first_row) & (pc.field("index") < episode.first_row + episode.length)
+        """The episode's rows of its data shard, by LeRobot's dataset-wide ``index`` (v3.0),
+        or all of its own file's (v2.x: LeRobot's v2 loader takes the file as the episode;
+        ``index`` need not run on from the previous file's)."""
+        first = episode.first_row
+        wanted = None if first is None else (pc.field("index") >= first) & (pc.field("index") < first + episode.length)
         try:
             dataset = pads.dataset(episode.data_path, format="parquet")
             batches = dataset.to_batches(filter=wanted, batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
