@@ -354,6 +354,26 @@ def test_a_v21_dataset_is_read_through_its_path_templates(
             assert drawn == [(f, number) for f in range(LENGTHS[number])], camera
 
 
+def test_an_episode_keeps_its_first_rows_task_and_warns_only_if_its_rows_name_another(
+    v21: Path, tmp_path: Path
+) -> None:
+    """Annotation strings GR00T lists among an episode's tasks ("valid") are no second task;
+    a row naming another task_index is, and is warned about."""
+    episodes = v21 / "meta/episodes.jsonl"
+    lines = [json.loads(line) for line in episodes.read_text().splitlines()]
+    lines[0]["tasks"].append("valid")
+    episodes.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    data = v21 / V21_DATA.format(episode_chunk=0, episode_index=1)
+    rows = pq.read_table(data)
+    first = rows.column("task_index")[0].as_py()
+    named = pa.array([first] * (LENGTHS[1] - 1) + [1 - first], pa.int64())
+    pq.write_table(rows.set_column(rows.schema.get_field_index("task_index"), "task_index", named), data)
+    warnings: list[str] = []
+    from_lerobot(v21, tmp_path / "ortf", warn=warnings.append)
+    assert warnings == [f"episode 1 has 2 tasks; ORTF keeps one: {source_tasks(REFERENCE)[1]!r}"]
+    assert [e.task.instruction for e in load_dataset(tmp_path / "ortf")] == source_tasks(REFERENCE)
+
+
 def test_bad_v2_metadata_is_one_line(v21: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A template the v2.x fields cannot fill, a bad or missing episodes.jsonl, a missing
     episode file (found before any episode is imported): one line naming the file and

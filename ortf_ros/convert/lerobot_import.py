@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from ortf_ros.convert.gr00t_export import VALIDITY, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still, episode_segment, shard_frame
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
 from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
@@ -58,6 +59,9 @@ Progress = Callable[[int, int], None]  # (steps written, steps in the dataset)
 # Per-frame flags some LeRobot datasets carry; their last values are the episode's.
 SUCCESS_FEATURE = "next.success"
 DONE_FEATURE = "next.done"
+# GR00T's validity annotation (a task index per row) back to the success the GR00T
+# export wrote it from: "valid" / "invalid" / "unknown".
+VALIDITY_OUTCOMES = {text: outcome for outcome, text in VALIDITY.items()}
 
 
 @dataclass(frozen=True)
@@ -143,13 +147,17 @@ class _EpisodeImporter:
             raise
 
     def _write(self, episode: EpisodeMeta) -> int:
-        steps = 0
+        steps, task = 0, ""
         success, done = episode.success, None
+        task_indices: set[int] = set()
         for batch in self._rows(episode):
             where = f"{episode.data_path}: episode {episode.index}"
+            names = batch.schema.names
             if steps == 0:
-                self._begin(episode, batch, where)
-            times = _column(batch, REAL_TIME_COLUMN if REAL_TIME_COLUMN in batch.schema.names else "timestamp", where)
+                task = self._begin(episode, batch, where)
+            if "task_index" in names:
+                task_indices.update(i for i in pc.unique(batch.column("task_index")).to_pylist() if i is not None)
+            times = _column(batch, REAL_TIME_COLUMN if REAL_TIME_COLUMN in names else "timestamp", where)
             lerobot_times = _column(batch, "timestamp", where)
             state = {p.name: _matrix(batch, p, where) for p in self.spaces.state_parts}
             action = _matrix(batch, Part(ACTION, 0, self.spaces.action.dim, ACTION), where)
@@ -179,9 +187,11 @@ class _EpisodeImporter:
                     samples=samples,
                     frames=copied,
                 )
-            if SUCCESS_FEATURE in batch.schema.names and episode.success is None:
+            if episode.success is None and SUCCESS_FEATURE in names:
                 success = bool(batch.column(SUCCESS_FEATURE)[-1].as_py())
-            if DONE_FEATURE in batch.schema.names:
+            elif episode.success is None and VALIDITY_ANNOTATION in names:
+                success = VALIDITY_OUTCOMES.get(self.meta.tasks.get(batch.column(VALIDITY_ANNOTATION)[-1].as_py(), ""))
+            if DONE_FEATURE in names:
                 done = bool(batch.column(DONE_FEATURE)[-1].as_py())
             steps += batch.num_rows
             self.done += batch.num_rows
@@ -191,23 +201,28 @@ class _EpisodeImporter:
             raise ConversionError(
                 f"{episode.data_path}: episode {episode.index}: {steps} rows, but its metadata says {episode.length}"
             )
+        # The tasks its rows name: GR00T's episodes.jsonl also lists the episode's annotation
+        # strings ("valid"), which are no second task.
+        tasks = len(task_indices) if task_indices else len(episode.tasks)
+        if tasks > 1:
+            self.warn(f"episode {episode.index} has {tasks} tasks; ORTF keeps one: {task!r}")
         self.episode_open = False  # committed or, if the commit fails, left to the scratch directory's removal
         self.writer.end_episode(success, episode.failure_reason, episode.operator_notes, terminal=done)
         return steps
 
-    def _begin(self, episode: EpisodeMeta, batch: pa.RecordBatch, where: str) -> None:
+    def _begin(self, episode: EpisodeMeta, batch: pa.RecordBatch, where: str) -> str:
+        """Open the episode under the task of its first row; returns that task."""
         task_index = batch.column("task_index")[0].as_py() if "task_index" in batch.schema.names else None
         task = self.meta.tasks.get(task_index) if task_index is not None else None
         task = task or (episode.tasks[0] if episode.tasks else None)
         if task is None:
             raise ConversionError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
-        if len(episode.tasks) > 1:
-            self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
         self._copy_videos(episode)
         for camera, files in self.depth.items():
             self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))
+        return task
 
     def _copy_videos(self, episode: EpisodeMeta) -> None:
         """Copy each video camera's range of its shard that the writer takes as it is; the
