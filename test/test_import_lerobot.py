@@ -1,7 +1,8 @@
 """``ortf import lerobot`` on a dataset LeRobot itself wrote, compared value by value with
 the formulas it was written from (test/resources/lerobot-v3-reference/PROVENANCE.md),
 and on hand-made variants: image-typed and H.264 cameras, variable-length list
-columns, GR00T's modality.json, and bad input."""
+columns, GR00T's modality.json, the same episodes in the LeRobot v2.1 layout (a file
+per episode), and bad input."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from pathlib import Path
 import av
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from av.video.frame import PictureType
@@ -127,11 +129,18 @@ def _png(image: np.ndarray) -> bytes:
     return b"".join(bytes(p) for p in [*context.encode(frame), *context.encode(None)])
 
 
-def _h264(frames: Iterator[np.ndarray], path: Path, width: int, height: int, keyframes: Container[int]) -> None:
+def _h264(
+    frames: Iterator[np.ndarray],
+    path: Path,
+    width: int,
+    height: int,
+    keyframes: Container[int],
+    pix_fmt: str = "yuv420p",
+) -> None:
     """Frames as H.264 with B-frames, keyframes (IDR) at ``keyframes`` and nowhere else."""
     with av.open(str(path), "w") as container:
         stream = container.add_stream("libx264", rate=FPS)
-        stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+        stream.width, stream.height, stream.pix_fmt = width, height, pix_fmt
         stream.options = {"crf": "18", "x264-params": "keyint=1000:min-keyint=1000:scenecut=0:bframes=2"}
         for index, image in enumerate(frames):
             frame = av.VideoFrame.from_ndarray(image, format="rgb24")
@@ -237,12 +246,11 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     assert "nothing: no such file or directory" in one_line_error(
         capsys, "import lerobot", tmp_path / "nothing", out, code=2
     )
-    v21 = tmp_path / "v21"
-    (v21 / "meta").mkdir(parents=True)
-    (v21 / "meta/info.json").write_text(json.dumps({"codebase_version": "v2.1", "fps": 30, "features": {}}))
-    (v21 / "meta/episodes.jsonl").write_text('{"episode_index": 0, "tasks": ["t"], "length": 3}\n')
-    error = one_line_error(capsys, "import lerobot", v21, out)
-    assert "v21/meta/info.json: codebase_version: expected 'v3.0', got 'v2.1'" in error
+    v16 = tmp_path / "v16"
+    (v16 / "meta").mkdir(parents=True)
+    (v16 / "meta/info.json").write_text(json.dumps({"codebase_version": "v1.6", "fps": 30, "features": {}}))
+    error = one_line_error(capsys, "import lerobot", v16, out)
+    assert "v16/meta/info.json: codebase_version: expected one of v2.0, v2.1, v3.0, got 'v1.6'" in error
     unknown = tmp_path / "unknown"
     shutil.copytree(REFERENCE, unknown)
     info_path = unknown / "meta/info.json"
@@ -263,6 +271,135 @@ def test_bad_input_is_one_line_and_the_destination_is_untouched(
     assert "is an ORTF dataset, not a LeRobot one" in one_line_error(
         capsys, "import lerobot", ortf_dataset, tmp_path / "again"
     )
+
+
+V21_DATA = "data/c{episode_chunk:02d}/ep-{episode_index:03d}.parquet"
+V21_VIDEO = "media/{video_key}/c{episode_chunk:02d}/ep-{episode_index:03d}.mp4"
+
+
+@pytest.fixture
+def v21(tmp_path: Path) -> Path:
+    """The reference in LeRobot's v2.1 layout: meta/episodes.jsonl, tasks.jsonl and
+    episodes_stats.jsonl, a data file and a video per camera for each episode, two episodes
+    per chunk (episode 2 is in chunk 1), under path templates of its own (not LeRobot's
+    defaults, so the import must follow info.json's). The front camera is H.264 yuv420p
+    (the writer's format: copied), the wrist camera yuv444p (decoded and re-encoded)."""
+    root = tmp_path / "v21"
+    info = json.loads((REFERENCE / "meta/info.json").read_text())
+    for key in ("data_files_size_in_mb", "video_files_size_in_mb"):
+        del info[key]
+    info.update(codebase_version="v2.1", chunks_size=2, data_path=V21_DATA, video_path=V21_VIDEO)
+    pix_fmts = {"front": "yuv420p", "wrist": "yuv444p"}
+    for camera, pix_fmt in pix_fmts.items():
+        info["features"][f"observation.images.{camera}"]["info"].update(
+            {"video.codec": "h264", "video.pix_fmt": pix_fmt}
+        )
+    rows = pq.read_table(REFERENCE / "data/chunk-000/file-000.parquet")
+    tasks = pq.read_table(REFERENCE / "meta/tasks.parquet").to_pylist()
+    frames = {camera: _reference_frames(camera) for camera in CAMERAS}
+    episodes, stats = [], []
+    for number, length in enumerate(LENGTHS):
+        fields = {"episode_chunk": number // 2, "episode_index": number}
+        data = root / V21_DATA.format(**fields)
+        data.parent.mkdir(parents=True, exist_ok=True)
+        episode_rows = rows.filter(pc.equal(rows.column("episode_index"), number))
+        pq.write_table(episode_rows, data)
+        for camera, (width, height) in CAMERAS.items():
+            video = root / V21_VIDEO.format(video_key=f"observation.images.{camera}", **fields)
+            video.parent.mkdir(parents=True, exist_ok=True)
+            _h264(itertools.islice(frames[camera], length), video, width, height, (0,), pix_fmts[camera])
+        used = sorted(set(episode_rows.column("task_index").to_pylist()))
+        episodes.append(
+            {"episode_index": number, "tasks": [tasks[i]["__index_level_0__"] for i in used], "length": length}
+        )
+        state = np.asarray(episode_rows.column("observation.state").to_pylist())
+        stats.append({"episode_index": number, "stats": {"observation.state": {"min": state.min(0).tolist()}}})
+    (root / "meta").mkdir()
+    (root / "meta/info.json").write_text(json.dumps(info))
+    for name, lines in (
+        ("episodes", episodes),
+        ("tasks", [{"task_index": t["task_index"], "task": t["__index_level_0__"]} for t in tasks]),
+        ("episodes_stats", stats),
+    ):
+        (root / f"meta/{name}.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return root
+
+
+def test_a_v21_dataset_is_read_through_its_path_templates(
+    v21: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Same steps, tasks, reward and frames as the v3.0 reference, rows streamed a batch at
+    a time, and the yuv420p camera's episode files copied as they are."""
+    out = tmp_path / "ortf"
+    monkeypatch.setattr(lerobot_import, "BATCH_ROWS", 5)
+    reported: list[int] = []
+    result = from_lerobot(v21, out, progress=lambda done, _: reported.append(done))
+    assert all(0 < b - a <= 5 for a, b in itertools.pairwise([0, *reported])) and reported[-1] == sum(LENGTHS)
+    assert (result.episodes, result.steps, result.videos_reused, result.videos_reencoded) == (3, 70, 3, 3)
+    assert validate(out, strict=True).ok
+    dataset = load_dataset(out)
+    assert dataset.manifest.collection["source_format"] == "lerobot v2.1"
+    assert [e.task.instruction for e in dataset] == source_tasks(REFERENCE)
+    for number, episode in enumerate(dataset):
+        expected = reference_state(number, LENGTHS[number])
+        np.testing.assert_array_equal(episode.array("observation.state.state"), expected)
+        np.testing.assert_array_equal(episode.array("action"), expected + np.float32(1000))
+        reward = episode.stream("lerobot_extras", ["next_reward"]).column("next_reward").to_pylist()
+        assert reward == [[0.0]] * (LENGTHS[number] - 1) + [[1.0]]
+        front = V21_VIDEO.format(video_key="observation.images.front", episode_chunk=number // 2, episode_index=number)
+        assert probe(episode.video_path("front")).frames == LENGTHS[number]
+        with VideoReader(v21 / front, "rgb") as reader:
+            for step, image in enumerate(episode.step_frames("front")):
+                assert np.array_equal(image, reader.read(step)), step  # copied: bit-exact
+        for camera in CAMERAS:
+            drawn = [drawn_numbers(image)[:2] for image in episode.step_frames(camera)]
+            assert drawn == [(f, number) for f in range(LENGTHS[number])], camera
+
+
+def test_an_episode_keeps_its_first_rows_task_and_warns_only_if_its_rows_name_another(
+    v21: Path, tmp_path: Path
+) -> None:
+    """Annotation strings GR00T lists among an episode's tasks ("valid") are no second task;
+    a row naming another task_index is, and is warned about."""
+    episodes = v21 / "meta/episodes.jsonl"
+    lines = [json.loads(line) for line in episodes.read_text().splitlines()]
+    lines[0]["tasks"].append("valid")
+    episodes.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    data = v21 / V21_DATA.format(episode_chunk=0, episode_index=1)
+    rows = pq.read_table(data)
+    first = rows.column("task_index")[0].as_py()
+    named = pa.array([first] * (LENGTHS[1] - 1) + [1 - first], pa.int64())
+    pq.write_table(rows.set_column(rows.schema.get_field_index("task_index"), "task_index", named), data)
+    warnings: list[str] = []
+    from_lerobot(v21, tmp_path / "ortf", warn=warnings.append)
+    assert warnings == [f"episode 1 has 2 tasks; ORTF keeps one: {source_tasks(REFERENCE)[1]!r}"]
+    assert [e.task.instruction for e in load_dataset(tmp_path / "ortf")] == source_tasks(REFERENCE)
+
+
+def test_bad_v2_metadata_is_one_line(v21: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A template the v2.x fields cannot fill, a bad or missing episodes.jsonl, a missing
+    episode file (found before any episode is imported): one line naming the file and
+    what is wrong; nothing written."""
+    out = tmp_path / "out"
+    info_path, episodes_path = v21 / "meta/info.json", v21 / "meta/episodes.jsonl"
+    info, episodes = info_path.read_text(), episodes_path.read_text()
+    info_path.write_text(info.replace("{episode_chunk:02d}/ep-", "{chunk_index:03d}/ep-", 1))
+    error = one_line_error(capsys, "import lerobot", v21, out)
+    assert "v21/meta/info.json: data_path: cannot fill 'data/c{chunk_index:03d}/ep-" in error and "chunk_index" in error
+    info_path.write_text(info)
+    episodes_path.write_text(episodes.replace('"length": 9', '"length": "9"'))
+    assert "v21/meta/episodes.jsonl:2: length: expected a positive integer, got '9'" in one_line_error(
+        capsys, "import lerobot", v21, out
+    )
+    episodes_path.unlink()
+    assert "v21/meta/episodes.jsonl: missing (LeRobot v2.x metadata)" in one_line_error(
+        capsys, "import lerobot", v21, out
+    )
+    episodes_path.write_text(episodes)
+    (v21 / V21_DATA.format(episode_chunk=1, episode_index=2)).unlink()
+    error = one_line_error(capsys, "import lerobot", v21, out)
+    assert "v21/data/c01/ep-002.parquet: missing (episode 2, by " in error and "info.json's data_path)" in error
+    assert not out.exists() and not list(tmp_path.glob(".out.*"))
 
 
 def test_an_ortf_export_gets_its_manifest_urdf_and_depth_back(tmp_path: Path) -> None:

@@ -193,8 +193,10 @@ def add_import(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         formats,
         "import lerobot",
         _cmd_import_lerobot,
-        summary="a LeRobotDataset v3.0 (video or image cameras, GR00T's modality.json) as a new ORTF dataset",
-        description="Import a LeRobotDataset v3.0 into a new ORTF dataset at OUT_DIR (which must not exist or be "
+        summary="a LeRobotDataset v3.0 or v2.0/v2.1 (GR00T's flavour; video or image cameras, modality.json) as a "
+        "new ORTF dataset",
+        description="Import a LeRobotDataset (v3.0, or v2.0/v2.1 as GR00T writes it) into a new ORTF dataset at "
+        "OUT_DIR (which must not exist or be "
         "empty).",
         source=("source", "SRC", "a LeRobot dataset directory"),
     )

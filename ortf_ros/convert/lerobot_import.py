@@ -1,4 +1,10 @@
-"""``ortf import lerobot``: a LeRobotDataset v3.0 into a new ORTF dataset.
+"""``ortf import lerobot``: a LeRobotDataset (v3.0, or v2.0 / v2.1 as GR00T reads it) into a new ORTF dataset.
+
+The versions differ only in their metadata (``lerobot_meta``): where the episode index
+and the tasks are, and which file and rows hold an episode (a range of a shared shard in
+v3.0, a file of its own in v2.x). Everything after that, here and in the modules it
+uses (``lerobot_spaces``, ``lerobot_manifest``, ``lerobot_origin``, ``lerobot_frames``),
+is one code path, so both versions get the same state split, cameras and video reuse.
 
 Every LeRobot episode becomes one ORTF episode written through ``DatasetWriter``, so
 the result has the writer's staging, statistics and checks; the dataset is built in
@@ -6,14 +12,14 @@ a scratch directory beside the destination and renamed onto it only when complet
 (``output_dir.staged_directory``), so a bad input leaves the destination untouched.
 
 A video camera's frames are copied without re-encoding when the episode's range of
-its shard is cut at keyframes and stored as the writer stores the camera (H.264 in
-the writer's pixel format: what ``ortf export lerobot`` writes when it reuses ORTF's
-files), so such frames come back bit-exact; any other range (AV1, another pixel
-format, a cut inside a group of pictures) is decoded and re-encoded. Depth that
-``ortf export lerobot`` kept beside LeRobot's files is copied back the same way
-(``lerobot_origin``).
+its shard (in v2.x its whole file) is cut at keyframes and stored as the writer stores
+the camera (H.264 in the writer's pixel format: what ``ortf export lerobot`` writes
+when it reuses ORTF's files), so such frames come back bit-exact; any other range (AV1,
+another pixel format, a cut inside a group of pictures) is decoded and re-encoded.
+Depth that ``ortf export lerobot`` kept beside LeRobot's files is copied back the same
+way (``lerobot_origin``).
 
-Rows are streamed from the data shards one Parquet batch at a time and frames decoded
+Rows are streamed from the data files one Parquet batch at a time and frames decoded
 as they are needed, so memory does not grow with episode length. Step times are
 ORTF's real capture times when the dataset came from ``ortf export lerobot``
 (``REAL_TIME_COLUMN``), else LeRobot's ``timestamp``; video frames are always found
@@ -32,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from ortf_ros.convert.gr00t_export import VALIDITY, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still, episode_segment, shard_frame
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
 from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
@@ -52,6 +59,9 @@ Progress = Callable[[int, int], None]  # (steps written, steps in the dataset)
 # Per-frame flags some LeRobot datasets carry; their last values are the episode's.
 SUCCESS_FEATURE = "next.success"
 DONE_FEATURE = "next.done"
+# GR00T's validity annotation (a task index per row) back to the success the GR00T
+# export wrote it from: "valid" / "invalid" / "unknown".
+VALIDITY_OUTCOMES = {text: outcome for outcome, text in VALIDITY.items()}
 
 
 @dataclass(frozen=True)
@@ -72,7 +82,7 @@ def from_lerobot(
     warn: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
 ) -> ImportResult:
-    """Import the LeRobot v3.0 dataset at ``src`` as a new ORTF dataset at ``dst``."""
+    """Import the LeRobot dataset (v3.0, v2.1 or v2.0) at ``src`` as a new ORTF dataset at ``dst``."""
     meta = read_meta(Path(src))
     spaces = split_spaces(meta)
     manifest = lerobot_manifest(meta, spaces)
@@ -137,13 +147,17 @@ class _EpisodeImporter:
             raise
 
     def _write(self, episode: EpisodeMeta) -> int:
-        steps = 0
+        steps, task = 0, ""
         success, done = episode.success, None
+        task_indices: set[int] = set()
         for batch in self._rows(episode):
             where = f"{episode.data_path}: episode {episode.index}"
+            names = batch.schema.names
             if steps == 0:
-                self._begin(episode, batch, where)
-            times = _column(batch, REAL_TIME_COLUMN if REAL_TIME_COLUMN in batch.schema.names else "timestamp", where)
+                task = self._begin(episode, batch, where)
+            if "task_index" in names:
+                task_indices.update(i for i in pc.unique(batch.column("task_index")).to_pylist() if i is not None)
+            times = _column(batch, REAL_TIME_COLUMN if REAL_TIME_COLUMN in names else "timestamp", where)
             lerobot_times = _column(batch, "timestamp", where)
             state = {p.name: _matrix(batch, p, where) for p in self.spaces.state_parts}
             action = _matrix(batch, Part(ACTION, 0, self.spaces.action.dim, ACTION), where)
@@ -173,9 +187,11 @@ class _EpisodeImporter:
                     samples=samples,
                     frames=copied,
                 )
-            if SUCCESS_FEATURE in batch.schema.names and episode.success is None:
+            if episode.success is None and SUCCESS_FEATURE in names:
                 success = bool(batch.column(SUCCESS_FEATURE)[-1].as_py())
-            if DONE_FEATURE in batch.schema.names:
+            elif episode.success is None and VALIDITY_ANNOTATION in names:
+                success = VALIDITY_OUTCOMES.get(self.meta.tasks.get(batch.column(VALIDITY_ANNOTATION)[-1].as_py(), ""))
+            if DONE_FEATURE in names:
                 done = bool(batch.column(DONE_FEATURE)[-1].as_py())
             steps += batch.num_rows
             self.done += batch.num_rows
@@ -183,25 +199,30 @@ class _EpisodeImporter:
                 self.progress(self.done, self.total)
         if steps != episode.length:
             raise ConversionError(
-                f"{episode.data_path}: episode {episode.index}: {steps} rows, but meta/episodes says {episode.length}"
+                f"{episode.data_path}: episode {episode.index}: {steps} rows, but its metadata says {episode.length}"
             )
+        # The tasks its rows name: GR00T's episodes.jsonl also lists the episode's annotation
+        # strings ("valid"), which are no second task.
+        tasks = len(task_indices) if task_indices else len(episode.tasks)
+        if tasks > 1:
+            self.warn(f"episode {episode.index} has {tasks} tasks; ORTF keeps one: {task!r}")
         self.episode_open = False  # committed or, if the commit fails, left to the scratch directory's removal
         self.writer.end_episode(success, episode.failure_reason, episode.operator_notes, terminal=done)
         return steps
 
-    def _begin(self, episode: EpisodeMeta, batch: pa.RecordBatch, where: str) -> None:
+    def _begin(self, episode: EpisodeMeta, batch: pa.RecordBatch, where: str) -> str:
+        """Open the episode under the task of its first row; returns that task."""
         task_index = batch.column("task_index")[0].as_py() if "task_index" in batch.schema.names else None
         task = self.meta.tasks.get(task_index) if task_index is not None else None
         task = task or (episode.tasks[0] if episode.tasks else None)
         if task is None:
-            raise ConversionError(f"{where}: task_index {task_index} is not in meta/tasks.parquet")
-        if len(episode.tasks) > 1:
-            self.warn(f"episode {episode.index} has {len(episode.tasks)} tasks; ORTF keeps one: {task!r}")
+            raise ConversionError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
         self._copy_videos(episode)
         for camera, files in self.depth.items():
             self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))
+        return task
 
     def _copy_videos(self, episode: EpisodeMeta) -> None:
         """Copy each video camera's range of its shard that the writer takes as it is; the
@@ -233,8 +254,11 @@ class _EpisodeImporter:
             raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
-        """The episode's rows of its data shard, by LeRobot's dataset-wide ``index``."""
-        wanted = (pc.field("index") >= episode.first_row) & (pc.field("index") < episode.first_row + episode.length)
+        """The episode's rows of its data shard, by LeRobot's dataset-wide ``index`` (v3.0),
+        or all of its own file's (v2.x: LeRobot's v2 loader takes the file as the episode;
+        ``index`` need not run on from the previous file's)."""
+        first = episode.first_row
+        wanted = None if first is None else (pc.field("index") >= first) & (pc.field("index") < first + episode.length)
         try:
             dataset = pads.dataset(episode.data_path, format="parquet")
             batches = dataset.to_batches(filter=wanted, batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)

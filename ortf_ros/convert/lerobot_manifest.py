@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ortf_ros.convert.lerobot_meta import CODEBASE_VERSION, INFO, Feature, LeRobotMeta
+from ortf_ros.convert.lerobot_meta import INFO, Feature, LeRobotMeta
 from ortf_ros.convert.lerobot_spaces import EXTRAS_STREAM, UNKNOWN, Spaces, identifier
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
@@ -31,13 +31,13 @@ def lerobot_manifest(meta: LeRobotMeta, spaces: Spaces) -> Manifest:
     return Manifest(
         dataset_id="",
         name=f"{meta.root.name} (imported from LeRobot)",
-        description=f"Imported by `ortf import lerobot` from the LeRobotDataset {CODEBASE_VERSION} at {meta.root}",
+        description=f"Imported by `ortf import lerobot` from the LeRobotDataset {meta.version} at {meta.root}",
         robot=Robot(name=meta.robot_type or UNKNOWN),
         action_space=spaces.action,
         observation_space=ObservationSpace(state=spaces.state, images={s.name: s.name for s in cameras}),
         sensors=tuple(cameras),
         frames={"world": Frame("fixed", description="LeRobot datasets declare no coordinate frames")},
-        collection={"source_format": f"lerobot {CODEBASE_VERSION}", "source_path": str(Path(meta.root).resolve())},
+        collection={"source_format": f"lerobot {meta.version}", "source_path": str(Path(meta.root).resolve())},
         native_streams={EXTRAS_STREAM: spaces.extras} if spaces.extras is not None else {},
     )
 

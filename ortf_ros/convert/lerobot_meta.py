@@ -1,17 +1,29 @@
-"""A LeRobotDataset v3.0's metadata, read and checked before anything is written.
+"""A LeRobotDataset's metadata (v3.0, or v2.0 / v2.1), read and checked before anything is written.
 
-Follows what ``lerobot`` 0.4.4 itself reads: ``meta/info.json`` (features, fps, path
-templates), ``meta/episodes/chunk-*/file-*.parquet`` (one row per episode: its rows in
-the data shards and its time span in each video shard), ``meta/tasks.parquet`` (task
-strings, written by pandas as the frame's index) and, from GR00T's flavour,
-``meta/modality.json``. Every problem is one ``ConversionError`` naming the file and
-field, raised before the destination is touched.
+Both layouts share ``meta/info.json`` (features, fps, the ``data_path`` and
+``video_path`` templates) and, in GR00T's flavour, ``meta/modality.json``; the rows and
+frames are read the same way once an episode's files are known. They differ only in
+where the episode index and the tasks are, and in what the templates are filled with:
+
+- v3.0, what ``lerobot`` 0.4.4 reads: ``meta/episodes/chunk-*/file-*.parquet`` (one row
+  per episode: its data shard and first dataset-wide ``index`` in it, its shard and time
+  span in each video) and ``meta/tasks.parquet`` (task strings, written by pandas as the
+  frame's index). Shards hold several episodes.
+- v2.0 / v2.1, what GR00T reads and ``lerobot`` < 0.3 wrote: ``meta/episodes.jsonl``
+  (``episode_index``, ``tasks``, ``length``) and ``meta/tasks.jsonl``; every episode has
+  a data file and a video per camera of its own, found by filling the templates with
+  ``episode_index`` and ``episode_chunk = episode_index // chunks_size``, as LeRobot's v2
+  loader does. v2.1's ``meta/episodes_stats.jsonl`` is not read: the writer computes
+  ORTF's statistics from the rows.
+
+Every problem is one ``ConversionError`` naming the file and field, raised before the
+destination is touched.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,10 +33,16 @@ import pyarrow.parquet as pq
 
 from ortf_ros.errors import ConversionError
 
-CODEBASE_VERSION = "v3.0"
+V3 = "v3.0"
+# The ``codebase_version`` values read; v2.1 differs from v2.0 only by statistics files.
+VERSIONS = ("v2.0", "v2.1", V3)
 INFO = "meta/info.json"
-TASKS = "meta/tasks.parquet"
-EPISODES_DIR = "meta/episodes"
+TASKS = "meta/tasks.parquet"  # v3.0
+EPISODES_DIR = "meta/episodes"  # v3.0
+TASKS_JSONL = "meta/tasks.jsonl"  # v2.x
+EPISODES_JSONL = "meta/episodes.jsonl"  # v2.x
+# LeRobot's default when a v2.x info.json gives none: episode_chunk = episode_index // 1000.
+CHUNKS_SIZE = 1000
 MODALITY = "meta/modality.json"
 # Episode columns ``ortf export lerobot`` adds for the ORTF fields LeRobot lacks.
 OUTCOME_COLUMNS = ("ortf/success", "ortf/failure_reason", "ortf/operator_notes", "ortf/recorded_at")
@@ -87,7 +105,9 @@ class EpisodeMeta:
     length: int
     tasks: tuple[str, ...]
     data_path: Path
-    first_row: int  # dataset-wide ``index`` of the episode's first frame
+    # v3.0: dataset-wide ``index`` of the episode's first frame in its shared shard;
+    # None (v2.x): the data file is the episode's own, every row of it is the episode's.
+    first_row: int | None
     videos: Mapping[str, VideoSpan]
     # What LeRobot has no column for, from the ``ortf/...`` columns ``ortf export lerobot`` adds.
     success: bool | None = None
@@ -99,6 +119,7 @@ class EpisodeMeta:
 @dataclass(frozen=True)
 class LeRobotMeta:
     root: Path
+    version: str  # info.json's codebase_version, one of VERSIONS
     fps: float
     robot_type: str | None
     features: Mapping[str, Feature]
@@ -110,6 +131,11 @@ class LeRobotMeta:
     @property
     def cameras(self) -> list[Feature]:
         return [f for f in self.features.values() if f.is_camera]
+
+    @property
+    def tasks_file(self) -> str:
+        """Where ``tasks`` came from, for messages about them."""
+        return TASKS if self.version == V3 else TASKS_JSONL
 
 
 def read_meta(root: Path) -> LeRobotMeta:
@@ -125,13 +151,21 @@ def read_meta(root: Path) -> LeRobotMeta:
         if not isinstance(info.get(template), str):
             raise ConversionError(f"{root / INFO}: {template}: expected a path template, got {info.get(template)!r}")
     robot_type = info.get("robot_type")
+    version = info["codebase_version"]
+    videos = [f.key for f in features.values() if f.dtype == "video"]
+    if version == V3:
+        episodes, tasks = _v3_episodes(root, info, videos), _v3_tasks(root)
+    else:
+        episodes, tasks = _v2_episodes(root, info, videos, float(fps)), _v2_tasks(root)
+    _check_files(root, episodes)
     return LeRobotMeta(
         root=root,
+        version=version,
         fps=float(fps),
         robot_type=robot_type if isinstance(robot_type, str) and robot_type else None,
         features=features,
-        episodes=_episodes(root, info, features),
-        tasks=_tasks(root),
+        episodes=episodes,
+        tasks=tasks,
         modality=_modality(root),
         ortf=info["ortf"] if isinstance(info.get("ortf"), dict) else {},
     )
@@ -145,9 +179,8 @@ def _info(root: Path) -> dict[str, Any]:
         raise ConversionError(f"{path}: missing; is {root} a LeRobot dataset?")
     info = _json_object(path)
     version = info.get("codebase_version")
-    if version != CODEBASE_VERSION:
-        hint = " (convert it with lerobot's convert_dataset_v21_to_v30 first)" if version in ("v2.0", "v2.1") else ""
-        raise ConversionError(f"{path}: codebase_version: expected {CODEBASE_VERSION!r}, got {version!r}{hint}")
+    if version not in VERSIONS:
+        raise ConversionError(f"{path}: codebase_version: expected one of {', '.join(VERSIONS)}, got {version!r}")
     return info
 
 
@@ -178,14 +211,13 @@ def _features(root: Path, info: Mapping[str, Any]) -> dict[str, Feature]:
     return features
 
 
-def _episodes(root: Path, info: Mapping[str, Any], features: Mapping[str, Feature]) -> tuple[EpisodeMeta, ...]:
+def _v3_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str]) -> tuple[EpisodeMeta, ...]:
     directory = root / EPISODES_DIR
     files = sorted(directory.glob("chunk-*/file-*.parquet"))
     if not files:
-        legacy = root / "meta" / "episodes.jsonl"
-        detail = f" ({legacy.name} is LeRobot v2.x metadata)" if legacy.exists() else ""
+        legacy = root / EPISODES_JSONL
+        detail = f" ({legacy.name} is LeRobot v2.x metadata, but {INFO} says {V3})" if legacy.exists() else ""
         raise ConversionError(f"{directory}: no chunk-*/file-*.parquet episode files{detail}")
-    videos = [f.key for f in features.values() if f.dtype == "video"]
     wanted = ["episode_index", "length", "tasks", "data/chunk_index", "data/file_index", "dataset_from_index"]
     for key in videos:
         wanted += [f"videos/{key}/chunk_index", f"videos/{key}/file_index", f"videos/{key}/from_timestamp"]
@@ -201,36 +233,32 @@ def _episodes(root: Path, info: Mapping[str, Any], features: Mapping[str, Featur
         except (OSError, pa.ArrowException) as exc:
             raise ConversionError(f"{file}: not readable Parquet: {exc}") from None
         for row in table.to_pylist():
-            episodes.append(_episode(root, info, row, videos, file))
+            episodes.append(_v3_episode(root, info, row, videos, file))
     episodes.sort(key=lambda e: e.index)
     return tuple(episodes)
 
 
-def _episode(
+def _v3_episode(
     root: Path, info: Mapping[str, Any], row: Mapping[str, Any], videos: Sequence[str], file: Path
 ) -> EpisodeMeta:
     if any(v is None for k, v in row.items() if k not in OUTCOME_COLUMNS and not k.endswith("/to_timestamp")):
         raise ConversionError(f"{file}: episode {row.get('episode_index')}: null in {sorted(row)}")
-    try:
-        data_path = root / info["data_path"].format(
-            chunk_index=row["data/chunk_index"], file_index=row["data/file_index"]
+    data_path = _fill(root, info, "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
+    spans = {
+        key: VideoSpan(
+            _fill(
+                root,
+                info,
+                "video_path",
+                video_key=key,
+                chunk_index=row[f"videos/{key}/chunk_index"],
+                file_index=row[f"videos/{key}/file_index"],
+            ),
+            float(row[f"videos/{key}/from_timestamp"]),
+            _optional_float(row.get(f"videos/{key}/to_timestamp")),
         )
-        spans = {
-            key: VideoSpan(
-                root
-                / info["video_path"].format(
-                    video_key=key,
-                    chunk_index=row[f"videos/{key}/chunk_index"],
-                    file_index=row[f"videos/{key}/file_index"],
-                ),
-                float(row[f"videos/{key}/from_timestamp"]),
-                _optional_float(row.get(f"videos/{key}/to_timestamp")),
-            )
-            for key in videos
-        }
-    except (KeyError, IndexError, ValueError) as exc:
-        raise ConversionError(f"{root / INFO}: data_path/video_path: cannot fill the template: {exc}") from None
-    success = row.get("ortf/success")
+        for key in videos
+    }
     return EpisodeMeta(
         index=int(row["episode_index"]),
         length=int(row["length"]),
@@ -238,18 +266,91 @@ def _episode(
         data_path=data_path,
         first_row=int(row["dataset_from_index"]),
         videos=spans,
-        success=None if success is None else bool(success),
-        failure_reason=row.get("ortf/failure_reason"),
-        operator_notes=row.get("ortf/operator_notes"),
-        recorded_at=row.get("ortf/recorded_at"),
+        **_outcome(row),
     )
+
+
+def _v2_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str], fps: float) -> tuple[EpisodeMeta, ...]:
+    """One episode per line of ``meta/episodes.jsonl``; its data file and videos are its own,
+    so each video's span is the whole file from timestamp 0, ending where its rows' time
+    does (``length / fps``: one frame per row, as LeRobot v2 encodes them)."""
+    chunks_size = info.get("chunks_size", CHUNKS_SIZE)
+    if isinstance(chunks_size, bool) or not isinstance(chunks_size, int) or chunks_size <= 0:
+        raise ConversionError(f"{root / INFO}: chunks_size: expected a positive integer, got {chunks_size!r}")
+    path = root / EPISODES_JSONL
+    episodes: dict[int, EpisodeMeta] = {}
+    for where, line in _jsonl(path):
+        index, length, tasks = line.get("episode_index"), line.get("length"), line.get("tasks")
+        if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+            raise ConversionError(f"{where}: episode_index: expected a non-negative integer, got {index!r}")
+        if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
+            raise ConversionError(f"{where}: length: expected a positive integer, got {length!r}")
+        if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
+            raise ConversionError(f"{where}: tasks: expected a list of strings, got {tasks!r}")
+        if index in episodes:
+            raise ConversionError(f"{where}: episode_index: episode {index} appears twice")
+        chunk = index // chunks_size
+        episodes[index] = EpisodeMeta(
+            index=index,
+            length=length,
+            tasks=tuple(tasks),
+            data_path=_fill(root, info, "data_path", episode_chunk=chunk, episode_index=index),
+            first_row=None,
+            videos={
+                key: VideoSpan(
+                    _fill(root, info, "video_path", episode_chunk=chunk, video_key=key, episode_index=index),
+                    0.0,
+                    length / fps,
+                )
+                for key in videos
+            },
+            **_outcome(line),
+        )
+    if not episodes:
+        raise ConversionError(f"{path}: lists no episodes")
+    return tuple(episodes[index] for index in sorted(episodes))
+
+
+def _check_files(root: Path, episodes: Sequence[EpisodeMeta]) -> None:
+    """Every file the episodes name is there, found out before the first episode is
+    imported rather than after all those before it (a stat per file, each once)."""
+    seen: set[Path] = set()
+    for episode in episodes:
+        named = [(episode.data_path, "data_path"), *((span.path, "video_path") for span in episode.videos.values())]
+        for path, template in named:
+            if path not in seen:
+                seen.add(path)
+                if not path.is_file():
+                    raise ConversionError(f"{path}: missing (episode {episode.index}, by {root / INFO}'s {template})")
+
+
+def _fill(root: Path, info: Mapping[str, Any], template: str, **fields: Any) -> Path:
+    """An info.json path template filled in: the dataset's own layout, whatever it is,
+    rather than the paths LeRobot writes by default."""
+    try:
+        return root / str(info[template]).format(**fields)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise ConversionError(
+            f"{root / INFO}: {template}: cannot fill {info[template]!r} with {sorted(fields)}: {exc!r}"
+        ) from None
+
+
+def _outcome(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The EpisodeMeta fields LeRobot has no place for, from the ``ortf/...`` entries
+    ``ortf export lerobot`` adds to an episode's metadata row (absent: None)."""
+    success = row.get("ortf/success")
+    texts = {field: row.get(f"ortf/{field}") for field in ("failure_reason", "operator_notes", "recorded_at")}
+    return {
+        "success": None if success is None else bool(success),
+        **{field: value if isinstance(value, str) else None for field, value in texts.items()},
+    }
 
 
 def _optional_float(value: Any) -> float | None:
     return None if value is None else float(value)
 
 
-def _tasks(root: Path) -> dict[int, str]:
+def _v3_tasks(root: Path) -> dict[int, str]:
     """task_index -> task; pandas stores the task strings as the frame's index column."""
     path = root / TASKS
     try:
@@ -260,6 +361,39 @@ def _tasks(root: Path) -> dict[int, str]:
     if "task_index" not in table.column_names or text not in table.column_names:
         raise ConversionError(f"{path}: expected columns task_index and task (or the task as the index)")
     return dict(zip(table.column("task_index").to_pylist(), table.column(text).to_pylist(), strict=True))
+
+
+def _v2_tasks(root: Path) -> dict[int, str]:
+    """task_index -> task, one ``{"task_index", "task"}`` object per line. GR00T lists its
+    annotation strings (``valid``, ...) here too: they are tasks by index like the others."""
+    tasks: dict[int, str] = {}
+    for where, line in _jsonl(root / TASKS_JSONL):
+        index, task = line.get("task_index"), line.get("task")
+        if isinstance(index, bool) or not isinstance(index, int) or not isinstance(task, str):
+            raise ConversionError(f"{where}: expected an integer task_index and a string task, got {line!r}")
+        tasks[index] = task
+    return tasks
+
+
+def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """("path:line", object) for each non-blank line, read one line at a time."""
+    try:
+        with path.open(encoding="utf-8") as lines:
+            for number, text in enumerate(lines, 1):
+                if not text.strip():
+                    continue
+                where = f"{path}:{number}"
+                try:
+                    value = json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ConversionError(f"{where}: not readable JSON: {exc}") from None
+                if not isinstance(value, dict):
+                    raise ConversionError(f"{where}: expected a JSON object")
+                yield where, value
+    except FileNotFoundError:
+        raise ConversionError(f"{path}: missing (LeRobot v2.x metadata)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConversionError(f"{path}: not readable: {exc}") from None
 
 
 def _modality(root: Path) -> dict[str, Any] | None:
