@@ -5,6 +5,11 @@ can catch exactly these, print one line and exit non-zero, while real bugs still
 surface with a traceback.
 """
 
+import os
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+"""The exit codes of every console script (the README lists them)."""
+
 
 class OrtfError(Exception):
     """Base class of every error ortf_ros raises on purpose."""
@@ -46,3 +51,18 @@ class UsageError(OrtfError):
 class UnknownEpisodeError(ReaderError, UsageError):
     """An episode named (by id or position) that the dataset does not hold: a reader's
     error, and on a command line a usage error (exit 2)."""
+
+
+def exit_code(exc: OrtfError) -> int:
+    """The exit code a console script ends with on ``exc``: 2 for a usage error, else 1."""
+    return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+
+
+def os_error_line(exc: OSError) -> str:
+    """``PATH: reason`` (``SRC -> DST: reason`` for a rename), or the reason alone."""
+    reason = exc.strerror or describe(exc)
+    if exc.filename is not None and exc.filename2 is not None:
+        return f"{os.fsdecode(exc.filename)} -> {os.fsdecode(exc.filename2)}: {reason}"
+    if exc.filename is not None:
+        return f"{os.fsdecode(exc.filename)}: {reason}"
+    return reason

@@ -626,3 +626,22 @@ def test_raw_frames_of_a_split_mcap_recording_are_encoded_where_they_lie(
     for frame_index in range(bag.counts["/depth_camera/image_raw"]):
         np.testing.assert_array_equal(episode.frame("depth_camera", frame_index), depth_frame(frame_index, 192, 176))
     episode.close()
+
+
+@pytest.mark.parametrize(("fps", "tolerance_ms", "set_by"), [(30, 25.0, "action"), (15, 41.7, "camera")])
+def test_the_detected_mapping_gives_a_dataset_that_passes_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fps: int, tolerance_ms: float, set_by: str
+) -> None:
+    """The README's command, no mapping file, on the demo's scene (a 50 Hz command sampled
+    ``latest``: up to 20 ms from a 30 Hz step) and on one whose cameras run at 15 Hz (up
+    to 33 ms from a step by nature): the tolerance is derived from what each stream can
+    keep, the summary says which one set it, and ``ortf validate --strict`` passes."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=2.0, fps=fps)
+    out = tmp_path / "ds"
+    assert bag2ortf([str(bag.path), "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert f"sync tolerance {tolerance_ms:g} ms (set by {set_by}" in printed
+    assert "outside the sync tolerance" not in printed
+    assert load_dataset(out).manifest.sync_tolerance_ms == tolerance_ms
+    report = validate(out, strict=True)
+    assert report.ok, [f.line() for f in report.findings]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +42,12 @@ COLOUR = ("cam_wrist", "cam_overhead")
 
 
 @pytest.fixture(scope="module")
-def lerobot_python() -> Path:
+def lerobot_python(announce: Callable[[str], None]) -> Path:
     if not SETUP.exists():
         pytest.skip(f"{SETUP} is missing: LeRobot's own loader cannot be built here")
+    venv = REPO / ".cache" / "lerobot-venv"
+    if not (venv / "bin" / "python").exists():
+        announce(f"building {venv} (lerobot 0.4.4, ~1.5 GB, about 1.5 minutes) for the LeRobot export's tests, once")
     built = subprocess.run(
         [str(SETUP), str(REPO / ".cache" / "lerobot-venv")], capture_output=True, text=True, env=dict(os.environ)
     )

@@ -13,6 +13,7 @@ import importlib.util
 import json
 import os
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,12 @@ def child_env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def tfds_python() -> Path:
+def tfds_python(announce: Callable[[str], None]) -> Path:
+    python = REPO / ".cache" / "tfds-venv" / "bin" / "python"
+    if not python.exists():
+        announce(
+            f"building {python.parent.parent} (TensorFlow Datasets, ~1.9 GB, 1-3 minutes) for the RLDS tests, once"
+        )
     built = subprocess.run(
         ["bash", str(REPO / "scripts" / "tfds-env.sh")], capture_output=True, text=True, env=dict(os.environ)
     )

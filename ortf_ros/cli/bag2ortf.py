@@ -31,6 +31,7 @@ from ortf_ros.cpus import usable_cpus
 from ortf_ros.errors import ConversionError, UsageError, WriterError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.io import paths
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.pipeline.config import (
     ConversionConfig,
@@ -82,7 +83,7 @@ def _list(args: argparse.Namespace) -> int:
 
 def _write_config(args: argparse.Namespace) -> int:
     """The mapping as YAML, to a file or (``-``) to standard output."""
-    target = arguments.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
+    target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
     with BagSource([Path(args.inputs[0])]) as source:
         text = dump_config(_config_for(args, source))
     write_text(target, text)
@@ -174,7 +175,7 @@ def _has_episodes(dataset: Path) -> bool:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    output = arguments.output_dir(args.output, "the dataset", existing="an ORTF dataset directory")
+    output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory")
     with removed_on_failure(output, finished=_has_episodes):
         return _convert_into(args, output)
 
@@ -357,13 +358,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _check_paths(args: argparse.Namespace) -> None:
     """Every input path exists and is of the kind wanted, before anything is read or written."""
     for word in args.inputs:
-        arguments.input_path(word, "a bag file or a rosbag2 directory")
+        paths.input_path(word, "a bag file or a rosbag2 directory")
     if args.config:
-        arguments.input_file(args.config, "a topic mapping YAML file")
+        paths.input_file(args.config, "a topic mapping YAML file")
     if args.urdf:
-        arguments.input_file(args.urdf, "a URDF file")
+        paths.input_file(args.urdf, "a URDF file")
     for word in args.mesh_path:
-        arguments.input_dir(word, "a directory of package:// meshes")
+        paths.input_dir(word, "a directory of package:// meshes")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,9 +23,26 @@ import sys
 from collections.abc import Callable
 from typing import NoReturn
 
-from ortf_ros.errors import OrtfError, UsageError, describe
+from ortf_ros.errors import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    OrtfError,
+    exit_code,
+    os_error_line,
+)
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PIPE_CLOSED",
+    "EXIT_USAGE",
+    "OneLineParser",
+    "run_guarded",
+]
+
 EXIT_PIPE_CLOSED = 141
 
 
@@ -33,12 +50,9 @@ def run_guarded(prog: str, run: Callable[[], int]) -> int:
     """``run()``'s exit code, or the code of what it raised, after one line on stderr."""
     try:
         return run()
-    except UsageError as exc:
-        _say(prog, str(exc))
-        return EXIT_USAGE
     except OrtfError as exc:
         _say(prog, str(exc))
-        return EXIT_FAILED
+        return exit_code(exc)
     except BrokenPipeError as exc:
         if _stdout_closed():
             _silence_stdout()
@@ -50,16 +64,6 @@ def run_guarded(prog: str, run: Callable[[], int]) -> int:
         return EXIT_FAILED
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-
-
-def os_error_line(exc: OSError) -> str:
-    """``PATH: reason`` (``SRC -> DST: reason`` for a rename), or the reason alone."""
-    reason = exc.strerror or describe(exc)
-    if exc.filename is not None and exc.filename2 is not None:
-        return f"{os.fsdecode(exc.filename)} -> {os.fsdecode(exc.filename2)}: {reason}"
-    if exc.filename is not None:
-        return f"{os.fsdecode(exc.filename)}: {reason}"
-    return reason
 
 
 def _say(prog: str, message: str) -> None:

@@ -13,10 +13,10 @@ import sys
 from collections.abc import Callable
 from dataclasses import replace
 
-from ortf_ros.cli import arguments
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import write_text
 from ortf_ros.cli.progress import progress_bar
+from ortf_ros.io import paths
 from ortf_ros.pipeline.config import dump_config
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.replay import replay_mapping
@@ -26,14 +26,14 @@ DATASET = "an ORTF dataset directory"
 
 
 def _cmd_export_mcap(args: argparse.Namespace) -> int:
-    arguments.input_dir(args.dataset, DATASET)
-    out = arguments.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False)
+    paths.input_dir(args.dataset, DATASET)
+    out = paths.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False)
     mapping_out = None
     if args.write_config:
-        mapping_out = arguments.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
+        mapping_out = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
     settings = default_settings()
     if args.config:
-        arguments.input_file(args.config, "a playback parameter YAML file")
+        paths.input_file(args.config, "a playback parameter YAML file")
         settings = settings_from_parameters(read_parameter_file(args.config), args.config)
     messages = settings.messages
     if args.image_format:
@@ -161,8 +161,8 @@ def _add_conversion(
     p.add_argument("output", metavar="OUT_DIR")
 
     def checked(args: argparse.Namespace) -> int:
-        arguments.input_dir(getattr(args, name), expected)
-        arguments.output_dir(args.output, f"the {command.split()[-1]} output", existing=None)
+        paths.input_dir(getattr(args, name), expected)
+        paths.output_dir(args.output, f"the {command.split()[-1]} output", existing=None)
         return run(args)
 
     p.set_defaults(run=checked, prog=f"ortf {command}")

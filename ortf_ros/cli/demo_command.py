@@ -24,6 +24,7 @@ from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import removed_on_failure
 from ortf_ros.demo import demo_mapping, show_validated
 from ortf_ros.errors import UsageError
+from ortf_ros.io import paths
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.synthetic_bag import check_size, write_teleop_bag
 
@@ -65,14 +66,14 @@ def _prepare(args: argparse.Namespace) -> Path:
         raise UsageError(f"--width/--height: {exc}") from None
     out = Path(args.output)
     if not (out.exists() or out.is_symlink()):
-        return arguments.output_dir(args.output, "the demo", existing=None)
+        return paths.output_dir(args.output, "the demo", existing=None)
     if not args.force:
         raise UsageError(f"{out}: exists; pass --force to replace it")
     if out.is_symlink() or not out.is_dir():
         raise UsageError(f"{out}: not a directory; --force replaces only an earlier demo's output")
     if not _is_demo_output(out):
         raise UsageError(f"{out}: not an ortf demo's output; --force replaces only those (give a new path)")
-    arguments.creatable(out, "the demo")
+    paths.creatable(out, "the demo")
     return out
 
 

@@ -13,12 +13,12 @@ import json
 import sys
 from collections.abc import Sequence
 
-from ortf_ros.cli import arguments
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
 from ortf_ros.errors import UsageError
 from ortf_ros.info import dataset_info
+from ortf_ros.io import paths
 from ortf_ros.reader import load_dataset
 from ortf_ros.recover import recover
 from ortf_ros.validation import validate
@@ -27,7 +27,7 @@ EXIT_INVALID = EXIT_FAILED  # validate: the dataset is not valid
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    root = arguments.input_dir(args.path, DATASET)
+    root = paths.input_dir(args.path, DATASET)
     report = validate(root, strict=args.strict, episode=args.episode)
     missing = next((f for f in report.findings if f.rule == "episode.not_found"), None)
     if missing is not None:  # the dataset may well be valid: the command line named no episode of it
@@ -42,7 +42,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    info = dataset_info(load_dataset(arguments.input_dir(args.path, DATASET)))
+    info = dataset_info(load_dataset(paths.input_dir(args.path, DATASET)))
     if args.json:
         print(json.dumps(info.to_dict(), indent=2))
     else:
@@ -51,7 +51,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 
 def _cmd_recover(args: argparse.Namespace) -> int:
-    root = arguments.input_dir(args.path, DATASET)
+    root = paths.input_dir(args.path, DATASET)
     results = recover(root, discard=args.discard)
     for result in results:
         print(result.line())

@@ -25,7 +25,6 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-import rclpy
 from builtin_interfaces.msg import Time
 from rclpy.duration import Duration
 from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
@@ -35,7 +34,8 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from ortf_ros.errors import OrtfError
+from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
+from ortf_ros.io import paths
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.selection import open_for_playback
@@ -59,6 +59,10 @@ class PlayerNode(Node):
         )
         if not self.settings.dataset:
             raise SettingsError("parameter dataset: required: the directory of the dataset to play")
+        try:
+            paths.input_dir(self.settings.dataset, "an ORTF dataset directory")
+        except UsageError as exc:
+            raise SettingsError(f"parameter dataset: {exc}") from None
         dataset, episodes = open_for_playback(self.settings.dataset, self.settings.episodes)
         self.playlist = Playlist(dataset, episodes, self.settings.messages, self.log.warning)
         self.player = Player(self.playlist, self.settings, self)
@@ -137,13 +141,15 @@ def main(args: Sequence[str] | None = None) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # Ctrl-C and SIGTERM reach the publishing loop as KeyboardInterrupt, which stops it
     # cleanly (runtime: rclpy's own handler would invalidate the context under a publish).
-    runtime.init(args)
+    try:
+        runtime.init(args)
+    except UsageError as exc:
+        print(f"{NODE_NAME}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         node = PlayerNode()
-    except OrtfError as exc:
-        rclpy.logging.get_logger(NODE_NAME).error(str(exc))  # type: ignore[no-untyped-call]
-        runtime.try_shutdown()
-        return 1
+    except (OrtfError, OSError) as exc:
+        return runtime.exit_on_start_failure(NODE_NAME, exc)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = runtime.spin_in_thread(executor, "ortf_player services")

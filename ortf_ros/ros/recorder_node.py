@@ -37,7 +37,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-import rclpy.logging
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup
@@ -48,7 +47,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
-from ortf_ros.errors import OrtfError
+from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
 from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, auto_config, describe_mapping
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import (
@@ -306,15 +305,13 @@ def _status(level: bytes, title: str, message: str, values: dict[str, Any], hard
 def main(args: Sequence[str] | None = None) -> int:
     try:
         runtime.init(args)
-    except Exception as exc:  # rcl refusing the command line (RCLError): not a bug of ours
-        print(f"{NODE_NAME}: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 1
+    except UsageError as exc:
+        print(f"{NODE_NAME}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     try:
         node = RecorderNode()
-    except (OrtfError, ValueError) as exc:
-        rclpy.logging.get_logger(NODE_NAME).error(str(exc))  # type: ignore[no-untyped-call]
-        runtime.try_shutdown()
-        return 1
+    except (OrtfError, OSError, ValueError) as exc:
+        return runtime.exit_on_start_failure(NODE_NAME, exc)
     except KeyboardInterrupt:
         runtime.try_shutdown()
         return 0

@@ -9,14 +9,15 @@ detected from the live graph, by types and names, as ``ortf-bag2ortf`` does from
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.io import paths
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     config_from_mapping,
@@ -53,8 +54,8 @@ overrides of the QoS adapted to the publishers (``auto``, or the policy)."""
 ON_SHUTDOWN = ("commit", "discard")
 
 
-class SettingsError(ConversionError):
-    """A parameter the recorder cannot start with."""
+class SettingsError(ConversionError, UsageError):
+    """A parameter the recorder cannot start with (a usage error: exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -89,15 +90,29 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
 
     if not text("output"):
         raise SettingsError("parameter output: required: the dataset directory to record into")
+
+    def path(name: str, check: Callable[[str], Path]) -> Path | None:
+        """A path parameter checked now, not when the warm-up ends (or never, without publishers)."""
+        if not text(name):
+            return None
+        try:
+            return check(str(Path(text(name)).expanduser()))
+        except UsageError as exc:
+            raise SettingsError(f"parameter {name}: {exc}") from None
+
+    output = path("output", lambda word: paths.output_dir(word, "the dataset", existing="an ORTF dataset directory"))
+    mapping_file = path("mapping", lambda word: paths.input_file(word, "a topic mapping YAML file"))
+    urdf_file = path("urdf", lambda word: paths.input_file(word, "a URDF file"))
+    assert output is not None
     if text("on_shutdown") not in ON_SHUTDOWN:
         raise SettingsError(
             f"parameter on_shutdown: expected one of {', '.join(ON_SHUTDOWN)}, got {text('on_shutdown')!r}"
         )
     return RecorderParameters(
-        output=Path(text("output")).expanduser(),
-        mapping_file=Path(text("mapping")).expanduser() if text("mapping") else None,
+        output=output,
+        mapping_file=mapping_file,
         task=text("task") or None,
-        urdf_file=Path(text("urdf")).expanduser() if text("urdf") else None,
+        urdf_file=urdf_file,
         warmup_s=number("warmup_s", bounds.WARMUP_S),
         discovery_s=number("discovery_s", bounds.WARMUP_S),
         step_rate_hz=number("step_rate_hz", bounds.STEP_RATE_HZ),

@@ -12,9 +12,14 @@ calls ``close``.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import os
 import signal
+import sys
+import tempfile
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from typing import IO
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException
@@ -22,7 +27,18 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import try_shutdown
 
-__all__ = ["STOP_SIGNALS", "close", "init", "install_stop_signals", "spin_in_thread", "try_shutdown"]
+from ortf_ros.errors import EXIT_FAILED, OrtfError, UsageError, exit_code, os_error_line
+from ortf_ros.io import paths
+
+__all__ = [
+    "STOP_SIGNALS",
+    "close",
+    "exit_on_start_failure",
+    "init",
+    "install_stop_signals",
+    "spin_in_thread",
+    "try_shutdown",
+]
 """``try_shutdown`` too: a node that failed to start has no executor to close, only rclpy
 to shut down (the nodes log the error line and call it)."""
 
@@ -43,9 +59,57 @@ def install_stop_signals() -> None:
 
 def init(args: Sequence[str] | None = None) -> None:
     """rclpy with the command line ``args`` (None: ``sys.argv``), without its signal
-    handlers, and the stop signals as KeyboardInterrupt."""
-    rclpy.init(args=list(args) if args is not None else None, signal_handler_options=SignalHandlerOptions.NO)
+    handlers, and the stop signals as KeyboardInterrupt. A command line rcl refuses is a
+    ``UsageError`` of one line; a ``--params-file`` is checked first, as rcl would log
+    a line of its own before refusing it."""
+    words = list(sys.argv if args is None else args)
+    for flag, value in itertools.pairwise(words):
+        if flag == "--params-file":
+            paths.input_file(value, "a ROS 2 parameter YAML file")
+    with _stderr_held() as held:
+        try:
+            rclpy.init(args=words, signal_handler_options=SignalHandlerOptions.NO)
+        except Exception as exc:  # RCLError (rclpy raises no narrower type): the command line is at fault
+            held.drop()  # rcl's own "[ERROR] [rcl]: Failed to parse global arguments": this line says it
+            raise UsageError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__) from None
     install_stop_signals()
+
+
+class _HeldStderr:
+    def __init__(self, file: IO[bytes]) -> None:
+        self.file = file
+        self.dropped = False
+
+    def drop(self) -> None:
+        self.dropped = True
+
+
+@contextlib.contextmanager
+def _stderr_held() -> Iterator[_HeldStderr]:
+    """What the C libraries write to stderr meanwhile, kept aside and written out after the
+    block unless it was ``drop``ped (rcl logs a refusal of its own before raising one)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as aside:
+        os.dup2(aside.fileno(), 2)
+        held = _HeldStderr(aside)
+        try:
+            yield held
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            if not held.dropped:
+                aside.seek(0)
+                os.write(2, aside.read())
+
+
+def exit_on_start_failure(name: str, exc: BaseException) -> int:
+    """A node that cannot start: its error logged as one line, rclpy shut down; the exit
+    code (2 for a bad parameter, 1 otherwise)."""
+    line = os_error_line(exc) if isinstance(exc, OSError) else str(exc)
+    rclpy.logging.get_logger(name).error(" ".join(line.split()))  # type: ignore[no-untyped-call]
+    try_shutdown()
+    return exit_code(exc) if isinstance(exc, OrtfError) else EXIT_FAILED
 
 
 def _spin(executor: Executor) -> None:
