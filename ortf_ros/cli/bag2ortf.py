@@ -106,7 +106,8 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
         "episodes": [e.episode_id for e in result.episodes],
         "steps": sum(e.length for e in result.episodes),
         "seconds": round(result.seconds, 3),
-        "speed_x_realtime": round(result.recording_seconds / result.seconds, 2) if result.seconds else None,
+        "startup_seconds": round(result.startup_seconds, 3),
+        "speed_x_realtime": round(result.speed_x_realtime, 2) if result.speed_x_realtime else None,
         "topics": {
             t: {
                 "used": counts.used[t],
@@ -298,7 +299,12 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
     episodes = ", ".join(summary["episodes"])
     print(
         f"{', '.join(summary['inputs'])} -> {output} episode(s) {episodes}: {summary['steps']} steps "
-        f"in {summary['seconds']} s ({summary['speed_x_realtime']}x real time)"
+        f"in {summary['seconds']} s ({summary['speed_x_realtime']}x real time"
+        + (
+            f", after {summary['startup_seconds']} s starting the video encoders)"
+            if summary["startup_seconds"]
+            else ")"
+        )
     )
     for topic, c in summary["topics"].items():
         extra = f"  ({c['first_problem']})" if "first_problem" in c else ""

@@ -76,6 +76,16 @@ class ConversionResult:
     recording_seconds: float
     warnings: tuple[str, ...]
     sync_tolerance: SyncTolerance
+    startup_seconds: float = 0.0
+    """Of ``seconds``, the time the video encoder processes took to start (each imports
+    PyAV and OpenCV: a few tenths of a second, more on a first run whose libraries are
+    not yet in the page cache), said apart so that the speed is the conversion's."""
+
+    @property
+    def speed_x_realtime(self) -> float | None:
+        """Recording seconds per second of conversion, encoder start-up left out."""
+        working = self.seconds - self.startup_seconds
+        return self.recording_seconds / working if working > 0 else None
 
 
 def convert_recording(
@@ -114,6 +124,7 @@ def convert_recording(
         counts = TopicCounts()
         writer = DatasetWriter(output, description.manifest, config=writer_config, urdf=description.urdf)
         with writer:
+            startup_seconds = _start_encoders(writer)
             robot = description.robot
             if robot is not None and mesh_path:
                 report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
@@ -141,7 +152,19 @@ def convert_recording(
             recording_seconds=source.duration,
             warnings=tuple(warnings),
             sync_tolerance=description.tolerance,
+            startup_seconds=startup_seconds,
         )
+
+
+def _start_encoders(writer: DatasetWriter) -> float:
+    """Start the cameras' encoder processes and wait until they serve; how long that took.
+    (Started at their first frames instead, their start-up would be spread over the
+    conversion's first second and hidden in its speed.)"""
+    if not writer.manifest.cameras:
+        return 0.0
+    started = time.monotonic()
+    writer.start_encoders().wait()
+    return time.monotonic() - started
 
 
 def _stream(
