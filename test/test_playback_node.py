@@ -209,21 +209,23 @@ def test_sim_stamps_and_clock_as_fast_as_possible(ros: None, tmp_path: Path) -> 
     assert clock[0] <= items[0].time_ns and clock[-1] >= items[-1].time_ns - 10_000_000
 
 
-def player_error(tmp_path: Path, dataset: Path | None, *parameters: str) -> str:
+def player_error(tmp_path: Path, dataset: Path | None, *parameters: str, code: int = 1) -> str:
+    """The one error line of a player that does not start; exit ``code`` (2: a parameter,
+    the node's command line, is wrong)."""
     log = tmp_path / "player.log"
     player = start_player(dataset, log, *parameters)
-    assert player.wait(timeout=60) == 1
+    assert player.wait(timeout=60) == code
     text = log.read_text()
     errors = [line for line in text.splitlines() if "[ERROR]" in line]
     assert len(errors) == 1 and "Traceback" not in text, text
     return errors[0]
 
 
-def test_bad_input_is_one_error_line_and_exit_1(played: Played, tmp_path: Path) -> None:
-    assert "parameter dataset: required" in player_error(tmp_path, None)
+def test_bad_input_is_one_error_line_and_an_exit_code(played: Played, tmp_path: Path) -> None:
+    assert "parameter dataset: required" in player_error(tmp_path, None, code=2)
     assert "not an ORTF dataset" in player_error(tmp_path, tmp_path)
-    assert "parameter rate: expected a double" in player_error(tmp_path, played.root, "rate:=2")
-    assert "no episode '3'" in player_error(tmp_path, played.root, "episodes:=['3']")
+    assert "parameter rate: expected a double" in player_error(tmp_path, played.root, "rate:=2", code=2)
+    assert "no episode '3'" in player_error(tmp_path, played.root, "episodes:=['3']", code=2)
     broken = tmp_path / "broken"
     shutil.copytree(played.root, broken)
     load_dataset(broken).episode(0).video_path("depth_camera").unlink()

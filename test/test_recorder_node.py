@@ -334,14 +334,14 @@ def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_
     blocker.write_text("not a directory")
     held = small_dataset[0]
     lock = lock_dataset(held)  # another writer holds the dataset
-    for parameters, expected in (
-        ((f"output:={held}", f"mapping:={mapping}"), "another process is writing this dataset"),
-        ((f"output:={blocker}", f"mapping:={mapping}"), "is not a directory"),
-        ((f"output:={tmp_path / 'x'}", f"mapping:={tmp_path / 'missing.yaml'}"), "missing.yaml"),
-        ((f"output:={tmp_path / 'x'}", "cameras.wrist.topic:=/w"), "cameras.wrist.kind"),
-        ((f"output:={tmp_path / 'x'}", "mapping:="), "Couldn't parse parameter override rule"),
-        ((), "parameter output: required"),
-        ((f"output:={tmp_path / 'x'}", "warmup_s:=5"), "parameter warmup_s: expected a double"),
+    for parameters, expected, exit_code in (  # 2: a parameter (the node's command line) is wrong
+        ((f"output:={held}", f"mapping:={mapping}"), "another process is writing this dataset", 1),
+        ((f"output:={blocker}", f"mapping:={mapping}"), "is a file; expected an ORTF dataset directory", 2),
+        ((f"output:={tmp_path / 'x'}", f"mapping:={tmp_path / 'missing.yaml'}"), "missing.yaml", 2),
+        ((f"output:={tmp_path / 'x'}", "cameras.wrist.topic:=/w"), "cameras.wrist.kind", 1),
+        ((f"output:={tmp_path / 'x'}", "mapping:="), "Couldn't parse parameter override rule", 2),
+        ((), "parameter output: required", 2),
+        ((f"output:={tmp_path / 'x'}", "warmup_s:=5"), "parameter warmup_s: expected a double", 2),
     ):
         child = Child(recorder_command(None, params, *parameters), tmp_path / "bad.log")
         try:
@@ -349,7 +349,7 @@ def test_start_refuses_naming_what_has_not_arrived_and_bad_setups_exit_with_one_
         finally:
             child.kill()
         text = child.text()
-        assert code == 1 and expected in text and "Traceback" not in text, (parameters, text)
+        assert code == exit_code and expected in text and "Traceback" not in text, (parameters, text)
         ours = [line for line in text.splitlines() if line.strip() and "[rcl]" not in line]  # (rcl logs its own too)
         assert len(ours) == 1, text
     unlock_dataset(held, lock)

@@ -25,7 +25,7 @@ import yaml
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
-from ortf_ros.errors import UsageError
+from ortf_ros.errors import OrtfError
 
 StreamKind = Literal[
     "joint_states",
@@ -60,7 +60,7 @@ DEFAULT_ACTION_TOPIC = "/action"
 """The action's topic when ``topics.action`` is empty and the manifest names no topic."""
 
 
-class SettingsError(UsageError):
+class SettingsError(OrtfError):
     """A player setting has the wrong type or value (names the file or node and the parameter)."""
 
 

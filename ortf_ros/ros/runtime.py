@@ -19,7 +19,6 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator, Sequence
-from typing import IO
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException
@@ -76,8 +75,9 @@ def init(args: Sequence[str] | None = None) -> None:
 
 
 class _HeldStderr:
-    def __init__(self, file: IO[bytes]) -> None:
-        self.file = file
+    """What ``_stderr_held`` yields: ``drop()`` discards what was held."""
+
+    def __init__(self) -> None:
         self.dropped = False
 
     def drop(self) -> None:
@@ -92,7 +92,7 @@ def _stderr_held() -> Iterator[_HeldStderr]:
     saved = os.dup(2)
     with tempfile.TemporaryFile() as aside:
         os.dup2(aside.fileno(), 2)
-        held = _HeldStderr(aside)
+        held = _HeldStderr()
         try:
             yield held
         finally:
