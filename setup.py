@@ -60,8 +60,8 @@ setup(
     zip_safe=True,
     entry_points={
         "console_scripts": [
-            "ortf = ortf_ros.cli.ortf:main",
-            "ortf-bag2ortf = ortf_ros.cli.bag2ortf:main",
+            "ortf = ortf_ros.cli.entry:ortf",
+            "ortf-bag2ortf = ortf_ros.cli.entry:bag2ortf",
             # ROS 2 nodes: `ros2 run ortf_ros ortf_player` (colcon installs them into lib/ortf_ros)
             "ortf_player = ortf_ros.ros.entry:player",
             "ortf_recorder = ortf_ros.ros.entry:recorder",

@@ -24,6 +24,7 @@ from ortf_ros.format.manifest import AlignmentSummary, Manifest, Statistics
 from ortf_ros.format.metadata import EpisodeRecord, Task, episodes_table, read_episodes, read_tasks, tasks_jsonl
 from ortf_ros.format.schema import feature_thresholds, stats_features
 from ortf_ros.io import atomic
+from ortf_ros.io.text import read_text
 from ortf_ros.stats import DatasetStats
 
 log = logging.getLogger(__name__)
@@ -49,10 +50,10 @@ def empty_stats(manifest: Manifest) -> DatasetStats:
 def load_manifest(root: Path) -> Manifest:
     path = root / layout.MANIFEST
     try:
-        text = path.read_text()
+        text = read_text(path)
     except FileNotFoundError:
         raise FormatError(f"{layout.MANIFEST}: missing (is {root} an ORTF dataset?)") from None
-    return Manifest.from_json(text)
+    return Manifest.from_json(text, str(path))
 
 
 class Catalog:
@@ -92,7 +93,7 @@ class Catalog:
         committed = {e.episode_id for e in episodes}
         if state_path.exists():
             try:
-                state = json.loads(state_path.read_text())
+                state = json.loads(read_text(state_path))
             except json.JSONDecodeError as exc:
                 raise FormatError(f"{layout.STATS_STATE}: not valid JSON: {exc}") from None
             features = state.get("features", {})

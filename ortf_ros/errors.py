@@ -6,6 +6,8 @@ surface with a traceback.
 """
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 """The exit codes of every console script (the README lists them)."""
@@ -66,3 +68,15 @@ def os_error_line(exc: OSError) -> str:
     if exc.filename is not None:
         return f"{os.fsdecode(exc.filename)}: {reason}"
     return reason
+
+
+@contextmanager
+def naming(path: os.PathLike[str] | str) -> Iterator[None]:
+    """An OSError that names no file (a full disk says only "No space left on device")
+    names ``path``, where the block was writing."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+        raise

@@ -25,6 +25,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.io.npz import NpzDepthReader
+from ortf_ros.io.text import read_text
 from ortf_ros.io.video import VideoReader, frame_kind
 
 StepIndexConvention = Literal["global", "episode"]
@@ -64,7 +65,7 @@ class Dataset:
         if not path.exists():
             return {}
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_text(path))
         except json.JSONDecodeError as exc:
             raise FormatError(f"{layout.STATS}: not valid JSON: {exc}") from None
         if not isinstance(data, dict):

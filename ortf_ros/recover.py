@@ -16,6 +16,7 @@ from typing import Literal
 from ortf_ros.catalog import Catalog, load_manifest
 from ortf_ros.commit import EmptyEpisodeError, commit_staged, discard_staged
 from ortf_ros.staging import (
+    HEADER_FILE,
     EpisodeOutcome,
     StagedEpisode,
     lock_dataset,
@@ -44,6 +45,9 @@ class RecoveryResult:
 def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = None) -> list[RecoveryResult]:
     config = config or WriterConfig()
     load_manifest(root)  # not a dataset: say so before the lock creates anything in it
+    staged = staged_episode_dirs(root)
+    if not staged:
+        return []  # nothing to do, and nothing rewritten
     lock = lock_dataset(root)
     try:
         catalog = Catalog.load(root)
@@ -55,6 +59,11 @@ def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = 
 
 
 def _recover_one(catalog: Catalog, staged: StagedEpisode, discard: bool, config: WriterConfig) -> RecoveryResult:
+    if not (staged.directory / HEADER_FILE).exists():
+        # Made, then the process died (or the disk was full) before its header, the first
+        # thing an episode writes: nothing of it was recorded.
+        staged.remove()
+        return RecoveryResult(staged.directory.name.removeprefix("episode_"), "discarded", reason="nothing recorded")
     header = staged.header()
     outcome = staged.outcome()
     committing = outcome is not None or header.episode_id in catalog.episode_ids()

@@ -37,6 +37,7 @@ from ortf_ros.errors import FormatError, WriterError, describe
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
+from ortf_ros.io.text import read_text
 
 HEADER_FILE = "episode.json"
 COMMIT_FILE = "COMMIT.json"
@@ -157,7 +158,11 @@ class StagedEpisode:
             shutil.rmtree(directory)
         directory.mkdir(parents=True)
         staged = cls(directory)
-        staged.write_header(header)
+        try:
+            staged.write_header(header)
+        except BaseException:
+            staged.remove()  # (a full disk): no episode began, none is left to recover
+            raise
         return staged
 
     def write_header(self, header: EpisodeHeader) -> None:
@@ -177,7 +182,7 @@ class StagedEpisode:
     def header(self) -> EpisodeHeader:
         path = self.directory / HEADER_FILE
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(read_text(path))
         except (OSError, json.JSONDecodeError) as exc:
             raise FormatError(f"{path}: staged episode header unreadable: {exc}") from None
         return EpisodeHeader.from_dict(data, str(path))
@@ -188,7 +193,7 @@ class StagedEpisode:
         if not path.exists():
             return None
         try:
-            return EpisodeOutcome(**json.loads(path.read_text()))
+            return EpisodeOutcome(**json.loads(read_text(path)))
         except (OSError, json.JSONDecodeError, TypeError) as exc:
             raise FormatError(f"{path}: commit record unreadable: {exc}") from None
 

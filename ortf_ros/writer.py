@@ -37,7 +37,7 @@ import yaml
 from numpy.typing import ArrayLike
 
 from ortf_ros import bounds
-from ortf_ros.catalog import Catalog, new_manifest_identity, utc_now_iso
+from ortf_ros.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.commit import RowGroupLimits, commit_staged
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
@@ -47,6 +47,7 @@ from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
 from ortf_ros.io.segment import VideoSegment, stage_segment
+from ortf_ros.io.text import read_text
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
     RGB_ENCODING,
@@ -113,7 +114,7 @@ class WriterConfig:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> WriterConfig:
         try:
-            data = yaml.safe_load(Path(path).read_text()) or {}
+            data = yaml.safe_load(read_text(path)) or {}
         except (OSError, yaml.YAMLError) as exc:
             raise WriterError(f"{path}: cannot read writer settings: {exc}") from None
         if not isinstance(data, Mapping):
@@ -141,7 +142,10 @@ def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:
         if type(value) is not expected:
             raise WriterError(f"{where}{key}: expected {expected.__name__}, got {value!r}")
         values[key] = value
-    return replace(defaults, **values)  # type: ignore[type-var]
+    try:
+        return replace(defaults, **values)  # type: ignore[type-var]
+    except WriterError as exc:  # a value out of its bound: named where it was given
+        raise WriterError(f"{where}{exc}") from None
 
 
 @dataclass(frozen=True)
@@ -290,6 +294,8 @@ class DatasetWriter:
         existing = (self.root / layout.MANIFEST).exists()
         if not existing and self.root.exists() and any(self.root.iterdir()):
             raise WriterError(f"{self.root}: refusing to write into a non-empty directory that is not an ORTF dataset")
+        if existing:
+            load_manifest(self.root)  # one that does not read is refused before the lock leaves a trace
         created_root = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = lock_dataset(self.root)

@@ -14,17 +14,21 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.demo_command import MARKER_TEXT
+from ortf_ros.pipeline.config import auto_config, write_config
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import write_teleop_bag
 
 BIN = Path(sys.executable).parent
@@ -187,10 +191,44 @@ CASES: list[Case] = [
     case("demo-out-file-force", "ortf", "demo", "{afile}", "--force", "--no-live"),
     case("demo-out-not-a-demo-force", "ortf", "demo", "{plain_dir}", "--force", "--no-live"),
     case("demo-out-dataset-force", "ortf", "demo", "{dataset}", "--force", "--no-live"),
+    case("demo-out-with-the-users-files-force", "ortf", "demo", "{demo_like}", "--force", "--no-live"),
     case("demo-out-read-only", "ortf", "demo", "{ro}/demo", "--no-live"),
     case("demo-out-dash", "ortf", "demo", "-", "--no-live"),
     case("demo-out-dev-null-force", "ortf", "demo", "/dev/null", "--force", "--no-live"),
+    # outputs that would overwrite an input, or land inside one
+    case("bag2ortf-write-config-onto-the-input", "ortf-bag2ortf", "{mcap_file}", "--write-config", "{mcap_file}"),
+    case("bag2ortf-write-config-into-the-bag", "ortf-bag2ortf", "{bag}", "--write-config", "{bag}/metadata.yaml"),
+    case(
+        "mcap-out-inside-the-dataset", "ortf", "export", "mcap", "{dataset}", "{dataset}/meta/manifest.json", "--force"
+    ),
+    case("mcap-write-config-onto-the-out", "ortf", "export", "mcap", "{dataset}", "o.mcap", "--write-config", "o.mcap"),
+    # words that are no path, or not the path they look like
+    case("bag2ortf-input-empty-word", "ortf-bag2ortf", "", "-o", "out"),
+    case("bag2ortf-input-file-with-trailing-slash", "ortf-bag2ortf", "{mcap_file}/", "-o", "out"),
+    case("bag2ortf-write-config-empty-word", "ortf-bag2ortf", "{bag}", "--write-config", ""),
+    case("bag2ortf-write-config-trailing-slash", "ortf-bag2ortf", "{bag}", "--write-config", "m.yaml/"),
+    case("bag2ortf-mesh-path-empty-word", "ortf-bag2ortf", "{bag}", "-o", "out", "--mesh-path", ""),
+    case("bag2ortf-output-name-too-long", "ortf-bag2ortf", "{bag}", "-o", "a/" + "x" * 300 + "/ds"),
+    case("mcap-out-trailing-slash", "ortf", "export", "mcap", "{dataset}", "o.mcap/"),
+    case("demo-out-empty-word", "ortf", "demo", "", "--no-live"),
+    case("bag2ortf-output-in-proc", "ortf-bag2ortf", "{bag}", "-o", "/proc/ortf-dataset"),
+    # jobs that are separate, asked for together
+    case("bag2ortf-list-and-write-config", "ortf-bag2ortf", "{bag}", "--list", "--write-config", "m.yaml"),
+    case("bag2ortf-write-config-and-output", "ortf-bag2ortf", "{bag}", "--write-config", "m.yaml", "-o", "out"),
+    # inputs that are not what they must be
+    case("bag2ortf-urdf-empty", "ortf-bag2ortf", "{bag}", "-o", "out", "--urdf", "/dev/null", code=FAILED),
+    case("bag2ortf-mapping-bad-writer", "ortf-bag2ortf", "{bag}", "-o", "out", "--config", "{bad_writer}", code=FAILED),
+    case(
+        "bag2ortf-mapping-unknown-frame", "ortf-bag2ortf", "{bag}", "-o", "out", "--config", "{bad_frame}", code=FAILED
+    ),
+    case("mcap-config-not-utf8", "ortf", "export", "mcap", "{dataset}", "o.mcap", "--config", "{binary}", code=FAILED),
+    case("info-manifest-not-utf8", "ortf", "info", "{garbled}", code=FAILED),
+    case("recover-manifest-not-utf8", "ortf", "recover", "{garbled}", code=FAILED),
+    case("bag2ortf-append-to-garbled", "ortf-bag2ortf", "{bag}", "-o", "{garbled}", code=FAILED),
+    case("lerobot-manifest-not-utf8", "ortf", "export", "lerobot", "{garbled}", "out", code=FAILED),
     # the nodes' console scripts (parameters are checked before any DDS work)
+    case("recorder-output-garbled-dataset", "ortf_recorder", "--ros-args", "-p", "output:={garbled}", code=FAILED),
+    case("recorder-urdf-empty", "ortf_recorder", "--ros-args", "-p", "output:=ds", "-p", "urdf:=/dev/null"),
     case("recorder-no-output", "ortf_recorder"),
     case("recorder-output-file", "ortf_recorder", "--ros-args", "-p", "output:={afile}"),
     case("recorder-output-read-only", "ortf_recorder", "--ros-args", "-p", "output:={ro}/ds"),
@@ -278,6 +316,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     plain_dir = inputs / "plain"
     plain_dir.mkdir()
     (plain_dir / "notes.txt").write_text("someone's files\n")
+    (inputs / "bad-writer.yaml").write_text("writer: {video: {preset: turbo}}\n")
+    with BagSource(bag) as source:  # the detected mapping, naming a frame the recording lacks
+        write_config(
+            replace(auto_config(source.topics()), end_effector_frame="no_such_frame"), inputs / "bad-frame.yaml"
+        )
+    demo_like = inputs / "demo-like"  # an earlier demo's output, with a file of the user's in it
+    (demo_like / "dataset").mkdir(parents=True)
+    (demo_like / "mapping.yaml").write_text("{}\n")
+    (demo_like / ".ortf-demo").write_text(MARKER_TEXT)
+    (demo_like / "my-notes.txt").write_text("mine\n")
+    (inputs / "binary.yaml").write_bytes(b"# caf\xe9\n")
+    garbled = inputs / "garbled"
+    (garbled / "meta").mkdir(parents=True)
+    (garbled / "meta" / "manifest.json").write_bytes(b"\x89PNG\xff")
     ro = inputs / "read-only"
     ro.mkdir()
     read_only = _make_read_only(ro)
@@ -292,6 +344,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "plain_dir": str(plain_dir),
         "ro": str(ro),
         "missing": str(inputs / "missing"),
+        "bad_writer": str(inputs / "bad-writer.yaml"),
+        "bad_frame": str(inputs / "bad-frame.yaml"),
+        "binary": str(inputs / "binary.yaml"),
+        "garbled": str(garbled),
+        "demo_like": str(demo_like),
     }
     world = World(root, paths, read_only)
     world.before = snapshot(root, skip="cases")
@@ -358,3 +415,47 @@ def test_the_inputs_are_as_they_were(world: World, outcomes: dict[str, Outcome])
     lock or scratch directory left in a dataset."""
     assert outcomes
     assert snapshot(world.root, skip="cases") == world.before
+
+
+def _script(name: str) -> str:
+    return str(BIN / name)
+
+
+def test_sigterm_stops_a_conversion_and_leaves_no_dataset(tmp_path: Path) -> None:
+    """``timeout``, a job scheduler or a closed terminal stop a conversion as Ctrl-C does:
+    exit 128 + the signal, and the dataset it was making (no episode yet) is removed."""
+    bag = write_teleop_bag(tmp_path / "long", "mcap", duration_s=20.0, width=64, height=48).path
+    out = tmp_path / "out"
+    child = subprocess.Popen([_script("ortf-bag2ortf"), str(bag), "-o", str(out)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while not (out / "meta").exists() and child.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=TIMEOUT_S)
+    assert child.returncode == 128 + signal.SIGTERM, err
+    assert b"Traceback" not in err
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["long"]
+
+
+def test_a_full_standard_output_is_one_line_naming_it(world: World) -> None:
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [_script("ortf"), "info", world.paths["dataset"]], stdout=full, stderr=subprocess.PIPE, timeout=TIMEOUT_S
+        )
+    err = done.stderr.decode()
+    assert done.returncode == FAILED and err.splitlines() == ["ortf info: standard output: No space left on device"]
+
+
+def test_recover_clears_an_episode_that_never_got_its_header(world: World, tmp_path: Path) -> None:
+    """A writer that died (or found the disk full) between making an episode's directory
+    and writing its header left nothing to recover: recover removes it, and the dataset
+    takes episodes again."""
+    dataset = tmp_path / "ds"
+    shutil.copytree(world.paths["dataset"], dataset)
+    (dataset / ".staging" / "episode_000009").mkdir(parents=True)
+    done = subprocess.run([_script("ortf"), "recover", str(dataset)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "episode 000009: discarded (nothing recorded)" in done.stdout
+    assert not list((dataset / ".staging").glob("episode_*"))
+    assert bag2ortf([world.paths["bag"], "-o", str(dataset)]) == 0

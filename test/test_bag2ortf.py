@@ -266,8 +266,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     ("bag", "message"),
     [
         ("geocamxyz__rosbags-rs/tests/test_bags/test_bag_mcap", "has no decodable frame"),
-        ("cruise-automation__rosbag.js/fixtures/example-lz4.bag", "no JointState message"),
-        ("UbiquityRobotics__fiducials/fiducial_slam/test/aruco_images.bag", "no JointState message"),
+        ("cruise-automation__rosbag.js/fixtures/example-lz4.bag", "no sensor_msgs/JointState topic"),
+        ("UbiquityRobotics__fiducials/fiducial_slam/test/aruco_images.bag", "no sensor_msgs/JointState topic"),
     ],
 )
 def test_third_party_bags_are_rejected_with_one_clean_line(bag: str, message: str, tmp_path: Path) -> None:

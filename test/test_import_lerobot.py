@@ -449,7 +449,7 @@ def test_an_unreadable_kept_urdf_is_a_warning_like_an_unreadable_manifest(
     to_lerobot(tmp_path / "source", lerobot)
     urdf = lerobot / "ortf/robot/robot.urdf"
     urdf.write_bytes(b"\xff<robot/>")
-    for name, cause in (("bytes", "'utf-8' codec can't decode byte 0xff"), ("directory", "Is a directory")):
+    for name, cause in (("bytes", "not UTF-8 text (byte 0: 0xff)"), ("directory", "Is a directory")):
         if name == "directory":
             urdf.unlink()
             urdf.mkdir()

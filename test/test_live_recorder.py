@@ -192,14 +192,15 @@ def test_discard_and_shutdown_without_commit_leave_no_episode(live: Live, tmp_pa
 
 
 def test_check_output_refuses_what_the_recorder_could_not_write(tmp_path: Path, small_dataset: object) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("x")
+    # (a path that is no directory, or where none can be made: io.paths, with the parameters)
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "notes.txt").write_text("x")
+    garbled = tmp_path / "garbled"
+    (garbled / "meta").mkdir(parents=True)
+    (garbled / "meta" / "manifest.json").write_bytes(b"\x89PNG\xff")
     for output, expected in (
-        (blocker, "is not a directory"),
         (tmp_path / "full", "non-empty directory that is not an ORTF dataset"),
-        (blocker / "below", "not a writable directory"),
+        (garbled, "manifest.json: not UTF-8 text"),
     ):
         with pytest.raises(Exception, match=expected):
             check_output(output)

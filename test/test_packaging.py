@@ -39,8 +39,8 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     assert "ortf_ros/py.typed" in names
     assert "ortf_ros/ros/player_node.py" in names
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
-    assert "ortf = ortf_ros.cli.ortf:main" in entry_points
-    assert "ortf-bag2ortf = ortf_ros.cli.bag2ortf:main" in entry_points
+    assert "ortf = ortf_ros.cli.entry:ortf" in entry_points
+    assert "ortf-bag2ortf = ortf_ros.cli.entry:bag2ortf" in entry_points
     assert "ortf_player = ortf_ros.ros.entry:player" in entry_points
     assert "ortf_recorder = ortf_ros.ros.entry:recorder" in entry_points
 

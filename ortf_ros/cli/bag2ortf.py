@@ -28,11 +28,12 @@ from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guard
 from ortf_ros.cli.outputs import removed_on_failure, write_text
 from ortf_ros.cli.progress import progress_bar
 from ortf_ros.cpus import usable_cpus
-from ortf_ros.errors import ConversionError, UsageError, WriterError, describe
+from ortf_ros.errors import ConversionError, UsageError, WriterError, describe, naming
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import paths
 from ortf_ros.io.scratch import remove_stale, scratch_directory
+from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     StepClock,
@@ -42,6 +43,7 @@ from ortf_ros.pipeline.config import (
     load_config,
 )
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
+from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.reader import load_dataset
 from ortf_ros.staging import lock_dataset
@@ -52,7 +54,7 @@ SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the
 
 def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
     """The mapping file's (or the one detected from ``source``), with the flags over it."""
-    config = load_config(args.config) if args.config else auto_config(source.topics())
+    config = load_config(args.config) if args.config is not None else auto_config(source.topics())
     if args.rate is not None:
         config = replace(config, step=StepClock(rate_hz=args.rate))
     labels = config.labels
@@ -84,6 +86,8 @@ def _list(args: argparse.Namespace) -> int:
 def _write_config(args: argparse.Namespace) -> int:
     """The mapping as YAML, to a file or (``-``) to standard output."""
     target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
+    if target is not None:
+        paths.apart_from(target, [Path(word) for word in args.inputs], "the topic mapping")
     with BagSource([Path(args.inputs[0])]) as source:
         text = dump_config(_config_for(args, source))
     write_text(target, text)
@@ -141,7 +145,7 @@ class _Job:
 def _job(args: argparse.Namespace, source: BagSource, output: Path) -> _Job:
     config = _config_for(args, source)
     writer_config = converter_writer_config(config.writer, args.config or "mapping")
-    urdf = _read_urdf(Path(args.urdf)) if args.urdf else None
+    urdf = read_urdf(Path(args.urdf)) if args.urdf is not None else None
     return _Job(source.paths[0], output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
 
 
@@ -160,13 +164,6 @@ def _run(
     )
 
 
-def _read_urdf(path: Path) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConversionError(f"{path}: not UTF-8 text; expected a URDF (XML) file") from None
-
-
 def _has_episodes(dataset: Path) -> bool:
     """Whether ``dataset`` holds a committed episode (kept when a later recording fails)."""
     try:
@@ -177,7 +174,8 @@ def _has_episodes(dataset: Path) -> bool:
 
 def _convert(args: argparse.Namespace) -> int:
     output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory")
-    with removed_on_failure(output, finished=_has_episodes):
+    paths.apart_from(output, [Path(word) for word in args.inputs], "the dataset")
+    with removed_on_failure(output, finished=_has_episodes), naming(output):
         return _convert_into(args, output)
 
 
@@ -289,7 +287,7 @@ def _import(part: Path, output: Path) -> list[EpisodeRecord]:
     converted = load_dataset(part)
     urdf = part / layout.URDF
     manifest = replace(converted.manifest, dataset_id="", created_at=None)
-    with DatasetWriter(output, manifest, urdf=urdf.read_text() if urdf.exists() else None) as writer:
+    with DatasetWriter(output, manifest, urdf=read_text(urdf) if urdf.exists() else None) as writer:
         if (part / layout.MESHES_DIR).is_dir() and not (output / layout.MESHES_DIR).exists():
             shutil.copytree(part / layout.MESHES_DIR, output / layout.MESHES_DIR)
         return [writer.import_episode(episode) for episode in converted]
@@ -365,9 +363,9 @@ def _check_paths(args: argparse.Namespace) -> None:
     """Every input path exists and is of the kind wanted, before anything is read or written."""
     for word in args.inputs:
         paths.input_path(word, "a bag file or a rosbag2 directory")
-    if args.config:
+    if args.config is not None:
         paths.input_file(args.config, "a topic mapping YAML file")
-    if args.urdf:
+    if args.urdf is not None:
         paths.input_file(args.urdf, "a URDF file")
     for word in args.mesh_path:
         paths.input_dir(word, "a directory of package:// meshes")
@@ -378,12 +376,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    if not (args.list or args.write_config or args.output):
+    jobs = [flag for flag, given in (("--list", args.list), ("--write-config", args.write_config is not None),
+                                     ("-o", args.output is not None)) if given]  # fmt: skip
+    if not jobs:
         raise UsageError("-o/--output is required to convert (or --list, --write-config)")
+    if len(jobs) > 1:
+        raise UsageError(f"{' and '.join(jobs)}: give one of them (list the mapping, save it, or convert)")
     _check_paths(args)
     if args.list:
         return _list(args)
-    if args.write_config:
+    if args.write_config is not None:
         return _write_config(args)
     return _convert(args)
 

@@ -8,7 +8,8 @@ and an exit code, the README's; only a bug keeps its traceback.
 - standard output closed by its reader (``ortf info D | head -1``): no message, exit 141
   (128 + SIGPIPE, what ``git log | head`` exits with); a broken pipe anywhere else is
   an error like any other;
-- Ctrl-C: exit 130 (128 + SIGINT).
+- Ctrl-C: exit 130 (128 + SIGINT); SIGTERM and SIGHUP stop it the same way (143, 129),
+  so what it had not finished is removed as on Ctrl-C.
 
 Command-line parsing goes through ``OneLineParser``, whose errors are one line too.
 """
@@ -17,11 +18,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 import select
+import signal
 import sys
+import threading
 from collections.abc import Callable
-from typing import NoReturn
+from typing import Any, NoReturn, TextIO, cast
 
 from ortf_ros.errors import (
     EXIT_FAILED,
@@ -46,24 +50,87 @@ __all__ = [
 EXIT_PIPE_CLOSED = 141
 
 
-def run_guarded(prog: str, run: Callable[[], int]) -> int:
-    """``run()``'s exit code, or the code of what it raised, after one line on stderr."""
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (``timeout``, a closed terminal, a job scheduler), taken as Ctrl-C
+    is: the command stops where it is and removes what it had not finished."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise Stopped(signum)
+
+
+def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
+    """``run()``'s exit code, or the code of what it raised, after one line on stderr
+    (``prog``: the command's name, or a function that knows it once the line is parsed)."""
+    name = prog if callable(prog) else lambda: prog
+    main = threading.current_thread() is threading.main_thread()  # (only there can signals be handled)
+    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    stdout = sys.stdout
+    sys.stdout = cast("TextIO", _StandardOutput(stdout))
+    # The package's log warnings are for programs using it as a library; here the error
+    # line says what failed (a writer closed by a failure would add "stays staged" lines).
+    quiet = logging.NullHandler()
+    logging.getLogger("ortf_ros").addHandler(quiet)
     try:
-        return run()
+        code = run()
+        sys.stdout.flush()  # a full disk or a closed pipe is this command's error, not the interpreter's at exit
+        return code
     except OrtfError as exc:
-        _say(prog, str(exc))
+        _say(name(), str(exc))
         return exit_code(exc)
     except BrokenPipeError as exc:
         if _stdout_closed():
             _silence_stdout()
             return EXIT_PIPE_CLOSED
-        _say(prog, os_error_line(exc))
+        _say(name(), os_error_line(exc))
         return EXIT_FAILED
     except OSError as exc:
-        _say(prog, os_error_line(exc))
+        _say(name(), os_error_line(exc))
         return EXIT_FAILED
+    except UnicodeError as exc:  # a file of the input that is not the text it must be
+        _say(name(), f"not UTF-8 text where text was expected ({exc})")
+        return EXIT_FAILED
+    except Stopped as exc:
+        return 128 + exc.signum
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    finally:
+        logging.getLogger("ortf_ros").removeHandler(quiet)
+        sys.stdout = stdout
+        for signum, handler in stops.items():
+            signal.signal(signum, handler)
+
+
+class _StandardOutput:
+    """Standard output whose write errors name it: ``> /dev/full`` is "standard output: No
+    space left on device", not an error without a place."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            raise _named(exc) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            raise _named(exc) from None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def _named(exc: OSError) -> OSError:
+    """``exc`` naming standard output (the same subclass: EPIPE stays a BrokenPipeError)."""
+    return exc if exc.filename is not None else OSError(exc.errno, exc.strerror, "standard output")
 
 
 def _say(prog: str, message: str) -> None:

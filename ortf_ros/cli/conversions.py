@@ -16,6 +16,7 @@ from dataclasses import replace
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import write_text
 from ortf_ros.cli.progress import progress_bar
+from ortf_ros.errors import naming
 from ortf_ros.io import paths
 from ortf_ros.pipeline.config import dump_config
 from ortf_ros.playback.export import export_mcap
@@ -26,13 +27,17 @@ DATASET = "an ORTF dataset directory"
 
 
 def _cmd_export_mcap(args: argparse.Namespace) -> int:
-    paths.input_dir(args.dataset, DATASET)
+    dataset = paths.input_dir(args.dataset, DATASET)
     out = paths.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False)
+    assert out is not None
+    paths.apart_from(out, [dataset], "the MCAP file")
     mapping_out = None
-    if args.write_config:
+    if args.write_config is not None:
         mapping_out = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
+        if mapping_out is not None:
+            paths.apart_from(mapping_out, [dataset, out], "the topic mapping")
     settings = default_settings()
-    if args.config:
+    if args.config is not None:
         paths.input_file(args.config, "a playback parameter YAML file")
         settings = settings_from_parameters(read_parameter_file(args.config), args.config)
     messages = settings.messages
@@ -42,9 +47,13 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     def warn(line: str) -> None:
         print(f"ortf export mcap: warning: {line}", file=sys.stderr)
 
-    result = export_mcap(args.dataset, out or args.output, messages, episodes=args.episode, force=args.force, warn=warn)
+    with naming(out):
+        result = export_mcap(dataset, out, messages, episodes=args.episode, force=args.force, warn=warn)
+    if args.write_config is not None:  # first: with the mapping on standard output, a closed pipe ends it quietly
+        mapping = replay_mapping(result.manifest, messages, split_episodes=True)
+        write_text(mapping_out, dump_config(mapping))
     # The mapping going to standard output, what is said goes to stderr.
-    report = sys.stderr if args.write_config and mapping_out is None else sys.stdout
+    report = sys.stderr if args.write_config is not None and mapping_out is None else sys.stdout
     total = sum(result.counts.values())
     print(
         f"{result.path}: {total} messages on {len(result.counts)} topics, {result.seconds:.3f} s, "
@@ -53,11 +62,8 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     )
     for topic, count in sorted(result.counts.items()):
         print(f"  {topic:<40} {count:>8}", file=report)
-    if args.write_config:
-        mapping = replay_mapping(result.manifest, messages, split_episodes=True)
-        write_text(mapping_out, dump_config(mapping))
-        if mapping_out is not None and mapping_out.is_file():
-            print(f"wrote {mapping_out}: ortf-bag2ortf {result.path} -o DATASET --config {mapping_out}")
+    if mapping_out is not None and mapping_out.is_file():
+        print(f"wrote {mapping_out}: ortf-bag2ortf {result.path} -o DATASET --config {mapping_out}")
     return EXIT_OK
 
 
@@ -161,9 +167,11 @@ def _add_conversion(
     p.add_argument("output", metavar="OUT_DIR")
 
     def checked(args: argparse.Namespace) -> int:
-        paths.input_dir(getattr(args, name), expected)
-        paths.output_dir(args.output, f"the {command.split()[-1]} output", existing=None)
-        return run(args)
+        source = paths.input_dir(getattr(args, name), expected)
+        what = f"the {command.split()[-1]} output"
+        paths.apart_from(paths.output_dir(args.output, what, existing=None), [source], what)
+        with naming(args.output):
+            return run(args)
 
     p.set_defaults(run=checked, prog=f"ortf {command}")
     return p

@@ -12,9 +12,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ortf_ros import bounds
@@ -23,13 +25,14 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import removed_on_failure
 from ortf_ros.demo import demo_mapping, show_validated
-from ortf_ros.errors import UsageError
+from ortf_ros.errors import UsageError, naming
 from ortf_ros.io import paths
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.synthetic_bag import check_size, write_teleop_bag
 
 MARKER = ".ortf-demo"
-"""The file that says a directory is a demo's output, which ``--force`` may replace."""
+"""The file (with ``MARKER_TEXT``) that says a directory is a demo's output, which
+``--force`` may replace."""
 
 
 def add_demo(sub: argparse._SubParsersAction[OneLineParser]) -> None:
@@ -51,11 +54,23 @@ def add_demo(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     p.set_defaults(run=run_demo, prog="ortf demo")
 
 
+MARKER_TEXT = "made by `ortf demo`; `ortf demo --force` may replace this directory\n"
+DEMO_ENTRIES = frozenset({MARKER, "mapping.yaml", "dataset", "live", "live-logs", "live-mapping.yaml"})
+"""Everything a demo writes into its output; ``teleop_N`` besides."""
+
+
 def _is_demo_output(path: Path) -> bool:
-    """Made by ``ortf demo`` (its marker, or the files an earlier version left), or empty."""
-    if not any(path.iterdir()):
+    """Empty, or made by ``ortf demo`` (its marker, or an earlier version's mapping.yaml and
+    dataset) and holding nothing a demo does not write: a file of the user's in it, and
+    ``--force`` refuses."""
+    entries = [entry.name for entry in path.iterdir()]
+    if not entries:
         return True
-    return (path / MARKER).is_file() or ((path / "mapping.yaml").is_file() and (path / "dataset").is_dir())
+    ours = all(name in DEMO_ENTRIES or re.fullmatch(r"teleop_\d+", name) for name in entries)
+    marker = path / MARKER
+    marked = marker.is_file() and not marker.is_symlink() and marker.read_bytes() == MARKER_TEXT.encode()
+    earlier = MARKER not in entries and (path / "mapping.yaml").is_file() and (path / "dataset").is_dir()
+    return ours and (marked or earlier)
 
 
 def _prepare(args: argparse.Namespace) -> Path:
@@ -65,30 +80,66 @@ def _prepare(args: argparse.Namespace) -> Path:
     except ValueError as exc:
         raise UsageError(f"--width/--height: {exc}") from None
     out = Path(args.output)
-    if not (out.exists() or out.is_symlink()):
+    if not (paths.exists(out) or out.is_symlink()):
         return paths.output_dir(args.output, "the demo", existing=None)
     if not args.force:
         raise UsageError(f"{out}: exists; pass --force to replace it")
     if out.is_symlink() or not out.is_dir():
         raise UsageError(f"{out}: not a directory; --force replaces only an earlier demo's output")
     if not _is_demo_output(out):
-        raise UsageError(f"{out}: not an ortf demo's output; --force replaces only those (give a new path)")
+        raise UsageError(
+            f"{out}: not only an ortf demo's output; --force replaces only those "
+            "(give a new path, or remove it yourself)"
+        )
     paths.creatable(out, "the demo")
     return out
 
 
 def run_demo(args: argparse.Namespace) -> int:
     out = _prepare(args)
-    if out.exists():
-        shutil.rmtree(out)
-    with removed_on_failure(out) as discard:
+    with _replacing(out) as discard, naming(out):
         out.mkdir(parents=True)
-        (out / MARKER).write_text("made by `ortf demo`; `ortf demo --force` may replace this directory\n")
+        (out / MARKER).write_text(MARKER_TEXT)
         code = _offline(args, out)
         if code != EXIT_OK:
             discard()  # the conversion said why, in its one line
             return code
     return EXIT_OK if args.no_live else _live_demo(out)
+
+
+@contextlib.contextmanager
+def _replacing(out: Path) -> Iterator[Callable[[], None]]:
+    """An earlier demo at ``out`` moved aside while the new one is made: removed when the
+    block ends, put back when it fails or is interrupted (``discard()`` or an exception),
+    so a failed ``--force`` run leaves the earlier demo as it was."""
+    aside = out.with_name(f".{out.name}.replaced-by-ortf-demo") if out.exists() else None
+    if aside is not None:
+        if aside.exists():
+            shutil.rmtree(aside)  # an earlier run's, killed outright
+        os.replace(out, aside)
+    failed = False
+
+    def discard() -> None:
+        nonlocal failed
+        failed = True
+
+    try:
+        with removed_on_failure(out) as remove:
+
+            def remove_and_restore() -> None:
+                remove()
+                discard()
+
+            yield remove_and_restore
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        if aside is not None:
+            if failed and not out.exists():
+                os.replace(aside, out)
+            else:
+                shutil.rmtree(aside, ignore_errors=True)
 
 
 def _offline(args: argparse.Namespace, out: Path) -> int:

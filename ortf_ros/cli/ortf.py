@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
-from ortf_ros.errors import UsageError
+from ortf_ros.errors import UsageError, naming
 from ortf_ros.info import dataset_info
 from ortf_ros.io import paths
 from ortf_ros.reader import load_dataset
@@ -52,7 +52,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
 def _cmd_recover(args: argparse.Namespace) -> int:
     root = paths.input_dir(args.path, DATASET)
-    results = recover(root, discard=args.discard)
+    with naming(root):
+        results = recover(root, discard=args.discard)
     for result in results:
         print(result.line())
     if not results:
@@ -88,8 +89,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)  # its errors are one line and exit 2 (OneLineParser)
-    return run_guarded(getattr(args, "prog", f"ortf {args.command}"), lambda: int(args.run(args)))
+    prog = ["ortf"]  # the subcommand's name in error lines, once the command line is parsed
+
+    def run() -> int:
+        args = build_parser().parse_args(argv)  # its errors are one line and exit 2 (OneLineParser)
+        prog[0] = getattr(args, "prog", f"ortf {args.command}")
+        return int(args.run(args))
+
+    return run_guarded(lambda: prog[0], run)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, FormatError
+from ortf_ros.io.text import read_text
 
 V3 = "v3.0"
 # The ``codebase_version`` values read; v2.1 differs from v2.0 only by statistics files.
@@ -405,8 +406,8 @@ def _modality(root: Path) -> dict[str, Any] | None:
 
 def _json_object(path: Path) -> dict[str, Any]:
     try:
-        value = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        value = json.loads(read_text(path))
+    except (OSError, FormatError, json.JSONDecodeError) as exc:
         raise ConversionError(f"{path}: not readable JSON: {exc}") from None
     if not isinstance(value, dict):
         raise ConversionError(f"{path}: expected a JSON object")

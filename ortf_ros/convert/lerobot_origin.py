@@ -22,6 +22,7 @@ from ortf_ros.convert.lerobot_meta import LeRobotMeta
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Statistics
+from ortf_ros.io.text import read_text
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING
 
 
@@ -53,8 +54,8 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
     kept = Path(relative).parent.parent  # the manifest is <kept>/meta/manifest.json
     base = meta.root / kept
     try:
-        original = Manifest.from_json((meta.root / relative).read_text(), relative)
-    except (OSError, UnicodeDecodeError, FormatError) as exc:
+        original = Manifest.from_json(read_text(meta.root / relative), relative)
+    except (OSError, FormatError) as exc:
         warn(f"{relative}: not used ({exc}); the manifest is built from LeRobot's metadata")
         return None
     mismatch = _mismatch(original, imported)
@@ -89,8 +90,8 @@ def _kept_urdf(root: Path, relative: Path, warn: Callable[[str], None]) -> str |
     if not path.exists():
         return None
     try:
-        return path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_text(path)
+    except (OSError, FormatError) as exc:
         warn(f"{relative}: not used ({exc}); the dataset is imported without a robot description")
         return None
 

@@ -39,6 +39,8 @@ def check_target(target: Path) -> None:
 def staged_directory(target: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a scratch directory that becomes ``target`` when the block succeeds."""
     final = Path(target)
+    if final.is_symlink():  # a link to an empty directory: that directory is replaced, the link stays
+        final = final.resolve()
     check_target(final)
     prefix = f".{final.name}.export-"
     if final.parent.is_dir():

@@ -19,6 +19,7 @@ from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
+from ortf_ros.io.text import read_text
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,7 @@ def read_tasks(root: Path) -> list[Task]:
     if not path.exists():
         return []
     tasks = []
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
+    for number, line in enumerate(read_text(path).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{layout.TASKS}:{number}"

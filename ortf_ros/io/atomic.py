@@ -72,11 +72,15 @@ def replacing(target: Path) -> Iterator[Path]:
     """Yield a temporary path to write; on success it atomically becomes ``target``
     (``replaceable``: a regular file or a new path)."""
     target = replaceable(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_for(target)
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         install(tmp, target)
+    except OSError as exc:
+        if exc.filename is not None and os.fsdecode(exc.filename) == str(tmp):  # the user named target, not tmp
+            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+        raise
     finally:
         tmp.unlink(missing_ok=True)
 

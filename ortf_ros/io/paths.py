@@ -1,21 +1,28 @@
 """Paths given by a user, checked for what will be done with them before anything is.
 
 An input must exist and be a file or a directory as wanted; an output must be new, or of
-the kind that is replaced, in a directory that can be written. A path that fails is a
-``UsageError`` naming it and what was expected: the command line tools exit 2 on it,
-the recorder refuses its ``output`` parameter with it, and nothing has been touched yet.
+the kind that is replaced, in a directory that can be written, and never one of the
+inputs or inside one. A path that fails is a ``UsageError`` naming it and what was
+expected: the command line tools exit 2 on it, the nodes refuse their parameters with
+it, and nothing has been touched yet. The words are taken as typed: an empty one is no
+path (not "."), and a trailing slash names a directory.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from ortf_ros.errors import UsageError
 
 STDIO = "-"
 """The word for standard output where a command can write there."""
+
+NAME_MAX = 255
+"""Bytes in one path component (every Linux file system's limit)."""
 
 
 def _kind(path: Path) -> str:
@@ -32,21 +39,42 @@ def _kind(path: Path) -> str:
     return "a special file"
 
 
-def _exists(path: Path, expected: str) -> None:
-    if path.name == STDIO and str(path) == STDIO:
-        raise UsageError(f"-: standard input is not read here; expected {expected}")
+def _path(word: str, expected: str) -> Path:
+    """The word as a path: not empty, no component longer than a file system takes."""
+    if not word:
+        raise UsageError(f"an empty path; expected {expected}")
+    for part in Path(word).parts:
+        if len(os.fsencode(part)) > NAME_MAX:
+            raise UsageError(f"{word}: a name longer than {NAME_MAX} bytes ({part[:20]}...); expected {expected}")
+    return Path(word)
+
+
+def exists(path: Path) -> bool:
+    """Whether something (a dangling link aside) is at ``path``; a path the system cannot
+    look at (too long, a loop of links, not searchable) is a UsageError naming it."""
     try:
         path.stat()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file or directory; expected {expected}") from None
+    except (FileNotFoundError, NotADirectoryError):
+        return False
     except OSError as exc:
-        raise UsageError(f"{path}: {exc.strerror or exc}; expected {expected}") from None
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+    return True
+
+
+def _exists(word: str, expected: str) -> Path:
+    if word == STDIO:
+        raise UsageError(f"-: standard input is not read here; expected {expected}")
+    path = _path(word, expected)
+    if not exists(path):
+        raise UsageError(f"{path}: no such file or directory; expected {expected}")
+    if word.endswith("/") and not path.is_dir():
+        raise UsageError(f"{word}: is {_kind(path)}, not a directory (a trailing / names one); expected {expected}")
+    return path
 
 
 def input_dir(word: str, expected: str) -> Path:
     """An existing directory (``expected``: what it must hold, in words)."""
-    path = Path(word)
-    _exists(path, expected)
+    path = _exists(word, expected)
     if not path.is_dir():
         raise UsageError(f"{path}: is {_kind(path)}, not a directory; expected {expected}")
     return path
@@ -54,8 +82,7 @@ def input_dir(word: str, expected: str) -> Path:
 
 def input_file(word: str, expected: str) -> Path:
     """An existing file to read (a pipe, as from ``<(...)``, reads as well)."""
-    path = Path(word)
-    _exists(path, expected)
+    path = _exists(word, expected)
     if path.is_dir():
         raise UsageError(f"{path}: is a directory; expected {expected}")
     if not os.access(path, os.R_OK):
@@ -65,8 +92,7 @@ def input_file(word: str, expected: str) -> Path:
 
 def input_path(word: str, expected: str) -> Path:
     """An existing file or directory (a bag file, a rosbag2 directory)."""
-    path = Path(word)
-    _exists(path, expected)
+    path = _exists(word, expected)
     if not (path.is_dir() or path.is_file()):
         raise UsageError(f"{path}: is {_kind(path)}; expected {expected}")
     return path
@@ -74,32 +100,43 @@ def input_path(word: str, expected: str) -> Path:
 
 def creatable(path: Path, what: str) -> None:
     """The nearest existing ancestor of ``path`` (its parent, when it exists) is a directory
-    this process can create ``path`` in (or replace it in)."""
+    this process can create ``path`` in (or replace it in). Tried, not guessed from its
+    mode: root passes every mode check, and a read-only mount, an immutable directory or
+    /proc refuse all the same (the ancestor's times are put back after the try)."""
     parent = path.absolute().parent
-    while not parent.exists() and parent != parent.parent:
+    while not exists(parent) and parent != parent.parent:
         if parent.is_symlink():
             raise UsageError(f"{parent}: a dangling symbolic link; cannot create {what} {path}")
         parent = parent.parent
     if not parent.is_dir():
         raise UsageError(f"{parent}: is {_kind(parent)}, not a directory; cannot create {what} {path}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise UsageError(f"{parent}: not writable; cannot create {what} {path}")
+    before = parent.stat()
+    probe = parent / f".ortf-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        reason = "not writable" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else exc.strerror
+        raise UsageError(f"{parent}: {reason}; cannot create {what} {path}") from None
+    else:
+        probe.rmdir()
+        os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
 def output_dir(word: str, what: str, *, existing: str | None) -> Path:
     """A directory to create, or (``existing``: what an existing one must be, in words)
     to add to; its parents are created as needed."""
-    path = Path(word)
     if word == STDIO:
         raise UsageError(f"-: standard output cannot hold {what}; expected a directory path")
-    if path.exists() or path.is_symlink():
+    path = _path(word, f"a directory for {what}")
+    if exists(path) or path.is_symlink():
         if not path.is_dir():
-            kind = _kind(path) if path.exists() else "a dangling symbolic link"
+            kind = _kind(path) if exists(path) else "a dangling symbolic link"
             raise UsageError(f"{path}: is {kind}; expected {existing or 'a new directory'} (or a new path) for {what}")
         if existing is None and any(path.iterdir()):
             raise UsageError(f"{path}: exists and is not empty; expected a new or empty directory for {what}")
-        if not os.access(path, os.W_OK | os.X_OK):
-            raise UsageError(f"{path}: not writable; cannot write {what} there")
+        creatable(path.resolve() / "x", what)  # what is made inside it
         return path
     creatable(path, what)
     return path
@@ -113,8 +150,10 @@ def output_file(word: str, what: str, *, replace: bool, stream_ok: bool) -> Path
         if not stream_ok:
             raise UsageError(f"-: {what} cannot go to standard output; expected a file path")
         return None
-    path = Path(word)
-    if path.exists():
+    path = _path(word, f"the path of {what}")
+    if word.endswith("/"):
+        raise UsageError(f"{word}: a trailing / names a directory; expected the path of {what}")
+    if exists(path):
         if path.is_dir():
             raise UsageError(f"{path}: is a directory; expected the path of {what}")
         if not path.is_file() and not stream_ok:
@@ -130,3 +169,15 @@ def output_file(word: str, what: str, *, replace: bool, stream_ok: bool) -> Path
         raise UsageError(f"{path}: a dangling symbolic link; expected a regular file or a new path for {what}")
     creatable(path, what)
     return path
+
+
+def apart_from(output: Path, inputs: Iterable[Path], what: str) -> None:
+    """``output`` is none of ``inputs`` and, when it exists, no file inside one: ``--write-config
+    x.mcap`` must not replace the recording it describes, nor an export a file of its source
+    (a new path inside an input's directory takes nothing from it)."""
+    target = output.resolve()
+    for source in inputs:
+        real = source.resolve()
+        if target == real or (exists(target) and target.is_relative_to(real)):
+            inside = "is" if target == real else "is a file of"
+            raise UsageError(f"{output}: {inside} the input {source}; expected another path for {what}")

@@ -48,6 +48,21 @@ COLOUR_MATRIX = 6  # AVCOL_SPC_SMPTE170M, BT.601 (PyAV's Colorspace enum holds s
 RGB_ENCODING = "h264"
 
 
+X264_CODECS = ("libx264", "libx265")
+X264_PRESETS = (
+    "ultrafast",
+    "superfast",
+    "veryfast",
+    "faster",
+    "fast",
+    "medium",
+    "slow",
+    "slower",
+    "veryslow",
+    "placebo",
+)
+
+
 @dataclass(frozen=True)
 class VideoSettings:
     """How colour video is encoded. H.264 yuv420p decodes everywhere LeRobot runs."""
@@ -66,9 +81,23 @@ class VideoSettings:
 
     def __post_init__(self) -> None:
         limits = {"crf": bounds.VIDEO_CRF, "gop": bounds.VIDEO_GOP, "threads": bounds.VIDEO_THREADS}
-        problem = bounds.fields_problem(self, limits, "video.")
+        problem = bounds.fields_problem(self, limits) or self._encoder_problem()
         if problem is not None:
             raise WriterError(problem)
+
+    def _encoder_problem(self) -> str | None:
+        """Codec, pixel format and preset checked now: an encoder process refusing them at
+        the first frame would print its own lines and leave an episode half made."""
+        try:
+            codec = av.codec.Codec(self.codec, "w")
+        except ValueError:
+            return f"codec: expected a video encoder FFmpeg has (libx264...), got {self.codec!r}"
+        formats = [f.name for f in codec.video_formats or ()]
+        if formats and self.pix_fmt not in formats:
+            return f"pix_fmt: expected one of {', '.join(formats)} for {self.codec}, got {self.pix_fmt!r}"
+        if self.codec in X264_CODECS and self.preset not in X264_PRESETS:
+            return f"preset: expected one of {', '.join(X264_PRESETS)}, got {self.preset!r}"
+        return None
 
     def with_threads(self, videos: int) -> VideoSettings:
         """These settings with ``threads`` decided: the CPUs this process can keep busy

@@ -83,8 +83,10 @@ def stream_rates(config: ConversionConfig, prologue: Prologue) -> dict[str, floa
 
 
 def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> StepLayout:
+    if config.joint_states is None:
+        raise ConversionError("no sensor_msgs/JointState topic to build steps from (none is mapped as joint_states)")
     if prologue.joint_state is None:
-        raise ConversionError("no JointState message on the joint_states topic: nothing to build steps from")
+        raise ConversionError(f"{config.joint_states.topic}: no JointState message: nothing to build steps from")
     if robot is not None:
         gripper = robot.gripper_joints
         arm = tuple(j.name for j in robot.arm_joints)
@@ -95,7 +97,12 @@ def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot |
     ee_frames = None
     base = config.base_frame or (robot.base_link if robot is not None else None)
     ee = config.end_effector_frame or (robot.end_effector_link if robot is not None else None)
-    if base and ee and ee in prologue.tf.frames():
+    frames = prologue.tf.frames()
+    for key, named in (("base_frame", config.base_frame), ("end_effector_frame", config.end_effector_frame)):
+        if named is not None and named not in frames:  # asked for by name: not dropped in silence
+            known = ", ".join(sorted(frames)[:8]) + (", ..." if len(frames) > 8 else "") or "none"
+            raise ConversionError(f"{key} {named!r} is not a frame of the TF tree (frames: {known})")
+    if base and ee and ee in frames:
         ee_frames = (base, ee)
     action = prologue.action
     if config.action.topic is None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 import queue
 import threading
 import time
@@ -39,6 +38,7 @@ from typing import Any, Literal
 
 from datasketches import kll_floats_sketch
 
+from ortf_ros.catalog import load_manifest
 from ortf_ros.errors import ConversionError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
@@ -632,18 +632,16 @@ class LiveRecorder:
 
 
 def check_output(output: Path) -> None:
-    """Refuse at start-up an output the recorder could not write (one clear line), rather
-    than after the warm-up: not a directory, not writable, not a dataset, a dataset
-    another process is writing, or one with an unfinished episode."""
-    if output.exists() and not output.is_dir():
-        raise ConversionError(f"{output}: the output exists and is not a directory")
+    """Refuse at start-up a dataset the recorder could not add to (one clear line), rather
+    than after the warm-up: not a dataset, a manifest that does not read, a dataset
+    another process is writing, or one with an unfinished episode. (The path itself, a
+    directory or a new path where one can be made, is checked with the parameters.)"""
     if output.is_dir():
-        if not os.access(output, os.W_OK | os.X_OK):
-            raise ConversionError(f"{output}: the output directory is not writable")
         if not (output / layout.MANIFEST).exists():
             if any(output.iterdir()):
                 raise ConversionError(f"{output}: the output is a non-empty directory that is not an ORTF dataset")
             return
+        load_manifest(output)
         staged = staged_episode_dirs(output)
         if staged:
             raise ConversionError(
@@ -656,9 +654,3 @@ def check_output(output: Path) -> None:
             raise ConversionError(f"{output}: cannot lock the dataset ({exc.strerror or exc})") from None
         except WriterError:
             raise ConversionError(f"{output}: another process is writing this dataset") from None
-        return
-    parent = output.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConversionError(f"{output}: cannot create the output: {parent} is not a writable directory")

@@ -44,6 +44,7 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Joint, Robot
 from ortf_ros.io import atomic
+from ortf_ros.io.text import read_text
 
 MOVABLE_JOINT_TYPES = ("revolute", "prismatic", "continuous")
 URDF_JOINT_TYPES = (*MOVABLE_JOINT_TYPES, "fixed", "floating", "planar")
@@ -420,3 +421,12 @@ def copy_meshes(uris: Sequence[str], mesh_path: Sequence[Path], dest: Path) -> M
             raise ConversionError(f"{found}: cannot copy the mesh to {target} ({exc.strerror or exc})") from None
         copied.append(CopiedMesh(uri, found, target))
     return MeshReport(tuple(copied), tuple(missing), tuple(invalid))
+
+
+def read_urdf(path: Path) -> str:
+    """A URDF file's text; an empty file or one that is not text is a ConversionError
+    naming it (an empty one would otherwise read as "no URDF given")."""
+    text = read_text(path)
+    if not text.strip():
+        raise ConversionError(f"{path}: empty; expected a URDF (XML) file")
+    return text

@@ -36,6 +36,7 @@ import pyarrow as pa
 
 from ortf_ros.format import layout
 from ortf_ros.io.jpeg import JpegEncoder
+from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.pipeline.tf import wxyz_to_xyzw
 from ortf_ros.playback.frames import StepFrames
@@ -103,7 +104,7 @@ class Playlist:
         items = []
         urdf = self.dataset.root / (self.dataset.manifest.robot.urdf_path or layout.URDF)
         if pub.enabled("robot_description") and urdf.is_file():
-            items.append(self.item(time_ns, "robot_description", "std_msgs/msg/String", ros.string(urdf.read_text())))
+            items.append(self.item(time_ns, "robot_description", "std_msgs/msg/String", ros.string(read_text(urdf))))
         if pub.enabled("tf_static") and pub.static_transforms:
             transforms = [
                 ros.transform(time_ns, t.parent, t.child, t.translation, wxyz_to_xyzw(t.rotation))

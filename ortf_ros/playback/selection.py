@@ -23,7 +23,8 @@ def open_for_playback(path: str | Path, episodes: Sequence[str]) -> tuple[Datase
     if not (root / "meta").is_dir():
         raise ReaderError(f"{root}: not an ORTF dataset (no meta/ directory)")
     dataset = load_dataset(root)
-    ids = [_resolve(dataset, key) for key in episodes] or [e.episode_id for e in dataset.episodes]
+    # An episode named twice (by id and by position) is played once, where it was first named.
+    ids = list(dict.fromkeys(_resolve(dataset, key) for key in episodes)) or [e.episode_id for e in dataset.episodes]
     if not ids:
         raise ReaderError(f"{root}: the dataset has no episodes")
     for episode_id in dict.fromkeys(ids) if episodes else [None]:

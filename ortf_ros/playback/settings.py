@@ -26,6 +26,7 @@ import yaml
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
 from ortf_ros.errors import OrtfError
+from ortf_ros.io.text import read_text
 
 StreamKind = Literal[
     "joint_states",
@@ -284,7 +285,7 @@ def read_parameter_file(path: str | Path) -> dict[str, object]:
     """The player's parameters in a ROS 2 parameter file, dotted: the ``ros__parameters`` of
     ``/**`` and then of ``ortf_player`` (any namespace), the node's own winning, as ROS merges them."""
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.safe_load(read_text(path))
     except OSError as exc:
         raise SettingsError(f"{path}: cannot read ({exc.strerror or exc})") from None
     except yaml.YAMLError as exc:

@@ -40,6 +40,8 @@ def _run_node(script: str, module_name: str) -> int:
     ROS 2 is not importable."""
     try:
         module = importlib.import_module(module_name)
+    except KeyboardInterrupt:  # Ctrl-C while the node's libraries load: no traceback of the import
+        return 130
     except ModuleNotFoundError as exc:
         missing = (exc.name or "").split(".")[0]
         if missing not in ROS_PACKAGES and not missing.endswith("_msgs"):

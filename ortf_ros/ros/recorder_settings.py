@@ -16,8 +16,9 @@ from typing import Any
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
-from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.errors import ConversionError, OrtfError, UsageError, os_error_line
 from ortf_ros.io import paths
+from ortf_ros.pipeline import robot
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     config_from_mapping,
@@ -182,9 +183,11 @@ def qos_overrides(values: Mapping[str, object]) -> dict[str, dict[str, str]]:
 
 def read_urdf(path: Path) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"parameter urdf: {path}: cannot read it ({exc})") from None
+        return robot.read_urdf(path)
+    except OSError as exc:
+        raise SettingsError(f"parameter urdf: {os_error_line(exc)}") from None
+    except OrtfError as exc:
+        raise SettingsError(f"parameter urdf: {exc}") from None
 
 
 def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:

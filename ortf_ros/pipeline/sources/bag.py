@@ -49,6 +49,7 @@ from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefiniti
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError, describe
+from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import Payload, RawBatch, RawMessage, RawRun, Serialization
 from ortf_ros.pipeline.sources.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
@@ -714,7 +715,7 @@ class BagSource:
         try:
             # libyaml's loader where PyYAML has it: a split recording's metadata lists every
             # file and topic, and the pure-Python loader takes tens of milliseconds on it.
-            doc = yaml.load(meta_path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            doc = yaml.load(read_text(meta_path), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
             info = doc["rosbag2_bagfile_information"]
             names = [PurePath(str(x)).name for x in info["relative_file_paths"]]
             storage = str(info.get("storage_identifier", "") or "")
