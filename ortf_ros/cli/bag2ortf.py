@@ -236,16 +236,31 @@ def _convert_in_parallel(
             progress_bar(show_progress, "recordings") as report,
         ):
             futures = [pool.submit(_run, part) for part in parts]
-            for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
-                result = _result(future, parts[done - 1 :])  # an error stops here: the episodes before it are kept
-                records = _import(part.output, output)
-                summary = _summary(result) | {"episodes": [r.episode_id for r in records]}
-                summaries.append(summary)
-                if report is not None:
-                    report(done, len(parts))
-                if not args.json:
-                    _print_summary(summary, args.output)
+            try:
+                for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
+                    result = _result(future, parts[done - 1 :])  # an error stops here: the episodes before it are kept
+                    records = _import(part.output, output)
+                    summary = _summary(result) | {"episodes": [r.episode_id for r in records]}
+                    summaries.append(summary)
+                    if report is not None:
+                        report(done, len(parts))
+                    if not args.json:
+                        _print_summary(summary, args.output)
+            except BaseException:
+                _stop_workers(pool)
+                raise
     return summaries
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """After an error or a stop signal (which reaches this process alone, unlike Ctrl-C in
+    a terminal), end the conversions still running: leaving the pool would wait for them
+    all. Their encoder processes finish their videos, and the scratch directory is removed
+    once they have (``_wait_for_encoders``)."""
+    pool.shutdown(wait=False, cancel_futures=True)
+    processes = getattr(pool, "_processes", None) or {}  # (the pool has no public way to end its workers)
+    for process in list(processes.values()):
+        process.terminate()
 
 
 def _result(future: Future[ConversionResult], unfinished: list[_Job]) -> ConversionResult:
