@@ -70,6 +70,11 @@ def os_error_line(exc: OSError) -> str:
     return reason
 
 
+def with_filename(exc: OSError, filename: os.PathLike[str] | str) -> OSError:
+    """``exc`` naming ``filename`` instead (the same subclass: EPIPE stays a BrokenPipeError)."""
+    return OSError(exc.errno, exc.strerror, os.fspath(filename))
+
+
 @contextmanager
 def naming(path: os.PathLike[str] | str) -> Iterator[None]:
     """An OSError that names no file (a full disk says only "No space left on device")
@@ -78,5 +83,5 @@ def naming(path: os.PathLike[str] | str) -> Iterator[None]:
         yield
     except OSError as exc:
         if exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, os.fspath(path)) from exc
+            raise with_filename(exc, path) from exc
         raise

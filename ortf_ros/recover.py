@@ -45,9 +45,8 @@ class RecoveryResult:
 def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = None) -> list[RecoveryResult]:
     config = config or WriterConfig()
     load_manifest(root)  # not a dataset: say so before the lock creates anything in it
-    staged = staged_episode_dirs(root)
-    if not staged:
-        return []  # nothing to do, and nothing rewritten
+    if not staged_episode_dirs(root):
+        return []  # nothing to do, and nothing rewritten (listed again under the lock below)
     lock = lock_dataset(root)
     try:
         catalog = Catalog.load(root)

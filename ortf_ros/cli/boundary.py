@@ -35,6 +35,7 @@ from ortf_ros.errors import (
     OrtfError,
     exit_code,
     os_error_line,
+    with_filename,
 )
 
 __all__ = [
@@ -130,7 +131,7 @@ class _StandardOutput:
 
 def _named(exc: OSError) -> OSError:
     """``exc`` naming standard output (the same subclass: EPIPE stays a BrokenPipeError)."""
-    return exc if exc.filename is not None else OSError(exc.errno, exc.strerror, "standard output")
+    return exc if exc.filename is not None else with_filename(exc, "standard output")
 
 
 def _say(prog: str, message: str) -> None:

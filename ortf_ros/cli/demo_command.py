@@ -110,36 +110,23 @@ def run_demo(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _replacing(out: Path) -> Iterator[Callable[[], None]]:
     """An earlier demo at ``out`` moved aside while the new one is made: removed when the
-    block ends, put back when it fails or is interrupted (``discard()`` or an exception),
-    so a failed ``--force`` run leaves the earlier demo as it was."""
+    block ends, put back when the new one was removed (it failed, was interrupted, or the
+    block called the ``discard`` it is given), so a failed ``--force`` run leaves the
+    earlier demo as it was."""
     aside = out.with_name(f".{out.name}.replaced-by-ortf-demo") if out.exists() else None
     if aside is not None:
         if aside.exists():
             shutil.rmtree(aside)  # an earlier run's, killed outright
         os.replace(out, aside)
-    failed = False
-
-    def discard() -> None:
-        nonlocal failed
-        failed = True
-
     try:
-        with removed_on_failure(out) as remove:
-
-            def remove_and_restore() -> None:
-                remove()
-                discard()
-
-            yield remove_and_restore
-    except BaseException:
-        failed = True
-        raise
+        with removed_on_failure(out) as discard:
+            yield discard
     finally:
         if aside is not None:
-            if failed and not out.exists():
-                os.replace(aside, out)
-            else:
+            if out.exists():
                 shutil.rmtree(aside, ignore_errors=True)
+            else:
+                os.replace(aside, out)
 
 
 def _offline(args: argparse.Namespace, out: Path) -> int:

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ortf_ros.errors import with_filename
+
 TMP_SUFFIX = ".tmp-ortf"
 
 
@@ -79,7 +81,7 @@ def replacing(target: Path) -> Iterator[Path]:
         install(tmp, target)
     except OSError as exc:
         if exc.filename is not None and os.fsdecode(exc.filename) == str(tmp):  # the user named target, not tmp
-            raise OSError(exc.errno, exc.strerror, str(target)) from exc
+            raise with_filename(exc, target) from exc
         raise
     finally:
         tmp.unlink(missing_ok=True)

@@ -54,15 +54,19 @@ class PlayerNode(Node):
     def __init__(self) -> None:
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
-        try:  # the node's parameters are its command line: what is wrong with them is a usage error
+        # The node's parameters are its command line: what is wrong with them is a usage error.
+        try:
             self.settings = settings_from_parameters(
                 declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}"
             )
-            if not self.settings.dataset:
-                raise SettingsError("parameter dataset: required: the directory of the dataset to play")
+        except SettingsError as exc:
+            raise UsageError(str(exc)) from None
+        if not self.settings.dataset:
+            raise UsageError("parameter dataset: required: the directory of the dataset to play")
+        try:
             paths.input_dir(self.settings.dataset, "an ORTF dataset directory")
-        except (SettingsError, UsageError) as exc:
-            raise UsageError(f"parameter dataset: {exc}" if isinstance(exc, UsageError) else str(exc)) from None
+        except UsageError as exc:
+            raise UsageError(f"parameter dataset: {exc}") from None
         dataset, episodes = open_for_playback(self.settings.dataset, self.settings.episodes)
         self.playlist = Playlist(dataset, episodes, self.settings.messages, self.log.warning)
         self.player = Player(self.playlist, self.settings, self)
