@@ -65,13 +65,13 @@ import psutil
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
+from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
-from ortf_ros.writer import DatasetWriter, WriterConfig
 
 WIDTH, HEIGHT, FPS = 640, 480, 30
 JOINT_HZ, WRENCH_HZ, TF_HZ, COMMAND_HZ = 500, 1000, 100, 50
@@ -616,10 +616,10 @@ ASSEMBLE = [
     "ortf_ros.pipeline.assemble:Assembler.emit_ready",
     "ortf_ros.pipeline.assemble:Assembler.finish",
 ]
-ADD_FRAME = ["ortf_ros.writer:DatasetWriter.add_frame"]
-ADD_SAMPLES = ["ortf_ros.writer:DatasetWriter.add_samples"]
-ADD_STEP = ["ortf_ros.writer:DatasetWriter.add_step"]
-END_EPISODE = ["ortf_ros.writer:DatasetWriter.end_episode"]
+ADD_FRAME = ["ortf_ros.dataset.writer:DatasetWriter.add_frame"]
+ADD_SAMPLES = ["ortf_ros.dataset.writer:DatasetWriter.add_samples"]
+ADD_STEP = ["ortf_ros.dataset.writer:DatasetWriter.add_step"]
+END_EPISODE = ["ortf_ros.dataset.writer:DatasetWriter.end_episode"]
 TOTAL = ["ortf_ros.pipeline.offline:convert_recording"]
 
 

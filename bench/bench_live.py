@@ -661,7 +661,7 @@ def run_recorder(
     if not result["stop"]["success"]:
         raise SystemExit(f"stop_episode failed: {result['stop']['message']}\n{recorder.text()}")
     scene = json.loads((tmp / "recorder-scene.json").read_text())
-    from ortf_ros.reader import load_dataset
+    from ortf_ros.dataset.reader import load_dataset
 
     episode = load_dataset(dataset).episode(0)
     streams = json.loads((episode.annotations_dir / "recording.json").read_text())["streams"]
@@ -707,7 +707,7 @@ def published_seqs(scene: dict[str, Any], topic: str, start_ns: int, end_ns: int
 
 
 def check_videos(run: RecorderRun) -> dict[str, VideoCheck]:
-    from ortf_ros.reader import load_dataset
+    from ortf_ros.dataset.reader import load_dataset
 
     episode = load_dataset(run.dataset).episode(0)
     start, stop = run.client["start"]["answered_ns"], run.client["stop"]["asked_ns"]

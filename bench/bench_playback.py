@@ -47,9 +47,9 @@ import numpy as np
 from bench_bag2ortf import DEFAULT_CACHE, BagSpec, ForeignLoad, convert, ensure_bag, generator_hash
 from measure import Row, print_table
 
+from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.format import layout
 from ortf_ros.playback.frames import StepFrames
-from ortf_ros.reader import Dataset, load_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 PLAYER_PARAMS = REPO / "config" / "playback.yaml"

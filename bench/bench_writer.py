@@ -40,12 +40,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.synthetic import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.writer import DatasetWriter
 
 WIDTH, HEIGHT, FPS = 640, 480, 30
 CYCLE = 60  # distinct pre-generated frames / states, reused cyclically

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from ortf_ros.info import dataset_info
+from ortf_ros.dataset.info import dataset_info
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.reader import load_dataset
-from ortf_ros.validation import validate
 
 
 def demo_mapping(bag: Path) -> ConversionConfig:

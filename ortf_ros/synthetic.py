@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
 from ortf_ros.format.manifest import (
     ActionDimension,
     ActionSpace,
@@ -26,7 +27,6 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.writer import DatasetWriter, WriterConfig
 
 JOINTS = tuple(f"demo_joint{i}" for i in range(1, 8))
 LIMIT = 2.8

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ortf_ros import catalog, commit
+from ortf_ros.dataset import catalog, commit
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
-from ortf_ros.writer import DatasetWriter
 
 WIDTH, HEIGHT = 64, 48
 

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import MessageSettings, default_settings
-from ortf_ros.reader import Dataset, Episode
 from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 
 SYNC_TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"

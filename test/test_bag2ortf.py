@@ -20,6 +20,10 @@ from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import _Job, _sharing_cores
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.staging import StepRows
+from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import WriterConfig
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io import encoder_process
@@ -38,8 +42,6 @@ from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording, c
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
-from ortf_ros.reader import Episode, load_dataset
-from ortf_ros.staging import StepRows
 from ortf_ros.synthetic_bag import (
     ARM_JOINTS,
     FINGER_JOINTS,
@@ -58,8 +60,6 @@ from ortf_ros.synthetic_bag import (
     wrench,
     write_teleop_bag,
 )
-from ortf_ros.validation import validate
-from ortf_ros.writer import WriterConfig
 
 RESOURCES = Path(__file__).parent / "resources"
 TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"

@@ -22,15 +22,15 @@ from test_crash import committed_files
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import RECOVERED_NOTE
+from ortf_ros.dataset.staging import StagedEpisode, staged_episode_dirs
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.reader import load_dataset
-from ortf_ros.recover import RECOVERED_NOTE
-from ortf_ros.staging import StagedEpisode, staged_episode_dirs
 from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
-from ortf_ros.validation import validate
 
 STAGED_STEPS_BEFORE_KILL = 30
 

@@ -25,6 +25,7 @@ from rosbags.typesys import Stores, get_typestore
 from test_bag2ortf import mapping_for, origin_ns
 from test_extract import HEADER_SEC, assert_same_samples, build, full_way, joint_state_raw, serialize
 
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.pipeline import offline
 from ortf_ros.pipeline.assemble import Assembler, _JointMerger
 from ortf_ros.pipeline.batching import BlockFeed
@@ -46,7 +47,6 @@ from ortf_ros.pipeline.samples import (
 )
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import TfBuffer
-from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import (
     JOINTS,
     START_NS,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ortf_ros.cpus import cgroup_cpu_quota, usable_cpus
+from ortf_ros.io.cpus import cgroup_cpu_quota, usable_cpus
 
 
 def write(path: Path, text: str) -> None:

@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import RECOVERED_NOTE
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoReader, finalize, plain_copy
-from ortf_ros.reader import load_dataset
-from ortf_ros.recover import RECOVERED_NOTE
 from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.validation import validate
 
 CHILD = Path(__file__).with_name("crash_child.py")
 

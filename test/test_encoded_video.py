@@ -11,14 +11,14 @@ import av
 import numpy as np
 import pytest
 
+from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.io.segment import VideoSegment, whole_video
-from ortf_ros.reader import Episode, load_dataset
-from ortf_ros.recover import recover
 from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.validation import validate
-from ortf_ros.writer import DatasetWriter
 
 STEPS = 12  # ORTF's GOP is 10: keyframes at frames 0 and 10
 

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 from cli_errors import one_line_error
 
+from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.format import layout
-from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.synthetic import write_demo_dataset
 
 REPO = Path(__file__).resolve().parents[1]
@@ -126,7 +126,7 @@ def test_episode_metadata_and_dataset_info(source: Dataset, dump: Any) -> None:
 
 def test_the_core_never_imports_tensorflow(tfds_python: Path) -> None:
     code = (
-        "import sys, ortf_ros.cli.ortf, ortf_ros.reader, ortf_ros.convert.rlds_export; "
+        "import sys, ortf_ros.cli.ortf, ortf_ros.dataset.reader, ortf_ros.convert.rlds_export; "
         "assert 'tensorflow' not in sys.modules, 'imported'; "
         "import ortf_ros.convert as c; c.to_rlds; print(sorted(m for m in sys.modules if m.startswith('tensorflow')))"
     )

@@ -26,11 +26,11 @@ from cli_errors import one_line_error
 
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
+from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import VideoReader, probe
-from ortf_ros.reader import Dataset, load_dataset
 from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.validation import validate
 
 REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
 LENGTHS = (24, 9, 37)

@@ -147,3 +147,29 @@ def test_console_script_modules_import_no_ros_when_loaded(path: Path) -> None:
         if is_ros(module) or (is_ros_side(module) and module not in ("ortf_ros.ros", "ortf_ros.ros.entry"))
     ]
     assert not offending, f"{path.relative_to(REPO)} imports ROS when loaded: {offending}"
+
+
+DATASET = PACKAGE / "dataset"
+ABOVE_THE_ENGINE = ("ortf_ros.pipeline", "ortf_ros.playback", "ortf_ros.convert", "ortf_ros.cli", "ortf_ros.ros")
+"""The dataset engine sits below these: the converters, the player, the exports, the CLI and the
+nodes all share it, so it must not import any of them (a cycle, and the ROS-free install, would
+break first)."""
+
+
+@pytest.mark.parametrize("path", sorted(DATASET.rglob("*.py")), ids=lambda p: str(p.relative_to(REPO)))
+def test_the_dataset_engine_imports_nothing_above_it(path: Path) -> None:
+    offending = [
+        f"line {line}: {module}"
+        for line, module in all_imports(parse(path), path)
+        if any(module == layer or module.startswith(f"{layer}.") for layer in ABOVE_THE_ENGINE)
+    ]
+    assert not offending, f"{path.relative_to(REPO)} imports a layer above the dataset engine: {offending}"
+
+
+def test_the_engine_folder_holds_the_engine() -> None:
+    """Writer, reader, commit, staging, catalog, statistics, recovery, info and validation live
+    in ``ortf_ros/dataset/`` (and nowhere else: no stray copy at the package's top level)."""
+    engine = {"writer", "reader", "commit", "staging", "catalog", "stats", "recover", "info"}
+    assert engine <= {p.stem for p in DATASET.glob("*.py")}
+    assert (DATASET / "validation" / "__init__.py").is_file()
+    assert not engine & {p.stem for p in PACKAGE.glob("*.py")}

@@ -9,9 +9,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ortf_ros.reader import load_dataset
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.ros.live_demo import FAILURE, NOTES, TASK
-from ortf_ros.validation import validate
 
 SMALL_OFFLINE = ("--episodes", "1", "--seconds", "0.5", "--width", "64", "--height", "48")
 

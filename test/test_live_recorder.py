@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, Reply, check_output, live_writer_config
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.live import LiveSource
-from ortf_ros.reader import load_dataset
 from ortf_ros.synthetic_bag import (
     START_NS,
     TOPIC_JOINT_STATES,
@@ -30,7 +31,6 @@ from ortf_ros.synthetic_bag import (
     schedule,
     write_teleop_bag,
 )
-from ortf_ros.validation import validate
 
 NS = 1_000_000_000
 

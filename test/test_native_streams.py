@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.validation import RULES, validate
+from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
-from ortf_ros.reader import load_dataset
-from ortf_ros.recover import recover
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.validation import RULES, validate
-from ortf_ros.writer import DatasetWriter, WriterConfig
 
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
 

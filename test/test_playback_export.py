@@ -19,6 +19,8 @@ from test_ros_env import BLOCK_ROS
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.config import auto_config, load_config
@@ -27,8 +29,6 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.settings import default_settings
-from ortf_ros.reader import load_dataset
-from ortf_ros.validation import validate
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 

@@ -16,6 +16,8 @@ import pytest
 from av.container import InputContainer
 from playback_data import on, pairs, play, stamp_ns, teleop_dataset, time_ns, vectors
 
+from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import ActionDimension, ActionSpace
@@ -26,10 +28,8 @@ from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.playback.timeline import GAP_NS
-from ortf_ros.reader import Episode, load_dataset
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_state, write_demo_dataset
 from ortf_ros.synthetic_bag import FINGER_JOINTS, START_NS
-from ortf_ros.writer import DatasetWriter
 
 
 @pytest.fixture(scope="module")

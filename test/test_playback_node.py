@@ -20,13 +20,13 @@ from playback_data import equal_columns, on, play, stamp_ns, teleop_dataset, vec
 from playback_ros import Recorder, play_through, start_player
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
-from ortf_ros.reader import Dataset, load_dataset
-from ortf_ros.validation import validate
 
 LATCHED_KINDS = ("tf_static", "robot_description", "task")
 

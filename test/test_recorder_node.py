@@ -30,9 +30,10 @@ from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start
 from std_msgs.msg import String
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
-from ortf_ros.reader import Dataset, Episode, load_dataset
-from ortf_ros.recover import recover
-from ortf_ros.staging import lock_dataset, unlock_dataset
+from ortf_ros.dataset.reader import Dataset, Episode, load_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.synthetic_bag import (
     FINGERS_ONLY_EVERY,
     JOINTS,
@@ -41,7 +42,6 @@ from ortf_ros.synthetic_bag import (
     joint_positions,
     seconds,
 )
-from ortf_ros.validation import validate
 
 EPISODE_S = 1.5
 CAMERAS = ("wrist_camera", "overhead_camera")

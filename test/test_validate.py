@@ -23,9 +23,9 @@ import pytest
 from av.video.stream import VideoStream
 from test_native_streams import STREAM_BREAKAGES
 
+from ortf_ros.dataset.validation import RULES, Finding, Report, check_manifest, steps, validate
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.validation import RULES, Finding, Report, check_manifest, steps, validate
 
 WIDTH, HEIGHT, FPS = 32, 24, 10
 STEPS = 4

@@ -21,11 +21,13 @@ import pytest
 from fsize_child import BEFORE, FAILING, HZ, STEP_BATCH, STEPS, STREAM, expected_force
 from test_native_streams import manifest as stream_manifest
 
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.staging import lock_dataset
+from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
-from ortf_ros.reader import load_dataset
-from ortf_ros.recover import recover
-from ortf_ros.staging import lock_dataset
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -36,8 +38,6 @@ from ortf_ros.synthetic import (
     demo_state,
     write_demo_dataset,
 )
-from ortf_ros.validation import validate
-from ortf_ros.writer import DatasetWriter
 
 CHILD = Path(__file__).with_name("fsize_child.py")
 WIDTH, HEIGHT = 64, 48

@@ -16,13 +16,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.staging import StagedEpisode, StepLog, lock_dataset
+from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import Annotations, DatasetWriter, WriterConfig
 from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import video as video_io
 from ortf_ros.io.mapped_file import MappedFile
-from ortf_ros.reader import load_dataset
-from ortf_ros.staging import StagedEpisode, StepLog, lock_dataset
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
@@ -34,8 +36,6 @@ from ortf_ros.synthetic import (
     demo_state,
     write_demo_dataset,
 )
-from ortf_ros.validation import validate
-from ortf_ros.writer import Annotations, DatasetWriter, WriterConfig
 
 
 def psnr(a: np.ndarray, b: np.ndarray) -> float:

@@ -27,11 +27,14 @@ from ortf_ros.cli import arguments
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.outputs import removed_on_failure, write_text
 from ortf_ros.cli.progress import progress_bar
-from ortf_ros.cpus import usable_cpus
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.staging import lock_dataset
+from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
 from ortf_ros.errors import ConversionError, UsageError, WriterError, describe, naming
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import paths
+from ortf_ros.io.cpus import usable_cpus
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.config import (
@@ -45,9 +48,6 @@ from ortf_ros.pipeline.config import (
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.reader import load_dataset
-from ortf_ros.staging import lock_dataset
-from ortf_ros.writer import DatasetWriter, WriterConfig
 
 SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the output
 

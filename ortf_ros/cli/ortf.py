@@ -16,12 +16,12 @@ from collections.abc import Sequence
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
+from ortf_ros.dataset.info import dataset_info
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import UsageError, naming
-from ortf_ros.info import dataset_info
 from ortf_ros.io import paths
-from ortf_ros.reader import load_dataset
-from ortf_ros.recover import recover
-from ortf_ros.validation import validate
 
 EXIT_INVALID = EXIT_FAILED  # validate: the dataset is not valid
 

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from ortf_ros.dataset.reader import Episode
 from ortf_ros.format import layout
 from ortf_ros.io import video
 from ortf_ros.io.encoder_process import StagedVideoWriter
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.reader import Episode
 
 REUSABLE_CODEC = "h264"
 REUSABLE_PIX_FMT = "yuv420p"

@@ -38,10 +38,10 @@ from ortf_ros.convert.lerobot_export import (
     video_feature,
 )
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
+from ortf_ros.dataset.reader import Dataset
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.reader import Dataset
 
 CODEBASE_VERSION = "v2.0"
 DATA_PATH = "data/chunk-{episode_chunk:03d}/episode_{episode_index:06d}.parquet"

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ortf_ros.dataset.reader import Dataset, Episode, column_array
+from ortf_ros.dataset.stats import FeatureStats
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.reader import Dataset, Episode, column_array
-from ortf_ros.stats import FeatureStats
 
 STATE = "observation.state"
 ACTION = "action"

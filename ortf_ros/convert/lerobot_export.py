@@ -31,12 +31,12 @@ from ortf_ros.convert import lerobot_columns as cols
 from ortf_ros.convert.episode_video import EpisodeVideo, episode_video
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
+from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic, video
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.reader import Dataset, Episode
 
 Flavor = Literal["lerobot", "gr00t"]
 Progress = Callable[[int, int], None]

@@ -34,11 +34,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
 from ortf_ros.io import atomic
-from ortf_ros.reader import Dataset, Episode
 
 MIXTRAIN_VERSION = "1.0"
 SIDECAR = "mixtrain.json"

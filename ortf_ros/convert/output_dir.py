@@ -15,10 +15,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.errors import ConversionError
 from ortf_ros.io import atomic
 from ortf_ros.io.scratch import remove_stale, scratch_directory
-from ortf_ros.reader import Dataset, load_dataset
 
 
 def open_source(dataset: Dataset | str | os.PathLike[str]) -> Dataset:

@@ -18,7 +18,7 @@ STATS_STATE = "meta/stats_state.json"
 ROBOT_DIR = "robot"
 URDF = "robot/robot.urdf"
 MESHES_DIR = "robot/meshes"
-# In-progress episodes live here until they are committed; see ortf_ros.staging.
+# In-progress episodes live here until they are committed; see ortf_ros.dataset.staging.
 STAGING_DIR = ".staging"
 
 DEFAULT_CHUNK_SIZE = 1000

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
@@ -40,7 +41,6 @@ from ortf_ros.pipeline.samples import (
 )
 from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
 from ortf_ros.pipeline.tf import TfBuffer
-from ortf_ros.writer import DatasetWriter
 
 NS = 1_000_000_000
 # A step waits for the TF after its time this much input time longer than for other

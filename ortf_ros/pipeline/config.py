@@ -32,11 +32,11 @@ import yaml
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
+from ortf_ros.dataset.writer import WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.io import atomic
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.sync import POLICIES, Policy
-from ortf_ros.writer import WriterConfig
 
 if TYPE_CHECKING:
     from ortf_ros.pipeline.sources.bag import TopicInfo

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -30,7 +31,6 @@ from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.writer import DatasetWriter, WriterConfig
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf-bag2ortf"}
 CONVERTER_STEP_BATCH = OFFLINE.step_batch

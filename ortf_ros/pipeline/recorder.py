@@ -38,7 +38,9 @@ from typing import Any, Literal
 
 from datasketches import kll_floats_sketch
 
-from ortf_ros.catalog import load_manifest
+from ortf_ros.dataset.catalog import load_manifest
+from ortf_ros.dataset.staging import lock_dataset, staged_episode_dirs, unlock_dataset
+from ortf_ros.dataset.writer import Annotations, DatasetWriter, WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
@@ -54,8 +56,6 @@ from ortf_ros.pipeline.offline import mapped_topics
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.live import LiveSource, Queued
-from ortf_ros.staging import lock_dataset, staged_episode_dirs, unlock_dataset
-from ortf_ros.writer import Annotations, DatasetWriter, WriterConfig
 
 State = Literal["waiting", "ready", "recording", "failed", "closed"]
 """waiting: for the warm-up's messages; ready: the dataset is open, no episode; recording:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
@@ -23,7 +24,6 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
 from ortf_ros.pipeline.tf import TfBuffer
-from ortf_ros.writer import Annotations, DatasetWriter
 
 DISCARDED_EMPTY = "episode without a complete step (discarded)"
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ortf_ros.dataset.reader import Episode
 from ortf_ros.errors import ReaderError
-from ortf_ros.reader import Episode
 
 
 class StepFrames:

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.format import layout
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.io.text import read_text
@@ -44,7 +45,6 @@ from ortf_ros.playback.publication import ActionOut, CameraOut, Publication, ste
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.playback.settings import MessageSettings, StreamKind
 from ortf_ros.playback.timeline import GAP_NS, EpisodeClock, original_start_ns
-from ortf_ros.reader import Dataset, Episode, column_array
 
 START_SLACK_S = 1e-6
 """How far before ``start_offset_s`` a step or sample may lie and still be played: the

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ReaderError, UnknownEpisodeError
-from ortf_ros.reader import Dataset, load_dataset
-from ortf_ros.validation import validate
 
 SHOWN_FINDINGS = 3
 

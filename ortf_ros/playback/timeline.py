@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from ortf_ros.reader import Episode
+from ortf_ros.dataset.reader import Episode
 
 NS = 1_000_000_000
 GAP_NS = 500_000_000

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import AlignmentSummary, Manifest, Statistics
@@ -25,7 +26,6 @@ from ortf_ros.format.metadata import EpisodeRecord, Task, episodes_table, read_e
 from ortf_ros.format.schema import feature_thresholds, stats_features
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
-from ortf_ros.stats import DatasetStats
 
 log = logging.getLogger(__name__)
 

@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.validation.findings import Finding, finding
 
 MOVABLE_JOINT_TYPES = ("revolute", "prismatic", "continuous")
 _FIELD = "robot.urdf_path"

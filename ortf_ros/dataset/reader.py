@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ortf_ros.catalog import load_manifest
+from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest

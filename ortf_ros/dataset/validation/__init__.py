@@ -4,8 +4,8 @@
 ``validate`` checks a dataset on disk and never raises on a bad one.
 """
 
-from ortf_ros.validation.dataset import validate
-from ortf_ros.validation.findings import RULES, Finding, Report, Severity
-from ortf_ros.validation.manifest_rules import check_manifest
+from ortf_ros.dataset.validation.dataset import validate
+from ortf_ros.dataset.validation.findings import RULES, Finding, Report, Severity
+from ortf_ros.dataset.validation.manifest_rules import check_manifest
 
 __all__ = ["RULES", "Finding", "Report", "Severity", "check_manifest", "validate"]

@@ -21,11 +21,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.validation.findings import Finding, finding
+from ortf_ros.dataset.validation.tables import Episode
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema, vector_columns
-from ortf_ros.validation.findings import Finding, finding
-from ortf_ros.validation.tables import Episode
 
 BATCH_ROWS = 65536
 SAMPLE_ROWS = 3  # rows quoted in a message

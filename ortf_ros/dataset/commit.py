@@ -20,14 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from ortf_ros.catalog import Catalog, empty_stats
-from ortf_ros.cpus import usable_cpus
+from ortf_ros.dataset.catalog import Catalog, empty_stats
+from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, video
-from ortf_ros.staging import EpisodeOutcome, StagedEpisode
+from ortf_ros.io.cpus import usable_cpus
 
 PARQUET_COMPRESSION = "zstd"
 

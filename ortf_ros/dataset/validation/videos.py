@@ -16,10 +16,10 @@ import av
 import numpy as np
 from av.container import InputContainer
 
+from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import OrtfError
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, VideoInfo, probe
-from ortf_ros.validation.findings import Finding, finding
 
 LOSSLESS_DEPTH_PIX_FMT = "gray16le"
 NPZ_CODEC = "npz"

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from ortf_ros.catalog import Catalog, load_manifest
-from ortf_ros.commit import EmptyEpisodeError, commit_staged, discard_staged
-from ortf_ros.staging import (
+from ortf_ros.dataset.catalog import Catalog, load_manifest
+from ortf_ros.dataset.commit import EmptyEpisodeError, commit_staged, discard_staged
+from ortf_ros.dataset.staging import (
     HEADER_FILE,
     EpisodeOutcome,
     StagedEpisode,
@@ -23,7 +23,7 @@ from ortf_ros.staging import (
     staged_episode_dirs,
     unlock_dataset,
 )
-from ortf_ros.writer import WriterConfig
+from ortf_ros.dataset.writer import WriterConfig
 
 RECOVERED_NOTE = "Recovered by `ortf recover` after the recording was interrupted; success not evaluated."
 

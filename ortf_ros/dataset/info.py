@@ -7,9 +7,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ortf_ros.dataset.reader import Dataset
 from ortf_ros.errors import ReaderError
 from ortf_ros.io.video import probe
-from ortf_ros.reader import Dataset
 
 
 @dataclass(frozen=True)

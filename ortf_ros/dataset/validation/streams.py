@@ -16,10 +16,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.validation.findings import Finding, finding
+from ortf_ros.dataset.validation.tables import Episode
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.validation.findings import Finding, finding
-from ortf_ros.validation.tables import Episode
 
 BATCH_ROWS = 65536
 

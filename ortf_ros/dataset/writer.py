@@ -8,12 +8,12 @@ Usage::
             writer.add_step(t, state, action, images)
         writer.end_episode(success=True)
 
-Steps and frames go to the staging area as they arrive (see ``ortf_ros.staging``):
+Steps and frames go to the staging area as they arrive (see ``ortf_ros.dataset.staging``):
 frames through a bounded ring of shared memory to each camera's encoder process
 (``ortf_ros.io.encoder_process``), steps and native-rate
 samples in small batches. Nothing of an episode is held in memory beyond those bounds
 (``WriterConfig``), so memory does not grow with episode length. ``end_episode``
-commits through ``ortf_ros.commit``, the same code ``ortf recover`` runs after a crash.
+commits through ``ortf_ros.dataset.commit``, the same code ``ortf recover`` runs after a crash.
 """
 
 from __future__ import annotations
@@ -37,8 +37,21 @@ import yaml
 from numpy.typing import ArrayLike
 
 from ortf_ros import bounds
-from ortf_ros.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
-from ortf_ros.commit import RowGroupLimits, commit_staged
+from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
+from ortf_ros.dataset.commit import RowGroupLimits, commit_staged
+from ortf_ros.dataset.reader import Episode
+from ortf_ros.dataset.staging import (
+    EpisodeHeader,
+    EpisodeOutcome,
+    SampleLog,
+    StagedEpisode,
+    StepLog,
+    StepRows,
+    lock_dataset,
+    staged_episode_dirs,
+    unlock_dataset,
+)
+from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
@@ -56,19 +69,6 @@ from ortf_ros.io.video import (
     probe,
     storage_format,
 )
-from ortf_ros.reader import Episode
-from ortf_ros.staging import (
-    EpisodeHeader,
-    EpisodeOutcome,
-    SampleLog,
-    StagedEpisode,
-    StepLog,
-    StepRows,
-    lock_dataset,
-    staged_episode_dirs,
-    unlock_dataset,
-)
-from ortf_ros.validation import check_manifest
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")

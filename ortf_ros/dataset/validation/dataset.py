@@ -11,16 +11,16 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ortf_ros.dataset.validation.extras import annotation_dirs, check_annotations, check_staging, check_stats
+from ortf_ros.dataset.validation.findings import Finding, Report, finding
+from ortf_ros.dataset.validation.manifest_rules import check_manifest, check_statistics, load_manifest
+from ortf_ros.dataset.validation.steps import check_steps
+from ortf_ros.dataset.validation.streams import check_streams
+from ortf_ros.dataset.validation.tables import Episode, check_episode, check_episode_index, load_episodes, load_tasks
+from ortf_ros.dataset.validation.urdf import check_urdf_joints, load_urdf
+from ortf_ros.dataset.validation.videos import VideoChecks
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.validation.extras import annotation_dirs, check_annotations, check_staging, check_stats
-from ortf_ros.validation.findings import Finding, Report, finding
-from ortf_ros.validation.manifest_rules import check_manifest, check_statistics, load_manifest
-from ortf_ros.validation.steps import check_steps
-from ortf_ros.validation.streams import check_streams
-from ortf_ros.validation.tables import Episode, check_episode, check_episode_index, load_episodes, load_tasks
-from ortf_ros.validation.urdf import check_urdf_joints, load_urdf
-from ortf_ros.validation.videos import VideoChecks
 
 
 def validate(root: str | os.PathLike[str], *, strict: bool = False, episode: str | None = None) -> Report:

@@ -17,11 +17,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import episode_schema
-from ortf_ros.validation.findings import Finding, finding
 
 _EPISODES = layout.EPISODES
 _TASKS = layout.TASKS

@@ -13,11 +13,11 @@ from collections import Counter
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 
+from ortf_ros.dataset.validation.files import read_json
+from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Transform
-from ortf_ros.validation.files import read_json
-from ortf_ros.validation.findings import Finding, finding
 
 REQUIRED_FIELDS = ("ortf_version", "dataset_id", "robot", "action_space", "observation_space", "sensors", "frames")
 JOINT_TYPES = ("revolute", "prismatic", "continuous")

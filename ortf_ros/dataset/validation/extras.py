@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ortf_ros.dataset.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
+from ortf_ros.dataset.stats import QUANTILES
+from ortf_ros.dataset.validation.files import read_json
+from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import vector_columns
-from ortf_ros.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
-from ortf_ros.stats import QUANTILES
-from ortf_ros.validation.files import read_json
-from ortf_ros.validation.findings import Finding, finding
 
 STAT_KEYS = ("mean", "std", "min", "max", *QUANTILES)
 SCENE_OBJECTS = "scene_objects.json"
