@@ -3,6 +3,7 @@
 ``steps N``: record N steps, announcing each and waiting for a line on stdin before the
 next, so the parent kills it at a known step however loaded the machine is.
 ``commit POINT``: record 10 steps and kill itself at POINT inside end_episode.
+``commit timed``: record 10 steps, print COMMITTING and commit; the parent kills it whenever.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ortf_ros.dataset import catalog, commit
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.io import parquet_append
 from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
 
 WIDTH, HEIGHT = 64, 48
@@ -39,13 +41,26 @@ def then_die(original: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def copy_half_then_die(source: Any, target: Any, count: int) -> None:
+    target.write(source.read(count // 2))
+    target.flush()
+    die()
+
+
 KILL_POINTS: dict[str, Callable[[], None]] = {
-    # the videos are finalized, the step table not yet rebuilt
-    "videos": lambda: replace(commit, "_rewrite_table", lambda *a, **k: die()),
+    # the videos are finalized, nothing appended to the step table yet
+    "videos": lambda: replace(commit, "_append", lambda *a, **k: die()),
+    # the append is journalled, the step table not yet touched
+    "journal": lambda: replace(parquet_append, "_write_journal", then_die(parquet_append._write_journal)),
+    # inside the append: the old footer cut off, half the new rows written
+    "rows": lambda: replace(parquet_append, "_copy", copy_half_then_die),
+    # inside the append: every new row written, the merged footer not
+    "footer": lambda: replace(parquet_append, "_copy", then_die(parquet_append._copy)),
     # the step table holds the new rows, the episode index does not
-    "chunk": lambda: replace(commit, "_rewrite_table", then_die(commit._rewrite_table)),
+    "chunk": lambda: replace(commit, "_append", then_die(commit._append)),
     # the episode index is committed, statistics and manifest totals are stale
     "index": lambda: replace(catalog.Catalog, "_write_episodes", then_die(catalog.Catalog._write_episodes)),
+    "timed": lambda: print("COMMITTING", flush=True),
 }
 
 

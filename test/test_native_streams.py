@@ -99,9 +99,8 @@ def test_every_native_sample_is_kept_and_steps_point_into_it(tmp_path: Path) -> 
     # the sample a step used is the latest one at or before the step time
     np.testing.assert_array_equal(used, np.floor(step_times * WRENCH_HZ + 1e-6).astype(np.int64))
     assert_only_late_camera_steps(tmp_path / "ds")
-    per_episode = duckdb.execute(
-        f"SELECT count(*) FROM '{tmp_path}/ds/{layout.stream_path(0, 'wrist_ft')}' WHERE episode_id = '000000'"
-    ).fetchall()
+    file = tmp_path / "ds" / layout.episode_stream_path(0, "wrist_ft", 0)
+    per_episode = duckdb.execute(f"SELECT count(*) FROM '{file}' WHERE episode_id = '000000'").fetchall()
     assert per_episode == [(count,)]
 
 
@@ -203,7 +202,7 @@ def garble(path: Path) -> None:
     path.write_bytes(b"PAR1 not really")
 
 
-FT_TABLE = layout.stream_path(0, "wrist_ft")
+FT_TABLE = layout.episode_stream_path(0, "wrist_ft", 0)
 STEPS_TABLE = layout.steps_path(0)
 FT_INDEX = layout.stream_index_column("wrist_ft")
 STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
@@ -213,6 +212,8 @@ STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("streams.sample_index", rewrite(FT_TABLE, set_column("sample_index", lambda t: [0] * t.num_rows))),
     ("streams.timestamp", rewrite(FT_TABLE, set_column("timestamp", lambda t: [1.0 - i for i in range(t.num_rows)]))),
     ("streams.orphan", rewrite(FT_TABLE, set_column("episode_id", lambda t: ["999999"] * t.num_rows))),
+    ("streams.orphan", lambda root: shutil.copy(root / FT_TABLE, root / layout.episode_stream_path(0, "wrist_ft", 9))),
+    ("manifest.stream_files", edit_manifest(lambda m: m.update({layout.STREAM_FILES_KEY: "per-day"}))),
     ("steps.stream_index", rewrite(STEPS_TABLE, set_column(FT_INDEX, lambda t: [10**6] * t.num_rows))),
     ("alignment.tolerance", lambda root: None),  # the recorded late camera steps
 ]  # fmt: skip
@@ -315,7 +316,7 @@ def test_row_groups_end_at_a_size_in_bytes_as_well_as_in_rows(tmp_path: Path) ->
                 writer.add_sample("wrist_ft", i / WRENCH_HZ, wrench(i))
             writer.add_step(count / WRENCH_HZ, demo_state(0, 0), demo_action(0, 0), _frames(), samples={"wrist_ft": 0})
             writer.end_episode()
-        metadata = pq.ParquetFile(tmp_path / name / layout.stream_path(0, "wrist_ft")).metadata
+        metadata = pq.ParquetFile(tmp_path / name / layout.episode_stream_path(0, "wrist_ft", 0)).metadata
         groups[name] = [metadata.row_group(g).num_rows for g in range(metadata.num_row_groups)]
     assert groups["rows"] == [count]
     # The staged rows come in batches of 1,024 or so, of about 60 bytes a row: two make a block.

@@ -74,6 +74,7 @@ class Catalog:
         # Episodes folded into ``stats``, so a commit that is rolled forward after a
         # crash is never counted twice.
         self.stats_episodes = stats_episodes
+        self._by_id = {e.episode_id: e for e in episodes}
 
     @classmethod
     def create(cls, root: Path, manifest: Manifest) -> Catalog:
@@ -142,10 +143,20 @@ class Catalog:
         atomic.write_text(self.root / layout.TASKS, tasks_jsonl(self.tasks))
         return task.task_id
 
-    def commit(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
-        """Add one episode: the index first (the commit point), then what derives from it."""
-        self.episodes = [e for e in self.episodes if e.episode_id != record.episode_id] + [record]
-        self._write_episodes()
+    def record(self, episode_id: str) -> EpisodeRecord | None:
+        """The committed episode ``episode_id``, if it is."""
+        return self._by_id.get(episode_id)
+
+    def add(self, record: EpisodeRecord) -> None:
+        """The commit point: the episode index with ``record``, replaced atomically. Until the
+        file is in place the episode is not committed, here as on disk."""
+        episodes = [*self.episodes, record]
+        self._write_episodes(episodes)
+        self.episodes = episodes
+        self._by_id[record.episode_id] = record
+
+    def fold_in(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
+        """After ``add``: the statistics and manifest totals that derive from the index."""
         if record.episode_id not in self.stats_episodes:
             self.stats.merge(episode_stats)
             self.stats_episodes.add(record.episode_id)
@@ -157,8 +168,8 @@ class Catalog:
         self._write_stats()
         self._write_manifest()
 
-    def _write_episodes(self) -> None:
-        table = episodes_table(self.episodes, self.manifest)
+    def _write_episodes(self, episodes: list[EpisodeRecord] | None = None) -> None:
+        table = episodes_table(self.episodes if episodes is None else episodes, self.manifest)
         atomic.write_with(self.root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
 
     def _write_stats(self) -> None:

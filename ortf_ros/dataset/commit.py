@@ -1,14 +1,22 @@
 """Turn a staged episode into a committed one: the single path shared by
 ``DatasetWriter.end_episode`` and ``ortf recover``.
 
-Every step is idempotent, so a commit interrupted at any point is finished by running
-it again: videos are put in place from the staged files, the chunk's step table is rebuilt
-from the committed episodes plus this one, and the episode index is replaced last
-among the files that define the episode.
+What a commit writes depends on its own episode alone, however many the chunk or the dataset
+already holds (issue 20): videos and native-rate streams get files of their own, and the
+episode's steps are appended to the chunk's ``steps.parquet`` in place
+(``ortf_ros.io.parquet_append``), the committed episodes' bytes never rewritten. The episode
+index, replaced atomically, is the commit point and comes last among the files that define
+the episode.
+
+A commit interrupted at any point is finished by running it again (``ortf recover``): it first
+cuts back whatever the interrupted attempt appended, as journalled in the staged episode, then
+does everything anew. Once the episode is in the index, running it again only finishes the
+derived files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -17,16 +25,16 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
+from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
-from ortf_ros.io import atomic, video
+from ortf_ros.io import atomic, parquet_append, video
 from ortf_ros.io.cpus import usable_cpus
 
 PARQUET_COMPRESSION = "zstd"
@@ -130,32 +138,49 @@ def _blocks(batches: Iterable[pa.RecordBatch], schema: pa.Schema, row_groups: Ro
         yield pa.Table.from_batches(pending, schema=schema)
 
 
-def _rewrite_table(
-    root: Path, relative: str, schema: pa.Schema, keep_ids: set[str], new_blocks: Iterable[pa.Table]
-) -> None:
-    """Rebuild a chunk's step or stream table: committed episodes' row groups, then the new rows.
-
-    Rows of episodes that are not committed (left by an interrupted commit that was
-    later discarded) are dropped here, so they can never be mistaken for data.
-    """
-    target = root / relative
+def _write_parquet(path: Path, schema: pa.Schema, blocks: Iterable[pa.Table]) -> None:
+    """``blocks`` as a new Parquet file (one row group each), written atomically."""
 
     def produce(tmp: Path) -> None:
         # Dictionary pages only where values repeat (episode ids): on float vectors they cost
         # memory while the writer falls back, and compress nothing.
         with pq.ParquetWriter(tmp, schema, compression=PARQUET_COMPRESSION, use_dictionary=["episode_id"]) as writer:
-            if target.exists():
-                existing = pq.ParquetFile(target)
-                keep = pa.array(sorted(keep_ids), pa.string())
-                for group in range(existing.num_row_groups):
-                    table = existing.read_row_group(group)
-                    table = table.filter(pc.is_in(table["episode_id"], value_set=keep))
-                    if table.num_rows:
-                        writer.write_table(table.select(schema.names).cast(schema))
-            for block in new_blocks:
+            for block in blocks:
                 writer.write_table(block)
 
-    atomic.write_with(target, produce)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_with(path, produce)
+
+
+def _appended_tables(catalog: Catalog, chunk_id: int) -> list[str]:
+    """The chunk's files a commit appends to: the step table, and the stream tables of a
+    dataset that files its streams per chunk (written before per-episode stream files)."""
+    relatives = [layout.steps_path(chunk_id)]
+    if catalog.manifest.stream_files == layout.STREAM_FILES_PER_CHUNK:
+        relatives += [layout.stream_path(chunk_id, s) for s in catalog.manifest.native_streams]
+    return relatives
+
+
+def _cut_back_appends(catalog: Catalog, staged: StagedEpisode, chunk_id: int) -> None:
+    """Undo what an interrupted commit of ``staged`` appended to the chunk's tables."""
+    for relative in _appended_tables(catalog, chunk_id):
+        journal = staged.append_journal(relative)
+        if journal.exists():
+            parquet_append.cut_back(catalog.root / relative, journal)
+
+
+def _append(
+    catalog: Catalog, staged: StagedEpisode, relative: str, schema: pa.Schema, blocks: Iterable[pa.Table]
+) -> None:
+    """Append ``blocks`` to the chunk's table ``relative``, journalled in the staged episode:
+    the rows become a Parquet file of their own first, then its row groups are added in place."""
+    journal = staged.append_journal(relative)
+    piece = journal.with_name(journal.name.removesuffix(".journal") + ".piece.parquet")
+    _write_parquet(piece, schema, blocks)
+    target = catalog.root / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    parquet_append.append_row_groups(target, piece, journal)
+    piece.unlink(missing_ok=True)
 
 
 class _CountedTables:
@@ -180,12 +205,16 @@ def _finalize_video(staged: Path, target: Path) -> int:
     return video.finalize(staged, target) if staged.exists() else 0
 
 
-def _write_stream_table(
-    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, keep_ids: set[str], row_groups: RowGroupLimits
+def _write_stream(
+    catalog: Catalog, staged: StagedEpisode, stream: str, chunk_id: int, episode_index: int, row_groups: RowGroupLimits
 ) -> int:
-    """The chunk's table of ``stream`` rebuilt with the staged episode's samples; how many those are."""
+    """The staged episode's samples of ``stream`` in place; how many they are."""
     samples = _CountedTables(staged.read_stream(stream), stream_schema(catalog.manifest, stream), row_groups)
-    _rewrite_table(catalog.root, layout.stream_path(chunk_id, stream), samples.schema, keep_ids, samples)
+    if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
+        target = catalog.root / layout.episode_stream_path(chunk_id, stream, episode_index)
+        _write_parquet(target, samples.schema, samples)
+    else:
+        _append(catalog, staged, layout.stream_path(chunk_id, stream), samples.schema, samples)
     return samples.count
 
 
@@ -193,13 +222,38 @@ def commit_staged(
     catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, row_groups: RowGroupLimits
 ) -> EpisodeRecord:
     """Commit ``staged`` with ``outcome``; raises EmptyEpisodeError if it holds no complete step."""
-    manifest = catalog.manifest
     header = staged.header()
+    committed = catalog.record(header.episode_id)
+    if committed is not None:
+        # The process died after the commit point: every file of the episode is in place.
+        catalog.refresh_derived()
+        staged.remove()
+        return committed
     staged.mark_committing(outcome)
     chunk_id = header.episode_index // catalog.chunk_size
+    _cut_back_appends(catalog, staged, chunk_id)
+    try:
+        record, episode_stats = _put_in_place(catalog, staged, outcome, chunk_id, row_groups)
+        catalog.add(record)  # the commit point
+    except BaseException:
+        # Leave the chunk's tables as they were, so that this writer can go on with the next
+        # episode; this one stays staged for `ortf recover`, which would cut back the same.
+        with contextlib.suppress(Exception):
+            _cut_back_appends(catalog, staged, chunk_id)
+        raise
+    catalog.fold_in(record, episode_stats)
+    staged.remove()
+    return record
+
+
+def _put_in_place(
+    catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, chunk_id: int, row_groups: RowGroupLimits
+) -> tuple[EpisodeRecord, DatasetStats]:
+    """Every file of the episode but the index row: videos, streams, steps, annotations, task."""
+    manifest = catalog.manifest
+    header = staged.header()
     relatives = {camera: layout.video_path(camera, chunk_id, header.episode_index) for camera in manifest.cameras}
-    keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id} - {header.episode_id}
-    # The videos and the stream tables are put in place each in a thread: FFmpeg and Arrow
+    # The videos and the streams are put in place each in a thread: FFmpeg and Arrow
     # do most of that work without the GIL, and the encoders' cores are free by now.
     tasks = len(relatives) + len(manifest.native_streams)
     with ThreadPoolExecutor(max(1, min(tasks, usable_cpus())), thread_name_prefix="ortf-commit") as workers:
@@ -211,14 +265,14 @@ def commit_staged(
         }
         for stream in manifest.native_streams:
             counts[layout.stream_index_column(stream)] = workers.submit(
-                _write_stream_table, catalog, staged, stream, chunk_id, keep_ids, row_groups
+                _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
             )
         limits = {column: count.result() for column, count in counts.items()}
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
     schema = step_schema(manifest)
-    start_step = sum(e.length for e in catalog.episodes if e.episode_id != header.episode_id)
+    start_step = catalog.total_steps
     episode_stats = empty_stats(manifest)
 
     def blocks_with_stats() -> Iterator[pa.Table]:
@@ -226,7 +280,7 @@ def commit_staged(
             episode_stats.update(block)
             yield block
 
-    _rewrite_table(catalog.root, layout.steps_path(chunk_id), schema, keep_ids, blocks_with_stats())
+    _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)
         shutil.rmtree(target, ignore_errors=True)
@@ -248,27 +302,21 @@ def commit_staged(
         recorded_at=header.recorded_at,
         video_files=relatives,
     )
-    catalog.commit(record, episode_stats)
-    staged.remove()
-    return record
+    return record, episode_stats
 
 
 def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     """Drop a staged episode and anything an interrupted commit already put in place."""
     header = staged.header()
-    if header.episode_id in catalog.episode_ids():
+    if catalog.record(header.episode_id) is not None:
         raise WriterError(f"episode {header.episode_id} is already committed; it cannot be discarded here")
     chunk_id = header.episode_index // catalog.chunk_size
+    _cut_back_appends(catalog, staged, chunk_id)
     for camera in catalog.manifest.cameras:
         (catalog.root / layout.video_path(camera, chunk_id, header.episode_index)).unlink(missing_ok=True)
-    keep_ids = {e.episode_id for e in catalog.episodes if e.chunk_id == chunk_id}
-    tables = {layout.steps_path(chunk_id): step_schema(catalog.manifest)}
-    tables.update(
-        (layout.stream_path(chunk_id, s), stream_schema(catalog.manifest, s)) for s in catalog.manifest.native_streams
-    )
-    for relative, schema in tables.items():
-        if (catalog.root / relative).exists():
-            _rewrite_table(catalog.root, relative, schema, keep_ids, ())
+    if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
+        for stream in catalog.manifest.native_streams:
+            (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

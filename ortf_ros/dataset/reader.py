@@ -47,6 +47,11 @@ class Dataset:
         self.episodes: list[EpisodeRecord] = read_episodes(root)
         self.tasks: dict[int, Task] = {t.task_id: t for t in read_tasks(root)}
         self._by_id = {e.episode_id: e for e in self.episodes}
+        self._positions = {e.episode_id: position for position, e in enumerate(self.episodes)}
+
+    def file_index(self, record: EpisodeRecord) -> int:
+        """The number the episode's own files are named after (``layout.file_index``)."""
+        return layout.file_index(record.episode_id, self._positions[record.episode_id])
 
     def __len__(self) -> int:
         return len(self.episodes)
@@ -132,8 +137,16 @@ class Episode:
 
     @property
     def annotations_dir(self) -> Path:
-        position = self.dataset.episodes.index(self.record)
-        return self.dataset.root / layout.annotations_dir(layout.file_index(self.episode_id, position))
+        return self.dataset.root / layout.annotations_dir(self.dataset.file_index(self.record))
+
+    def stream_file(self, name: str) -> str:
+        """Where this episode's samples of ``name`` are: a file of its own, or the chunk's
+        table of the stream in datasets written before per-episode files."""
+        self._check_stream(name)
+        manifest = self.dataset.manifest
+        return layout.stream_file(
+            manifest.stream_files, self.record.chunk_id, name, self.dataset.file_index(self.record)
+        )
 
     @property
     def steps_file(self) -> str:
@@ -145,8 +158,7 @@ class Episode:
 
     def stream(self, name: str, columns: Sequence[str] | None = None) -> pa.Table:
         """Every sample of a native-rate stream in this episode, in order, with its stamps."""
-        self._check_stream(name)
-        return self._rows(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+        return self._rows(self.stream_file(name), "sample_index", columns)
 
     def step_batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """This episode's rows in step order, one Parquet row group at a time.
@@ -159,8 +171,7 @@ class Episode:
 
     def stream_batches(self, name: str, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """``stream`` a row group at a time (see ``step_batches``)."""
-        self._check_stream(name)
-        return self._batches(layout.stream_path(self.record.chunk_id, name), "sample_index", columns)
+        return self._batches(self.stream_file(name), "sample_index", columns)
 
     def _check_stream(self, name: str) -> None:
         if name not in self.dataset.manifest.native_streams:

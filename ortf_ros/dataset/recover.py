@@ -65,7 +65,7 @@ def _recover_one(catalog: Catalog, staged: StagedEpisode, discard: bool, config:
         return RecoveryResult(staged.directory.name.removeprefix("episode_"), "discarded", reason="nothing recorded")
     header = staged.header()
     outcome = staged.outcome()
-    committing = outcome is not None or header.episode_id in catalog.episode_ids()
+    committing = outcome is not None or catalog.record(header.episode_id) is not None
     if discard and not committing:
         discard_staged(catalog, staged)
         return RecoveryResult(header.episode_id, "discarded", reason="--discard")

@@ -23,7 +23,7 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from types import TracebackType
@@ -31,8 +31,6 @@ from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.dataset as pads
 import yaml
 from numpy.typing import ArrayLike
 
@@ -358,7 +356,9 @@ class DatasetWriter:
         if self._manifest is None:
             raise WriterError(f"{self.root}: a manifest is needed to create a new dataset")
         manifest = new_manifest_identity(self._manifest)
-        manifest = replace(manifest, extra={**manifest.extra, "chunk_size": self.config.chunk_size})
+        # Native-rate streams get a file per episode: a commit never rewrites another's samples.
+        files = {"chunk_size": self.config.chunk_size, layout.STREAM_FILES_KEY: layout.STREAM_FILES_PER_EPISODE}
+        manifest = replace(manifest, extra={**manifest.extra, **files})
         manifest = replace(manifest, sensors=tuple(_with_storage_encoding(s) for s in manifest.sensors))
         if self._urdf is not None:
             manifest = replace(manifest, robot=replace(manifest.robot, urdf_path=layout.URDF))
@@ -401,7 +401,8 @@ class DatasetWriter:
             raise WriterError("task instruction must not be empty")
         taken = catalog.episode_ids()
         index = len(catalog.episodes)
-        while layout.episode_id_for(index) in taken:
+        # An episode whose commit failed stays staged for `ortf recover`: its number is taken too.
+        while layout.episode_id_for(index) in taken or StagedEpisode.exists(self.root, index):
             index += 1
         header = EpisodeHeader(
             episode_index=index,
@@ -712,15 +713,14 @@ class DatasetWriter:
         recording = self._current()
         try:
             terminal = False
-            for batch in _episode_rows(source.root / episode.steps_file, episode.episode_id):
+            for batch in episode.step_batches():
                 relabelled = _relabel(batch, recording.schema, recording.header.episode_id, recording.steps)
                 recording.step_log.append(relabelled)
                 recording.steps += batch.num_rows
                 terminal = bool(batch.column("is_terminal")[-1].as_py())
             for stream in self.manifest.native_streams:
                 log = recording.stream_log(self.manifest, stream)
-                path = source.root / layout.stream_path(record.chunk_id, stream)
-                for batch in _episode_rows(path, episode.episode_id):
+                for batch in episode.stream_batches(stream):
                     log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
@@ -744,14 +744,6 @@ class DatasetWriter:
         wait_for_processes_let_go()  # or one would make the directory again, to open its video
         recording.staged.remove()
         self._recording = None
-
-
-def _episode_rows(path: Path, episode_id: str) -> Iterator[pa.RecordBatch]:
-    """An episode's rows of a step or stream table, streamed in file order."""
-    try:
-        yield from pads.dataset(path).to_batches(filter=pc.field("episode_id") == episode_id)
-    except (FileNotFoundError, pa.ArrowException) as exc:
-        raise WriterError(f"{path}: cannot read episode {episode_id}: {exc}") from None
 
 
 def _relabel(batch: pa.RecordBatch, schema: pa.Schema, episode_id: str, first_step: int | None) -> pa.RecordBatch:

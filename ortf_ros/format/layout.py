@@ -6,6 +6,8 @@ strings are stored in ``episodes.parquet`` and must mean the same thing on any O
 
 from __future__ import annotations
 
+from typing import Literal
+
 ORTF_VERSION = "0.2"
 
 MANIFEST = "meta/manifest.json"
@@ -64,9 +66,36 @@ def state_column(component: str) -> str:
     return f"observation.state.{component}"
 
 
+StreamFiles = Literal["episode", "chunk"]
+STREAM_FILES_KEY = "native_stream_files"
+"""Manifest key saying how native-rate streams are filed. ``"episode"``: a Parquet file per
+episode and stream, written once at the commit and never touched again, so a commit's cost does
+not grow with the chunk (issue 20). ``"chunk"`` (the default when the key is absent): one table
+per chunk and stream, as datasets were written before; such datasets keep their layout, and
+commits append to those tables (``ortf_ros.io.parquet_append``)."""
+STREAM_FILES_PER_EPISODE: StreamFiles = "episode"
+STREAM_FILES_PER_CHUNK: StreamFiles = "chunk"
+
+
 def stream_path(chunk_id: int, stream: str) -> str:
-    """Side table of a native-rate stream, beside the chunk's step table."""
+    """Side table of a native-rate stream for the whole chunk (``"chunk"`` layout)."""
     return f"data/{chunk_dir_name(chunk_id)}/streams/{stream}.parquet"
+
+
+def episode_stream_dir(chunk_id: int, stream: str) -> str:
+    return f"data/{chunk_dir_name(chunk_id)}/streams/{stream}"
+
+
+def episode_stream_path(chunk_id: int, stream: str, episode_index: int) -> str:
+    """Samples of one episode of a native-rate stream (``"episode"`` layout), beside the step table."""
+    return f"{episode_stream_dir(chunk_id, stream)}/{episode_file_stem(episode_index)}.parquet"
+
+
+def stream_file(files: StreamFiles, chunk_id: int, stream: str, episode_index: int) -> str:
+    """Where an episode's samples of ``stream`` are, in either layout (a chunk table holds others' too)."""
+    if files == STREAM_FILES_PER_EPISODE:
+        return episode_stream_path(chunk_id, stream, episode_index)
+    return stream_path(chunk_id, stream)
 
 
 def stream_index_column(stream: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
@@ -623,6 +623,18 @@ class Manifest:
 
     def with_statistics(self, statistics: Statistics) -> Manifest:
         return replace(self, statistics=statistics)
+
+    @property
+    def stream_files(self) -> layout.StreamFiles:
+        """How the native-rate streams are filed (``layout.STREAM_FILES_KEY``): a Parquet file per
+        episode, or, in datasets written before per-episode files, one table per chunk."""
+        value = self.extra.get(layout.STREAM_FILES_KEY, layout.STREAM_FILES_PER_CHUNK)
+        if value not in (layout.STREAM_FILES_PER_EPISODE, layout.STREAM_FILES_PER_CHUNK):
+            raise FormatError(
+                f"manifest: {layout.STREAM_FILES_KEY} must be {layout.STREAM_FILES_PER_EPISODE!r} or "
+                f"{layout.STREAM_FILES_PER_CHUNK!r}, got {value!r}"
+            )
+        return cast(layout.StreamFiles, value)
 
     @classmethod
     def from_dict(cls, data: object) -> Manifest:

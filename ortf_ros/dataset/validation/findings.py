@@ -76,7 +76,8 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "steps.stream_index": ("error", "steps point at samples their native-rate stream has"),
     # data/chunk-NNN/streams/<stream>.parquet and the alignment columns
     "manifest.stream_names": ("error", "native and alignment stream names are identifiers"),
-    "streams.missing": ("error", "each declared native-rate stream has its table in every used chunk"),
+    "manifest.stream_files": ("error", "native_stream_files is 'episode' or 'chunk'"),
+    "streams.missing": ("error", "each declared native-rate stream has its file for every episode (or chunk)"),
     "streams.unreadable": ("error", "stream tables are readable Parquet with their columns"),
     "streams.sample_index": ("error", "an episode's samples are numbered 0..n-1 in order"),
     "streams.timestamp": ("error", "an episode's samples do not go back in time"),

@@ -68,7 +68,16 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
         *_rotations(manifest),
         *_frames(manifest, known_links),
         *_stream_names(manifest),
+        *_stream_files(manifest),
     ]
+
+
+def _stream_files(manifest: Manifest) -> list[Finding]:
+    try:
+        _ = manifest.stream_files
+    except FormatError as exc:
+        return [finding("manifest.stream_files", layout.MANIFEST, str(exc).removeprefix("manifest: "))]
+    return []
 
 
 STREAM_NAME = re.compile(r"^[A-Za-z0-9_]+$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.dataset.validation.tables import Episode
+from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 
@@ -41,16 +42,59 @@ def check_streams(
     for episode in selected:
         by_chunk[episode.record.chunk_id].append(episode)
     known = {e.id for e in episodes} | set(pending)
+    try:
+        files = manifest.stream_files
+    except FormatError:
+        return []  # the manifest rule reports it
     found: list[Finding] = []
     for chunk_id, chunk_episodes in sorted(by_chunk.items()):
         ids = {e.id for e in chunk_episodes}
         counts: dict[str, dict[str, _StreamCount]] = {}
         for stream in manifest.native_streams:
-            file = layout.stream_path(chunk_id, stream)
-            counts[stream], problems = _scan_stream_table(root, file, ids, known, only is None)
+            if files == layout.STREAM_FILES_PER_CHUNK:
+                file = layout.stream_path(chunk_id, stream)
+                counts[stream], problems = _scan_stream_table(root, file, ids, known, only is None)
+            else:
+                counts[stream], problems = _scan_episode_files(root, chunk_id, stream, chunk_episodes)
+                if only is None:
+                    problems += _orphan_files(root, chunk_id, stream, episodes, pending)
             found += problems
         found += _check_step_columns(root, manifest, chunk_id, ids, counts)
     return found
+
+
+def _scan_episode_files(
+    root: Path, chunk_id: int, stream: str, episodes: Sequence[Episode]
+) -> tuple[dict[str, _StreamCount], list[Finding]]:
+    """Each episode's own file of ``stream`` (the ``"episode"`` layout): one at a time."""
+    counts: dict[str, _StreamCount] = {}
+    found: list[Finding] = []
+    for episode in episodes:
+        file = layout.episode_stream_path(chunk_id, stream, episode.index)
+        episode_counts, problems = _scan_stream_table(root, file, {episode.id}, {episode.id}, True)
+        counts.update(episode_counts)
+        found += [replace(f, episode=episode.id) if f.episode is None else f for f in problems]
+    return counts, found
+
+
+def _orphan_files(
+    root: Path, chunk_id: int, stream: str, episodes: Sequence[Episode], pending: Collection[str]
+) -> list[Finding]:
+    """Files of the stream's chunk folder that no episode in the index (or staged) is named after."""
+    folder = root / layout.episode_stream_dir(chunk_id, stream)
+    if not folder.is_dir():
+        return []
+    named = {layout.episode_file_stem(e.index) for e in episodes}
+    named |= {layout.episode_file_stem(int(i)) for i in pending if i.isascii() and i.isdigit()}
+    return [
+        finding(
+            "streams.orphan",
+            f"{layout.episode_stream_dir(chunk_id, stream)}/{path.name}",
+            "samples of an episode not in episodes.parquet",
+        )  # fmt: skip
+        for path in sorted(folder.iterdir())
+        if path.suffix == ".parquet" and path.stem not in named
+    ]
 
 
 def _batches(path: Path, columns: list[str]) -> Iterator[pa.RecordBatch]:
@@ -84,7 +128,7 @@ def _scan_stream_table(
                 count.samples += 1
                 count.last_timestamp = float(stamps[row])
     except FileNotFoundError:
-        return {}, [finding("streams.missing", file, "the manifest declares this stream but its table is missing")]
+        return {}, [finding("streams.missing", file, "the manifest declares this stream but its file is missing")]
     except (pa.ArrowException, OSError, KeyError) as exc:
         return {}, [finding("streams.unreadable", file, f"unreadable: {exc}")]
     found = [
