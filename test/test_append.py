@@ -64,13 +64,11 @@ def test_each_commit_leaves_the_earlier_rows_in_place_and_every_episode_readable
     assert load_dataset(root).manifest.stream_files == layout.STREAM_FILES_PER_EPISODE
     assert_only_late_camera_steps(root)
     dataset = load_dataset(root)
-    for episode in dataset:
-        assert episode.array("step_index").tolist() == list(
-            range(episode.record.start_step, episode.record.start_step + episode.record.length)
-        )
-        assert episode.stream("wrist_ft")["sample_index"].to_pylist() == list(
-            range(episode.stream("wrist_ft").num_rows)
-        )
+    for read in dataset:
+        first = read.record.start_step
+        assert read.array("step_index").tolist() == list(range(first, first + read.record.length))
+        samples = read.stream("wrist_ft")
+        assert samples["sample_index"].to_pylist() == list(range(samples.num_rows))
 
 
 def test_the_footer_codec_gives_back_arrows_own_bytes(tmp_path: Path) -> None:

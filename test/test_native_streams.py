@@ -203,6 +203,13 @@ def garble(path: Path) -> None:
 
 
 FT_TABLE = layout.episode_stream_path(0, "wrist_ft", 0)
+
+
+def copy_as_episode(root: Path, index: int) -> None:
+    """The stream file of episode 0 copied under another episode's name, in no index."""
+    shutil.copy(root / FT_TABLE, root / layout.episode_stream_path(0, "wrist_ft", index))
+
+
 STEPS_TABLE = layout.steps_path(0)
 FT_INDEX = layout.stream_index_column("wrist_ft")
 STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
@@ -212,7 +219,7 @@ STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("streams.sample_index", rewrite(FT_TABLE, set_column("sample_index", lambda t: [0] * t.num_rows))),
     ("streams.timestamp", rewrite(FT_TABLE, set_column("timestamp", lambda t: [1.0 - i for i in range(t.num_rows)]))),
     ("streams.orphan", rewrite(FT_TABLE, set_column("episode_id", lambda t: ["999999"] * t.num_rows))),
-    ("streams.orphan", lambda root: shutil.copy(root / FT_TABLE, root / layout.episode_stream_path(0, "wrist_ft", 9))),
+    ("streams.orphan", lambda root: copy_as_episode(root, 9)),
     ("manifest.stream_files", edit_manifest(lambda m: m.update({layout.STREAM_FILES_KEY: "per-day"}))),
     ("steps.stream_index", rewrite(STEPS_TABLE, set_column(FT_INDEX, lambda t: [10**6] * t.num_rows))),
     ("alignment.tolerance", lambda root: None),  # the recorded late camera steps

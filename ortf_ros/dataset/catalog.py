@@ -16,6 +16,7 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.dataset.stats import DatasetStats
@@ -56,6 +57,21 @@ def load_manifest(root: Path) -> Manifest:
     return Manifest.from_json(text, str(path))
 
 
+_INDEX_CHUNKS = 64  # one-row pieces of the index table gathered into one past this many
+
+
+def _folded_episodes(state: dict[str, object], episodes: list[EpisodeRecord]) -> set[str] | None:
+    """The episodes the saved statistics include: the first ``episode_count`` of the index, or,
+    in a state written before counts, the ids it lists; None if the state says neither."""
+    count = state.get("episode_count")
+    if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= len(episodes):
+        return {e.episode_id for e in episodes[:count]}
+    listed = state.get("episodes")
+    if isinstance(listed, list) and {str(i) for i in listed} <= {e.episode_id for e in episodes}:
+        return {str(i) for i in listed}
+    return None
+
+
 class Catalog:
     def __init__(
         self,
@@ -64,23 +80,27 @@ class Catalog:
         episodes: list[EpisodeRecord],
         tasks: list[Task],
         stats: DatasetStats,
-        stats_episodes: set[str],
+        stats_episode_count: int,
     ) -> None:
         self.root = root
         self.manifest = manifest
         self.episodes = episodes
         self.tasks = tasks
         self.stats = stats
-        # Episodes folded into ``stats``, so a commit that is rolled forward after a
-        # crash is never counted twice.
-        self.stats_episodes = stats_episodes
+        # How many leading rows of the index are folded into ``stats``, so a commit that is
+        # rolled forward after a crash is never counted twice. A count, not a list of ids:
+        # the state written at every commit stays the same size however many episodes there are.
+        self.stats_episode_count = stats_episode_count
         self._by_id = {e.episode_id: e for e in episodes}
+        self._index: pa.Table | None = None  # ``episodes`` as the Arrow table of the index file
+        self._total_steps = sum(e.length for e in episodes)
+        self._total_seconds = sum(e.duration_seconds for e in episodes)
 
     @classmethod
     def create(cls, root: Path, manifest: Manifest) -> Catalog:
-        catalog = cls(root, manifest, [], [], empty_stats(manifest), set())
+        catalog = cls(root, manifest, [], [], empty_stats(manifest), 0)
         atomic.write_text(root / layout.TASKS, "")
-        catalog._write_episodes()
+        catalog._write_episodes(catalog._index_table())
         catalog._write_stats()
         catalog._write_manifest()
         return catalog
@@ -91,24 +111,26 @@ class Catalog:
         episodes = read_episodes(root)
         tasks = read_tasks(root)
         state_path = root / layout.STATS_STATE
-        committed = {e.episode_id for e in episodes}
         if state_path.exists():
             try:
                 state = json.loads(read_text(state_path))
             except json.JSONDecodeError as exc:
                 raise FormatError(f"{layout.STATS_STATE}: not valid JSON: {exc}") from None
+            included = _folded_episodes(state, episodes)
+        else:
+            included = None
+        if included is None:  # no state, or one that does not say what it holds: start anew
+            stats, included = empty_stats(manifest), set()
+        else:
             features = state.get("features", {})
             stats = DatasetStats.from_state(stats_features(manifest), feature_thresholds(manifest), features)
-            included = set(state.get("episodes", [])) & committed
-        else:
-            stats, included = empty_stats(manifest), set()
-        missing = committed - included
+        missing = [e for e in episodes if e.episode_id not in included]
         if missing:
             # Another writer made this dataset, or a crash came between the episode
             # index and the statistics: fold in just the episodes the state lacks.
             log.warning("%s: statistics lack %d episode(s); reading their steps once", root, len(missing))
-            cls._fold_in_steps(root, stats, [e for e in episodes if e.episode_id in missing])
-        return cls(root, manifest, episodes, tasks, stats, committed)
+            cls._fold_in_steps(root, stats, missing)
+        return cls(root, manifest, episodes, tasks, stats, len(episodes))
 
     @staticmethod
     def _fold_in_steps(root: Path, stats: DatasetStats, episodes: list[EpisodeRecord]) -> None:
@@ -128,10 +150,10 @@ class Catalog:
 
     @property
     def total_steps(self) -> int:
-        return sum(e.length for e in self.episodes)
+        return self._total_steps
 
     def episode_ids(self) -> set[str]:
-        return {e.episode_id for e in self.episodes}
+        return set(self._by_id)
 
     def task_id(self, instruction: str, task_type: str | None = None, description: str | None = None) -> int:
         """The id of this instruction, defining a new task on first use."""
@@ -149,17 +171,25 @@ class Catalog:
 
     def add(self, record: EpisodeRecord) -> None:
         """The commit point: the episode index with ``record``, replaced atomically. Until the
-        file is in place the episode is not committed, here as on disk."""
-        episodes = [*self.episodes, record]
-        self._write_episodes(episodes)
-        self.episodes = episodes
+        file is in place the episode is not committed, here as on disk.
+
+        The index is kept as an Arrow table and grown by a row, so a commit costs a copy of the
+        index's bytes (a few hundred per episode), not a Python object per episode."""
+        index = pa.concat_tables([self._index_table(), episodes_table([record], self.manifest)])
+        if index.column(0).num_chunks > _INDEX_CHUNKS:
+            index = index.combine_chunks()
+        self._write_episodes(index)
+        self._index = index
+        self.episodes.append(record)
         self._by_id[record.episode_id] = record
+        self._total_steps += record.length
+        self._total_seconds += record.duration_seconds
 
     def fold_in(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
         """After ``add``: the statistics and manifest totals that derive from the index."""
-        if record.episode_id not in self.stats_episodes:
+        if self.stats_episode_count == len(self.episodes) - 1 and self.episodes[-1] is record:
             self.stats.merge(episode_stats)
-            self.stats_episodes.add(record.episode_id)
+            self.stats_episode_count += 1
         self._write_stats()
         self._write_manifest()
 
@@ -168,12 +198,16 @@ class Catalog:
         self._write_stats()
         self._write_manifest()
 
-    def _write_episodes(self, episodes: list[EpisodeRecord] | None = None) -> None:
-        table = episodes_table(self.episodes if episodes is None else episodes, self.manifest)
+    def _index_table(self) -> pa.Table:
+        if self._index is None:
+            self._index = episodes_table(self.episodes, self.manifest)
+        return self._index
+
+    def _write_episodes(self, table: pa.Table) -> None:
         atomic.write_with(self.root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
 
     def _write_stats(self) -> None:
-        state = {"episodes": sorted(self.stats_episodes), "features": self.stats.to_state()}
+        state = {"episode_count": self.stats_episode_count, "features": self.stats.to_state()}
         atomic.write_json(self.root / layout.STATS_STATE, state)
         atomic.write_json(self.root / layout.STATS, self.stats.summary())
 
@@ -187,8 +221,7 @@ class Catalog:
         )
 
     def _write_manifest(self) -> None:
-        seconds = sum(e.duration_seconds for e in self.episodes)
-        statistics = Statistics(len(self.episodes), self.total_steps, seconds / 3600.0)
+        statistics = Statistics(len(self.episodes), self._total_steps, self._total_seconds / 3600.0)
         self.manifest = self.manifest.with_statistics(statistics)
         if self.manifest.alignment is not None:
             summary = {s: self._alignment_summary(s) for s in self.manifest.alignment.streams}

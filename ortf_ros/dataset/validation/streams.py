@@ -86,12 +86,10 @@ def _orphan_files(
         return []
     named = {layout.episode_file_stem(e.index) for e in episodes}
     named |= {layout.episode_file_stem(int(i)) for i in pending if i.isascii() and i.isdigit()}
+    message = "samples of an episode not in episodes.parquet"
+    where = layout.episode_stream_dir(chunk_id, stream)
     return [
-        finding(
-            "streams.orphan",
-            f"{layout.episode_stream_dir(chunk_id, stream)}/{path.name}",
-            "samples of an episode not in episodes.parquet",
-        )  # fmt: skip
+        finding("streams.orphan", f"{where}/{path.name}", message)
         for path in sorted(folder.iterdir())
         if path.suffix == ".parquet" and path.stem not in named
     ]
