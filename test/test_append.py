@@ -6,6 +6,7 @@ appended to."""
 from __future__ import annotations
 
 import errno
+import multiprocessing
 import shutil
 from pathlib import Path
 
@@ -198,3 +199,22 @@ def test_the_legacy_fixture_is_what_the_earlier_writer_wrote() -> None:
     manifest_text = (LEGACY / layout.MANIFEST).read_text()
     assert layout.STREAM_FILES_KEY not in manifest_text
     assert sorted(p.name for p in (LEGACY / "data/chunk-000/streams").iterdir()) == ["wrist_ft.parquet"]
+
+
+def _commit_one(root: str) -> None:
+    with DatasetWriter(Path(root), manifest()) as writer:
+        record(writer, steps=5)
+        writer.end_episode()
+
+
+def test_a_forked_child_commits_although_its_parent_has_committed_before(tmp_path: Path) -> None:
+    """The commit's threads are kept for the process; a child forked after a commit has none of
+    them and must make its own pool rather than wait on threads that do not exist."""
+    _commit_one(str(tmp_path / "parent"))
+    child = multiprocessing.get_context("fork").Process(target=_commit_one, args=(str(tmp_path / "child"),))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():
+        child.kill()
+    assert child.exitcode == 0
+    assert len(load_dataset(tmp_path / "child")) == 1

@@ -17,9 +17,11 @@ derived files.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
+import threading
 from collections.abc import Iterable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -218,6 +220,37 @@ def _write_stream(
     return samples.count
 
 
+_WORKERS: ThreadPoolExecutor | None = None
+_WORKERS_LOCK = threading.Lock()
+
+
+def _commit_workers() -> ThreadPoolExecutor:
+    """One pool for every commit of the process, its threads kept. Not a pool per commit: Arrow's
+    allocator (mimalloc) keeps a heap per thread, and the heaps of threads that come and go were
+    retained, so RSS grew by 0.2 MB an episode (``bench/bench_append.py``)."""
+    global _WORKERS
+    with _WORKERS_LOCK:
+        if _WORKERS is None:
+            _WORKERS = ThreadPoolExecutor(usable_cpus(), thread_name_prefix="ortf-commit")
+        return _WORKERS
+
+
+def _forget_workers() -> None:
+    """In a forked child the pool's threads do not exist: the next commit makes a pool of its own."""
+    global _WORKERS, _WORKERS_LOCK
+    _WORKERS, _WORKERS_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_workers)
+
+
+def _results(futures: Mapping[str, Future[int]]) -> dict[str, int]:
+    """Every result, waiting for all before raising the first failure: a task still running
+    would write into files the failed commit is about to cut back or leave for ``recover``."""
+    wait(futures.values())
+    return {name: future.result() for name, future in futures.items()}
+
+
 def commit_staged(
     catalog: Catalog, staged: StagedEpisode, outcome: EpisodeOutcome, *, row_groups: RowGroupLimits
 ) -> EpisodeRecord:
@@ -255,19 +288,16 @@ def _put_in_place(
     relatives = {camera: layout.video_path(camera, chunk_id, header.episode_index) for camera in manifest.cameras}
     # The videos and the streams are put in place each in a thread: FFmpeg and Arrow
     # do most of that work without the GIL, and the encoders' cores are free by now.
-    tasks = len(relatives) + len(manifest.native_streams)
-    with ThreadPoolExecutor(max(1, min(tasks, usable_cpus())), thread_name_prefix="ortf-commit") as workers:
-        counts = {
-            layout.image_column(camera): workers.submit(
-                _finalize_video, staged.video_file(camera), catalog.root / relative
-            )
-            for camera, relative in relatives.items()
-        }
-        for stream in manifest.native_streams:
-            counts[layout.stream_index_column(stream)] = workers.submit(
-                _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
-            )
-        limits = {column: count.result() for column, count in counts.items()}
+    workers = _commit_workers()
+    counts = {
+        layout.image_column(camera): workers.submit(_finalize_video, staged.video_file(camera), catalog.root / relative)
+        for camera, relative in relatives.items()
+    }
+    for stream in manifest.native_streams:
+        counts[layout.stream_index_column(stream)] = workers.submit(
+            _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
+        )
+    limits = _results(counts)
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -48,6 +49,17 @@ class Dataset:
         self.tasks: dict[int, Task] = {t.task_id: t for t in read_tasks(root)}
         self._by_id = {e.episode_id: e for e in self.episodes}
         self._positions = {e.episode_id: position for position, e in enumerate(self.episodes)}
+        self._tables: OrderedDict[str, _EpisodeRows] = OrderedDict()
+
+    def rows_index(self, relative: str) -> _EpisodeRows:
+        """The step or stream table ``relative``, its footer read once (``OPEN_TABLES`` kept)."""
+        table = self._tables.pop(relative, None)
+        if table is None or not table.current():  # a file replaced or appended to is read anew
+            table = _EpisodeRows(self.root, relative)
+        self._tables[relative] = table
+        while len(self._tables) > OPEN_TABLES:
+            self._tables.popitem(last=False)
+        return table
 
     def file_index(self, record: EpisodeRecord) -> int:
         """The number the episode's own files are named after (``layout.file_index``)."""
@@ -179,52 +191,45 @@ class Episode:
                 f"unknown stream {name!r}; the manifest declares {sorted(self.dataset.manifest.native_streams)}"
             )
 
-    def _batches(self, relative: str, order: str, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
+    def _table(self, relative: str) -> _EpisodeRows:
         try:
-            parquet = pq.ParquetFile(self.dataset.root / relative)
+            return self.dataset.rows_index(relative)
         except FileNotFoundError:
             raise ReaderError(f"{relative}: missing (episode {self.episode_id})") from None
         except (pa.ArrowException, OSError) as exc:
             raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
-        names = list(columns) if columns is not None else parquet.schema_arrow.names
+
+    def _batches(self, relative: str, order: str, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
+        table = self._table(relative)
+        names = list(columns) if columns is not None else table.metadata.schema.to_arrow_schema().names
         wanted = list(dict.fromkeys([*names, order, "episode_id"]))
         last: int | None = None
-        with parquet:
-            for group in range(parquet.num_row_groups):
-                if not _may_hold(parquet.metadata.row_group(group), self.episode_id):
-                    continue
-                try:
-                    table = parquet.read_row_group(group, columns=wanted)
-                except (pa.ArrowException, OSError) as exc:
-                    raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
-                table = table.filter(pc.equal(table["episode_id"], self.episode_id))
-                if table.num_rows == 0:
-                    continue
-                positions = table[order].to_numpy()
-                if (last is not None and positions[0] <= last) or bool(np.any(np.diff(positions) <= 0)):
-                    raise ReaderError(
-                        f"{relative}: rows of episode {self.episode_id} are not stored in {order} order "
-                        "(read them whole with steps()/stream())"
-                    )
-                last = int(positions[-1])
-                yield from table.select(names).to_batches()
+        for group in table.read_groups(self.episode_id, wanted):
+            group = group.filter(pc.equal(group["episode_id"], self.episode_id))
+            if group.num_rows == 0:
+                continue
+            positions = group[order].to_numpy()
+            if (last is not None and positions[0] <= last) or bool(np.any(np.diff(positions) <= 0)):
+                raise ReaderError(
+                    f"{relative}: rows of episode {self.episode_id} are not stored in {order} order "
+                    "(read them whole with steps()/stream())"
+                )
+            last = int(positions[-1])
+            yield from group.select(names).to_batches()
         if last is None and order == "step_index":
             raise ReaderError(f"{relative}: no rows for episode {self.episode_id}")
 
     def _rows(self, relative: str, order: str, columns: Sequence[str] | None) -> pa.Table:
-        wanted = None if columns is None else list(dict.fromkeys([*columns, order]))
-        try:
-            table = pq.read_table(
-                self.dataset.root / relative, columns=wanted, filters=[("episode_id", "=", self.episode_id)]
-            )
-        except FileNotFoundError:
-            raise ReaderError(f"{relative}: missing (episode {self.episode_id})") from None
-        except (pa.ArrowException, OSError) as exc:
-            raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
-        if table.num_rows == 0 and order == "step_index":
+        table = self._table(relative)
+        names = table.metadata.schema.to_arrow_schema().names if columns is None else list(columns)
+        wanted = list(dict.fromkeys([*names, order, "episode_id"]))
+        groups = [
+            g.filter(pc.equal(g["episode_id"], self.episode_id)) for g in table.read_groups(self.episode_id, wanted)
+        ]
+        rows = pa.concat_tables(groups) if groups else table.empty(wanted)
+        if rows.num_rows == 0 and order == "step_index":
             raise ReaderError(f"{relative}: no rows for episode {self.episode_id}")
-        table = table.sort_by(order)
-        return table if columns is None else table.select(list(columns))
+        return rows.sort_by(order).select(names)
 
     def array(self, column: str) -> np.ndarray:
         """A column as numpy: (steps, dim) for vectors, (steps,) for scalars."""
@@ -270,14 +275,62 @@ def column_array(values: pa.Array) -> np.ndarray:
     return array
 
 
-def _may_hold(row_group: pq.RowGroupMetaData, episode_id: str) -> bool:
-    """Whether a row group can hold rows of the episode, by its ``episode_id`` statistics
-    (a chunk's tables hold up to a thousand episodes, one or more row groups each)."""
-    for column in range(row_group.num_columns):
-        chunk = row_group.column(column)
-        if chunk.path_in_schema == "episode_id":
-            stats = chunk.statistics
+OPEN_TABLES = 8
+"""Step and stream tables a dataset keeps open (their footers parsed, their row groups indexed
+by episode): a chunk's tables, while its episodes are read one after another. The bound on what
+a reader holds, whatever the number of chunks."""
+
+
+def _identity(path: Path) -> tuple[int, int, int, int]:
+    """What changes when a file is replaced or appended to."""
+    status = path.stat()
+    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
+
+
+class _EpisodeRows:
+    """A step or stream table read by episode: its footer parsed once, and for each episode the
+    row groups that may hold its rows, from their ``episode_id`` statistics. A chunk's table holds
+    up to a thousand episodes, so without this every episode read would parse the footer of all
+    of them and look at every row group (a reader going through the chunk: quadratic)."""
+
+    def __init__(self, root: Path, relative: str) -> None:
+        self.relative = relative
+        self.path = root / relative
+        self.identity = _identity(self.path)
+        self.file = pq.ParquetFile(self.path)  # the episode being read names the errors
+        self.metadata = self.file.metadata
+        self._exact: dict[str, list[int]] = {}
+        self._ranges: list[tuple[str, str, int]] = []  # row groups holding several episodes
+        self._unknown: list[int] = []  # row groups without statistics: read for every episode
+        names = self.metadata.schema.names
+        column = names.index("episode_id") if "episode_id" in names else None
+        for group in range(self.metadata.num_row_groups):
+            stats = None if column is None else self.metadata.row_group(group).column(column).statistics
             if stats is None or not stats.has_min_max:
-                return True
-            return bool(stats.min <= episode_id <= stats.max)
-    return True
+                self._unknown.append(group)
+            elif stats.min == stats.max:
+                self._exact.setdefault(str(stats.min), []).append(group)
+            else:
+                self._ranges.append((str(stats.min), str(stats.max), group))
+
+    def current(self) -> bool:
+        try:
+            return _identity(self.path) == self.identity
+        except OSError:
+            return False
+
+    def groups(self, episode_id: str) -> list[int]:
+        found = self._exact.get(episode_id, []) + self._unknown
+        found += [group for low, high, group in self._ranges if low <= episode_id <= high]
+        return sorted(found)
+
+    def read_groups(self, episode_id: str, columns: list[str]) -> Iterator[pa.Table]:
+        """The row groups that may hold the episode's rows, in file order, one at a time."""
+        for group in self.groups(episode_id):
+            try:
+                yield self.file.read_row_group(group, columns=columns)
+            except (pa.ArrowException, OSError, KeyError) as exc:
+                raise ReaderError(f"{self.relative}: unreadable Parquet: {exc}") from None
+
+    def empty(self, columns: list[str]) -> pa.Table:
+        return self.metadata.schema.to_arrow_schema().empty_table().select(columns)
