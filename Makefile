@@ -26,6 +26,7 @@ bench: setup
 	@$(PY) bench/bench_playback.py
 	@$(PY) bench/bench_live.py
 	@$(PY) bench/bench_export.py
+	@$(PY) bench/bench_append.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

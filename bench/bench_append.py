@@ -16,7 +16,9 @@ Prints one table:
 2. What grows with the chunk: the step table's footer (its size at each point) and the process's
    RSS after each measured commit; peak RSS of the whole run.
 3. Readers on the 1000-episode dataset: ``ortf info``, ``ortf validate``, ``load_dataset`` with
-   every episode's steps and streams read, each as its own process (seconds and peak RSS);
+   every episode's steps and streams read, the player's messages for the last episode (``ortf
+   export mcap --episode``, the player's code without DDS), the Mixtrain and LeRobot exports of
+   every episode, each as its own process (seconds and peak RSS);
    ``ortf info`` again on a 10,000-episode dataset (ten chunks, short episodes without cameras).
 
 Run from the repository root::
@@ -282,13 +284,21 @@ print(rows, samples)
 """
 
 
-def bench_readers(root: Path, label: str) -> list[Row]:
+def bench_readers(root: Path, label: str, episodes: int) -> list[Row]:
     ortf = [sys.executable, "-m", "ortf_ros.cli.ortf"]
+    out = root.parent / "exports"
+    last = layout.episode_id_for(episodes - 1)
     commands = {
         "ortf info": [*ortf, "info", str(root)],
         "ortf validate": [*ortf, "validate", str(root)],
         "load_dataset, every step and sample": [sys.executable, "-c", READ_ALL, str(root)],
-    }
+        f"ortf export mcap --episode {last} (the player's messages)": [
+            *ortf, "export", "mcap", "--episode", last, str(root), str(out / "last.mcap"),
+        ],
+        "ortf export mixtrain (every episode)": [*ortf, "export", "mixtrain", str(root), str(out / "mixtrain")],
+        "ortf export lerobot (every episode)": [*ortf, "export", "lerobot", str(root), str(out / "lerobot")],
+    }  # fmt: skip
+    out.mkdir(exist_ok=True)
     rows = []
     for what, command in commands.items():
         seconds, peak = sampled(command)
@@ -316,7 +326,7 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory(prefix="ortf-bench-append-") as scratch:
         tmp = Path(scratch)
         rows, root = bench_commits(tmp, points)
-        rows += bench_readers(root, f"{episodes} episodes of 30 s")
+        rows += bench_readers(root, f"{episodes} episodes of 30 s", episodes)
         many = 2000 if args.quick else 10_000
         start = time.perf_counter()
         big = many_episodes(tmp, many)
