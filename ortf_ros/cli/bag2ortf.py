@@ -85,9 +85,8 @@ def _list(args: argparse.Namespace) -> int:
 
 def _write_config(args: argparse.Namespace) -> int:
     """The mapping as YAML, to a file or (``-``) to standard output."""
-    target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
-    if target is not None:
-        paths.apart_from(target, [Path(word) for word in args.inputs], "the topic mapping")
+    inputs = [Path(word) for word in args.inputs]
+    target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True, inputs=inputs)
     with BagSource([Path(args.inputs[0])]) as source:
         text = dump_config(_config_for(args, source))
     write_text(target, text)
@@ -173,8 +172,8 @@ def _has_episodes(dataset: Path) -> bool:
 
 
 def _convert(args: argparse.Namespace) -> int:
-    output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory")
-    paths.apart_from(output, [Path(word) for word in args.inputs], "the dataset")
+    inputs = [Path(word) for word in args.inputs]
+    output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory", inputs=inputs)
     with removed_on_failure(output, finished=_has_episodes), naming(output):
         return _convert_into(args, output)
 

@@ -28,14 +28,13 @@ DATASET = "an ORTF dataset directory"
 
 def _cmd_export_mcap(args: argparse.Namespace) -> int:
     dataset = paths.input_dir(args.dataset, DATASET)
-    out = paths.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False)
+    out = paths.output_file(args.output, "the MCAP file", replace=args.force, stream_ok=False, inputs=[dataset])
     assert out is not None
-    paths.apart_from(out, [dataset], "the MCAP file")
     mapping_out = None
     if args.write_config is not None:
-        mapping_out = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True)
-        if mapping_out is not None:
-            paths.apart_from(mapping_out, [dataset, out], "the topic mapping")
+        mapping_out = paths.output_file(
+            args.write_config, "the topic mapping", replace=True, stream_ok=True, inputs=[dataset, out]
+        )
     settings = default_settings()
     if args.config is not None:
         paths.input_file(args.config, "a playback parameter YAML file")
@@ -169,7 +168,7 @@ def _add_conversion(
     def checked(args: argparse.Namespace) -> int:
         source = paths.input_dir(getattr(args, name), expected)
         what = f"the {command.split()[-1]} output"
-        paths.apart_from(paths.output_dir(args.output, what, existing=None), [source], what)
+        paths.output_dir(args.output, what, existing=None, inputs=[source])
         with naming(args.output):
             return run(args)
 

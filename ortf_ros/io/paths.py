@@ -124,12 +124,14 @@ def creatable(path: Path, what: str) -> None:
         os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
 
 
-def output_dir(word: str, what: str, *, existing: str | None) -> Path:
+def output_dir(word: str, what: str, *, existing: str | None, inputs: Iterable[Path] = ()) -> Path:
     """A directory to create, or (``existing``: what an existing one must be, in words)
-    to add to; its parents are created as needed."""
+    to add to; its parents are created as needed. It must be apart from ``inputs``
+    (``apart_from``), which is checked first: a refused output tries nothing on the disk."""
     if word == STDIO:
         raise UsageError(f"-: standard output cannot hold {what}; expected a directory path")
     path = _path(word, f"a directory for {what}")
+    apart_from(path, inputs, what)
     if exists(path) or path.is_symlink():
         if not path.is_dir():
             kind = _kind(path) if exists(path) else "a dangling symbolic link"
@@ -142,10 +144,12 @@ def output_dir(word: str, what: str, *, existing: str | None) -> Path:
     return path
 
 
-def output_file(word: str, what: str, *, replace: bool, stream_ok: bool) -> Path | None:
+def output_file(word: str, what: str, *, replace: bool, stream_ok: bool, inputs: Iterable[Path] = ()) -> Path | None:
     """A file to write: None for ``-`` (standard output, where ``stream_ok``). An existing
     regular file is replaced only with ``replace``; a pipe or a device (``/dev/stdout``,
-    ``>(...)``) is written into where ``stream_ok``, and is never replaced."""
+    ``>(...)``) is written into where ``stream_ok``, and is never replaced. It must be apart
+    from ``inputs`` (``apart_from``), checked before the directory is tried (``creatable``
+    touches it: two processes trying one directory at once could leave its times changed)."""
     if word == STDIO:
         if not stream_ok:
             raise UsageError(f"-: {what} cannot go to standard output; expected a file path")
@@ -153,6 +157,7 @@ def output_file(word: str, what: str, *, replace: bool, stream_ok: bool) -> Path
     path = _path(word, f"the path of {what}")
     if word.endswith("/"):
         raise UsageError(f"{word}: a trailing / names a directory; expected the path of {what}")
+    apart_from(path, inputs, what)
     if exists(path):
         if path.is_dir():
             raise UsageError(f"{path}: is a directory; expected the path of {what}")
