@@ -45,8 +45,9 @@ import psutil
 import pyarrow.parquet as pq
 from measure import MB, Row, print_table
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Episode, load_dataset
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
 from ortf_ros.io import parquet_append

@@ -65,7 +65,8 @@ import psutil
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
 import ortf_ros.synthetic_bag as synthetic_bag
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config

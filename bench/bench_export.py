@@ -32,8 +32,8 @@ from av.container import InputContainer
 from measure import Row, bare_video_stream, print_table
 
 from ortf_ros.convert.lerobot_export import REENCODE_SETTINGS, to_lerobot
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
-from ortf_ros.dataset.writer import WriterConfig
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.synthetic import RGB_CAMERAS, write_demo_dataset
 

@@ -11,7 +11,8 @@ import os
 
 import numpy as np
 
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import (
     ActionDimension,
     ActionSpace,

@@ -25,9 +25,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import StagedEpisode, staged_episode_dirs
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.io.segment import whole_video
 from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state

@@ -20,10 +20,10 @@ from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import _Job, _sharing_cores
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.logs import StepRows
 from ortf_ros.dataset.reader import Episode, load_dataset
-from ortf_ros.dataset.staging import StepRows
 from ortf_ros.dataset.validation import validate
-from ortf_ros.dataset.writer import WriterConfig
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io import encoder_process

@@ -26,8 +26,9 @@ from test_writer_reader import psnr
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_export import ExportSummary, to_lerobot
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Dataset, load_dataset
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory

@@ -20,8 +20,8 @@ from test_writer_reader import psnr
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert import from_lerobot, to_lerobot
 from ortf_ros.convert.lerobot_export import REENCODE_SETTINGS
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Dataset, load_dataset
-from ortf_ros.dataset.writer import WriterConfig
 from ortf_ros.format import layout
 from ortf_ros.io.video import VideoSettings, probe
 from ortf_ros.synthetic import write_demo_dataset

@@ -16,10 +16,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import RULES, validate
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent

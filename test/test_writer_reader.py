@@ -16,10 +16,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.logs import StepLog
 from ortf_ros.dataset.reader import load_dataset
-from ortf_ros.dataset.staging import StagedEpisode, StepLog, lock_dataset
+from ortf_ros.dataset.staging import StagedEpisode, lock_dataset
 from ortf_ros.dataset.validation import validate
-from ortf_ros.dataset.writer import Annotations, DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import FormatError, ReaderError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord

@@ -27,9 +27,10 @@ from ortf_ros.cli import arguments
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.outputs import removed_on_failure, write_text
 from ortf_ros.cli.progress import progress_bar
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import lock_dataset
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError, UsageError, WriterError, describe, naming
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord

@@ -45,7 +45,8 @@ from ortf_ros.convert.lerobot_meta import EpisodeMeta, LeRobotMeta, read_meta
 from ortf_ros.convert.lerobot_origin import DepthFiles, exported_origin
 from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces, split_spaces
 from ortf_ros.convert.output_dir import staged_directory
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.io.segment import whole_video
 

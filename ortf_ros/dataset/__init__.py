@@ -6,7 +6,8 @@ It imports only ``ortf_ros.format`` (pure), ``ortf_ros.io`` and ``ortf_ros.error
 lets every converter, the recorder and the exports share one writer and one reader.
 """
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Dataset, Episode, load_dataset
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 
 __all__ = ["Dataset", "DatasetWriter", "Episode", "WriterConfig", "load_dataset"]

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.dataset.catalog import Catalog, empty_stats
+from ortf_ros.dataset.config import RowGroupLimits
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
@@ -44,19 +45,6 @@ PARQUET_COMPRESSION = "zstd"
 
 class EmptyEpisodeError(WriterError):
     """The staged episode holds no step whose frames all reached the disk."""
-
-
-@dataclass(frozen=True)
-class RowGroupLimits:
-    """A commit's rows go to Parquet in blocks, one row group each, of ``rows`` rows or
-    ``bytes`` bytes of Arrow data, whichever comes first (give or take a staged batch):
-    what a commit, and a reader, holds at once. Bytes as well as rows: a native stream
-    of joint states is 20 times wider a row than one of forces, and a bound in rows alone
-    let the commit's memory grow with the episode up to it (by 40 MB from a 1-minute to
-    a 10-minute episode, ``bench/bench_bag2ortf.py``)."""
-
-    rows: int
-    bytes: int
 
 
 @dataclass(frozen=True)

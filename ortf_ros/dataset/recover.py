@@ -15,6 +15,7 @@ from typing import Literal
 
 from ortf_ros.dataset.catalog import Catalog, load_manifest
 from ortf_ros.dataset.commit import EmptyEpisodeError, commit_staged, discard_staged
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.staging import (
     HEADER_FILE,
     EpisodeOutcome,
@@ -23,7 +24,6 @@ from ortf_ros.dataset.staging import (
     staged_episode_dirs,
     unlock_dataset,
 )
-from ortf_ros.dataset.writer import WriterConfig
 
 RECOVERED_NOTE = "Recovered by `ortf recover` after the recording was interrupted; success not evaluated."
 

@@ -23,28 +23,25 @@ import logging
 import math
 import os
 import shutil
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any, TypeVar, cast
 
 import numpy as np
 import pyarrow as pa
-import yaml
 from numpy.typing import ArrayLike
 
-from ortf_ros import bounds
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
-from ortf_ros.dataset.commit import RowGroupLimits, commit_staged
+from ortf_ros.dataset.commit import commit_staged
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Episode
+from ortf_ros.dataset.recording import CopiedVideo, Recording
 from ortf_ros.dataset.staging import (
     EpisodeHeader,
     EpisodeOutcome,
-    SampleLog,
     StagedEpisode,
-    StepLog,
-    StepRows,
     lock_dataset,
     staged_episode_dirs,
     unlock_dataset,
@@ -54,15 +51,13 @@ from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterErr
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.format.schema import step_schema, stream_schema
+from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
 from ortf_ros.io.segment import VideoSegment, stage_segment
-from ortf_ros.io.text import read_text
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
     RGB_ENCODING,
-    VideoSettings,
     frame_kind,
     probe,
     storage_format,
@@ -70,80 +65,6 @@ from ortf_ros.io.video import (
 
 log = logging.getLogger(__name__)
 _T = TypeVar("_T")
-
-
-@dataclass(frozen=True)
-class WriterConfig:
-    """Knobs that do not change what the data means."""
-
-    chunk_size: int = layout.DEFAULT_CHUNK_SIZE
-    video: VideoSettings = field(default_factory=VideoSettings)
-    # Rows per Parquet row group when an episode is committed, and bytes (of Arrow data),
-    # whichever limit comes first: they bound the memory of a commit and of a reader.
-    row_group_steps: int = 65536
-    row_group_bytes: int = 4 * 1024 * 1024
-    # Frames per camera waiting for its encoder process: bounds memory (a 640x480 colour
-    # frame is 0.9 MB). A killed writer loses none of them: its encoder process encodes
-    # what it was handed before it exits.
-    encoder_queue_frames: int = 8
-    # Steps appended to the staging log together: one write instead of one per step
-    # (and per native stream). What a killed process can lose of its last steps.
-    step_batch: int = 8
-
-    def __post_init__(self) -> None:
-        problem = bounds.fields_problem(self, _WRITER_BOUNDS)
-        if problem is not None:
-            raise WriterError(problem)
-
-    @property
-    def row_groups(self) -> RowGroupLimits:
-        return RowGroupLimits(self.row_group_steps, self.row_group_bytes)
-
-    @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
-        """Settings from parsed YAML/parameters; unknown keys and wrong types are errors."""
-        video_data = data.get("video", {})
-        if not isinstance(video_data, Mapping):
-            raise WriterError(f"{source}: video: expected a mapping, got {video_data!r}")
-        video = _typed_fields(VideoSettings, video_data, f"{source}: video.")
-        top = {k: v for k, v in data.items() if k != "video"}
-        return replace(_typed_fields(cls, top, f"{source}: "), video=video)
-
-    @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> WriterConfig:
-        try:
-            data = yaml.safe_load(read_text(path)) or {}
-        except (OSError, yaml.YAMLError) as exc:
-            raise WriterError(f"{path}: cannot read writer settings: {exc}") from None
-        if not isinstance(data, Mapping):
-            raise WriterError(f"{path}: expected a mapping of settings")
-        return cls.from_mapping(data, str(path))
-
-
-_WRITER_BOUNDS = {
-    "chunk_size": bounds.CHUNK_SIZE,
-    "row_group_steps": bounds.ROW_GROUP_STEPS,
-    "row_group_bytes": bounds.ROW_GROUP_BYTES,
-    "encoder_queue_frames": bounds.ENCODER_QUEUE_FRAMES,
-    "step_batch": bounds.STEP_BATCH,
-}
-
-
-def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:
-    """Build dataclass ``kind`` from ``data``, checking each value against its default's type."""
-    defaults = kind()
-    values = {}
-    for key, value in data.items():
-        if key not in {f.name for f in fields(kind)}:  # type: ignore[arg-type]
-            raise WriterError(f"{where}{key}: unknown setting")
-        expected = type(getattr(defaults, key))
-        if type(value) is not expected:
-            raise WriterError(f"{where}{key}: expected {expected.__name__}, got {value!r}")
-        values[key] = value
-    try:
-        return replace(defaults, **values)  # type: ignore[type-var]
-    except WriterError as exc:  # a value out of its bound: named where it was given
-        raise WriterError(f"{where}{exc}") from None
 
 
 @dataclass(frozen=True)
@@ -155,108 +76,6 @@ class Annotations:
     scene_objects: Mapping[str, Any] | None = None
     first_frame_jpeg: bytes | None = None
     recording: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True)
-class _CopiedVideo:
-    """A camera whose episode video was staged from encoded packets (``add_encoded_video``)."""
-
-    frames_written: int
-
-    def close(self) -> None:
-        """Nothing to flush: the packets were on disk when the call returned."""
-
-    def abandon(self) -> None:
-        """Nothing runs for it."""
-
-
-class _Recording:
-    """The episode in progress: its staging directory, step log and video encoders."""
-
-    def __init__(self, staged: StagedEpisode, header: EpisodeHeader, manifest: Manifest) -> None:
-        self.staged = staged
-        self.header = header
-        self.schema = step_schema(manifest)
-        self.rows = StepRows(manifest, self.schema, header.episode_id)
-        self.steps = 0
-        self.origin: float | None = None
-        self.last_timestamp = -np.inf
-        self.videos: dict[str, StagedVideoWriter | _CopiedVideo] = {}
-        self.step_log = StepLog(staged.steps_file, self.schema)
-        self.stream_logs: dict[str, SampleLog] = {}
-
-    def clock(self, first: float) -> float:
-        """The episode's time origin: the timestamp of its first step or sample (``first``, if
-        nothing came before it)."""
-        if self.origin is None:
-            self.origin = first
-        return self.origin
-
-    def relative(self, timestamp: float) -> float:
-        """Seconds since the episode's first step or sample, whichever came first."""
-        return timestamp - self.clock(timestamp)
-
-    def stream_log(self, manifest: Manifest, stream: str) -> SampleLog:
-        log = self.stream_logs.get(stream)
-        if log is None:
-            spec = manifest.native_streams.get(stream)
-            if spec is None:
-                raise WriterError(f"unknown stream {stream!r}; the manifest declares {sorted(manifest.native_streams)}")
-            dims = {name: component.dim for name, component in spec.columns.items()}
-            log = self.stream_logs[stream] = SampleLog(
-                self.staged.stream_file(stream), stream, stream_schema(manifest, stream), dims, self.header.episode_id
-            )
-        return log
-
-    def append_steps(self, last: bool = False) -> None:
-        """Append the steps that wait, after the native samples they may point at. If that
-        fails (WriterError), they still wait, and go with the next append (unless this is
-        the ``last``, as the episode's files close)."""
-        batch = self.rows.batch()
-        if batch is None:
-            return
-        try:
-            for log in self.stream_logs.values():
-                log.flush()
-            self.step_log.append(batch)
-        except WriterError as exc:
-            if last:
-                raise WriterError(f"{exc} (the last {len(self.rows)} steps are not in the staging log)") from None
-            raise WriterError(
-                f"{exc} (the step was recorded; {len(self.rows)} steps wait for the next append, "
-                "with the next step or when the episode ends)"
-            ) from None
-        self.rows.clear()
-
-    def close_files(self) -> None:
-        """Append what waits and close every file, each one even after another failed (every
-        encoder process is waited for, whatever failed); the first failure is raised. An
-        exception of another kind (an interrupt) is raised at once: the videos not closed
-        yet are abandoned, their encoder processes finish them on their own."""
-        failures: list[WriterError] = []
-
-        def attempt(close: Callable[[], None]) -> None:
-            try:
-                close()
-            except WriterError as exc:
-                failures.append(exc)
-
-        try:
-            attempt(lambda: self.append_steps(last=True))
-            attempt(self.step_log.close)
-            for log in self.stream_logs.values():
-                attempt(log.close)
-        finally:
-            videos = list(self.videos.values())
-            for number, writer in enumerate(videos):
-                try:
-                    attempt(writer.close)
-                except BaseException:
-                    for rest in videos[number + 1 :]:
-                        rest.abandon()
-                    raise
-        if failures:
-            raise failures[0]
 
 
 class DatasetWriter:
@@ -282,7 +101,7 @@ class DatasetWriter:
         self._meshes = Path(meshes) if meshes is not None else None
         self._catalog: Catalog | None = None
         self._lock: IO[bytes] | None = None
-        self._recording: _Recording | None = None
+        self._recording: Recording | None = None
 
     # -- lifetime ---------------------------------------------------------------
 
@@ -414,7 +233,7 @@ class DatasetWriter:
         )
         wait_for_processes_let_go()  # before the episode's directory may be made anew
         staged = StagedEpisode.create(self.root, header)
-        self._recording = _Recording(staged, header, catalog.manifest)
+        self._recording = Recording(staged, header, catalog.manifest)
         return header.episode_id
 
     def start_encoders(self) -> Prestart:
@@ -435,7 +254,7 @@ class DatasetWriter:
         recording.header = replace(recording.header, task=task)
         recording.staged.write_header(recording.header)
 
-    def _current(self) -> _Recording:
+    def _current(self) -> Recording:
         if self._recording is None:
             raise WriterError("no episode in progress: call begin_episode first")
         return self._recording
@@ -447,7 +266,7 @@ class DatasetWriter:
         recording = self._current()
         image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
-        if isinstance(writer, _CopiedVideo):
+        if isinstance(writer, CopiedVideo):
             raise WriterError(f"camera {camera!r}: this episode's video was added encoded; it takes no more frames")
         if writer is None:
             sensor = self.manifest.cameras[camera]
@@ -487,7 +306,7 @@ class DatasetWriter:
             stage_segment(segment, target)  # checks the cut as it copies; nothing is left if it fails
         except ReaderError as exc:  # (a cut that is not clean, a source that does not decode)
             raise VideoRefusedError(str(exc)) from None
-        recording.videos[camera] = _CopiedVideo(segment.count)
+        recording.videos[camera] = CopiedVideo(segment.count)
         return segment.count
 
     def _format_problem(self, camera: str, segment: VideoSegment) -> str | None:
@@ -637,7 +456,7 @@ class DatasetWriter:
             recording.append_steps()
 
     def _stream_columns(
-        self, recording: _Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
+        self, recording: Recording, samples: Mapping[str, int], alignment_ms: Mapping[str, float]
     ) -> tuple[list[int | None], list[float | None]]:
         """Per native stream the sample index (None: none used), per aligned stream the error in ms."""
         rows = recording.rows
@@ -687,7 +506,7 @@ class DatasetWriter:
         )
         return self._commit(recording, outcome)
 
-    def _commit(self, recording: _Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
+    def _commit(self, recording: Recording, outcome: EpisodeOutcome) -> EpisodeRecord:
         recording.close_files()
         self._recording = None
         try:

@@ -32,7 +32,7 @@ import yaml
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
-from ortf_ros.dataset.writer import WriterConfig
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.io import atomic
 from ortf_ros.pipeline.decode import canonical_msgtype

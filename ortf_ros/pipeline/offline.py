@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ortf_ros.dataset.writer import DatasetWriter, WriterConfig
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord

@@ -39,8 +39,9 @@ from typing import Any, Literal
 from datasketches import kll_floats_sketch
 
 from ortf_ros.dataset.catalog import load_manifest
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.staging import lock_dataset, staged_episode_dirs, unlock_dataset
-from ortf_ros.dataset.writer import Annotations, DatasetWriter, WriterConfig
+from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import ConversionError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
