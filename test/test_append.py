@@ -9,6 +9,7 @@ import errno
 import multiprocessing
 import shutil
 from pathlib import Path
+from typing import BinaryIO
 
 import duckdb
 import numpy as np
@@ -218,3 +219,34 @@ def test_a_forked_child_commits_although_its_parent_has_committed_before(tmp_pat
         child.kill()
     assert child.exitcode == 0
     assert len(load_dataset(tmp_path / "child")) == 1
+
+
+def test_a_failed_commit_to_an_earlier_dataset_cuts_back_its_stream_table_too(
+    legacy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In the per-chunk layout a commit appends to two tables: the stream's, then the steps'.
+    A failure in the second leaves both as they were."""
+    tables = [legacy / layout.stream_path(0, "wrist_ft"), legacy / STEPS]
+    before = [t.read_bytes() for t in tables]
+    copies = 0
+    copy = parquet_append._copy
+
+    def fail_the_second(source: BinaryIO, target: BinaryIO, count: int) -> None:
+        nonlocal copies
+        copies += 1
+        if copies == 2:
+            raise OSError(errno.EIO, "Input/output error")
+        copy(source, target, count)
+
+    with DatasetWriter(legacy) as writer:
+        with monkeypatch.context() as patch:
+            patch.setattr(parquet_append, "_copy", fail_the_second)
+            record(writer)
+            with pytest.raises(WriterError, match="Input/output error"):
+                writer.end_episode()
+        assert copies == 2
+        assert [t.read_bytes() for t in tables] == before
+    assert ortf(["recover", str(legacy)]) == 0
+    assert spec_reader_episodes(legacy) == {f"{e:06d}": 15 for e in range(3)}
+    assert load_dataset(legacy).episode("000002").stream("wrist_ft").num_rows == 467
+    assert_only_late_camera_steps(legacy)
