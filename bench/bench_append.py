@@ -19,7 +19,9 @@ Prints one table:
    every episode's steps and streams read, the player's messages for the last episode (``ortf
    export mcap --episode``, the player's code without DDS), the Mixtrain and LeRobot exports of
    every episode, each as its own process (seconds and peak RSS);
-   ``ortf info`` again on a 10,000-episode dataset (ten chunks, short episodes without cameras).
+   ``ortf info`` again on a 10,000-episode dataset (ten chunks, short episodes without cameras),
+   and the commits that made it, the first hundred against the last (the episode index and the
+   statistics are replaced at every commit: do they stay small?).
 
 Run from the repository root::
 
@@ -307,41 +309,55 @@ def bench_readers(root: Path, label: str, episodes: int) -> list[Row]:
     return rows
 
 
-def many_episodes(tmp: Path, count: int) -> Path:
-    """``count`` 2 s episodes without cameras in chunks of 1000: ``ortf info`` at scale."""
+def many_episodes(tmp: Path, count: int) -> tuple[Path, list[float]]:
+    """``count`` 2 s episodes without cameras in chunks of 1000: ``ortf info`` at scale; and the
+    time of each commit (the index and the statistics are written at every one)."""
     root = tmp / "many"
+    seconds = []
     with DatasetWriter(root, manifest(cameras=False), config=WriterConfig()) as writer:
         record_episode(writer, 2.0, False, seed=0)
         writer.end_episode(success=True)
         template = load_dataset(root).episode(0)
-        fill(writer, template, count - 1)
-    return root
+        for _ in range(count - 1):
+            seconds.append(fill(writer, template, 1))
+    return root, seconds
+
+
+def bench_many(tmp: Path, many: int) -> list[Row]:
+    start = time.perf_counter()
+    big, commits = many_episodes(tmp, many)
+    build = time.perf_counter() - start
+    section = f"3. {many} episodes of 2 s without cameras ({many // 1000} chunks)"
+    first, last = float(np.median(commits[:100])), float(np.median(commits[-100:]))
+    index = (big / layout.EPISODES).stat().st_size
+    rows = [
+        Row(
+            section,
+            "commit (import_episode)",
+            f"{last * 1000:5.0f} ms",
+            f"episodes {many - 99}-{many}, median; episodes 2-101: {first * 1000:.0f} ms, ratio {last / first:.2f}x; "
+            f"meta/episodes.parquet {index / 1024:.0f} kB, rewritten at each; all {many} took {build:.0f} s",
+        )
+    ]
+    seconds, peak = sampled([sys.executable, "-m", "ortf_ros.cli.ortf", "info", str(big)])
+    rows.append(Row(section, "ortf info", f"{seconds:6.2f} s", f"peak RSS {peak / MB:.0f} MB"))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="200 episodes (info at 2,000)")
+    parser.add_argument("--only-many", action="store_true", help="only the 10,000 (--quick: 2,000) episode section")
     args = parser.parse_args(argv)
     episodes = 200 if args.quick else 1000
     points = [WINDOW, 100, episodes] if args.quick else [WINDOW, 100, 500, 1000]
     with tempfile.TemporaryDirectory(prefix="ortf-bench-append-") as scratch:
         tmp = Path(scratch)
-        rows, root = bench_commits(tmp, points)
-        rows += bench_readers(root, f"{episodes} episodes of 30 s", episodes)
-        many = 2000 if args.quick else 10_000
-        start = time.perf_counter()
-        big = many_episodes(tmp, many)
-        build = time.perf_counter() - start
-        seconds, peak = sampled([sys.executable, "-m", "ortf_ros.cli.ortf", "info", str(big)])
-        rows.append(
-            Row(
-                f"3. readers on {many} episodes of 2 s ({many // 1000} chunks)",
-                "ortf info",
-                f"{seconds:6.2f} s",
-                f"peak RSS {peak / MB:.0f} MB; writing them took {build:.0f} s, "
-                f"{build / many * 1000:.0f} ms per episode",
-            )
-        )
+        rows = []
+        if not args.only_many:
+            commits, root = bench_commits(tmp, points)
+            rows += commits + bench_readers(root, f"{episodes} episodes of 30 s", episodes)
+        rows += bench_many(tmp, 2000 if args.quick else 10_000)
     print_table(rows)
 
 
