@@ -122,6 +122,53 @@ def test_an_append_is_undone_exactly_and_refuses_what_it_cannot_append_to(tmp_pa
         parquet_append.read_tail(tmp_path / "not.parquet")
 
 
+OFFSETS = ("file_offset", "data_page_offset", "dictionary_page_offset")
+
+
+def chunk_dicts(metadata: pq.FileMetaData, group: int) -> list[dict[str, object]]:
+    return [metadata.row_group(group).column(c).to_dict() for c in range(metadata.num_columns)]
+
+
+@pytest.mark.parametrize("store_schema", [True, False], ids=["ours", "another-writers-footer"])
+def test_the_merged_footer_lists_old_row_groups_as_they_were_and_the_new_ones_moved(
+    tmp_path: Path, store_schema: bool
+) -> None:
+    """The footer is merged as bytes: the committed row groups' metadata must come out as it went
+    in, and the piece's exactly as pyarrow wrote it but for the offsets, moved by where its rows
+    landed. A target whose footer ends otherwise than ours (no Arrow schema stored, as another
+    writer's) takes the slow way, through every row group, to the same result."""
+    schema = pa.schema([("episode_id", pa.string()), ("value", pa.float64()), ("v", pa.list_(pa.float32(), 3))])
+
+    def table(name: str, rows: int) -> pa.Table:
+        values = np.arange(rows, dtype=float)
+        vectors = pa.FixedSizeListArray.from_arrays(pa.array(np.ones(rows * 3, np.float32)), 3)
+        return pa.table({"episode_id": [name] * rows, "value": values, "v": vectors}, schema=schema)
+
+    target, journal, piece = tmp_path / "t.parquet", tmp_path / "j", tmp_path / "p.parquet"
+    with pq.ParquetWriter(target, schema, compression="zstd", store_schema=store_schema) as writer:
+        for name in ("a", "b", "c"):
+            writer.write_table(table(name, 100))
+    before = pq.read_metadata(target)
+    with pq.ParquetWriter(piece, schema, compression="zstd", use_dictionary=["episode_id"]) as writer:
+        writer.write_table(table("d", 70))
+        writer.write_table(table("d", 5))
+    written = pq.read_metadata(piece)
+    landed = parquet_append.read_tail(target).data_end - len(parquet_append.MAGIC)
+    parquet_append.append_row_groups(target, piece, journal)
+    after = pq.read_metadata(target)
+    assert (after.num_row_groups, after.num_rows) == (5, 375)
+    assert all(chunk_dicts(after, g) == chunk_dicts(before, g) for g in range(3))
+    for group in range(2):
+        expected = chunk_dicts(written, group)
+        for chunk in expected:
+            chunk.update({key: chunk[key] + landed for key in OFFSETS if chunk[key] is not None})  # type: ignore[operator]
+        assert chunk_dicts(after, 3 + group) == expected
+    assert pq.read_table(target)["episode_id"].to_pylist() == ["a"] * 100 + ["b"] * 100 + ["c"] * 100 + ["d"] * 75
+    assert duckdb.execute(f"SELECT sum(value) FROM '{target}' WHERE episode_id = 'd'").fetchall() == [
+        (float(sum(range(70)) + sum(range(5))),)
+    ]
+
+
 def test_a_commit_failing_inside_its_append_cuts_the_table_back_and_recover_completes_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

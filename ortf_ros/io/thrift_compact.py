@@ -77,6 +77,75 @@ def encode_struct(value: Struct) -> bytes:
     return bytes(out)
 
 
+def encode_value(kind: int, value: Value) -> bytes:
+    """One value without a field header (a list element, say)."""
+    out = bytearray()
+    _write_value(out, kind, value)
+    return bytes(out)
+
+
+def zigzag_varint(value: int) -> bytes:
+    """An integer as the compact protocol writes i16, i32 and i64 values."""
+    out = bytearray()
+    _zigzag(out, value)
+    return bytes(out)
+
+
+def list_header(element_type: int, size: int) -> bytes:
+    out = bytearray()
+    if size < 15:
+        out.append(size << 4 | element_type)
+    else:
+        out.append(0xF0 | element_type)
+        _varint(out, size)
+    return bytes(out)
+
+
+class FieldReader:
+    """A struct's fields one at a time, each value read or left unread: a caller that needs
+    the fields around a long list can find them without building the list's objects."""
+
+    def __init__(self, data: bytes | memoryview) -> None:
+        self._reader = _Reader(memoryview(data))
+        self._last = 0
+
+    @property
+    def position(self) -> int:
+        return self._reader.position
+
+    def header(self) -> tuple[int, int] | None:
+        """The next field's (id, type), or None at the struct's end. A boolean's value is in
+        its type (``TRUE``/``FALSE``); any other value must be read next (``value`` or ``list``)."""
+        try:
+            byte = self._reader.byte()
+            kind = byte & 0x0F
+            if kind == STOP:
+                return None
+            delta = byte >> 4
+            field_id = self._last + delta if delta else self._reader.zigzag()
+        except IndexError:
+            raise ThriftError("truncated Thrift struct") from None
+        self._last = field_id
+        return field_id, kind
+
+    def value(self, kind: int) -> Value:
+        try:
+            return self._reader.value(kind)
+        except (IndexError, struct.error):
+            raise ThriftError("truncated Thrift struct") from None
+
+    def list(self) -> tuple[int, int]:
+        """A list's header: (element type, size); the elements follow."""
+        try:
+            header = self._reader.byte()
+            size = header >> 4
+            if size == 15:
+                size = self._reader.varint()
+        except IndexError:
+            raise ThriftError("truncated Thrift list") from None
+        return header & 0x0F, size
+
+
 class _Reader:
     def __init__(self, data: memoryview) -> None:
         self.data = data
