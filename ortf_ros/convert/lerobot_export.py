@@ -329,7 +329,7 @@ class _V3Writer:
         source = episode_video(episode, camera, self.fps, size, self.scratch, self.settings, self.progress.advance)
         stream = stream_key(source.path)
         shard = self._videos.get(camera)
-        if shard is not None and (shard.key != stream or shard.bytes >= self.video_limit):
+        if shard is not None and (shard.key != stream or shard.bytes >= self.video_limit or shard.full):
             shard.close()
             del self._videos[camera]
             self._video_positions[camera].advance()

@@ -42,6 +42,13 @@ def stream_key(path: Path) -> StreamKey:
         return StreamKey(context.name, context.width, context.height, context.pix_fmt or "", context.extradata or b"")
 
 
+SHARD_FRAMES_MAX = 108_000
+"""Frames per shard at most (an hour at 30 fps), whatever its size in bytes: the MP4 muxer keeps
+an entry per frame until the file is closed (about 80 bytes), and small frames would fill a
+500 MB shard with millions of them (the LeRobot export of 1000 episodes of 96x72 video grew by
+0.15 MB an episode). LeRobot reads any split: ``from_timestamp``/``to_timestamp`` per file."""
+
+
 class ShardWriter:
     """One open shard: appends whole episode files, each at the next frame boundary."""
 
@@ -87,6 +94,11 @@ class ShardWriter:
                 self.bytes += packet.size
         self.frames += frames
         return frames
+
+    @property
+    def full(self) -> bool:
+        """Whether the next episode goes to a new shard, by frames (``SHARD_FRAMES_MAX``)."""
+        return self.frames >= SHARD_FRAMES_MAX
 
     def close(self) -> None:
         self._container.close()
