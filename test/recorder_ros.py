@@ -72,10 +72,13 @@ class Child:
     def text(self) -> str:
         return self.log.read_text()
 
-    def interrupt(self, timeout_s: float = 60) -> int:
-        """SIGINT to its own pid (the process group would get it twice), and its exit code."""
+    def interrupt(self, timeout_s: float = 60, *, twice: bool = False) -> int:
+        """SIGINT to its own pid, and its exit code. ``twice``: two at once, as a Ctrl-C in a
+        terminal running ``ros2 launch`` delivers (the process group's, then launch's)."""
         if self.process.poll() is None:
             self.process.send_signal(signal.SIGINT)
+            if twice:
+                self.process.send_signal(signal.SIGINT)
         return self.process.wait(timeout=timeout_s)
 
     def kill(self) -> None:

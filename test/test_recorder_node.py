@@ -125,7 +125,7 @@ def recorded(ros: None, workspace: Workspace, tmp_path_factory: pytest.TempPathF
         client.say("task", "Put the box on the shelf")
         client.spin_for(EPISODE_S)
         replies["status"] = client.status()
-        exit_code = recorder.interrupt()  # the open episode is committed
+        exit_code = recorder.interrupt(twice=True)  # a terminal's Ctrl-C; the open episode is committed
         publisher.interrupt()
     finally:
         client.close()

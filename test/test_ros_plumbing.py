@@ -383,3 +383,25 @@ def test_init_spin_in_thread_and_close(restored_signal_handlers: None) -> None:
         assert not spinner.is_alive() and not ok()
     finally:
         try_shutdown()
+
+
+def _signal_self(signum: int) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(5)  # a handler that raises does so before this ends
+
+
+def test_only_the_first_stop_signal_interrupts_a_later_one_is_ignored() -> None:
+    """A Ctrl-C reaches a node twice under ``ros2 launch``: the second must not be raised into
+    the shutdown the first began (it cut the recorder's commit on shutdown short, a traceback)."""
+    saved = {stop: signal.getsignal(stop) for stop in runtime.STOP_SIGNALS}
+    try:
+        runtime.install_stop_signals()
+        with pytest.raises(KeyboardInterrupt):
+            _signal_self(signal.SIGINT)
+        assert all(signal.getsignal(stop) is signal.SIG_IGN for stop in runtime.STOP_SIGNALS)
+        os.kill(os.getpid(), signal.SIGINT)  # the second one, during the shutdown
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.05)  # delivered by now, and nothing raised
+    finally:
+        for stop, handler in saved.items():
+            signal.signal(stop, handler)

@@ -46,6 +46,13 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _interrupt(signum: int, frame: object) -> None:
+    """The first stop signal stops the node; later ones are ignored instead of raised into the
+    shutdown they would cut short (a commit, a close). A Ctrl-C reaches a node twice under
+    ``ros2 launch`` (the terminal's process group, then launch), or in a pipeline: the second,
+    a moment later, used to land between the first's handler and the recorder's own ignoring,
+    a traceback and no commit. SIGKILL still ends a node; ``ortf recover`` finishes an episode."""
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
