@@ -7,10 +7,11 @@ file's last 8 bytes. So new row groups can be written where the old footer began
 footer listing old and new: the bytes of every committed episode stay where they are.
 
 The new rows are first written as a complete Parquet file of their own (the *piece*, by pyarrow,
-with every setting it allows); its row group bytes are copied after the target's data, and its
-footer is moved to the new position (``thrift_compact``) and merged into the target's with
-pyarrow (``FileMetaData.append_row_groups``). What an append costs is the piece plus one footer,
-and the footer grows by a few kilobytes per row group (``make bench`` measures it at 1000).
+with every setting it allows); its row group bytes are copied after the target's data. The
+piece's row groups, their offsets moved to where they landed (``thrift_compact``: pyarrow's
+writer refuses to start anywhere but 0), are spliced as bytes into the target's footer after its
+own, which are never decoded. What an append costs is the piece plus one footer, and the footer
+grows by a couple of kilobytes per row group (``make bench`` measures it at 1000).
 
 Crash safety: before the target is touched, a journal records where its data ended and the
 footer bytes that followed (compressed, as footers repeat every column's name in every row group:
@@ -41,7 +42,7 @@ _JOURNAL_MAGIC = b"ORTFAPND"
 _CREATED = 2**64 - 1  # the journal's data end when the append created the target
 _COPY_BLOCK = 1 << 20
 
-# Field ids of parquet.thrift that hold absolute file offsets.
+# Field ids of parquet.thrift: FileMetaData, RowGroup, ColumnChunk and ColumnMetaData (its offsets).
 _FILE_NUM_ROWS, _FILE_ROW_GROUPS = 3, 4
 _ROW_GROUP_COLUMNS, _ROW_GROUP_NUM_ROWS, _ROW_GROUP_FILE_OFFSET, _ROW_GROUP_ORDINAL = 1, 3, 5, 7
 _CHUNK_FILE_OFFSET, _CHUNK_META, _CHUNK_OFFSET_INDEX, _CHUNK_COLUMN_INDEX = 2, 3, 4, 6
@@ -121,8 +122,11 @@ def _cut(footer: bytes, source: Path, known_tail: bytes | None = None) -> _Foote
     fields = thrift.FieldReader(footer)
     num_rows: tuple[int, int, int, int] | None = None  # header start, value start, value, value end
     try:
-        while (start := fields.position, header := fields.header())[1] is not None:
-            assert header is not None
+        while True:
+            start = fields.position
+            header = fields.header()
+            if header is None:
+                break
             field_id, kind = header
             if field_id == _FILE_ENCRYPTION:
                 raise FormatError(f"{source}: encrypted Parquet files are not appended to")
@@ -135,8 +139,10 @@ def _cut(footer: bytes, source: Path, known_tail: bytes | None = None) -> _Foote
                 groups_header = footer[start : fields.position]
                 element, count = fields.list()
                 if element != thrift.STRUCT:
-                    break
+                    raise FormatError(f"{source}: Parquet footer whose row groups are not structs")
                 first = fields.position
+                # The fields after the row groups come in ascending order from 5, so a footer that
+                # ends with this writer's own tail has exactly that tail after its row groups.
                 if known_tail is not None and footer.endswith(known_tail) and len(footer) - len(known_tail) >= first:
                     end = len(footer) - len(known_tail)
                 else:
