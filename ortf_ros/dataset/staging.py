@@ -11,8 +11,8 @@ loses only what was in flight:
         videos/<cam>.mp4.plain  the committed plain MP4, once the encoder closed cleanly
         annotations/     given at the end, moved into place on commit
         COMMIT.json      present once end_episode started committing (the outcome)
-        steps.piece.parquet  the commit's final rows, before they are appended to the chunk
-        appends/<n>.journal  how to undo an append to a chunk's table (io.parquet_append)
+        appends/<file>.piece.parquet  a chunk table's new rows, before they are appended to it
+        appends/<file>.journal  how to undo that append (io.parquet_append)
 
 Committed episodes never live here; the directory is removed after a commit, and
 ``ortf recover`` finishes or discards whatever a crash left behind.
@@ -203,11 +203,6 @@ class StagedEpisode:
 
     def mark_committing(self, outcome: EpisodeOutcome) -> None:
         atomic.write_json(self.directory / COMMIT_FILE, asdict(outcome))
-
-    @property
-    def steps_piece(self) -> Path:
-        """The episode's final step rows as a Parquet file of their own, to append to the chunk."""
-        return self.directory / "steps.piece.parquet"
 
     def append_journal(self, relative: str) -> Path:
         """Where the commit journals its append to the dataset file ``relative``."""
