@@ -27,7 +27,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any, TypeVar, cast
+from typing import IO, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -64,7 +64,6 @@ from ortf_ros.io.video import (
 )
 
 log = logging.getLogger(__name__)
-_T = TypeVar("_T")
 
 
 @dataclass(frozen=True)
