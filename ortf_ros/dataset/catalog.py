@@ -152,9 +152,6 @@ class Catalog:
     def total_steps(self) -> int:
         return self._total_steps
 
-    def episode_ids(self) -> set[str]:
-        return set(self._by_id)
-
     def task_id(self, instruction: str, task_type: str | None = None, description: str | None = None) -> int:
         """The id of this instruction, defining a new task on first use."""
         for task in self.tasks:

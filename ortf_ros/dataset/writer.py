@@ -217,10 +217,9 @@ class DatasetWriter:
             raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
         if not task.strip():
             raise WriterError("task instruction must not be empty")
-        taken = catalog.episode_ids()
         index = len(catalog.episodes)
         # An episode whose commit failed stays staged for `ortf recover`: its number is taken too.
-        while layout.episode_id_for(index) in taken or StagedEpisode.exists(self.root, index):
+        while catalog.record(layout.episode_id_for(index)) is not None or StagedEpisode.exists(self.root, index):
             index += 1
         header = EpisodeHeader(
             episode_index=index,

@@ -148,7 +148,10 @@ def _cut(footer: bytes, source: Path, known_tail: bytes | None = None) -> _Foote
                     end = len(footer) - len(known_tail)
                     decoded: tuple[thrift.Struct, ...] = ()
                 else:
-                    decoded = tuple(_struct(fields.value(thrift.STRUCT)) for _ in range(count))
+                    read = [_struct(fields.value(thrift.STRUCT)) for _ in range(count)]
+                    # Kept for the piece, whose row groups are moved; another writer's footer is
+                    # only read through to find where its row groups end.
+                    decoded = tuple(read) if known_tail is None else ()
                     end = fields.position
                 return _Footer(
                     head=footer[: num_rows[0]],

@@ -93,11 +93,7 @@ def zigzag_varint(value: int) -> bytes:
 
 def list_header(element_type: int, size: int) -> bytes:
     out = bytearray()
-    if size < 15:
-        out.append(size << 4 | element_type)
-    else:
-        out.append(0xF0 | element_type)
-        _varint(out, size)
+    _write_list_header(out, element_type, size)
     return bytes(out)
 
 
@@ -117,16 +113,12 @@ class FieldReader:
         """The next field's (id, type), or None at the struct's end. A boolean's value is in
         its type (``TRUE``/``FALSE``); any other value must be read next (``value`` or ``list``)."""
         try:
-            byte = self._reader.byte()
-            kind = byte & 0x0F
-            if kind == STOP:
-                return None
-            delta = byte >> 4
-            field_id = self._last + delta if delta else self._reader.zigzag()
+            header = self._reader.field_header(self._last)
         except IndexError:
             raise ThriftError("truncated Thrift struct") from None
-        self._last = field_id
-        return field_id, kind
+        if header is not None:
+            self._last = header[0]
+        return header
 
     def value(self, kind: int) -> Value:
         try:
@@ -137,13 +129,9 @@ class FieldReader:
     def list(self) -> tuple[int, int]:
         """A list's header: (element type, size); the elements follow."""
         try:
-            header = self._reader.byte()
-            size = header >> 4
-            if size == 15:
-                size = self._reader.varint()
+            return self._reader.list_header()
         except IndexError:
             raise ThriftError("truncated Thrift list") from None
-        return header & 0x0F, size
 
 
 class _Reader:
@@ -171,6 +159,23 @@ class _Reader:
         value = self.varint()
         return (value >> 1) ^ -(value & 1)
 
+    def field_header(self, last: int) -> tuple[int, int] | None:
+        """(id, type) of the next field of a struct whose previous field was ``last``; None at STOP."""
+        header = self.byte()
+        kind = header & 0x0F
+        if kind == STOP:
+            return None
+        delta = header >> 4
+        return (last + delta if delta else self.zigzag()), kind
+
+    def list_header(self) -> tuple[int, int]:
+        """(element type, size) of a list or set."""
+        header = self.byte()
+        size = header >> 4
+        if size == 15:
+            size = self.varint()
+        return header & 0x0F, size
+
     def value(self, kind: int) -> Value:
         if kind in (TRUE, FALSE):
             return self.byte() == TRUE  # inside a container a boolean is a byte of its own
@@ -191,11 +196,7 @@ class _Reader:
             self.position += length
             return blob
         if kind in (LIST, SET):
-            header = self.byte()
-            size = header >> 4
-            if size == 15:
-                size = self.varint()
-            element = header & 0x0F
+            element, size = self.list_header()
             return Container(kind, element, [self.value(element) for _ in range(size)])
         if kind == MAP:
             size = self.varint()
@@ -212,12 +213,10 @@ class _Reader:
         fields: list[Field] = []
         last = 0
         while True:
-            header = self.byte()
-            kind = header & 0x0F
-            if kind == STOP:
+            header = self.field_header(last)
+            if header is None:
                 return Struct(fields)
-            delta = header >> 4
-            field_id = last + delta if delta else self.zigzag()
+            field_id, kind = header
             if kind in (TRUE, FALSE):
                 value: Value = kind == TRUE
             else:
@@ -231,6 +230,14 @@ def _varint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+
+
+def _write_list_header(out: bytearray, element_type: int, size: int) -> None:
+    if size < 15:
+        out.append(size << 4 | element_type)
+    else:
+        out.append(0xF0 | element_type)
+        _varint(out, size)
 
 
 def _zigzag(out: bytearray, value: int) -> None:
@@ -255,12 +262,7 @@ def _write_value(out: bytearray, kind: int, value: Value) -> None:
         out += value
     elif kind in (LIST, SET):
         assert isinstance(value, Container)
-        size = len(value.items)
-        if size < 15:
-            out.append(size << 4 | value.element_type)
-        else:
-            out.append(0xF0 | value.element_type)
-            _varint(out, size)
+        _write_list_header(out, value.element_type, len(value.items))
         for item in value.items:
             _write_value(out, value.element_type, item)
     elif kind == MAP:
