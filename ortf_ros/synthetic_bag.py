@@ -17,6 +17,16 @@ test can compute what a converter must produce:
   taken at ``t = (stamp_ns - start_ns) / 1e9`` (``stamp_ns`` below);
 - ``/joint_states`` lists joints in ``JOINT_STATE_ORDER`` (not the URDF's order), and
   every ``FINGERS_ONLY_EVERY``-th message only the finger joints (``joint_state_names``);
+  with ``unnamed_joints`` it lists no names, only values, every message of all joints or
+  of the arm's, in the URDF's order (``TeleopConfig.state_joints``);
+- with ``controller_state`` the arm records no ``/joint_states`` (and no ``/joint_command``
+  unless ``with_command``), but a ros_control ``control_msgs/JointTrajectoryControllerState``
+  on ``/arm_controller/state`` of the arm's joints in ``CONTROLLER_JOINTS`` order: what
+  they did (``actual`` / ``feedback``) is ``joint_positions``, ``joint_velocities`` and
+  ``joint_efforts``, where they were taken (``desired`` / ``reference``) ``joint_command``;
+  in ROS 1's layout in a ROS 1 bag, else Jazzy's, or Humble's (``controller_layout``) with
+  its deprecated ``desired`` / ``actual`` filled and its new fields empty, as drivers
+  written before those do; the definitions come from ``controller_state_definition``;
 - ``/tf`` publishes ``base_link -> arm_link4 -> hand`` (``dynamic_transforms``), so the
   end-effector pose is ``ee_pose(t)``; it is not forward kinematics of the joint states;
 - camera frames carry their own sequence number in 16x16 grey blocks that survive H.264
@@ -55,6 +65,11 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.io.jpeg import JpegEncoder
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
+ControllerLayout = Literal["jazzy", "humble"]
+"""The ROS 2 definition of a controller state in a rosbag2 bag (a ROS 1 bag has ROS 1's)."""
+UnnamedJoints = Literal["all", "arm"]
+"""Joint states without names: the values of ``all`` the joints, or of the ``arm``'s 7
+(fewer than the URDF's 9 movable joints), in the URDF's order."""
 BagCompression = Literal["none", "file", "message", "storage", "bz2", "lz4"]
 """``file``/``message``: rosbag2 zstd per file or per message; ``storage``: MCAP zstd
 chunks; ``bz2``/``lz4``: ROS 1 chunks."""
@@ -77,6 +92,7 @@ JOINT_STATE_ORDER = (
     "arm_joint5",
 )
 COMMAND_ORDER = tuple(reversed(JOINTS))
+CONTROLLER_JOINTS = tuple(reversed(ARM_JOINTS))  # the arm controller's joints, in its order (not the URDF's)
 FINGERS_ONLY_EVERY = 5  # joint_states messages with seq % 5 == 4 list only the fingers
 COMMAND_LEAD_S = 0.1  # the command leads the measured positions by this much
 ARM_LIMIT = 2.8
@@ -102,6 +118,8 @@ TOPIC_SIDE_CAMERA_INFO = "/side_camera/camera_info"
 TOPIC_DEPTH_CAMERA_INFO = "/depth_camera/camera_info"
 TOPIC_DEPTH_IMAGE = "/depth_camera/image_raw"
 TOPIC_WRENCH = "/ft_sensor/wrench"
+TOPIC_CONTROLLER_STATE = "/arm_controller/state"  # only with TeleopConfig.controller_state
+CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
 CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}  # the default scene's
 SIDE_CAMERAS = {TOPIC_SIDE_IMAGE: SIDE_CAMERA_FRAME}  # added by TeleopConfig.side_camera
@@ -130,6 +148,7 @@ BASE_LATENCY_NS = {
     TOPIC_DEPTH_CAMERA_INFO: 12_000_000,
     TOPIC_DEPTH_IMAGE: 12_000_000,
     TOPIC_WRENCH: 200_000,
+    TOPIC_CONTROLLER_STATE: 500_000,
 }
 JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
 
@@ -481,6 +500,10 @@ class TeleopConfig:
     start_ns: int = START_NS
     compressed_cameras: tuple[str, ...] = ()  # image topics (of CAMERA_FRAMES) published JPEG
     side_camera: bool = False  # a third RGB camera, TOPIC_SIDE_IMAGE
+    controller_state: bool = False  # TOPIC_CONTROLLER_STATE instead of /joint_states (bags only)
+    controller_layout: ControllerLayout = "jazzy"  # of the controller state in a rosbag2 bag
+    with_command: bool | None = None  # /joint_command; None: unless controller_state
+    unnamed_joints: UnnamedJoints | None = None  # the joint states list no names (see UnnamedJoints)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
@@ -488,6 +511,28 @@ class TeleopConfig:
             if camera not in self.cameras():
                 known = ", ".join(self.cameras())
                 raise ValueError(f"compressed camera {camera!r}: expected one of the image topics {known}")
+        if self.controller_state and self.unnamed_joints == "all":
+            raise ValueError("unnamed_joints 'all' with controller_state: the arm controller's joints are the arm's")
+
+    def joint_state_topic(self) -> str:
+        """The topic of the joint states: ``/joint_states``, or the controller state's."""
+        return TOPIC_CONTROLLER_STATE if self.controller_state else TOPIC_JOINT_STATES
+
+    def records_command(self) -> bool:
+        """Whether ``/joint_command`` is recorded."""
+        return self.with_command if self.with_command is not None else not self.controller_state
+
+    def state_joints(self, seq: int) -> tuple[str, ...]:
+        """The joints joint state message ``seq`` gives values of, in its order (it lists
+        these names, or none with ``unnamed_joints``)."""
+        if self.unnamed_joints is not None:
+            return JOINTS if self.unnamed_joints == "all" else ARM_JOINTS
+        return CONTROLLER_JOINTS if self.controller_state else joint_state_names(seq)
+
+    def bag_only_topics(self) -> tuple[str, ...]:
+        """Topics of types only a bag can hold here (no ``control_msgs`` Python package to
+        publish them live with)."""
+        return (TOPIC_CONTROLLER_STATE,) if self.controller_state else ()
 
     def cameras(self) -> dict[str, str]:
         """The RGB cameras of the scene: raw image topic -> optical frame."""
@@ -506,9 +551,10 @@ class TeleopConfig:
             TOPIC_ROBOT_DESCRIPTION: None,
             TOPIC_TF_STATIC: None,
             TOPIC_TF: self.tf_rate_hz,
-            TOPIC_JOINT_STATES: self.joint_rate_hz,
-            TOPIC_JOINT_COMMAND: self.command_rate_hz,
+            self.joint_state_topic(): self.joint_rate_hz,
         }
+        if self.records_command():
+            rates[TOPIC_JOINT_COMMAND] = self.command_rate_hz
         rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
         rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras()}
         rates[TOPIC_WRENCH] = self.wrench_rate_hz
@@ -527,9 +573,10 @@ class TeleopConfig:
             TOPIC_ROBOT_DESCRIPTION: "std_msgs/msg/String",
             TOPIC_TF_STATIC: "tf2_msgs/msg/TFMessage",
             TOPIC_TF: "tf2_msgs/msg/TFMessage",
-            TOPIC_JOINT_STATES: "sensor_msgs/msg/JointState",
-            TOPIC_JOINT_COMMAND: "sensor_msgs/msg/JointState",
+            self.joint_state_topic(): CONTROLLER_STATE_TYPE if self.controller_state else "sensor_msgs/msg/JointState",
         }
+        if self.records_command():
+            types[TOPIC_JOINT_COMMAND] = "sensor_msgs/msg/JointState"
         for camera in self.cameras():
             image = "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
             types[self.image_topic(camera)] = image
@@ -596,12 +643,38 @@ class TeleopBagInfo:
 # ---------------------------------------------------------------- messages
 
 
-@lru_cache(maxsize=2)
-def typestore(ros1: bool) -> Typestore:
-    """ROS 2 Jazzy, or ROS 1 Noetic plus tf2_msgs/TFMessage and the legacy tf/tfMessage."""
+_TRAJECTORY_POINTS = "trajectory_msgs/JointTrajectoryPoint {}\n"
+_MULTI_DOF_POINTS = "trajectory_msgs/MultiDOFJointTrajectoryPoint multi_dof_{}\n"
+
+
+def controller_state_definition(ros1: bool, layout: ControllerLayout = "jazzy") -> str:
+    """The ``.msg`` text of ``control_msgs/JointTrajectoryControllerState``, field for field
+    as upstream defines it: ROS 1's (header, joint_names, desired, actual, error), ROS 2
+    Jazzy's (reference, feedback, error, output, and the multi-DOF ones), or Humble's
+    (Jazzy's with the deprecated desired and actual after output, in both halves)."""
+    if ros1:
+        return "Header header\nstring[] joint_names\n" + "".join(
+            _TRAJECTORY_POINTS.format(f) for f in ("desired", "actual", "error")
+        )
+    fields = ("reference", "feedback", "error", "output") + (("desired", "actual") if layout == "humble" else ())
+    return (
+        "std_msgs/Header header\nstring[] joint_names\n"
+        + "".join(_TRAJECTORY_POINTS.format(f) for f in fields)
+        + "string[] multi_dof_joint_names\n"
+        + "".join(_MULTI_DOF_POINTS.format(f) for f in fields)
+    )
+
+
+@lru_cache(maxsize=3)
+def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy") -> Typestore:
+    """ROS 2 Jazzy, or ROS 1 Noetic plus tf2_msgs/TFMessage and the legacy tf/tfMessage;
+    both with ``control_msgs/JointTrajectoryControllerState`` (``controller_state_definition``),
+    which neither has."""
+    store = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_JAZZY)
+    definition = controller_state_definition(ros1, controller_layout)
+    store.register(get_types_from_msg(definition, CONTROLLER_STATE_TYPE))
     if not ros1:
-        return get_typestore(Stores.ROS2_JAZZY)
-    store = get_typestore(Stores.ROS1_NOETIC)
+        return store
     definition = "geometry_msgs/TransformStamped[] transforms"
     store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
     store.register(get_types_from_msg(definition, "tf/msg/tfMessage"))
@@ -614,7 +687,7 @@ class Messages:
     def __init__(self, config: TeleopConfig) -> None:
         self.config = config
         self.ros1 = config.fmt == "ros1"
-        self.store = typestore(self.ros1)
+        self.store = typestore(self.ros1, config.controller_layout)
         self.types = self.store.types
         self.tf_type = "tf/msg/tfMessage" if self.ros1 and config.legacy_tf else "tf2_msgs/msg/TFMessage"
         any_jpeg = any(config.is_compressed(camera) for camera in config.cameras())
@@ -629,6 +702,7 @@ class Messages:
             TOPIC_TF: (self.tf_type, self.tf),
             TOPIC_JOINT_STATES: ("sensor_msgs/msg/JointState", self.joint_state),
             TOPIC_JOINT_COMMAND: ("sensor_msgs/msg/JointState", self.command),
+            TOPIC_CONTROLLER_STATE: (CONTROLLER_STATE_TYPE, self.controller),
             TOPIC_WRIST_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(WRIST_CAMERA_FRAME)),
             TOPIC_OVERHEAD_CAMERA_INFO: (
                 "sensor_msgs/msg/CameraInfo",
@@ -694,14 +768,60 @@ class Messages:
 
     def joint_state(self, seq: int, stamp: int) -> Any:
         t = seconds(stamp, self.config.start_ns)
-        names = joint_state_names(seq)
+        names = self.config.state_joints(seq)
         return self.new(
             "sensor_msgs/msg/JointState",
             header=self.header(stamp, "", seq),
-            name=list(names),
+            name=list(names) if self.config.unnamed_joints is None else [],
             position=select_joints(joint_positions(t), names),
             velocity=select_joints(joint_velocities(t), names),
             effort=select_joints(joint_efforts(t), names),
+        )
+
+    def controller(self, seq: int, stamp: int) -> Any:
+        """The controller state: actual/feedback what the joints did, desired/reference the
+        command, error their difference; in the layout of the bag's definition."""
+        t = seconds(stamp, self.config.start_ns)
+        names = self.config.state_joints(seq)
+        positions = select_joints(joint_positions(t), names)
+        velocities = select_joints(joint_velocities(t), names)
+        command = select_joints(joint_command(t), names)
+        measured = self.trajectory_point(positions, velocities, select_joints(joint_efforts(t), names))
+        target = self.trajectory_point(command)
+        error = self.trajectory_point(command - positions, -velocities)
+        fields: dict[str, Any] = {
+            "header": self.header(stamp, "", seq),
+            "joint_names": list(names) if self.config.unnamed_joints is None else [],
+        }
+        if self.ros1:
+            return self.new(CONTROLLER_STATE_TYPE, **fields, desired=target, actual=measured, error=error)
+        if self.config.controller_layout == "humble":  # the new fields left empty, the deprecated ones filled
+            empty = self.trajectory_point()
+            points = {"reference": empty, "feedback": empty, "error": error, "output": empty}
+            points |= {"desired": target, "actual": measured}
+        else:
+            points = {"reference": target, "feedback": measured, "error": error, "output": self.trajectory_point()}
+        no_motion = self.new(
+            "trajectory_msgs/msg/MultiDOFJointTrajectoryPoint",
+            transforms=[],
+            velocities=[],
+            accelerations=[],
+            time_from_start=self.new("builtin_interfaces/msg/Duration", sec=0, nanosec=0),
+        )
+        multi_dof = {f"multi_dof_{name}": no_motion for name in points}
+        return self.new(CONTROLLER_STATE_TYPE, **fields, **points, multi_dof_joint_names=[], **multi_dof)
+
+    def trajectory_point(self, *values: np.ndarray) -> Any:
+        """A JointTrajectoryPoint of positions, velocities, efforts (the ones given; no accelerations)."""
+        empty = np.zeros(0, dtype=np.float64)
+        positions, velocities, effort = (values[i] if i < len(values) else empty for i in range(3))
+        return self.new(
+            "trajectory_msgs/msg/JointTrajectoryPoint",
+            positions=positions,
+            velocities=velocities,
+            accelerations=empty,
+            effort=effort,
+            time_from_start=self.new("builtin_interfaces/msg/Duration", sec=0, nanosec=0),
         )
 
     def command(self, seq: int, stamp: int) -> Any:
@@ -965,6 +1085,10 @@ def write_teleop_bag(
     start_ns: int = START_NS,
     compressed_cameras: tuple[str, ...] = (),
     side_camera: bool = False,
+    controller_state: bool = False,
+    controller_layout: ControllerLayout = "jazzy",
+    with_command: bool | None = None,
+    unnamed_joints: UnnamedJoints | None = None,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -975,7 +1099,11 @@ def write_teleop_bag(
     ``/tf_static`` and the URDF. ``legacy_tf`` (ROS 1 only): ``/tf`` is
     ``tf/tfMessage`` as in old bags. ``bag_compression``: see ``BagCompression``.
     ``max_bagfile_duration_s`` (rosbag2 only): start a new storage file after this much
-    recording time, as ``ros2 bag record --max-bag-duration`` does.
+    recording time, as ``ros2 bag record --max-bag-duration`` does. ``controller_state``:
+    the arm's state as a ros_control controller's on ``TOPIC_CONTROLLER_STATE`` (of
+    ``controller_layout`` in a rosbag2 bag), no ``/joint_states``, and no ``/joint_command``
+    unless ``with_command``; ``unnamed_joints``: joint states without names (see the
+    module's docstring).
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -993,6 +1121,10 @@ def write_teleop_bag(
         start_ns=start_ns,
         compressed_cameras=tuple(compressed_cameras),
         side_camera=side_camera,
+        controller_state=controller_state,
+        controller_layout=controller_layout,
+        with_command=with_command,
+        unnamed_joints=unnamed_joints,
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 
@@ -1017,6 +1149,8 @@ def write_scene_bag(
         raise ValueError(f"bag_compression {bag_compression!r} does not apply to {fmt} bags")
     if config.legacy_tf and fmt != "ros1":
         raise ValueError("legacy_tf (tf/tfMessage) exists only in ROS 1 bags")
+    if config.controller_layout != "jazzy" and fmt == "ros1":
+        raise ValueError("controller_layout chooses a ROS 2 definition; a ROS 1 bag has ROS 1's")
     if max_bagfile_duration_s is not None and fmt == "ros1":
         raise ValueError("max_bagfile_duration_s splits rosbag2 directories; ROS 1 bags are one file")
     check_size(config.width, config.height)

@@ -459,7 +459,8 @@ def test_joint_state_keeps_names_in_message_order(ser: Serialization) -> None:
         (["a", "b", "c"], [1.0, 2.0], [], ("position has 2 values for 3 joint names",)),
         (["a", "b"], [1.0, 2.0], [1.0, 2.0, 3.0], ("effort has 3 values for 2 joint names",)),
         (["a", "b", "a"], [1.0, 2.0, 3.0], [], ("joint names repeat: a",)),
-        ([], [1.0], [], ("position has 1 values for 0 joint names",)),
+        ([], [1.0], [1.0, 2.0], ("effort has 2 values for 1 position (the message lists no joint names)",)),
+        ([], [], [1.0], ("lists no joint names and no position",)),
     ],
 )
 def test_joint_state_lengths_must_agree(

@@ -79,7 +79,8 @@ def _list(args: argparse.Namespace) -> int:
                 print(f"  {topic.topic:<40} {topic.msgtype:<36} {topic.count:>8}  {rate:>10}  {span}")
             print("mapping:")
             rates = {t.topic: t.rate_hz or 0.0 for t in source.topics()}
-            for line in describe_mapping(_config_for(args, source), rates):
+            types = {t.topic: t.msgtype for t in source.topics()}
+            for line in describe_mapping(_config_for(args, source), rates, types):
                 print(f"  {line}")
     return EXIT_OK
 

@@ -29,6 +29,7 @@ from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
     BadMessage,
+    ControllerStateSample,
     ImageSample,
     JointStateSample,
     Sample,
@@ -94,6 +95,9 @@ class StepLayout:
     ee_frames: tuple[str, str] | None  # (base, end effector) for ee_position/ee_orientation
     action_names: tuple[str, ...]  # the action vector's elements
     action_by_joint_name: bool  # the action topic carries joints by name (JointState/JointTrajectory)
+    # The names, in order, of the values of a joint state (or command) that lists no names;
+    # () when the joint states name their joints (``describe.unnamed_joint_names``).
+    unnamed_joints: tuple[str, ...] = ()
 
     @property
     def joints(self) -> tuple[str, ...]:
@@ -135,8 +139,9 @@ class _JointMerger:
 
     _PLACEMENTS_MAX = 64  # name lists remembered; a publisher uses one or two
 
-    def __init__(self, joints: tuple[str, ...]) -> None:
+    def __init__(self, joints: tuple[str, ...], unnamed: tuple[str, ...] = ()) -> None:
         self.index = {name: i for i, name in enumerate(joints)}
+        self.unnamed = unnamed  # what a message that lists no names lists (``StepLayout.unnamed_joints``)
         self.current = [[math.nan] * len(joints) for _ in range(3)]
         self._placements: dict[tuple[str, ...], list[tuple[int, int]]] = {}
 
@@ -149,11 +154,12 @@ class _JointMerger:
         given = np.zeros((count + 1, 3, joints), bool)
         full[0], given[0] = self.current, True
         for part in block.parts:
-            pairs = self._placement(part.names)
+            names = part.names or self.unnamed
+            pairs = self._placement(names)
             sources, targets = [s for s, _ in pairs], [t for _, t in pairs]
             rows = part.rows[:, np.newaxis] + 1
             for kind, values in enumerate(part.runs):
-                if values.shape[1] == len(part.names):
+                if values.shape[1] == len(names):
                     full[rows, kind, targets] = values[:, sources]
                     given[rows, kind, targets] = True
         latest = np.where(given, np.arange(count + 1)[:, np.newaxis, np.newaxis], 0)
@@ -166,15 +172,20 @@ class _JointMerger:
 
     def merge(self, sample: JointStateSample) -> np.ndarray | None:
         """The full (position, velocity, effort) after this message; None until every joint was seen."""
-        pairs = self._placement(sample.names)
+        names = sample.names or self.unnamed
+        pairs = self._placement(names)
         for row, values in zip(self.current, (sample.position, sample.velocity, sample.effort), strict=True):
-            if len(values) == len(sample.names):
+            if len(values) == len(names):
                 given = values.tolist()
                 for source, target in pairs:
                     row[target] = given[source]
         if any(position != position for position in self.current[0]):  # NaN: a joint not seen yet
             return None
         return np.array(self.current)
+
+    def fits(self, names: tuple[str, ...], positions: int) -> bool:
+        """Whether a message listing ``names`` (none: ``unnamed``) with this many positions can be merged."""
+        return bool(names) or positions == len(self.unnamed)
 
     def _placement(self, names: tuple[str, ...]) -> list[tuple[int, int]]:
         """(place in the message, place in the full vectors) of each joint the message names that we know."""
@@ -266,7 +277,7 @@ class Assembler:
             self._header_timed.add(config.action.topic)
         self.tf = tf if tf is not None else TfBuffer()
         joint_config = config.joint_states
-        self.joints = _JointMerger(steps.joints)
+        self.joints = _JointMerger(steps.joints, steps.unnamed_joints)
         self.joint_stream: StreamSampler[np.ndarray] = StreamSampler(
             "joint_states", joint_config.policy if joint_config else "latest", interpolate=lerp_array
         )
@@ -362,9 +373,19 @@ class Assembler:
             return self._image(sample, topic)
         if isinstance(sample, JointStateSample) and topic == self._joint_topic:
             return self._joint_state(sample)
+        if isinstance(sample, ControllerStateSample):
+            return self._controller_state(sample, topic)
         if topic == self.config.action.topic and isinstance(sample, (JointStateSample, VectorSample)):
             return self._action(sample)
         return False  # latched state (camera info, URDF) went into the manifest
+
+    def _controller_state(self, sample: ControllerStateSample, topic: str) -> bool:
+        """The joint state a controller's feedback is (its topic the joint state's), and the
+        action its reference is (its topic the action's): one message may be both."""
+        used = topic == self._joint_topic and self._joint_state(sample.state)
+        if topic == self.config.action.topic and sample.reference is not None:
+            used = self._action(sample.reference) or used
+        return used
 
     def _image(self, sample: ImageSample, topic: str) -> bool:
         camera = self._camera_by_topic.get(topic)
@@ -388,6 +409,9 @@ class Assembler:
 
     def _joint_state(self, sample: JointStateSample) -> bool:
         assert self.config.joint_states is not None
+        if not self.joints.fits(sample.names, len(sample.position)):
+            self._unnamed_misfit(sample.topic, len(sample.position))
+            return False
         full = self.joints.merge(sample)
         if full is None:
             return True  # folded in; the vector is not complete yet
@@ -399,9 +423,23 @@ class Assembler:
             self._hold("joint_states", time_ns, _native_joint_rows(full[np.newaxis])[0], sample.stamps)
         return True
 
+    def _unnamed_misfit(self, topic: str, positions: int) -> None:
+        """A joint state that lists no names and is not like the first one: counted, with why."""
+        unnamed = self.layout.unnamed_joints
+        if unnamed:
+            reason = (
+                f"lists no joint names and has {positions} positions, where the first joint state had {len(unnamed)}"
+            )
+        else:
+            reason = f"lists no joint names ({positions} positions), where the first joint state named its joints"
+        self.counts.undecodable[topic] += 1
+        self.counts.reasons.setdefault(topic, f"{topic}: a joint state {reason}")
+
     def _joint_state_block(self, block: SampleBlock) -> bool:
         mapping = self.config.joint_states
         assert mapping is not None
+        if not all(self.joints.fits(part.names, part.runs[0].shape[1]) for part in block.parts):
+            return False  # (one by one, which counts the misfits)
         full = self.joints.merge_block(block)
         complete = ~np.isnan(full[:, 0]).any(axis=1)  # as ``merge``: a vector only once every joint was seen
         times = block_times(block, mapping.time)[complete]
@@ -496,7 +534,11 @@ class Assembler:
     def _action(self, sample: JointStateSample | VectorSample) -> bool:
         time_ns = stream_time(sample.stamps, self.config.action.time)
         if isinstance(sample, JointStateSample):
-            by_name = dict(zip(sample.names, sample.position, strict=True))
+            unnamed = self.layout.unnamed_joints
+            names = sample.names or (unnamed if len(sample.position) == len(unnamed) else ())
+            if len(sample.position) != len(names):
+                return False  # no positions (a velocity command, say), or unnamed ones of another count
+            by_name = dict(zip(names, sample.position, strict=True))
         else:
             by_name = dict(zip(sample.names, sample.values, strict=True))
         values = np.array([by_name.get(name, np.nan) for name in self.layout.action_names])

@@ -36,6 +36,7 @@ from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.io import atomic
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sync import POLICIES, Policy
 
 if TYPE_CHECKING:
@@ -69,8 +70,10 @@ class CameraMapping:
 
 @dataclass(frozen=True)
 class JointStateMapping:
-    """The ``sensor_msgs/JointState`` topic of the robot's state; ``native`` also keeps
-    every message in a native-rate side table."""
+    """The topic of the robot's joint state: ``sensor_msgs/JointState``, or a ros_control
+    ``control_msgs/JointTrajectoryControllerState`` (its ``feedback`` / ``actual``: the
+    recording says which type the topic has); ``native`` also keeps every message in a
+    native-rate side table."""
 
     topic: str
     time: TimeSource = "header"
@@ -96,8 +99,8 @@ class WrenchMapping:
 
 @dataclass(frozen=True)
 class ActionMapping:
-    """The command topic; ``topic`` None is the documented fallback: the next step's
-    joint positions."""
+    """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
+    ``topic`` None is the documented fallback: the next step's joint positions."""
 
     topic: str | None = None
     time: TimeSource = "header"
@@ -707,13 +710,15 @@ CONFIG_HEADER = """\
 #                      messages later than that are counted as late, per topic
 # cameras              name -> sensor_msgs/Image or CompressedImage topic; kind rgb or depth
 #                      (16-bit, stored losslessly); camera_info_topic for the intrinsics
-# joint_states         the sensor_msgs/JointState topic of the robot's state
+# joint_states         the robot's state: a sensor_msgs/JointState topic, or a ros_control
+#                      control_msgs/JointTrajectoryControllerState one (its feedback/actual)
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
 #                      frame null: the messages' header frame; range_force (N) and
 #                      range_torque (N m): the sensor's rated ranges (null: "unknown")
 # action               the command topic (JointState, JointTrajectory, Float64MultiArray,
-#                      Twist(Stamped), PoseStamped, Float64/Bool); topic null: the next
-#                      step's joint positions, declared as such in the manifest
+#                      Twist(Stamped), PoseStamped, Float64/Bool), or a controller state
+#                      (its reference/desired); topic null: the next step's joint
+#                      positions; the manifest says which
 # time                 header: the message's header stamp; receive: when it was recorded
 #                      (use receive for messages without a header)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
@@ -848,7 +853,14 @@ def _state_topic(joint_states: list[TopicInfo]) -> TopicInfo | None:
     return min(candidates, key=rank, default=None)
 
 
-# Action candidates, best first: (type, must be named like a command, time source).
+def _controllers(controller_states: list[TopicInfo]) -> list[TopicInfo]:
+    """Controller state topics, best first: an arm's (``/arm_controller/state``: a robot
+    has controllers for its torso, head or gripper too), then the shortest name."""
+    return sorted(controller_states, key=lambda t: ("arm" not in _words(t.topic), len(_parts(t.topic)), t.topic))
+
+
+# Action candidates, best first: (type, must be named like a command, time source). Last,
+# a controller state: its reference, where the controller was taking the joints.
 _ACTION_KINDS: tuple[tuple[str, bool, TimeSource], ...] = (
     ("sensor_msgs/msg/JointState", True, "header"),
     ("trajectory_msgs/msg/JointTrajectory", True, "header"),
@@ -857,13 +869,16 @@ _ACTION_KINDS: tuple[tuple[str, bool, TimeSource], ...] = (
     ("geometry_msgs/msg/TwistStamped", True, "header"),
     ("geometry_msgs/msg/Twist", True, "receive"),
     ("geometry_msgs/msg/PoseStamped", True, "header"),
+    (CONTROLLER_STATE_TYPE, False, "header"),
 )
 
 
 def _action_mapping(by_type: Mapping[str, list[TopicInfo]], state: str | None) -> ActionMapping:
     for msgtype, named, time in _ACTION_KINDS:
-        for info in by_type.get(msgtype, []):
-            if info.topic != state and (is_command_topic(info.topic) or not named):
+        candidates = by_type.get(msgtype, [])
+        reference = msgtype == CONTROLLER_STATE_TYPE  # (the state's topic too: its reference is apart)
+        for info in _controllers(candidates) if reference else candidates:
+            if (info.topic != state or reference) and (is_command_topic(info.topic) or not named):
                 return ActionMapping(topic=info.topic, time=time)
     return ActionMapping()
 
@@ -881,10 +896,12 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
       sibling ``camera_info`` topic. A ``.../compressed`` stream of a raw topic that is
       recorded too is left out (the same images).
     - The ``JointState`` topic named like ``joint_states`` (and not like a command) is the
-      state; the action is, in this order, a JointState, JointTrajectory or
-      Float64MultiArray topic named like a command (``is_command_topic``), any
-      JointTrajectory, or a Twist(Stamped) / PoseStamped named like a command (``/cmd_vel``);
-      none: the next step's joint positions. Headerless types use receive time.
+      state; without one, a ros_control ``JointTrajectoryControllerState`` topic, an arm's
+      first (``_controllers``). The action is, in this order, a JointState, JointTrajectory
+      or Float64MultiArray topic named like a command (``is_command_topic``), any
+      JointTrajectory, a Twist(Stamped) / PoseStamped named like a command (``/cmd_vel``),
+      or a controller state's reference; none: the next step's joint positions. Headerless
+      types use receive time.
     - ``WrenchStamped`` topics are force-torque sensors named by ``wrench_name``.
     - ``TFMessage`` topics named ``tf`` / ``tf_static``, a ``String`` topic named
       ``robot_description``; steps at ``step_rate_hz``.
@@ -901,6 +918,7 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     cameras = _cameras(images, infos)
 
     state = _state_topic(by_type.get("sensor_msgs/msg/JointState", []))
+    state = state or next(iter(_controllers(by_type.get(CONTROLLER_STATE_TYPE, []))), None)
     wrench_topics = by_type.get("geometry_msgs/msg/WrenchStamped", [])
     wrench_names = _unique_names(
         [(wrench_name(t.topic), _sanitize(_parts(t.topic), "wrench")) for t in wrench_topics], {c.name for c in cameras}
@@ -974,10 +992,14 @@ def _timing(time: TimeSource, policy: Policy) -> str:
     return f"{time} time, {policy}"
 
 
-def describe_mapping(cfg: ConversionConfig, rates: Mapping[str, float] | None) -> list[str]:
+def describe_mapping(
+    cfg: ConversionConfig, rates: Mapping[str, float] | None, types: Mapping[str, str] | None = None
+) -> list[str]:
     """What the mapping does, one line per item, for ``ortf-bag2ortf --list``; ``rates``
     (topic -> Hz) decide the sync tolerance when the mapping does not (None: not known
-    yet, as for a live recorder before its warm-up)."""
+    yet, as for a live recorder before its warm-up); ``types`` (topic -> message type, any
+    spelling) say what a controller state topic gives."""
+    controllers = {t for t, msgtype in (types or {}).items() if canonical_msgtype(msgtype) == CONTROLLER_STATE_TYPE}
     lines = []
     if cfg.step.camera is not None:
         lines.append(f"steps: at each frame of camera {cfg.step.camera}")
@@ -998,7 +1020,8 @@ def describe_mapping(cfg: ConversionConfig, rates: Mapping[str, float] | None) -
     if cfg.joint_states is not None:
         j = cfg.joint_states
         native = ", every message kept at its native rate" if j.native else ""
-        lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy)}{native})")
+        fields = ", the controller state's feedback (else actual)" if j.topic in controllers else ""
+        lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy)}{fields}{native})")
     else:
         lines.append("joint state: none")
     for w in cfg.wrenches:
@@ -1006,7 +1029,12 @@ def describe_mapping(cfg: ConversionConfig, rates: Mapping[str, float] | None) -
         native = ", every message kept at its native rate" if w.native else ""
         lines.append(f"force-torque {w.name}: {w.topic} ({_timing(w.time, w.policy)}, {frame}{native})")
     a = cfg.action
-    if a.topic is not None:
+    if a.topic in controllers:
+        lines.append(
+            f"action: {a.topic} ({_timing(a.time, a.policy)}, the controller's reference (else desired): "
+            "declared so in the manifest)"
+        )
+    elif a.topic is not None:
         lines.append(f"action: {a.topic} ({_timing(a.time, a.policy)})")
     else:
         lines.append("action: none recorded; the next step's joint positions (declared so in the manifest)")

@@ -32,7 +32,7 @@ from ortf_ros.pipeline.assemble import StepLayout
 from ortf_ros.pipeline.config import ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
-from ortf_ros.pipeline.samples import JointStateSample
+from ortf_ros.pipeline.samples import ControllerStateSample, JointStateSample, VectorSample
 from ortf_ros.pipeline.tf import Pose
 
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
@@ -62,17 +62,94 @@ def describe(
     """The manifest and step layout; ``urdf`` (from ``urdf_source``) over the prologue's."""
     urdf_text = urdf or prologue.urdf
     robot = None
-    warnings = []
     if urdf_text:
         source = urdf_source if urdf else config.robot_description_topic
         robot = robot_from_urdf(urdf_text, gripper_joints=config.gripper_joints, source=source)
-    else:
-        state_topic = config.joint_states.topic if config.joint_states else "the joint states"
-        warnings.append(f"no URDF on {config.robot_description_topic} and none given: joints named from {state_topic}")
-    steps = step_layout(config, prologue, robot)
+    joints = dataset_joints(config, prologue, robot)
+    if joints.robot is None:
+        urdf_text = None  # (none, or one whose joints are not the dataset's, as the manifest would claim)
+    steps = step_layout(config, prologue, robot, joints)
     tolerance = sync_tolerance(config, stream_rates(config, prologue))
-    manifest = build_manifest(config, prologue, robot, steps, name, collection, tolerance.ms)
-    return Description(manifest, steps, robot, urdf_text, tuple(warnings), tolerance)
+    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance.ms)
+    return Description(manifest, steps, joints.robot, urdf_text, joints.warnings, tolerance)
+
+
+@dataclass(frozen=True)
+class DatasetJoints:
+    """The joints a dataset holds: the ones its joint state topic gives, named by it or,
+    where it lists no names, by ``unnamed_joint_names``."""
+
+    robot: UrdfRobot | None  # the URDF's robot with these joints; None when no URDF names them
+    names: tuple[str, ...]  # in the joint states' order
+    unnamed: tuple[str, ...]  # the names given to a message's values where it lists none; () when named
+    warnings: tuple[str, ...]  # what the summary says of how they were named
+
+
+def dataset_joints(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> DatasetJoints:
+    """Which joints the dataset holds and how they are named. By name: the URDF's movable
+    joints the joint states name (a controller's state names only its own), in the URDF's
+    order; without a URDF, as named. Without names: see ``unnamed_joint_names``."""
+    state = first_joint_state(config, prologue)
+    topic = state.topic
+    if not state.names:
+        unnamed = unnamed_joint_names(state.position.size, robot)
+        warning = unnamed_joints_warning(topic, unnamed, robot, config.robot_description_topic)
+        fits = robot is not None and unnamed == robot.joint_names
+        return DatasetJoints(robot if fits else None, unnamed, unnamed, (warning,))
+    names = prologue.joint_names or state.names
+    if robot is None:
+        missing = f"no URDF on {config.robot_description_topic} and none given: joints named from {topic}"
+        return DatasetJoints(None, names, (), (missing,))
+    kept = tuple(n for n in robot.joint_names if n in names)
+    if not kept:
+        raise ConversionError(
+            f"{topic}: none of the joints its messages name ({', '.join(names)}) is a movable joint of the URDF "
+            f"({', '.join(robot.joint_names) or 'none'})"
+        )
+    if len(kept) == len(robot.joint_names):
+        return DatasetJoints(robot, kept, (), ())
+    left_out = ", ".join(n for n in robot.joint_names if n not in kept)
+    warning = f"{topic}: the URDF's joints {left_out} are in no message of it: left out of the dataset"
+    return DatasetJoints(robot.with_joints(kept), kept, (), (warning,))
+
+
+def first_joint_state(config: ConversionConfig, prologue: Prologue) -> JointStateSample:
+    """The prologue's joint state; without one, the refusal says why (what the mapping
+    lacks, or what was wrong with the topic's messages)."""
+    if config.joint_states is None:
+        raise ConversionError(
+            "no sensor_msgs/JointState topic (nor control_msgs/JointTrajectoryControllerState) to build steps from "
+            "(none is mapped as joint_states)"
+        )
+    if prologue.joint_state is None:
+        topic = config.joint_states.topic
+        problem = prologue.problems.get(topic)
+        why = f": {problem}" if problem else ""
+        raise ConversionError(f"{topic}: no usable joint state message, nothing to build steps from{why}")
+    return prologue.joint_state
+
+
+def unnamed_joint_names(count: int, robot: UrdfRobot | None) -> tuple[str, ...]:
+    """Names for the ``count`` values of a joint state that lists none: the URDF's movable
+    joints in its order when there are as many (what a driver that publishes positions
+    only means), else ``joint_0``, ``joint_1``, ..."""
+    if robot is not None and len(robot.joint_names) == count:
+        return robot.joint_names
+    return tuple(f"joint_{i}" for i in range(count))
+
+
+def unnamed_joints_warning(topic: str, names: tuple[str, ...], robot: UrdfRobot | None, urdf_topic: str) -> str:
+    """What the summary says of joints named by ``unnamed_joint_names``, and why so."""
+    said = f"{topic}: the joint states list no joint names: their {len(names)} positions"
+    if robot is not None and names == robot.joint_names:
+        return f"{said} are taken to be the URDF's movable joints in its order ({', '.join(names)})"
+    generic = f"{said} are named {', '.join(names)}"
+    if robot is None:
+        return f"{generic}: there is no URDF to name them from (none on {urdf_topic} and none given)"
+    return (
+        f"{generic}: the URDF has {len(robot.joint_names)} movable joints ({', '.join(robot.joint_names)}), "
+        "so it does not say which they are; the URDF is left out of the dataset, whose joints it does not describe"
+    )
 
 
 def stream_rates(config: ConversionConfig, prologue: Prologue) -> dict[str, float]:
@@ -82,18 +159,25 @@ def stream_rates(config: ConversionConfig, prologue: Prologue) -> dict[str, floa
     return rates
 
 
-def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> StepLayout:
-    if config.joint_states is None:
-        raise ConversionError("no sensor_msgs/JointState topic to build steps from (none is mapped as joint_states)")
-    if prologue.joint_state is None:
-        raise ConversionError(f"{config.joint_states.topic}: no JointState message: nothing to build steps from")
-    if robot is not None:
-        gripper = robot.gripper_joints
-        arm = tuple(j.name for j in robot.arm_joints)
+def action_joints(action: JointStateSample | VectorSample | ControllerStateSample | None) -> JointStateSample | None:
+    """The joint vector an action sample commands by joint name (a JointState command, or
+    a controller's reference); None for a command of another kind."""
+    if isinstance(action, ControllerStateSample):
+        return action.reference
+    return action if isinstance(action, JointStateSample) else None
+
+
+def step_layout(
+    config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None, joints: DatasetJoints
+) -> StepLayout:
+    """``robot``: the URDF's, for the end-effector frames; ``joints``: what the steps hold."""
+    state = first_joint_state(config, prologue)
+    if joints.robot is not None:
+        gripper = joints.robot.gripper_joints
+        arm = tuple(j.name for j in joints.robot.arm_joints)
     else:
-        names = tuple(prologue.joint_state.names)
-        gripper = tuple(n for n in names if n in config.gripper_joints)
-        arm = tuple(n for n in names if n not in gripper)
+        gripper = tuple(n for n in joints.names if n in config.gripper_joints)
+        arm = tuple(n for n in joints.names if n not in gripper)
     ee_frames = None
     base = config.base_frame or (robot.base_link if robot is not None else None)
     ee = config.end_effector_frame or (robot.end_effector_link if robot is not None else None)
@@ -105,21 +189,34 @@ def step_layout(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot |
     if base and ee and ee in frames:
         ee_frames = (base, ee)
     action = prologue.action
+    by_joint = action_joints(action)
     if config.action.topic is None:
         action_names = arm + gripper
     elif action is None:
-        raise ConversionError(f"{config.action.topic}: the action topic has no usable message")
-    elif isinstance(action, JointStateSample):
-        action_names = tuple(n for n in arm + gripper if n in action.names)
+        problem = prologue.problems.get(config.action.topic)
+        why = f": {problem}" if problem else ""
+        raise ConversionError(f"{config.action.topic}: the action topic has no usable message{why}")
+    elif by_joint is not None:
+        unnamed = joints.unnamed
+        commanded = by_joint.names or (unnamed if by_joint.position.size == len(unnamed) else ())
+        action_names = tuple(n for n in arm + gripper if n in commanded)
+        if not action_names:
+            listed = ", ".join(commanded) if commanded else f"no joint names ({by_joint.position.size} positions)"
+            raise ConversionError(
+                f"{config.action.topic}: the action commands joints by name, and none of its joints ({listed}) is "
+                f"one of the state's ({', '.join(arm + gripper)})"
+            )
     else:
+        assert isinstance(action, VectorSample)
         action_names = action.names
     return StepLayout(
         arm_joints=arm,
         gripper_joints=gripper,
-        with_torques=len(prologue.joint_state.effort) > 0,
+        with_torques=len(state.effort) > 0,
         ee_frames=ee_frames,
         action_names=action_names,
-        action_by_joint_name=isinstance(action, JointStateSample) or config.action.topic is None,
+        action_by_joint_name=by_joint is not None or config.action.topic is None,
+        unnamed_joints=joints.unnamed,
     )
 
 
@@ -187,7 +284,7 @@ def build_manifest(
         dataset_id="",
         name=name,
         robot=_robot(robot, steps),
-        action_space=_action_space(config, steps),
+        action_space=_action_space(config, steps, prologue.action),
         observation_space=ObservationSpace(state=state, images=images),
         sensors=tuple(sensors),
         frames=_frames(config, prologue, steps),
@@ -217,7 +314,9 @@ def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, 
     return tuple(names)
 
 
-def _action_space(config: ConversionConfig, steps: StepLayout) -> ActionSpace:
+def _action_space(
+    config: ConversionConfig, steps: StepLayout, action: JointStateSample | VectorSample | ControllerStateSample | None
+) -> ActionSpace:
     if steps.action_by_joint_name:
         dims = tuple(
             ActionDimension(n, i, "position", "radians" if n in steps.arm_joints else "meters")
@@ -227,8 +326,19 @@ def _action_space(config: ConversionConfig, steps: StepLayout) -> ActionSpace:
     else:
         dims = tuple(ActionDimension(n, i, "continuous", "normalized") for i, n in enumerate(steps.action_names))
         kind = "command"
-    extra = {"source": config.action.topic} if config.action.topic else {"source": FALLBACK_ACTION}
+    extra: dict[str, object] = {"source": config.action.topic} if config.action.topic else {"source": FALLBACK_ACTION}
+    if isinstance(action, ControllerStateSample):
+        extra |= {"source_field": action.reference_field, "description": controller_reference(action.reference_field)}
     return ActionSpace(type=kind, dimensions=dims, control_frequency_hz=config.step.rate_hz, extra=extra)
+
+
+def controller_reference(field: str | None) -> str:
+    """What an action taken from a controller state is, in words (the manifest's description)."""
+    return (
+        f"the controller's reference: the joint positions in the {field or 'reference'!r} field of the "
+        "control_msgs/JointTrajectoryControllerState messages on the source topic, where the controller was "
+        "taking the joints"
+    )
 
 
 def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topic: str, kind: str) -> Sensor:

@@ -18,6 +18,11 @@ Conventions:
 - frame ids lose a leading ``/`` (ROS 1 tf allowed ``/base_link``; tf2 strips it too).
 - stamps: the header stamp in ns when the message has a header (a zero stamp stays 0),
   always the receive time.
+- joint states: a message that lists no joint names keeps ``names`` empty (its positions
+  are named by the step layout). A ros_control ``JointTrajectoryControllerState`` (ROS 1's
+  layout, Humble's or Jazzy's: its fields are read by name) is a ``ControllerStateSample``:
+  the joint state from ``feedback`` (else ``actual``), the reference from ``reference``
+  (else ``desired``), positions, velocities and efforts where present.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ import numpy as np
 
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import (
+    CONTROLLER_STATE_TYPE,
     BadMessage,
     CameraInfoSample,
+    ControllerStateSample,
     ImageSample,
     JointStateSample,
     RawMessage,
@@ -262,23 +269,78 @@ def _camera_info(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Samp
     ]
 
 
-def _joint_state(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
-    names = tuple(str(n) for n in msg.name)
+def _joint_vectors(
+    raw: RawMessage, header: Any, names: Sequence[str], fields: Sequence[tuple[str, object]]
+) -> JointStateSample:
+    """A joint state from its names and fields: (field name, values) of its positions, then
+    of its velocities and efforts where it has such fields (empty values: none given).
+    Without names, the positions say how many joints there are (the step layout names them)."""
+    names = tuple(str(n) for n in names)
     _check_names(names, "joint names")
-    arrays = {field: _floats(getattr(msg, field)) for field in ("position", "velocity", "effort")}
-    for field, values in arrays.items():
-        if values.size not in (0, len(names)):
-            raise _InvalidError(f"{field} has {values.size} values for {len(names)} joint names")
+    arrays = [(field, _floats(values)) for field, values in fields]
+    position_field, position = arrays[0]
+    if not names and position.size == 0:
+        raise _InvalidError(f"lists no joint names and no {position_field}")
+    count = len(names) or position.size
+    counted = f"{count} joint names" if names else f"{count} {position_field} (the message lists no joint names)"
+    for field, values in arrays:
+        if values.size not in (0, count):
+            raise _InvalidError(f"{field} has {values.size} values for {counted}")
+    velocity, effort = (arrays[i][1] if i < len(arrays) else np.zeros(0) for i in (1, 2))
+    return JointStateSample(raw.topic, _stamps(raw, header), names, position, velocity, effort)
+
+
+def _joint_state(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    fields = [(field, getattr(msg, field)) for field in ("position", "velocity", "effort")]
+    return [_joint_vectors(raw, msg.header, msg.name, fields)]
+
+
+CONTROLLER_STATE_FIELDS = ("feedback", "actual")
+"""Where a controller state message holds what the joints did, best first: ROS 2's
+``feedback``, then ``actual`` (ROS 1's, and ROS 2 Humble's deprecated one, which drivers
+written before ``feedback`` existed still fill)."""
+CONTROLLER_REFERENCE_FIELDS = ("reference", "desired")
+"""Where it holds where the controller was taking them: ROS 2's ``reference``, then ``desired``."""
+
+
+def _trajectory_point(msg: Any, fields: Sequence[str]) -> tuple[str, Any] | None:
+    """The first of ``fields`` (``JointTrajectoryPoint``s) the message has that holds
+    positions; None when none does. By name: a recording brings its own definition, of
+    ROS 1's layout, Humble's or Jazzy's."""
+    for field in fields:
+        point = getattr(msg, field, None)
+        if point is not None and len(point.positions):
+            return field, point
+    return None
+
+
+def _point_fields(field: str, point: Any) -> list[tuple[str, object]]:
+    # (``effort`` came late to JointTrajectoryPoint: an old recording's definition may lack it)
     return [
-        JointStateSample(
-            topic=raw.topic,
-            stamps=_stamps(raw, msg.header),
-            names=names,
-            position=arrays["position"],
-            velocity=arrays["velocity"],
-            effort=arrays["effort"],
-        )
+        (f"{field}.positions", point.positions),
+        (f"{field}.velocities", point.velocities),
+        (f"{field}.effort", getattr(point, "effort", ())),
     ]
+
+
+def _controller_state(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    state_point = _trajectory_point(msg, CONTROLLER_STATE_FIELDS)
+    if state_point is None:
+        present = [f for f in CONTROLLER_STATE_FIELDS if hasattr(msg, f)]
+        raise _InvalidError(f"no joint positions in {' or '.join(present) or 'feedback or actual (no such fields)'}")
+    state_field, point = state_point
+    state = _joint_vectors(raw, msg.header, msg.joint_names, _point_fields(state_field, point))
+    reference_point = _trajectory_point(msg, CONTROLLER_REFERENCE_FIELDS)
+    if reference_point is None:
+        return [ControllerStateSample(state, None, state_field, None)]
+    reference_field, point = reference_point
+    reference = _joint_vectors(raw, msg.header, msg.joint_names, [(f"{reference_field}.positions", point.positions)])
+    if reference.position.size != state.position.size:
+        raise _InvalidError(
+            f"{reference_field}.positions has {reference.position.size} values, "
+            f"{state_field}.positions {state.position.size}"
+        )
+    return [ControllerStateSample(state, reference, state_field, reference_field)]
 
 
 def _wrench(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
@@ -381,6 +443,7 @@ _HANDLERS: dict[str, Handler] = {
     "sensor_msgs/msg/CompressedImage": _compressed_image,
     "sensor_msgs/msg/CameraInfo": _camera_info,
     "sensor_msgs/msg/JointState": _joint_state,
+    CONTROLLER_STATE_TYPE: _controller_state,
     "geometry_msgs/msg/WrenchStamped": _wrench,
     "geometry_msgs/msg/Wrench": _wrench,
     "tf2_msgs/msg/TFMessage": _transforms,

@@ -24,7 +24,9 @@ from ortf_ros.pipeline.assemble import NS, stream_time
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.samples import (
+    BadMessage,
     CameraInfoSample,
+    ControllerStateSample,
     ImageSample,
     JointStateSample,
     RawMessage,
@@ -47,8 +49,10 @@ class Prologue:
     dynamic_sources: dict[str, str] = field(default_factory=dict)  # child frame -> topic
     images: dict[str, ImageSample] = field(default_factory=dict)  # camera name -> first frame
     camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)
-    joint_state: JointStateSample | None = None
-    action: JointStateSample | VectorSample | None = None
+    joint_state: JointStateSample | None = None  # the first with positions
+    joint_names: tuple[str, ...] = ()  # every joint the joint states named, in the order first named
+    action: JointStateSample | VectorSample | ControllerStateSample | None = None  # the first usable
+    problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
 
@@ -99,6 +103,7 @@ class PrologueBuilder:
         self._first_ns: int | None = None
         self._last_ns: int | None = None
         self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
+        self._name_lists: set[tuple[str, ...]] = set()  # the joint states' lists of names seen
 
     def accept(self, raw: RawMessage) -> None:
         """One message; only the prologue's topics are decoded, every topic's time is counted."""
@@ -127,10 +132,44 @@ class PrologueBuilder:
                 times.append(stream_time(sample.stamps, camera.time))
         elif isinstance(sample, CameraInfoSample) and topic in self._infos:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
-        elif isinstance(sample, JointStateSample) and config.joint_states and topic == config.joint_states.topic:
-            prologue.joint_state = prologue.joint_state or sample
-        elif isinstance(sample, (JointStateSample, VectorSample)) and topic == config.action.topic:
-            prologue.action = prologue.action or sample
+        else:
+            if config.joint_states is not None and topic == config.joint_states.topic:
+                self._learn_joint_state(topic, sample)
+            if topic == config.action.topic:  # (a controller state may be both)
+                self._learn_action(topic, sample)
+
+    def _learn_joint_state(self, topic: str, sample: Sample) -> None:
+        state = sample.state if isinstance(sample, ControllerStateSample) else sample
+        if isinstance(state, JointStateSample) and state.names not in self._name_lists:
+            # (messages may name some joints each: two publishers, an arm's and a gripper's)
+            self._name_lists.add(state.names)
+            self.prologue.joint_names = tuple(dict.fromkeys(self.prologue.joint_names + state.names))
+        if self.prologue.joint_state is not None:
+            return
+        if isinstance(state, JointStateSample) and state.position.size:
+            self.prologue.joint_state = state
+        elif isinstance(state, JointStateSample):
+            self._problem(topic, f"a JointState lists {len(state.names)} joint names but no positions")
+        elif isinstance(state, BadMessage):
+            self._problem(topic, state.reason)
+
+    def _learn_action(self, topic: str, sample: Sample) -> None:
+        if self.prologue.action is not None:
+            return
+        if isinstance(sample, ControllerStateSample):
+            if sample.reference is not None:
+                self.prologue.action = sample
+            else:
+                self._problem(topic, "the controller state holds no reference positions (reference and desired empty)")
+        elif isinstance(sample, JointStateSample) and not sample.position.size:
+            self._problem(topic, f"a JointState command lists {len(sample.names)} joint names but no positions")
+        elif isinstance(sample, (JointStateSample, VectorSample)):
+            self.prologue.action = sample
+        elif isinstance(sample, BadMessage):
+            self._problem(topic, sample.reason)
+
+    def _problem(self, topic: str, problem: str) -> None:
+        self.prologue.problems.setdefault(topic, problem)
 
     def missing(self) -> list[str]:
         """What a complete prologue still lacks, one phrase each ("no frame yet on /wrist/image_raw")."""

@@ -35,7 +35,7 @@ import re
 import shutil
 import xml.etree.ElementTree as ET
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
@@ -73,6 +73,16 @@ class UrdfRobot:
         """The movable joints that are not gripper joints, in document order."""
         gripper = set(self.gripper_joints)
         return tuple(j for j in self.joints if j.name not in gripper)
+
+    def with_joints(self, names: Collection[str]) -> UrdfRobot:
+        """The robot with only these of its movable joints (the ones a recording's joint
+        states give: a controller's, say), in the URDF's order; links and the end effector
+        as they are."""
+        return replace(
+            self,
+            joints=tuple(j for j in self.joints if j.name in names),
+            gripper_joints=tuple(n for n in self.gripper_joints if n in names),
+        )
 
     @property
     def dof(self) -> int:

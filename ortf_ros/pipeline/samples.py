@@ -112,7 +112,9 @@ class CameraInfoSample:
 
 @dataclass(frozen=True)
 class JointStateSample:
-    """Joint vectors keyed by name (messages may list joints in any order, or only some)."""
+    """Joint vectors keyed by name (messages may list joints in any order, or only some).
+    ``names`` is empty for a message that lists none (drivers that publish positions
+    only): its vectors are in an order the step layout names (``StepLayout.unnamed_joints``)."""
 
     topic: str
     stamps: Stamps
@@ -120,6 +122,33 @@ class JointStateSample:
     position: np.ndarray
     velocity: np.ndarray  # empty when the message has none
     effort: np.ndarray  # empty when the message has none
+
+
+CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
+"""The ros_control message a ``ControllerStateSample`` comes from (ROS 1 and ROS 2 alike)."""
+
+
+@dataclass(frozen=True)
+class ControllerStateSample:
+    """A ros_control controller's state (``control_msgs/JointTrajectoryControllerState``):
+    what its joints did, as the joint state they feed (``state``, from ``actual`` in ROS 1
+    and ``feedback`` in ROS 2), and where the controller was taking them (``reference``,
+    the ``desired`` / ``reference`` positions; None when the message holds none), which
+    is the action when the mapping takes it from this topic. The fields they came from
+    are named, for the manifest and the summary to say so."""
+
+    state: JointStateSample
+    reference: JointStateSample | None
+    state_field: str  # "actual" or "feedback"
+    reference_field: str | None  # "desired" or "reference"; None with no reference
+
+    @property
+    def topic(self) -> str:
+        return self.state.topic
+
+    @property
+    def stamps(self) -> Stamps:
+        return self.state.stamps
 
 
 @dataclass(frozen=True)
@@ -270,6 +299,7 @@ Sample = (
     ImageSample
     | CameraInfoSample
     | JointStateSample
+    | ControllerStateSample
     | WrenchSample
     | TransformSample
     | VectorSample

@@ -245,11 +245,14 @@ def _wrenches(manifest: Manifest, settings: MessageSettings) -> tuple[WrenchOut,
 
 
 def action_topic(manifest: Manifest, settings: MessageSettings) -> str:
-    """``topics.action``; empty: the topic the manifest says the action came from, else ``/action``."""
+    """``topics.action``; empty: the topic the manifest says the action came from, else
+    ``/action`` (also for an action that was a field of another message, a controller's
+    reference: its topic carries another type)."""
     if settings.topics["action"]:
         return settings.topics["action"]
     source = manifest.action_space.extra.get("source")
-    if isinstance(source, str) and source.startswith("/") and not any(c.isspace() for c in source):
+    of_its_own = "source_field" not in manifest.action_space.extra
+    if of_its_own and isinstance(source, str) and source.startswith("/") and not any(c.isspace() for c in source):
         return source
     return DEFAULT_ACTION_TOPIC
 

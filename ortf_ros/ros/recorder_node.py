@@ -48,7 +48,7 @@ from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
 from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
-from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, auto_config, describe_mapping
+from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, describe_mapping
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import (
     SHUTDOWN_TIMEOUT_S,
@@ -69,6 +69,7 @@ from ortf_ros.ros.recorder_settings import (
     QOS_NAMESPACE,
     RecorderParameters,
     SettingsError,
+    detected_mapping,
     mapped_types,
     mapping_from,
     qos_overrides,
@@ -175,13 +176,7 @@ class RecorderNode(Node):
             for topic, types in seen
             for msgtype in types
         ]
-        mapping = auto_config(topics, step_rate_hz=p.step_rate_hz)
-        if mapping.joint_states is None and not mapping.cameras:
-            raise SettingsError(
-                "no mapping given (parameter mapping) and none detected: no JointState or camera topic in the graph "
-                f"after {p.discovery_s:g} s"
-            )
-        return mapping
+        return detected_mapping(topics, p.step_rate_hz, p.discovery_s)
 
     # -- services, topics, parameters -------------------------------------------
 

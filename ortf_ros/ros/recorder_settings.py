@@ -21,10 +21,14 @@ from ortf_ros.io import paths
 from ortf_ros.pipeline import robot
 from ortf_ros.pipeline.config import (
     ConversionConfig,
+    auto_config,
     config_from_mapping,
     config_to_mapping,
     load_config,
 )
+from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
+from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.ros.qos import adapt_to_offers
 
 NODE_NAME = "ortf_recorder"
@@ -188,6 +192,32 @@ def read_urdf(path: Path) -> str:
         raise SettingsError(f"parameter urdf: {os_error_line(exc)}") from None
     except OrtfError as exc:
         raise SettingsError(f"parameter urdf: {exc}") from None
+
+
+OFFLINE_ONLY_TYPES = (CONTROLLER_STATE_TYPE,)
+"""Types ``ortf-bag2ortf`` converts that the recorder cannot subscribe to (no
+``control_msgs`` Python package beside it): a live mapping never picks them."""
+
+
+def detected_mapping(topics: Sequence[TopicInfo], step_rate_hz: float, discovery_s: float) -> ConversionConfig:
+    """The mapping ``ortf-bag2ortf`` would detect from the live graph's ``topics`` (one per
+    type a topic has), but for the types only a conversion reads (``OFFLINE_ONLY_TYPES``):
+    without a JointState or a camera, one line that says what the graph has instead."""
+    live = [t for t in topics if canonical_msgtype(t.msgtype) not in OFFLINE_ONLY_TYPES]
+    mapping = auto_config(live, step_rate_hz=step_rate_hz)
+    if mapping.joint_states is None and not mapping.cameras:
+        offline = sorted({t.topic for t in topics} - {t.topic for t in live})
+        hint = (
+            f" ({', '.join(offline)}: control_msgs/JointTrajectoryControllerState, which only ortf-bag2ortf "
+            "converts: record a bag and convert it)"
+            if offline
+            else ""
+        )
+        raise SettingsError(
+            "no mapping given (parameter mapping) and none detected: no JointState or camera topic in the graph "
+            f"after {discovery_s:g} s{hint}"
+        )
+    return mapping
 
 
 def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:

@@ -358,6 +358,12 @@ class _Generator(threading.Thread):
 
 class ScenePublisher(Node):
     def __init__(self, options: Options) -> None:
+        bag_only = options.config.bag_only_topics()
+        if bag_only:  # (before the node exists: nothing to clean up)
+            raise UsageError(
+                f"{', '.join(bag_only)}: written to bags only (write_teleop_bag): its type has no Python "
+                "package here to publish it with"
+            )
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
         self.options = options
