@@ -97,14 +97,14 @@ def assert_state_is_the_feedback(episode: Episode, names: tuple[str, ...]) -> No
     assert "observation.state.gripper_position" not in steps.column_names  # the arm controller has no fingers
 
 
-def assert_action_is(episode: Episode, rate_hz: int) -> None:
-    """Each step's action is ``joint_command`` of the arm at the stamp of a message of a
-    ``rate_hz`` stream: the newest at or before the step ("latest")."""
+def assert_action_is(episode: Episode, rate_hz: int, places: list[int] = ARM) -> None:
+    """Each step's action is ``joint_command`` (at ``places``: the arm's) at the stamp of
+    a message of a ``rate_hz`` stream, 1 s long: the newest at or before the step ("latest")."""
     actions = vectors(episode.steps(), "action")
-    assert actions.shape[1] == len(ARM_JOINTS)
+    assert actions.shape[1] == len(places)
     count = round(1.0 * rate_hz)
     stamps = [stamp_ns(seq, rate_hz) for seq in range(count)]
-    table = np.array([joint_command(seconds(stamp))[ARM] for stamp in stamps]).astype(np.float32)
+    table = np.array([joint_command(seconds(stamp))[places] for stamp in stamps]).astype(np.float32)
     for step_ns, action in zip(step_times_ns(episode), actions, strict=True):
         (matches,) = np.nonzero((table == action).all(axis=1))
         assert len(matches) == 1, action
