@@ -489,6 +489,72 @@ def test_auto_config_state_and_action(topics: list[tuple[str, str]], state: str 
     assert cfg.action == action
 
 
+CONTROLLER = "control_msgs/msg/JointTrajectoryControllerState"
+
+
+@pytest.mark.parametrize(
+    ("topics", "state", "action"),
+    [
+        # no JointState: the controller state is the state, and its reference the action
+        ([("/arm_controller/state", CONTROLLER)], "/arm_controller/state", "/arm_controller/state"),
+        # an arm's controller before a torso's or a gripper's (TIAGo), whatever the alphabet says
+        (
+            [
+                ("/gripper_controller/state", CONTROLLER),
+                ("/arm_controller/state", CONTROLLER),
+                ("/torso_controller/state", CONTROLLER),
+            ],
+            "/arm_controller/state",
+            "/arm_controller/state",
+        ),
+        # a command topic wins over the reference
+        (
+            [("/arm_controller/state", CONTROLLER), ("/joint_command", "sensor_msgs/msg/JointState")],
+            "/arm_controller/state",
+            "/joint_command",
+        ),
+        # a JointState is the state; with no command, the controller's reference is the action
+        (
+            [("/joint_states", "sensor_msgs/msg/JointState"), ("/scaled_pos_joint_traj_controller/state", CONTROLLER)],
+            "/joint_states",
+            "/scaled_pos_joint_traj_controller/state",
+        ),
+        # ROS 1 spelling of the type
+        ([("/arm_controller/state", "control_msgs/JointTrajectoryControllerState")], "/arm_controller/state", None),
+    ],
+)
+def test_auto_config_of_controller_states(topics: list[tuple[str, str]], state: str, action: str | None) -> None:
+    cfg = auto_config([_topic(name, msgtype) for name, msgtype in topics])
+    assert cfg.joint_states == JointStateMapping(state)
+    assert cfg.action == ActionMapping(action or state)
+
+
+def test_describe_mapping_says_what_a_controller_state_gives() -> None:
+    cfg = ConversionConfig(
+        joint_states=JointStateMapping("/arm_controller/state"), action=ActionMapping("/arm_controller/state")
+    )
+    types = {"/arm_controller/state": "control_msgs/JointTrajectoryControllerState"}
+    lines = describe_mapping(cfg, {}, types)
+    assert (
+        "joint state: /arm_controller/state (header time, linear, the controller state's feedback (else actual), "
+        "every message kept at its native rate)"
+    ) in lines
+    assert (
+        "action: /arm_controller/state (header time, latest, the controller's reference (else desired): declared so "
+        "in the manifest)"
+    ) in lines
+    untyped = describe_mapping(cfg, {})  # (a live recorder's: no types known)
+    assert "action: /arm_controller/state (header time, latest)" in untyped
+
+
+def test_a_mapping_names_a_controller_state_as_it_names_a_joint_state(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text("joint_states: {topic: /arm_controller/state}\naction: {topic: /arm_controller/state}\n")
+    cfg = load_config(path)
+    assert cfg.joint_states == JointStateMapping("/arm_controller/state")
+    assert cfg.action == ActionMapping("/arm_controller/state")
+
+
 def test_auto_config_tf_and_robot_description_by_name_and_type() -> None:
     cfg = auto_config(
         [

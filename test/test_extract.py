@@ -484,6 +484,15 @@ def test_joint_state_without_positions_is_kept() -> None:
     np.testing.assert_array_equal(sample.effort, [4.0])
 
 
+@pytest.mark.parametrize("ser", SERIALIZATIONS)
+def test_joint_state_without_names_keeps_its_values_for_the_layout_to_name(ser: Serialization) -> None:
+    msg = build(ser, "sensor_msgs/msg/JointState", header=header(ser), position=np.array([0.1, 0.2, 0.3]))
+    sample = one(run(msg, "sensor_msgs/msg/JointState", ser), JointStateSample)
+    assert sample.names == ()
+    np.testing.assert_array_equal(sample.position, [0.1, 0.2, 0.3])
+    assert sample.velocity.shape == sample.effort.shape == (0,)
+
+
 def vector3(ser: Serialization, x: float, y: float, z: float) -> Any:
     return build(ser, "geometry_msgs/msg/Vector3", x=x, y=y, z=z)
 

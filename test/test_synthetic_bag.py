@@ -29,13 +29,17 @@ from ortf_ros.synthetic_bag import (
     BASE_LATENCY_NS,
     CODE_DIGITS,
     COMMAND_LEAD_S,
+    CONTROLLER_JOINTS,
+    CONTROLLER_STATE_TYPE,
     FINGER_JOINTS,
     HAND,
     JITTER_STEP_NS,
     JOINT_STATE_ORDER,
     JOINTS,
     STATIC_TRANSFORMS,
+    TOPIC_CONTROLLER_STATE,
     TOPIC_DEPTH_IMAGE,
+    TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
     TOPIC_OVERHEAD_IMAGE,
     TOPIC_ROBOT_DESCRIPTION,
@@ -49,6 +53,7 @@ from ortf_ros.synthetic_bag import (
     dynamic_transforms,
     ee_pose,
     joint_command,
+    joint_efforts,
     joint_positions,
     joint_state_names,
     joint_velocities,
@@ -305,6 +310,66 @@ def test_compressed_cameras_are_jpeg(tmp_path: Path) -> None:
             assert decode_frame_number(frame.to_ndarray(format="rgb24")) == seq
 
 
+# Upstream's field order (ros-controls/control_msgs: ROS 1, and ROS 2 on humble and jazzy), typed
+# out here, apart from the generator's definitions, which must match it.
+CONTROLLER_FIELDS = {
+    "ros1": ["header", "joint_names", "desired", "actual", "error"],
+    "jazzy": [
+        *("header", "joint_names", "reference", "feedback", "error", "output", "multi_dof_joint_names"),
+        *("multi_dof_reference", "multi_dof_feedback", "multi_dof_error", "multi_dof_output"),
+    ],
+    "humble": [
+        *("header", "joint_names", "reference", "feedback", "error", "output", "desired", "actual"),
+        *("multi_dof_joint_names", "multi_dof_reference", "multi_dof_feedback", "multi_dof_error"),
+        *("multi_dof_output", "multi_dof_desired", "multi_dof_actual"),
+    ],
+}
+
+
+@pytest.mark.parametrize(("fmt", "layout"), [("ros1", "ros1"), ("mcap", "jazzy"), ("sqlite3", "humble")])
+def test_controller_state_bags_hold_upstreams_layout(tmp_path: Path, fmt: Any, layout: str) -> None:
+    options = {} if fmt == "ros1" else {"controller_layout": layout}
+    path = tmp_path / ("state.bag" if fmt == "ros1" else "state")
+    info = write_teleop_bag(path, fmt, duration_s=0.3, with_depth=False, controller_state=True, **options)
+    assert info.counts[TOPIC_CONTROLLER_STATE] == 30 and info.msgtypes[TOPIC_CONTROLLER_STATE] == CONTROLLER_STATE_TYPE
+    assert TOPIC_JOINT_STATES not in info.counts and TOPIC_JOINT_COMMAND not in info.counts
+    with AnyReader([info.path]) as reader:  # (its types from the bag's own definitions)
+        (conn,) = [c for c in reader.connections if c.topic == TOPIC_CONTROLLER_STATE]
+        assert [name for name, _ in reader.typestore.fielddefs[conn.msgtype][1]] == CONTROLLER_FIELDS[layout]
+        if fmt == "ros1":
+            assert conn.digest == "10817c60c2486ef6b33e97dcd87f4474"  # ROS 1's md5sum of the type
+        measured, target = ("actual", "desired") if layout != "jazzy" else ("feedback", "reference")
+        for seq, (_, _, data) in enumerate(reader.messages([conn])):
+            msg: Any = reader.deserialize(data, conn.msgtype)
+            t = (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec - info.start_ns) / 1e9
+            assert t == seq / 100 and msg.joint_names == list(CONTROLLER_JOINTS)
+            point = getattr(msg, measured)
+            for values, function in ((point.positions, joint_positions), (point.effort, joint_efforts)):
+                np.testing.assert_array_equal(values, select_joints(function(t), CONTROLLER_JOINTS))
+            np.testing.assert_array_equal(
+                getattr(msg, target).positions, select_joints(joint_command(t), CONTROLLER_JOINTS)
+            )
+            if layout == "humble":  # the new fields empty, as a driver written before them leaves them
+                assert len(msg.feedback.positions) == len(msg.reference.positions) == 0
+
+
+def test_unnamed_joint_states_and_no_command(tmp_path: Path) -> None:
+    info = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.2, unnamed_joints="arm", with_command=False)
+    assert TOPIC_JOINT_COMMAND not in info.counts
+    with AnyReader([info.path]) as reader:
+        (conn,) = [c for c in reader.connections if c.topic == TOPIC_JOINT_STATES]
+        for _, _, data in reader.messages([conn]):
+            msg: Any = reader.deserialize(data, conn.msgtype)
+            t = (msg.header.stamp.sec * 10**9 + msg.header.stamp.nanosec - info.start_ns) / 1e9
+            assert msg.name == []
+            np.testing.assert_array_equal(msg.position, joint_positions(t)[:7])  # the arm's, in the URDF's order
+
+
+def test_the_controller_state_is_for_bags_only() -> None:
+    assert TeleopConfig("mcap", controller_state=True).bag_only_topics() == (TOPIC_CONTROLLER_STATE,)
+    assert TeleopConfig("mcap", unnamed_joints="all").bag_only_topics() == ()
+
+
 def test_options_are_checked(tmp_path: Path) -> None:
     (tmp_path / "taken").mkdir()
     with pytest.raises(ConversionError, match="exists already"):
@@ -319,6 +384,10 @@ def test_options_are_checked(tmp_path: Path) -> None:
         write_teleop_bag(tmp_path / "d.bag", "ros1", max_bagfile_duration_s=1.0)
     with pytest.raises(ValueError, match="bag format"):
         write_teleop_bag(tmp_path / "e", "db3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="a ROS 1 bag has ROS 1's"):
+        write_teleop_bag(tmp_path / "f.bag", "ros1", controller_state=True, controller_layout="humble")
+    with pytest.raises(ValueError, match="the arm controller's joints are the arm's"):
+        write_teleop_bag(tmp_path / "g", "mcap", controller_state=True, unnamed_joints="all")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken"]
 
 
