@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from playback_data import on, pairs, play
 from test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 
 from ortf_ros.dataset.reader import Episode, load_dataset
@@ -143,6 +144,19 @@ def test_action_is_the_controllers_reference_and_declared_so(
     field = "reference" if bag.fmt != "ros1" and bag.config.controller_layout == "jazzy" else "desired"
     assert space.extra["source"] == TOPIC_CONTROLLER_STATE and space.extra["source_field"] == field
     assert f"the controller's reference: the joint positions in the {field!r} field" in str(space.extra["description"])
+
+
+def test_the_player_publishes_the_reference_on_its_own_topic(
+    converted: tuple[TeleopBagInfo, Episode, dict[str, Any]],
+) -> None:
+    """Not on the controller state's topic, which carries another type."""
+    _, episode, _ = converted
+    items = play(episode.dataset)
+    assert not on(items, TOPIC_CONTROLLER_STATE)
+    actions = vectors(episode.steps(), "action")
+    for row, item in pairs(on(items, "/action"), len(actions)):
+        assert item.msgtype == "sensor_msgs/msg/JointState" and list(item.message.name) == list(ARM_JOINTS)
+        np.testing.assert_array_equal(item.message.position, actions[row])
 
 
 def test_the_urdfs_joints_the_controller_lacks_are_left_out_with_a_warning(
