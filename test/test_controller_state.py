@@ -6,7 +6,9 @@ analytic functions at the stamps of the messages each step used."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 from playback_data import on, pairs, play
+from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 
 from ortf_ros.dataset.reader import Episode, load_dataset
@@ -23,7 +26,7 @@ from ortf_ros.pipeline.config import ActionMapping, write_config
 from ortf_ros.pipeline.decode import Decoder, DefinitionFormat
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, RawMessage, Sample
-from ortf_ros.pipeline.sources.bag import TopicInfo
+from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
 from ortf_ros.ros.scene_publisher import Options, ScenePublisher, UsageError
 from ortf_ros.synthetic_bag import (
@@ -44,6 +47,7 @@ from ortf_ros.synthetic_bag import (
     joint_positions,
     joint_velocities,
     seconds,
+    select_joints,
     stamp_ns,
     write_teleop_bag,
 )
@@ -313,6 +317,74 @@ def test_a_controller_state_without_reference_gives_a_state_and_no_action() -> N
     messages, message, _ = controller_message("ros1", "jazzy")
     (sample,) = extracted(messages, replace(message, desired=messages.trajectory_point()), "jazzy")
     assert isinstance(sample, ControllerStateSample) and sample.reference is None and sample.reference_field is None
+
+
+# ---------------------------------------------------------------- recordings without its definition
+
+
+def cdr_of(definition: str, fields: dict[str, Any]) -> RawMessage:
+    """A controller state serialized with ``definition`` in a ROS 2 store."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    store.register(get_types_from_msg(definition, CONTROLLER_STATE_TYPE))
+    names = [name for name, _ in store.fielddefs[CONTROLLER_STATE_TYPE][1]]
+    message = store.types[CONTROLLER_STATE_TYPE](**{name: fields[name] for name in names})
+    data = bytes(store.serialize_cdr(message, CONTROLLER_STATE_TYPE))
+    return RawMessage(TOPIC_CONTROLLER_STATE, CONTROLLER_STATE_TYPE, 0, data, "cdr")
+
+
+@pytest.mark.parametrize(
+    ("definition", "label"),
+    [
+        (controller_state_definition(False, "humble"), "ROS 2 Humble's (reference, feedback and the"),
+        (controller_state_definition(False, "jazzy"), "ROS 2 Iron's and Jazzy's"),
+        # ROS 1's fields with ROS 2's header: Foxy's and Galactic's
+        (controller_state_definition(True), "ROS 2 Foxy's and Galactic's"),
+    ],
+)
+def test_without_a_definition_the_layout_its_bytes_fit_is_found(definition: str, label: str) -> None:
+    _, message, t = controller_message("mcap", "humble")
+    fields = {name: getattr(message, name) for name in message.__dataclass_fields__}
+    fields |= {"feedback": message.actual, "reference": message.desired}  # (whatever the layout reads)
+    decoder = Decoder()  # (nothing registered: the recording brought no definition)
+    raw = cdr_of(definition, fields)
+    decoded = decoder.decode(raw)
+    assert not isinstance(decoded, BadMessage), decoded.reason
+    assert decoder.guessed[CONTROLLER_STATE_TYPE].startswith(label)
+    (sample,) = extract(decoded, raw)
+    assert isinstance(sample, ControllerStateSample)
+    np.testing.assert_array_equal(sample.state.position, select_joints(joint_positions(t), CONTROLLER_JOINTS))
+    assert sample.reference is not None
+    np.testing.assert_array_equal(sample.reference.position, select_joints(joint_command(t), CONTROLLER_JOINTS))
+    assert decoder.decode(raw) is not None and len(decoder.guessed) == 1  # (learned once)
+
+
+def test_bytes_no_known_layout_reads_are_undecodable_with_why() -> None:
+    raw = RawMessage(TOPIC_CONTROLLER_STATE, CONTROLLER_STATE_TYPE, 0, b"\x00\x01\x00\x00" + bytes(10), "cdr")
+    decoded = Decoder().decode(raw)
+    assert isinstance(decoded, BadMessage)
+    assert (
+        f"{TOPIC_CONTROLLER_STATE} ({CONTROLLER_STATE_TYPE}): the recording brings no definition, and its 14 bytes fit "
+        "no layout it had (ROS 2 Humble's (reference, feedback and the deprecated desired, actual); ROS 2 Humble's "
+        "first (desired, actual, multi-DOF); ROS 2 Foxy's and Galactic's (desired, actual); ROS 2 Iron's and Jazzy's "
+        "(reference, feedback))"
+    ) == decoded.reason
+
+
+def test_a_humble_sqlite3_bag_without_definitions_converts(tmp_path: Path) -> None:
+    """rosbag2 before Iron stored no message definitions in its sqlite3 files."""
+    bag = write(tmp_path, "sqlite3", controller_state=True, controller_layout="humble")
+    for file in bag.files:
+        with contextlib.closing(sqlite3.connect(file)) as db, db:
+            db.execute("DELETE FROM message_definitions WHERE topic_type = ?", (CONTROLLER_STATE_TYPE,))
+    with BagSource(bag.path) as source:
+        assert next(t for t in source.topics() if t.topic == TOPIC_CONTROLLER_STATE).definition == ""
+    episode, summary = convert(bag, tmp_path / "ds")
+    assert_state_is_the_feedback(episode, ARM_JOINTS)
+    assert_action_is(episode, 100)
+    assert (
+        f"{CONTROLLER_STATE_TYPE}: the recording holds no definition of it; read as ROS 2 Humble's (reference, "
+        "feedback and the deprecated desired, actual) layout, the one its bytes fit"
+    ) in summary["warnings"]
 
 
 # ---------------------------------------------------------------- the live side: offline only

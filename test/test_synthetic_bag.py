@@ -328,7 +328,7 @@ CONTROLLER_FIELDS = {
 
 @pytest.mark.parametrize(("fmt", "layout"), [("ros1", "ros1"), ("mcap", "jazzy"), ("sqlite3", "humble")])
 def test_controller_state_bags_hold_upstreams_layout(tmp_path: Path, fmt: Any, layout: str) -> None:
-    options = {} if fmt == "ros1" else {"controller_layout": layout}
+    options: dict[str, Any] = {} if fmt == "ros1" else {"controller_layout": layout}
     path = tmp_path / ("state.bag" if fmt == "ros1" else "state")
     info = write_teleop_bag(path, fmt, duration_s=0.3, with_depth=False, controller_state=True, **options)
     assert info.counts[TOPIC_CONTROLLER_STATE] == 30 and info.msgtypes[TOPIC_CONTROLLER_STATE] == CONTROLLER_STATE_TYPE

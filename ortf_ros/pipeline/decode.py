@@ -37,6 +37,36 @@ LEGACY_ALIASES: dict[str, str] = {"tf/msg/tfMessage": "tf2_msgs/msg/TFMessage"}
 """Retired type names and the current type with the same fields."""
 
 _TFMESSAGE_DEFINITION = "geometry_msgs/TransformStamped[] transforms\n"
+
+
+def _controller_state_msg(points: tuple[str, ...], multi_dof: bool) -> str:
+    """``control_msgs/JointTrajectoryControllerState`` with these JointTrajectoryPoint
+    fields, and (since Humble) as many MultiDOFJointTrajectoryPoint ones."""
+    text = "std_msgs/Header header\nstring[] joint_names\n"
+    text += "".join(f"trajectory_msgs/JointTrajectoryPoint {point}\n" for point in points)
+    if multi_dof:
+        text += "string[] multi_dof_joint_names\n"
+        text += "".join(f"trajectory_msgs/MultiDOFJointTrajectoryPoint multi_dof_{point}\n" for point in points)
+    return text
+
+
+_NEW_POINTS = ("reference", "feedback", "error", "output")  # (control_msgs 5; backported to Humble's 4)
+_OLD_POINTS = ("desired", "actual", "error")
+KNOWN_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
+    "control_msgs/msg/JointTrajectoryControllerState": (
+        (
+            "ROS 2 Humble's (reference, feedback and the deprecated desired, actual)",
+            _controller_state_msg((*_NEW_POINTS, "desired", "actual"), multi_dof=True),
+        ),
+        ("ROS 2 Humble's first (desired, actual, multi-DOF)", _controller_state_msg(_OLD_POINTS, multi_dof=True)),
+        ("ROS 2 Foxy's and Galactic's (desired, actual)", _controller_state_msg(_OLD_POINTS, multi_dof=False)),
+        ("ROS 2 Iron's and Jazzy's (reference, feedback)", _controller_state_msg(_NEW_POINTS, multi_dof=True)),
+    ),
+}
+"""ROS 2 types the Jazzy store lacks that recordings carry without a definition (rosbag2
+sqlite3 files before Iron hold none): the layouts they had upstream (a label, the ``.msg``
+text). CDR holds no field names, so each is tried on a message until one reads its bytes
+to the end (a wrong one runs out of bytes or leaves some over), and that one is kept."""
 _IDL_SEPARATOR = "=" * 80 + "\n"
 
 
@@ -104,6 +134,10 @@ class Decoder:
         self._resolved: dict[tuple[str, str], str | None] = {}
         self._jazzy_fielddefs = dict(self._stores["cdr"].fielddefs)
         self._jazzy_layout: dict[str, bool] = {}
+        self._layout_stores: dict[str, Typestore] = {}  # (``KNOWN_LAYOUTS``) label -> a store with that layout
+        self.guessed: dict[str, str] = {}
+        """Types decoded with a layout of ``KNOWN_LAYOUTS`` (the recording brought no
+        definition) -> which one, for the summary to say."""
 
     def _store(self, serialization: str) -> Typestore | None:
         """The store of a serialization (None: unknown). ROS 1's is made when first needed:
@@ -196,6 +230,27 @@ class Decoder:
             self._jazzy_layout[msgtype] = same
         return self._jazzy_layout[msgtype]
 
+    def _known_layout(self, raw: RawMessage) -> str | None:
+        """For a CDR type of ``KNOWN_LAYOUTS`` the recording brought no (usable) definition
+        of: the first layout that reads this message exactly, learned (``register``) for
+        the messages after it; None when none does."""
+        msgtype = normalize_msgtype(raw.msgtype)
+        if ("cdr", msgtype) in self._definition_errors:
+            return None  # (the recording's own definition is what it says)
+        for label, definition in KNOWN_LAYOUTS.get(msgtype, ()):
+            store = self._layout_stores.get(label)
+            if store is None:
+                store = self._layout_stores[label] = ros2_typestore()
+                store.register(get_types_from_msg(definition, msgtype))
+            try:
+                store.deserialize_cdr(memoryview(raw.data), msgtype)
+            except Exception:  # untrusted bytes, and a layout that may not be theirs
+                continue
+            self.register(msgtype, definition, "ros2msg")
+            self.guessed[msgtype] = label
+            return self.resolve(raw.msgtype, raw.serialization)
+        return None
+
     def decode(self, raw: RawMessage) -> object | BadMessage:
         """The message object, or a ``BadMessage`` naming topic, type and what went wrong."""
         where = f"{raw.topic} ({raw.msgtype})"
@@ -203,9 +258,16 @@ class Decoder:
         if store is None:
             return BadMessage(raw.topic, raw.receive_ns, f"{where}: unknown serialization {raw.serialization!r}")
         name = self.resolve(raw.msgtype, raw.serialization)
+        if name is None and raw.serialization == "cdr":
+            name = self._known_layout(raw)
         if name is None:
             why = self._definition_errors.get((raw.serialization, normalize_msgtype(raw.msgtype)))
-            if why is None:
+            known = KNOWN_LAYOUTS.get(normalize_msgtype(raw.msgtype)) if raw.serialization == "cdr" else None
+            if why is None and known:
+                layouts = "; ".join(label for label, _ in known)
+                size = len(raw.data)
+                why = f"the recording brings no definition, and its {size} bytes fit no layout it had ({layouts})"
+            elif why is None:
                 distro = "ROS 1 Noetic" if raw.serialization == "ros1" else "ROS 2 Jazzy"
                 why = f"unknown message type (not in {distro} and the recording brings no definition)"
             return BadMessage(raw.topic, raw.receive_ns, f"{where}: {why}")

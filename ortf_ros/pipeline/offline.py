@@ -141,6 +141,10 @@ def convert_recording(
             raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
         warnings += [f"TF: {line}" for line in session.tf.problems()]
         warnings += [
+            f"{msgtype}: the recording holds no definition of it; read as {label} layout, the one its bytes fit"
+            for msgtype, label in decoder.guessed.items()
+        ]
+        warnings += [
             f"{topic}: {late} message(s) recorded more than max_latency_ms ({config.max_latency_ms:g} ms) after "
             "their stamp: steps may have been decided without them; raise max_latency_ms to wait for them"
             for topic, late in sorted(counts.late.items())
