@@ -40,6 +40,7 @@ from ortf_ros.pipeline.tf import TfBuffer
 TF_WINDOW_NS = 1_000_000_000  # input read before the prologue is complete: dynamic TF names the moving frames
 FPS_MIN_INTERVALS = 5  # frame intervals needed before their median gives a camera's fps
 FPS_MAX_FRAMES = 64  # frame times kept per camera: plenty for a median, and the memory stays flat
+NAME_LISTS_MAX = 64  # joint name lists remembered as seen; a publisher uses one or two
 
 
 @dataclass
@@ -142,6 +143,8 @@ class PrologueBuilder:
         state = sample.state if isinstance(sample, ControllerStateSample) else sample
         if isinstance(state, JointStateSample) and state.names not in self._name_lists:
             # (messages may name some joints each: two publishers, an arm's and a gripper's)
+            if len(self._name_lists) >= NAME_LISTS_MAX:
+                self._name_lists.clear()  # (only a shortcut: a list seen again adds nothing)
             self._name_lists.add(state.names)
             self.prologue.joint_names = tuple(dict.fromkeys(self.prologue.joint_names + state.names))
         if self.prologue.joint_state is not None:
