@@ -24,7 +24,9 @@ test can compute what a converter must produce:
   for bit-exactness checks;
 - cameras publish raw ``sensor_msgs/Image`` rgb8 on ``<camera>/image_raw``, or JPEG
   ``sensor_msgs/CompressedImage`` on ``<camera>/image_raw/compressed``: all of them
-  (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw.
+  (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw;
+- each camera publishes ``camera_info`` with ``camera_intrinsics`` and ``CAMERA_DISTORTION``
+  at its frame rate, except those listed in ``without_camera_info``.
 
 Writing streams: messages are generated, serialized and written one at a time in
 receive-time order, so a 10-minute bag takes no more memory than a 10-second one.
@@ -481,6 +483,7 @@ class TeleopConfig:
     start_ns: int = START_NS
     compressed_cameras: tuple[str, ...] = ()  # image topics (of CAMERA_FRAMES) published JPEG
     side_camera: bool = False  # a third RGB camera, TOPIC_SIDE_IMAGE
+    without_camera_info: tuple[str, ...] = ()  # image topics (of cameras(), or the depth one) with no camera_info
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
@@ -488,10 +491,26 @@ class TeleopConfig:
             if camera not in self.cameras():
                 known = ", ".join(self.cameras())
                 raise ValueError(f"compressed camera {camera!r}: expected one of the image topics {known}")
+        object.__setattr__(self, "without_camera_info", tuple(self.without_camera_info))
+        for camera in self.without_camera_info:
+            if camera not in self.camera_info_topics():
+                known = ", ".join(self.camera_info_topics())
+                raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
 
     def cameras(self) -> dict[str, str]:
         """The RGB cameras of the scene: raw image topic -> optical frame."""
         return CAMERA_FRAMES if self.side_camera else CAMERAS
+
+    def camera_info_topics(self) -> dict[str, str]:
+        """Every camera of the scene, depth included: raw image topic -> its camera_info topic."""
+        topics = {camera: CAMERA_INFO_TOPICS[camera] for camera in self.cameras()}
+        if self.with_depth:
+            topics[TOPIC_DEPTH_IMAGE] = TOPIC_DEPTH_CAMERA_INFO
+        return topics
+
+    def has_camera_info(self, camera: str) -> bool:
+        """Whether camera ``camera`` (its raw image topic) publishes its camera_info."""
+        return camera not in self.without_camera_info
 
     def is_compressed(self, camera: str) -> bool:
         return self.compressed or camera in self.compressed_cameras
@@ -510,11 +529,12 @@ class TeleopConfig:
             TOPIC_JOINT_COMMAND: self.command_rate_hz,
         }
         rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
-        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras()}
+        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras() if self.has_camera_info(camera)}
         rates[TOPIC_WRENCH] = self.wrench_rate_hz
         if self.with_depth:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
-            rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
+            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
+                rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -533,11 +553,16 @@ class TeleopConfig:
         for camera in self.cameras():
             image = "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
             types[self.image_topic(camera)] = image
-        types |= {CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo" for camera in self.cameras()}
+        types |= {
+            CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo"
+            for camera in self.cameras()
+            if self.has_camera_info(camera)
+        }
         types[TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
         if self.with_depth:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
-            types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
+            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
+                types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
         return types
 
 
@@ -965,6 +990,7 @@ def write_teleop_bag(
     start_ns: int = START_NS,
     compressed_cameras: tuple[str, ...] = (),
     side_camera: bool = False,
+    without_camera_info: tuple[str, ...] = (),
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -976,6 +1002,8 @@ def write_teleop_bag(
     ``tf/tfMessage`` as in old bags. ``bag_compression``: see ``BagCompression``.
     ``max_bagfile_duration_s`` (rosbag2 only): start a new storage file after this much
     recording time, as ``ros2 bag record --max-bag-duration`` does.
+    ``without_camera_info``: these cameras (raw image topics, depth's too) record no
+    camera_info; everything else is as without it.
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -993,6 +1021,7 @@ def write_teleop_bag(
         start_ns=start_ns,
         compressed_cameras=tuple(compressed_cameras),
         side_camera=side_camera,
+        without_camera_info=tuple(without_camera_info),
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 

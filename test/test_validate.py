@@ -440,6 +440,7 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.sensor_fields", edit_manifest(lambda m: m["sensors"][1].pop("depth_units"))),
     ("manifest.sensor_fields", edit_manifest(lambda m: m["sensors"][2].pop("range_torque"))),
     ("manifest.depth_encoding", sensor(1, "encoding", "h264")),
+    ("manifest.intrinsics_unknown", sensor(0, "intrinsics", {"unknown": True})),
     ("manifest.quaternion", base_rotation([1.0, 1.0, 0.0, 0.0])),
     (
         "manifest.quaternion",

@@ -15,10 +15,9 @@ from pathlib import Path
 from ortf_ros.convert.lerobot_meta import INFO, Feature, LeRobotMeta
 from ortf_ros.convert.lerobot_spaces import EXTRAS_STREAM, UNKNOWN, Spaces, identifier
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
+from ortf_ros.format.manifest import UNKNOWN_INTRINSICS, Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
 
 CAMERA_PREFIX = "observation.images."
-UNKNOWN_INTRINSICS = {"unknown": True}
 
 
 def camera_key(feature: Feature) -> str:

@@ -226,9 +226,12 @@ def _stream(
 
 
 def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
-    """A mapping that names a topic the recording does not have is a mistake worth one clear line."""
+    """A mapping that names a topic the recording does not have is a mistake worth one clear
+    line; but not a camera_info topic: the conversion falls back to the calibration file
+    or unknown intrinsics, and warns (many recordings have it for some cameras only)."""
     recorded = {t.topic for t in source.topics() if t.count}
     optional = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
+    optional |= {c.camera_info_topic for c in config.cameras if c.camera_info_topic is not None}
     missing = [t for t in config.topics() if t not in recorded and t not in optional]
     if missing:
         raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")

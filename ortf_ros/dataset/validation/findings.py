@@ -27,6 +27,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "manifest.sensor_names": ("error", "sensor names are unique"),
     "manifest.sensor_fields": ("error", "each sensor has the fields its type requires"),
     "manifest.depth_encoding": ("error", "depth cameras declare a lossless encoding (ffv1 or npz)"),
+    "manifest.intrinsics_unknown": ("warning", "cameras' intrinsics are known, not declared unknown"),
     "manifest.quaternion": ("error", "rotations are unit quaternions"),
     "manifest.quaternion_order": ("warning", "rotations look like (w, x, y, z), not (x, y, z, w)"),
     "manifest.frame_parent": ("warning", "frame parents name known frames"),

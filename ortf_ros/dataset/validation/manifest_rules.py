@@ -69,6 +69,22 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
         *_frames(manifest, known_links),
         *_stream_names(manifest),
         *_stream_files(manifest),
+        *_unknown_intrinsics(manifest),
+    ]
+
+
+def _unknown_intrinsics(manifest: Manifest) -> list[Finding]:
+    """A camera whose source recorded no calibration is declared so (``{"unknown": true}``),
+    which ORTF accepts; but its frames cannot be related to 3D, which a user should hear."""
+    return [
+        finding(
+            "manifest.intrinsics_unknown",
+            _FILE,
+            f"camera sensor {sensor.name!r} declares its intrinsics unknown: its frames cannot be related to 3D",
+            field=f"sensors[{i}].intrinsics",
+        )
+        for i, sensor in enumerate(manifest.sensors)
+        if sensor.is_camera and sensor.intrinsics_unknown
     ]
 
 
