@@ -39,6 +39,13 @@ CAMERAS = {"front": (128, 96), "wrist": (96, 64)}
 H264_KEYFRAMES = (0, LENGTHS[0])
 
 
+def assert_valid_but_uncalibrated(root: Path) -> None:
+    """Strictly valid but for the warning that LeRobot records no camera calibration."""
+    report = validate(root, strict=True)
+    failing = [f for f in report.failures if f.rule != "manifest.intrinsics_unknown"]
+    assert not failing, [f.line() for f in failing]
+
+
 def reference_state(episode: int, frames: int) -> np.ndarray:
     f = np.arange(frames, dtype=np.float64)[:, None]
     j = np.arange(7, dtype=np.float64)[None, :]
@@ -104,7 +111,7 @@ def test_av1_frames_decode_to_their_frame_and_episode(imported: Dataset) -> None
             assert drawn == [(f, number, (0, 1, 2)) for f in range(LENGTHS[number])], camera
 
 
-def test_cli_import_then_strict_validation(tmp_path: Path) -> None:
+def test_cli_import_then_validation_warns_of_the_unknown_calibration(tmp_path: Path) -> None:
     out = tmp_path / "ortf"
     run = [sys.executable, "-m", "ortf_ros.cli.ortf"]
     imported = subprocess.run([*run, "import", "lerobot", str(REFERENCE), str(out)], capture_output=True, text=True)
@@ -203,7 +210,7 @@ def test_image_and_h264_cameras_list_columns_and_modality(
     done = [0] + [d for d, _ in reported]
     assert reported[-1] == (sum(LENGTHS), sum(LENGTHS))
     assert all(0 < b - a <= 5 for a, b in itertools.pairwise(done))  # never more than a batch at once
-    assert validate(out, strict=True).ok
+    assert_valid_but_uncalibrated(out)
     dataset = load_dataset(out)
     state = dataset.manifest.observation_space.state
     assert list(state) == ["arm", "gripper"]
@@ -228,7 +235,7 @@ def test_h264_episodes_cut_at_keyframes_are_copied_the_others_reencoded(variant:
     right frames."""
     result = from_lerobot(variant, tmp_path / "ortf")
     assert (result.videos_reused, result.videos_reencoded) == (1, 2)
-    assert validate(tmp_path / "ortf", strict=True).ok
+    assert_valid_but_uncalibrated(tmp_path / "ortf")
     dataset = load_dataset(tmp_path / "ortf")
     shard = variant / "videos/observation.images.front/chunk-000/file-000.mp4"
     with av.open(str(shard)) as container:
@@ -339,7 +346,7 @@ def test_a_v21_dataset_is_read_through_its_path_templates(
     result = from_lerobot(v21, out, progress=lambda done, _: reported.append(done))
     assert all(0 < b - a <= 5 for a, b in itertools.pairwise([0, *reported])) and reported[-1] == sum(LENGTHS)
     assert (result.episodes, result.steps, result.videos_reused, result.videos_reencoded) == (3, 70, 3, 3)
-    assert validate(out, strict=True).ok
+    assert_valid_but_uncalibrated(out)
     dataset = load_dataset(out)
     assert dataset.manifest.collection["source_format"] == "lerobot v2.1"
     assert [e.task.instruction for e in dataset] == source_tasks(REFERENCE)
