@@ -896,8 +896,9 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
 
     - ``sensor_msgs/Image`` and ``CompressedImage`` topics are cameras, named by
       ``camera_name`` (made unique), depth when the topic name says ``depth``, with the
-      sibling ``camera_info`` topic. A ``.../compressed`` stream of a raw topic that is
-      recorded too is left out (the same images).
+      sibling ``camera_info`` topic (none recorded: no camera_info_topic, and the intrinsics
+      are declared unknown unless a ``camera_info_url`` is added). A ``.../compressed``
+      stream of a raw topic that is recorded too is left out (the same images).
     - The ``JointState`` topic named like ``joint_states`` (and not like a command) is the
       state; the action is, in this order, a JointState, JointTrajectory or
       Float64MultiArray topic named like a command (``is_command_topic``), any
