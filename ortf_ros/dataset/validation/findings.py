@@ -21,10 +21,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "manifest.version": ("error", "ortf_version is a version this validator knows (0.2)"),
     "manifest.action_indices": ("error", "action dimension indices are 0..n-1, each once"),
     "manifest.action_type": ("error", "action dimension types are position, rotation, velocity, binary or continuous"),
-    "manifest.action_units": (
-        "warning",
-        "action units are meters, radians, rad_per_s, normalized or discrete",
-    ),
+    "manifest.action_units": ("warning", "action units are meters, radians, rad_per_s, normalized or discrete"),
     "manifest.joint_indices": ("error", "joint indices are 0..n-1, each once"),
     "manifest.joint_type": ("error", "joint types are revolute, prismatic or continuous"),
     "manifest.dof": ("warning", "robot.dof equals the number of joints"),
