@@ -1081,3 +1081,22 @@ def write_scene_bag(
         last_receive_ns=last,
         urdf=messages.urdf,
     )
+
+
+def cut_recording(info: TeleopBagInfo, at_byte: int, dest: Path, *, unclosed: bool = False) -> Path:
+    """A copy of the recording's (first) storage file, cut after ``at_byte`` bytes: what a
+    recorder killed mid-write, or a copy interrupted, leaves. ``unclosed`` (ROS 1): also
+    zero the header's ``index_pos``, as ``rosbag record`` leaves a bag it did not close.
+    Returns the file written (``dest``)."""
+    source = info.files[0]
+    with source.open("rb") as f:
+        data = bytearray(f.read(at_byte))
+    if unclosed:
+        if info.fmt != "ros1":
+            raise ValueError("unclosed: a ROS 1 bag's index_pos; an MCAP cut short has no footer anyway")
+        field = data.find(b"index_pos=")
+        if field < 0 or field + 18 > len(data):
+            raise ValueError(f"cut at byte {at_byte}: before the bag header's index_pos")
+        data[field + 10 : field + 18] = bytes(8)
+    dest.write_bytes(bytes(data))
+    return dest

@@ -5,7 +5,9 @@ names of the state and action elements. It records no URDF, joint types or limit
 units, action type, camera calibration or coordinate frames. Those fields are declared
 ``"unknown"`` (units, action type), left out where ORTF makes them optional (joints,
 URDF, extrinsics) or, for the intrinsics every camera must have, given as
-``{"unknown": true}``. Nothing is guessed, so no one trains on a made-up calibration.
+``{"unknown": true}``. An action dimension's type, which the spec does not let be
+unknown, is ``continuous`` (its most general), with a description saying so. Nothing is
+guessed, so no one trains on a made-up calibration.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from ortf_ros.pipeline.flow import OFFLINE, Flow
 from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
-from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource, Salvage
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf-bag2ortf"}
 CONVERTER_STEP_BATCH = OFFLINE.step_batch
@@ -77,6 +77,7 @@ class ConversionResult:
     recording_seconds: float
     warnings: tuple[str, ...]
     sync_tolerance: SyncTolerance
+    salvaged: tuple[Salvage, ...] = ()  # the recording's files read only in part (cut short)
     startup_seconds: float = 0.0
     """Of ``seconds``, the time the video encoder processes took to start (each imports
     PyAV and OpenCV: a few tenths of a second, more on a first run whose libraries are
@@ -119,7 +120,7 @@ def convert_recording(
         samples = SampleDecoder(decoder)
         prologue = read_prologue(source, samples, config, urdf_given=urdf is not None)
         description = describe(config, prologue, name=name, collection=COLLECTION, urdf=urdf)
-        warnings = list(description.warnings)
+        warnings = [*source.salvage_warnings(), *description.warnings]
         if writer_config is None:
             writer_config = converter_writer_config(config.writer, "the mapping's writer settings")
         counts = TopicCounts()
@@ -153,6 +154,7 @@ def convert_recording(
             recording_seconds=source.duration,
             warnings=tuple(warnings),
             sync_tolerance=description.tolerance,
+            salvaged=tuple(source.salvaged),
             startup_seconds=startup_seconds,
         )
 
