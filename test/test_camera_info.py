@@ -317,6 +317,15 @@ def test_the_intrinsics_and_distortion_are_exactly_the_files(
     assert validate(dataset.root, strict=True).ok
 
 
+def test_a_file_without_distortion_model_is_plumb_bob_as_ros_reads_it(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
+    """Older calibration files have no distortion_model; camera_calibration_parsers reads them as plumb_bob."""
+    (tmp_path / "overhead.yaml").write_text(calibration_yaml().replace("distortion_model: plumb_bob\n", ""))
+    mapping = mapping_with_file(short_bag, tmp_path, "overhead.yaml")
+    assert convert(short_bag.path, "-o", tmp_path / "ds", "--config", mapping)[0] == 0
+    distortion = camera(load_dataset(tmp_path / "ds"), LACKING).distortion
+    assert distortion == {"model": "plumb_bob", "coefficients": list(FILE_D)}
+
+
 def test_a_mapped_camera_info_topic_that_gives_nothing_falls_back_with_a_warning(
     short_bag: TeleopBagInfo, tmp_path: Path
 ) -> None:

@@ -50,7 +50,6 @@ class CalibrationFile:
     k: tuple[float, ...]  # 3x3 row-major
     d: tuple[float, ...]
     distortion_model: str
-    camera_name: str | None = None
 
 
 def normalized_url(url: str, relative_to: Path | None) -> str:
@@ -139,7 +138,6 @@ def _calibration(path: Path, data: object) -> CalibrationFile:
     model = data.get("distortion_model", DEFAULT_DISTORTION_MODEL)
     if not isinstance(model, str) or not model.strip():
         raise fail("distortion_model", f"expected a model name such as plumb_bob, got {model!r}")
-    name = data.get("camera_name")
     return CalibrationFile(
         path=path,
         width=size["image_width"],
@@ -147,7 +145,6 @@ def _calibration(path: Path, data: object) -> CalibrationFile:
         k=k,
         d=matrices["distortion_coefficients"],
         distortion_model=model,
-        camera_name=str(name) if name is not None else None,
     )
 
 
