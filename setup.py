@@ -38,6 +38,8 @@ setup(
         # imported directly by the bag source (chunk decompression), also rosbags' own
         "lz4>=4",
         "backports.zstd>=1",
+        # Foxglove's MCAP reader: walks a recording cut short without its summary (sources/mcap_salvage.py)
+        "mcap>=1.2",
     ],
     extras_require={
         # `ortf export rlds`: TFDS writes the dataset (TensorFlow's CPU build where it exists).

@@ -34,7 +34,9 @@ test can compute what a converter must produce:
   for bit-exactness checks;
 - cameras publish raw ``sensor_msgs/Image`` rgb8 on ``<camera>/image_raw``, or JPEG
   ``sensor_msgs/CompressedImage`` on ``<camera>/image_raw/compressed``: all of them
-  (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw.
+  (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw;
+- each camera publishes ``camera_info`` with ``camera_intrinsics`` and ``CAMERA_DISTORTION``
+  at its frame rate, except those listed in ``without_camera_info``.
 
 Writing streams: messages are generated, serialized and written one at a time in
 receive-time order, so a 10-minute bag takes no more memory than a 10-second one.
@@ -500,6 +502,7 @@ class TeleopConfig:
     start_ns: int = START_NS
     compressed_cameras: tuple[str, ...] = ()  # image topics (of CAMERA_FRAMES) published JPEG
     side_camera: bool = False  # a third RGB camera, TOPIC_SIDE_IMAGE
+    without_camera_info: tuple[str, ...] = ()  # image topics (of cameras(), or the depth one) with no camera_info
     controller_state: bool = False  # TOPIC_CONTROLLER_STATE instead of /joint_states (bags only)
     controller_layout: ControllerLayout = "jazzy"  # of the controller state in a rosbag2 bag
     with_command: bool | None = None  # /joint_command; None: unless controller_state
@@ -511,6 +514,11 @@ class TeleopConfig:
             if camera not in self.cameras():
                 known = ", ".join(self.cameras())
                 raise ValueError(f"compressed camera {camera!r}: expected one of the image topics {known}")
+        object.__setattr__(self, "without_camera_info", tuple(self.without_camera_info))
+        for camera in self.without_camera_info:
+            if camera not in self.camera_info_topics():
+                known = ", ".join(self.camera_info_topics())
+                raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
         if self.controller_state and self.unnamed_joints == "all":
             raise ValueError("unnamed_joints 'all' with controller_state: the arm controller's joints are the arm's")
 
@@ -538,6 +546,17 @@ class TeleopConfig:
         """The RGB cameras of the scene: raw image topic -> optical frame."""
         return CAMERA_FRAMES if self.side_camera else CAMERAS
 
+    def camera_info_topics(self) -> dict[str, str]:
+        """Every camera of the scene, depth included: raw image topic -> its camera_info topic."""
+        topics = {camera: CAMERA_INFO_TOPICS[camera] for camera in self.cameras()}
+        if self.with_depth:
+            topics[TOPIC_DEPTH_IMAGE] = TOPIC_DEPTH_CAMERA_INFO
+        return topics
+
+    def has_camera_info(self, camera: str) -> bool:
+        """Whether camera ``camera`` (its raw image topic) publishes its camera_info."""
+        return camera not in self.without_camera_info
+
     def is_compressed(self, camera: str) -> bool:
         return self.compressed or camera in self.compressed_cameras
 
@@ -556,11 +575,12 @@ class TeleopConfig:
         if self.records_command():
             rates[TOPIC_JOINT_COMMAND] = self.command_rate_hz
         rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
-        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras()}
+        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras() if self.has_camera_info(camera)}
         rates[TOPIC_WRENCH] = self.wrench_rate_hz
         if self.with_depth:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
-            rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
+            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
+                rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -580,11 +600,16 @@ class TeleopConfig:
         for camera in self.cameras():
             image = "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
             types[self.image_topic(camera)] = image
-        types |= {CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo" for camera in self.cameras()}
+        types |= {
+            CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo"
+            for camera in self.cameras()
+            if self.has_camera_info(camera)
+        }
         types[TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
         if self.with_depth:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
-            types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
+            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
+                types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
         return types
 
 
@@ -1089,6 +1114,7 @@ def write_teleop_bag(
     controller_layout: ControllerLayout = "jazzy",
     with_command: bool | None = None,
     unnamed_joints: UnnamedJoints | None = None,
+    without_camera_info: tuple[str, ...] = (),
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -1104,6 +1130,8 @@ def write_teleop_bag(
     ``controller_layout`` in a rosbag2 bag), no ``/joint_states``, and no ``/joint_command``
     unless ``with_command``; ``unnamed_joints``: joint states without names (see the
     module's docstring).
+    ``without_camera_info``: these cameras (raw image topics, depth's too) record no
+    camera_info; everything else is as without it.
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -1125,6 +1153,7 @@ def write_teleop_bag(
         controller_layout=controller_layout,
         with_command=with_command,
         unnamed_joints=unnamed_joints,
+        without_camera_info=tuple(without_camera_info),
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 
@@ -1186,3 +1215,22 @@ def write_scene_bag(
         last_receive_ns=last,
         urdf=messages.urdf,
     )
+
+
+def cut_recording(info: TeleopBagInfo, at_byte: int, dest: Path, *, unclosed: bool = False) -> Path:
+    """A copy of the recording's (first) storage file, cut after ``at_byte`` bytes: what a
+    recorder killed mid-write, or a copy interrupted, leaves. ``unclosed`` (ROS 1): also
+    zero the header's ``index_pos``, as ``rosbag record`` leaves a bag it did not close.
+    Returns the file written (``dest``)."""
+    source = info.files[0]
+    with source.open("rb") as f:
+        data = bytearray(f.read(at_byte))
+    if unclosed:
+        if info.fmt != "ros1":
+            raise ValueError("unclosed: a ROS 1 bag's index_pos; an MCAP cut short has no footer anyway")
+        field = data.find(b"index_pos=")
+        if field < 0 or field + 18 > len(data):
+            raise ValueError(f"cut at byte {at_byte}: before the bag header's index_pos")
+        data[field + 10 : field + 18] = bytes(8)
+    dest.write_bytes(bytes(data))
+    return dest

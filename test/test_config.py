@@ -576,8 +576,11 @@ def test_describe_mapping_says_what_happens() -> None:
     text = "\n".join(lines)
     assert lines[0] == "steps: at each frame of camera wrist"
     assert "sync tolerance 12.5 ms (the mapping's sync_tolerance_ms); steps beyond it are dropped" in text
-    assert "camera wrist (rgb): /wrist/image_raw (receive time, latest, camera_info /wrist/camera_info)" in lines
-    assert "camera depth (depth): /cam/depth/image_raw (header time, nearest, no camera_info)" in lines
+    wrist = "camera wrist (rgb): /wrist/image_raw (receive time, latest, camera_info /wrist/camera_info, "
+    assert wrist + "without it intrinsics unknown)" in lines
+    assert (
+        "camera depth (depth): /cam/depth/image_raw (header time, nearest, no camera_info: intrinsics unknown)" in lines
+    )
     assert "episodes: 0-1.5 s, 2-7.25 s" in lines
     default = describe_mapping(ConversionConfig(), {})
     assert "sync tolerance 16.7 ms (half the 30 Hz step period); steps beyond it are kept and counted" in default

@@ -25,7 +25,8 @@ from test_writer_reader import psnr
 
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
-from ortf_ros.convert.lerobot_export import ExportSummary, to_lerobot
+from ortf_ros.convert.lerobot_common import ExportSummary
+from ortf_ros.convert.lerobot_export import to_lerobot
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter

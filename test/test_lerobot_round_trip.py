@@ -65,6 +65,12 @@ def test_round_trip_keeps_steps_tasks_outcomes_and_frames(
     assert [e.length for e in after.episodes] == [e.length for e in before.episodes] == [STEPS] * 3
     assert list(after.manifest.observation_space.state) == list(before.manifest.observation_space.state)
     assert list(after.manifest.cameras) == [*COLOUR, "depth"] == list(before.manifest.cameras)
+    # LeRobot has no place for what the action's dimensions are; the kept manifest brings it back.
+    assert [(d.type, d.units) for d in after.manifest.action_space.dimensions] == [
+        *[("position", "radians")] * 7,
+        ("continuous", "normalized"),
+    ]
+    assert after.manifest.action_space == before.manifest.action_space
     for old, new in zip(before, after, strict=True):
         assert new.task.instruction == old.task.instruction
         assert (new.record.success, new.record.failure_reason) == (old.record.success, old.record.failure_reason)

@@ -24,6 +24,7 @@ from ortf_ros.synthetic_bag import (
     START_NS,
     TOPIC_JOINT_STATES,
     TOPIC_ROBOT_DESCRIPTION,
+    TOPIC_WRIST_CAMERA_INFO,
     TOPIC_WRIST_IMAGE,
     Event,
     Messages,
@@ -230,3 +231,30 @@ def test_a_urdf_topic_nothing_publishes_is_not_waited_for(live: Live, tmp_path: 
     live.feed(1.0, without=TOPIC_ROBOT_DESCRIPTION)
     assert live.start().success  # long before warmup_s: nothing publishes the URDF
     assert any("(nothing publishes it)" in w for w in live.recorder.warnings)
+
+
+def test_a_camera_info_that_never_arrives_is_waited_for_warmup_s_then_the_intrinsics_are_unknown(
+    live: Live, tmp_path: Path
+) -> None:
+    live.feed(1.5, without=TOPIC_WRIST_CAMERA_INFO)
+    reply = live.recorder.start()
+    assert not reply.success and reply.message == f"not ready: no camera_info yet on {TOPIC_WRIST_CAMERA_INFO}"
+    live.feed(1.0, without=TOPIC_WRIST_CAMERA_INFO)  # past warmup_s (2 s) since the first message
+    assert live.start().success
+    warning = f"camera wrist_camera: no CameraInfo came on {TOPIC_WRIST_CAMERA_INFO}: intrinsics declared unknown"
+    assert any(w.startswith(warning) for w in live.recorder.warnings), live.recorder.warnings
+    live.feed(1.0, without=TOPIC_WRIST_CAMERA_INFO)
+    assert live.recorder.stop().success
+    manifest = load_dataset(tmp_path / "dataset").manifest
+    wrist, overhead = manifest.cameras["wrist_camera"], manifest.cameras["overhead_camera"]
+    assert wrist.intrinsics == {"unknown": True} and overhead.intrinsics is not None and "fx" in overhead.intrinsics
+    assert [f.rule for f in validate(tmp_path / "dataset").findings] == ["manifest.intrinsics_unknown"]
+
+
+def test_a_camera_info_topic_nothing_publishes_is_not_waited_for(live: Live) -> None:
+    live.recorder.settings = replace(live.recorder.settings, warmup_s=60.0)
+    live.recorder.published = lambda topic: topic != TOPIC_WRIST_CAMERA_INFO
+    live.feed(1.5, without=TOPIC_WRIST_CAMERA_INFO)
+    assert not live.recorder.start().success  # the graph may not have shown every publisher yet
+    live.feed(1.0, without=TOPIC_WRIST_CAMERA_INFO)
+    assert live.start().success  # long before warmup_s: nothing publishes it

@@ -452,16 +452,6 @@ def test_unknown_and_empty_files(tmp_path: Path) -> None:
         pass
 
 
-def test_unindexed_ros1_bag(bags: dict[str, TeleopBagInfo], tmp_path: Path) -> None:
-    data = bytearray(bags["ros1"].path.read_bytes())
-    field = data.index(b"index_pos=") + len(b"index_pos=")
-    data[field : field + 8] = bytes(8)  # what a recorder leaves when it dies before closing
-    unindexed = tmp_path / "crashed.bag"
-    unindexed.write_bytes(bytes(data))
-    with pytest.raises(ConversionError, match=r"crashed\.bag: ROS 1 bag has no index .*rosbag reindex"):
-        BagSource(unindexed).open()
-
-
 def _consume(path: Path) -> None:
     with BagSource(path) as bag:
         bag.topics()
@@ -473,10 +463,11 @@ def _consume(path: Path) -> None:
 def test_truncated_bags_give_one_clear_error(bags: dict[str, TeleopBagInfo], tmp_path: Path, name: str) -> None:
     source = bags[name].files[0]
     data = source.read_bytes()
-    half = tmp_path / f"half{source.suffix}"
-    half.write_bytes(data[: len(data) // 2])
-    with pytest.raises(ConversionError, match=rf"half{source.suffix}: .*(truncated|malformed)"):
-        _consume(half)
+    if name == "sqlite3":  # (cut MCAP and ROS 1 bags are read as far as they go: test_cut_recordings.py)
+        half = tmp_path / f"half{source.suffix}"
+        half.write_bytes(data[: len(data) // 2])
+        with pytest.raises(ConversionError, match=rf"half{source.suffix}: .*(truncated|malformed)"):
+            _consume(half)
     # Cut anywhere: a ConversionError naming the file, or (when the cut spares what is read) success.
     for cut in (0.02, 0.3, 0.6, 0.95, 0.9999):
         cut_file = tmp_path / f"cut{int(cut * 1e4)}{source.suffix}"

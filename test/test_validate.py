@@ -9,8 +9,10 @@ exactly one thing and checks that the rule fires with its severity.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -23,9 +25,12 @@ import pytest
 from av.video.stream import VideoStream
 from test_native_streams import STREAM_BREAKAGES
 
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.validation import RULES, Finding, Report, check_manifest, steps, validate
+from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.errors import WriterError
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic import JOINTS, demo_manifest, write_demo_dataset
 
 WIDTH, HEIGHT, FPS = 32, 24, 10
 STEPS = 4
@@ -430,6 +435,14 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.required", edit_manifest(lambda m: m.pop("frames"))),
     ("manifest.version", edit_manifest(lambda m: m.__setitem__("ortf_version", "0.3"))),
     ("manifest.action_indices", edit_manifest(lambda m: m["action_space"]["dimensions"][2].__setitem__("index", 1))),
+    (
+        "manifest.action_type",
+        edit_manifest(lambda m: m["action_space"]["dimensions"][2].__setitem__("type", "gripper")),
+    ),
+    (
+        "manifest.action_units",
+        edit_manifest(lambda m: m["action_space"]["dimensions"][0].__setitem__("units", "degrees")),
+    ),
     ("manifest.joint_indices", joint(1, "index", 5)),
     ("manifest.joint_type", joint(0, "type", "fixed")),
     ("manifest.dof", edit_manifest(lambda m: m["robot"].__setitem__("dof", 7))),
@@ -440,6 +453,7 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.sensor_fields", edit_manifest(lambda m: m["sensors"][1].pop("depth_units"))),
     ("manifest.sensor_fields", edit_manifest(lambda m: m["sensors"][2].pop("range_torque"))),
     ("manifest.depth_encoding", sensor(1, "encoding", "h264")),
+    ("manifest.intrinsics_unknown", sensor(0, "intrinsics", {"unknown": True})),
     ("manifest.quaternion", base_rotation([1.0, 1.0, 0.0, 0.0])),
     (
         "manifest.quaternion",
@@ -667,3 +681,137 @@ def test_writer_output_validates_in_strict_mode(tmp_path: Path) -> None:
     write_demo_dataset(tmp_path / "ds", episodes=2, steps=5, width=WIDTH, height=HEIGHT)
     report = validate(tmp_path / "ds", strict=True)
     assert report.findings == (), "\n".join(f.line() for f in report.findings)
+
+
+# -- the spec's version and closed lists, on the writer's own output ----------------------------
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("written") / "ds"
+    write_demo_dataset(root, episodes=1, steps=3, width=WIDTH, height=HEIGHT)
+    return root
+
+
+@pytest.fixture
+def demo(written: Path, tmp_path: Path) -> Path:
+    shutil.copytree(written, tmp_path / "ds")
+    return tmp_path / "ds"
+
+
+def cli_validate(capsys: pytest.CaptureFixture[str], root: Path, *flags: str) -> tuple[int, list[str]]:
+    """(exit code, printed lines) of ``ortf validate``."""
+    code = ortf(["validate", *flags, str(root)])
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    return code, captured.out.splitlines()
+
+
+def set_dimensions(key: str, values: dict[int, str]) -> Breaker:
+    def change(manifest: dict[str, Any]) -> None:
+        for i, value in values.items():
+            manifest["action_space"]["dimensions"][i][key] = value
+
+    return edit_manifest(change)
+
+
+def test_the_writers_output_is_valid_without_a_warning(demo: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Every dimension the writer declares (7 joint positions in radians, a normalized
+    continuous gripper) is in the spec's lists; the version is the one it knows."""
+    manifest = json.loads((demo / "meta/manifest.json").read_text())
+    assert manifest["ortf_version"] == "0.2"
+    assert [(d["type"], d["units"]) for d in manifest["action_space"]["dimensions"]] == [
+        *[("position", "radians")] * len(JOINTS),
+        ("continuous", "normalized"),
+    ]
+    assert validate(demo, strict=True).findings == ()
+    assert cli_validate(capsys, demo, "--strict") == (0, ["valid (strict): 0 error(s), 0 warning(s), 0 info(s)"])
+
+
+def test_a_version_it_does_not_know_is_one_error_and_nothing_else_is_checked(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A 9.9 dataset is not checked by 0.2's rules (a missing episode index is not reported):
+    the validator says which version it met and which it knows, and the dataset is invalid."""
+    both(edit_manifest(lambda m: m.__setitem__("ortf_version", "9.9")), remove("meta/episodes.parquet"))(demo)
+    message = "is '9.9'; this validator knows ORTF 0.2 and cannot check a version it does not know"
+    report = validate(demo)
+    assert report.findings == (
+        Finding("error", "manifest.version", "meta/manifest.json", message, None, "ortf_version"),
+    )
+    assert not report.ok
+    assert cli_validate(capsys, demo) == (
+        1,
+        [
+            f"ERROR meta/manifest.json field=ortf_version: {message} [manifest.version]",
+            "INVALID: 1 error(s), 0 warning(s), 0 info(s)",
+        ],
+    )
+
+
+def test_an_action_type_outside_the_spec_is_an_error_naming_the_dimensions(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    set_dimensions("type", {0: "torque", 2: "torque", 7: "gripper"})(demo)
+    expected = "expected one of position, rotation, velocity, binary, continuous"
+    lines = [
+        "ERROR meta/manifest.json field=action_space.dimensions[0,2].type: "
+        f"dimensions 'demo_joint1', 'demo_joint3' have type 'torque'; {expected} [manifest.action_type]",
+        "ERROR meta/manifest.json field=action_space.dimensions[7].type: "
+        f"dimension 'gripper' has type 'gripper'; {expected} [manifest.action_type]",
+    ]
+    report = validate(demo)
+    assert [f.line() for f in report.findings] == lines
+    assert [f.severity for f in report.findings] == ["error", "error"] and not report.ok
+    assert cli_validate(capsys, demo) == (1, [*lines, "INVALID: 2 error(s), 0 warning(s), 0 info(s)"])
+
+
+def test_units_outside_the_spec_are_one_warning_naming_the_dimensions(
+    demo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An unknown unit is a fact about the source: valid, with a warning (strict fails).
+    Eight dimensions with the same unit make one line naming six of them."""
+    set_dimensions("units", dict.fromkeys(range(len(JOINTS) + 1), "unknown"))(demo)
+    line = (
+        "WARNING meta/manifest.json field=action_space.dimensions[0,1,2,3,4,5,6,7].units: dimensions "
+        "'demo_joint1', 'demo_joint2', 'demo_joint3', 'demo_joint4', 'demo_joint5', 'demo_joint6' and 2 more "
+        "have units 'unknown', which the spec does not list (meters, radians, rad_per_s, normalized, discrete) "
+        "[manifest.action_units]"
+    )
+    report = validate(demo)
+    assert [f.line() for f in report.findings] == [line] and report.ok
+    assert [(f.rule, f.severity) for f in report.findings] == [("manifest.action_units", "warning")]
+    assert cli_validate(capsys, demo) == (0, [line, "valid: 0 error(s), 1 warning(s), 0 info(s)"])
+    assert cli_validate(capsys, demo, "--strict") == (
+        1,
+        [line, "INVALID (strict): 0 error(s), 1 warning(s), 0 info(s)"],
+    )
+
+
+def test_the_writer_refuses_an_unknown_version_or_action_type_and_keeps_unknown_units(tmp_path: Path) -> None:
+    """The writer runs the same rules before it creates anything: the errors refuse the
+    manifest in one message naming the value; a unit the spec does not list is written."""
+    manifest = demo_manifest(WIDTH, HEIGHT)
+    dimensions = manifest.action_space.dimensions
+    bad_type = replace(manifest, action_space=replace(manifest.action_space, dimensions=(
+        replace(dimensions[0], type="torque"), *dimensions[1:])))  # fmt: skip
+    bad_version = replace(manifest, ortf_version="9.9")
+    for bad, problem in (
+        (
+            bad_type,
+            "action_space.dimensions[0].type: dimension 'demo_joint1' has type 'torque'; expected one of position,",
+        ),
+        (
+            bad_version,
+            "ortf_version: is '9.9'; this validator knows ORTF 0.2 and cannot check a version it does not know",
+        ),
+    ):
+        with pytest.raises(WriterError, match=re.escape(f"manifest is not valid ORTF: {problem}")):
+            DatasetWriter(tmp_path / "refused", bad).open()
+        assert not (tmp_path / "refused").exists()
+    unknown_units = replace(manifest, action_space=replace(manifest.action_space, dimensions=(
+        replace(dimensions[0], units="degrees"), *dimensions[1:])))  # fmt: skip
+    with DatasetWriter(tmp_path / "written", unknown_units):
+        pass
+    report = validate(tmp_path / "written")
+    assert report.ok and rules(report)["manifest.action_units"] == "warning"

@@ -73,6 +73,8 @@ def _list(args: argparse.Namespace) -> int:
     for path in args.inputs:
         with BagSource([Path(path)]) as source:
             print(f"{path}: {source.message_count} messages, {source.duration:.3f} s")
+            for line in source.salvage_warnings():
+                print(f"  warning: {line}")
             for topic in source.topics():
                 rate = f"{topic.rate_hz:.1f} Hz" if topic.rate_hz else "-"
                 span = f"{topic.duration_ns / 1e9:.3f} s"
@@ -128,6 +130,10 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
         "warnings": list(result.warnings),
+        "salvaged": [
+            {"file": s.name, "problem": s.problem, "bytes": s.size, "messages": s.messages, "last_ns": s.last_ns}
+            for s in result.salvaged
+        ],
     }
 
 

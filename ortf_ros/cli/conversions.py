@@ -61,6 +61,8 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     )
     for topic, count in sorted(result.counts.items()):
         print(f"  {topic:<40} {count:>8}", file=report)
+    for note in result.notes:
+        print(f"  {note}", file=report)
     if mapping_out is not None and mapping_out.is_file():
         print(f"wrote {mapping_out}: ortf-bag2ortf {result.path} -o DATASET --config {mapping_out}")
     return EXIT_OK

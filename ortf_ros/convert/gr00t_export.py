@@ -9,7 +9,7 @@ one action entry per ORTF action dimension. Annotations are task indices in
 ``annotation.human.action.task_description`` and the episode's outcome in
 ``annotation.human.validity`` ("valid" for a success, "invalid" for a failure,
 "unknown" when ORTF has no outcome). Rows, time columns and depth files are as in
-the v3 export (``lerobot_columns``, ``lerobot_export``).
+the v3 export (``lerobot_columns``, ``lerobot_common``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.convert import lerobot_columns as cols
 from ortf_ros.convert.episode_video import episode_video
-from ortf_ros.convert.lerobot_export import (
+from ortf_ros.convert.lerobot_common import (
     CHUNKS_SIZE,
     ExportSummary,
     FrameProgress,

@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,43 +26,41 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert import lerobot_columns as cols
-from ortf_ros.convert.episode_video import EpisodeVideo, episode_video
+from ortf_ros.convert.episode_video import episode_video
+from ortf_ros.convert.gr00t_export import write_gr00t
+from ortf_ros.convert.lerobot_common import (
+    CHUNKS_SIZE,
+    ExportSummary,
+    FrameProgress,
+    Progress,
+    append_video,
+    camera_size,
+    colour_cameras,
+    copy_depth,
+    depth_cameras,
+    keep_ortf_files,
+    ortf_info,
+    task_indices,
+    video_feature,
+)
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ConversionError
-from ortf_ros.format import layout
-from ortf_ros.format.manifest import Sensor
-from ortf_ros.io import atomic, video
+from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoSettings
 
 Flavor = Literal["lerobot", "gr00t"]
-Progress = Callable[[int, int], None]
 
 CODEBASE_VERSION = "v3.0"
-CHUNKS_SIZE = 1000
 DATA_FILES_SIZE_IN_MB = 100
 VIDEO_FILES_SIZE_IN_MB = 200
 DATA_PATH = "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet"
 VIDEO_PATH = "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4"
 EPISODES_PATH = "meta/episodes/chunk-000/file-000.parquet"
-ORTF_DIR = "ortf"
 # A re-encode is a second generation of loss on top of the recording's: a lower CRF
 # than ORTF records with keeps the export's frames >= 35 dB PSNR of the source's.
 REENCODE_SETTINGS = VideoSettings(crf=18)
-DEPTH_PATH = "ortf/depth/{camera}/episode_{episode_index:06d}{suffix}"
-
-
-@dataclass
-class ExportSummary:
-    """What an export wrote: counts, and which colour videos were reused or re-encoded."""
-
-    path: Path
-    flavor: str
-    episodes: int = 0
-    frames: int = 0
-    videos_reused: int = 0
-    videos_reencoded: int = 0
 
 
 def to_lerobot(
@@ -86,131 +82,12 @@ def to_lerobot(
     settings = settings or REENCODE_SETTINGS
     with staged_directory(out) as scratch:
         if flavor == "gr00t":
-            from ortf_ros.convert.gr00t_export import write_gr00t
-
             summary = write_gr00t(source, scratch, settings, progress)
         else:
             limits = (int(data_files_size_in_mb * 2**20), int(video_files_size_in_mb * 2**20))
             summary = _V3Writer(source, scratch, settings, limits, progress).write()
     summary.path = Path(out)
     return summary
-
-
-class FrameProgress:
-    """Video frames written (re-encoded ones as they are encoded) out of all there are:
-    a re-encode is what takes minutes, so the bar moves with it."""
-
-    def __init__(self, report: Progress | None, dataset: Dataset, cameras: int) -> None:
-        self._report = report
-        self.total = dataset.total_steps * max(cameras, 1)
-        self.done = 0
-
-    def advance(self, frames: int = 1) -> None:
-        self.done += frames
-        if self._report is not None:
-            self._report(self.done, self.total)
-
-
-def colour_cameras(dataset: Dataset) -> dict[str, Sensor]:
-    return {k: s for k, s in dataset.manifest.cameras.items() if not s.is_depth}
-
-
-def depth_cameras(dataset: Dataset) -> tuple[str, ...]:
-    return tuple(k for k, s in dataset.manifest.cameras.items() if s.is_depth)
-
-
-def camera_size(dataset: Dataset, camera: str) -> tuple[int, int]:
-    """(width, height): the manifest's resolution, else the first episode's video."""
-    sensor = dataset.manifest.cameras[camera]
-    if sensor.resolution is not None:
-        return sensor.resolution.width, sensor.resolution.height
-    info = video.probe(next(iter(dataset)).video_path(camera))
-    return info.width, info.height
-
-
-def video_feature(size: tuple[int, int], fps: int, codec: str = "h264") -> dict[str, Any]:
-    width, height = size
-    return {
-        "dtype": "video",
-        "shape": [height, width, 3],
-        "names": ["height", "width", "channels"],
-        "info": {
-            "video.height": height,
-            "video.width": width,
-            "video.codec": codec,
-            "video.pix_fmt": "yuv420p",
-            "video.is_depth_map": False,
-            "video.fps": fps,
-            "video.channels": 3,
-            "has_audio": False,
-        },
-    }
-
-
-def task_indices(dataset: Dataset) -> dict[int, int]:
-    """ORTF task id -> LeRobot task index (LeRobot finds a task by its row position)."""
-    used = sorted({record.task_id for record in dataset.episodes})
-    return {task_id: position for position, task_id in enumerate(used)}
-
-
-def keep_ortf_files(dataset: Dataset, root: Path) -> None:
-    """Copy the manifest, tasks and robot description, which LeRobot has no place for."""
-    for relative in (layout.MANIFEST, layout.TASKS):
-        if (dataset.root / relative).exists():
-            target = root / ORTF_DIR / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(dataset.root / relative, target)
-    if (dataset.root / layout.ROBOT_DIR).is_dir():
-        shutil.copytree(dataset.root / layout.ROBOT_DIR, root / ORTF_DIR / layout.ROBOT_DIR)
-
-
-def copy_depth(episode: Episode, episode_index: int, cameras: tuple[str, ...], root: Path) -> None:
-    """Depth files verbatim (FFV1 gray16le, or NPZ): lossless, beside LeRobot's videos."""
-    for camera in cameras:
-        path = episode.video_path(camera)
-        target = root / DEPTH_PATH.format(camera=camera, episode_index=episode_index, suffix=path.suffix)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, target)
-
-
-def ortf_info(dataset: Dataset, state: cols.StateLayout, depth: tuple[str, ...]) -> dict[str, Any]:
-    """``info.json``'s ``ortf`` entry: where the things LeRobot has no field for are."""
-    return {
-        "dataset_id": dataset.manifest.dataset_id,
-        "capture_time_column": cols.CAPTURE_TIME,
-        "state_slices": {name: list(bounds) for name, bounds in state.slices.items()},
-        "manifest": f"{ORTF_DIR}/{layout.MANIFEST}",
-        "depth": {
-            camera: {
-                "path": DEPTH_PATH.replace("{camera}", camera),
-                "frame_index_column": cols.depth_frame_column(camera),
-            }
-            for camera in depth
-        },
-    }
-
-
-def append_video(
-    shard: ShardWriter,
-    source: EpisodeVideo,
-    episode: Episode,
-    camera: str,
-    summary: ExportSummary,
-    progress: FrameProgress,
-) -> None:
-    """Append an episode's video (one frame per step, checked) to its shard and count it."""
-    frames = shard.append(source.path)
-    if frames != episode.record.length:
-        raise ConversionError(
-            f"{episode.video_path(camera)}: {frames} frames for {episode.record.length} steps "
-            f"(episode {episode.episode_id})"
-        )
-    if source.reused:
-        summary.videos_reused += 1
-        progress.advance(frames)
-    else:
-        summary.videos_reencoded += 1
-        source.path.unlink()
 
 
 class _ShardPosition:

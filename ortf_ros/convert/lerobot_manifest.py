@@ -5,7 +5,9 @@ names of the state and action elements. It records no URDF, joint types or limit
 units, action type, camera calibration or coordinate frames. Those fields are declared
 ``"unknown"`` (units, action type), left out where ORTF makes them optional (joints,
 URDF, extrinsics) or, for the intrinsics every camera must have, given as
-``{"unknown": true}``. Nothing is guessed, so no one trains on a made-up calibration.
+``{"unknown": true}``. An action dimension's type, which the spec does not let be
+unknown, is ``continuous`` (its most general), with a description saying so. Nothing is
+guessed, so no one trains on a made-up calibration.
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ from pathlib import Path
 from ortf_ros.convert.lerobot_meta import INFO, Feature, LeRobotMeta
 from ortf_ros.convert.lerobot_spaces import EXTRAS_STREAM, UNKNOWN, Spaces, identifier
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
+from ortf_ros.format.manifest import UNKNOWN_INTRINSICS, Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
 
 CAMERA_PREFIX = "observation.images."
-UNKNOWN_INTRINSICS = {"unknown": True}
 
 
 def camera_key(feature: Feature) -> str:

@@ -8,7 +8,9 @@ declaring those fields unknown. Depth, which is no LeRobot feature, comes back f
 the FFV1 files the export kept under ``ortf/depth`` with their step -> frame column
 (info.json's ``ortf.depth``), copied as they are. What the import does not bring back is
 taken out of it: other cameras that are no LeRobot feature (NPZ depth), native-rate
-streams and alignment columns, which have no LeRobot column.
+streams and alignment columns, which have no LeRobot column. A kept manifest the writer
+would refuse (one an earlier version wrote with a value the validator now rules out, such
+as an action dimension of type "unknown") is not used, with a warning.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ortf_ros.convert.lerobot_meta import LeRobotMeta
+from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Statistics
@@ -79,6 +82,12 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
         statistics=Statistics(),
         collection={**original.collection, **imported.collection},
     )
+    errors = [f.field_message() for f in check_manifest(manifest) if f.severity == "error"]
+    if errors:
+        warn(
+            f"{relative}: not used (not valid ORTF: {'; '.join(errors)}); the manifest is built from LeRobot's metadata"
+        )
+        return None
     urdf = _kept_urdf(meta.root, kept / layout.URDF, warn)
     return Origin(manifest, urdf, meshes if meshes.is_dir() else None, depth)
 

@@ -33,6 +33,13 @@ EXTRAS_STREAM = "lerobot_extras"
 # Columns ``ortf export lerobot`` adds for itself (capture time, depth frame indices).
 ORTF_PREFIX = "ortf."
 UNKNOWN = "unknown"
+# LeRobot names an action's elements but not what they are. The spec has no "unknown" type, so
+# each dimension takes its most general one, and its description says that it is a stand-in.
+UNDESCRIBED_TYPE = "continuous"
+UNDESCRIBED_ACTION = (
+    "the source LeRobot dataset does not say what this dimension is: "
+    "continuous is the spec's most general type, and the units are unknown"
+)
 _IDENTIFIER = re.compile(r"[^A-Za-z0-9_]+")
 
 
@@ -137,7 +144,10 @@ def _modality_slices(modality: Mapping[str, Any], section: str, size: int) -> li
 
 def _action(meta: LeRobotMeta, feature: Feature) -> ActionSpace:
     names = _action_names(feature, meta.modality)
-    dimensions = tuple(ActionDimension(name, i, UNKNOWN, UNKNOWN) for i, name in enumerate(names))
+    dimensions = tuple(
+        ActionDimension(name, i, UNDESCRIBED_TYPE, UNKNOWN, description=UNDESCRIBED_ACTION)
+        for i, name in enumerate(names)
+    )
     return ActionSpace(type=UNKNOWN, dimensions=dimensions, control_frequency_hz=meta.fps)
 
 

@@ -640,7 +640,7 @@ def _with_storage_encoding(sensor: Sensor) -> Sensor:
 def _check_writable(manifest: Manifest) -> None:
     errors = [f for f in check_manifest(manifest) if f.severity == "error"]
     if errors:
-        raise WriterError("manifest is not valid ORTF: " + "; ".join(f.message for f in errors))
+        raise WriterError("manifest is not valid ORTF: " + "; ".join(f.field_message() for f in errors))
     for key, sensor in manifest.cameras.items():
         res = sensor.resolution
         if res is None or res.width % 2 or res.height % 2:

@@ -357,6 +357,9 @@ class Extrinsics:
 
 
 CAMERA_TYPES = ("camera", "depth_camera")
+UNKNOWN_INTRINSICS: JsonDict = {"unknown": True}
+"""A camera's ``intrinsics`` when its source recorded no calibration: ORTF requires the
+field, and saying "unknown" keeps anyone from training on a made-up one."""
 
 
 @dataclass(frozen=True)
@@ -386,6 +389,11 @@ class Sensor:
     @property
     def is_depth(self) -> bool:
         return self.type == "depth_camera"
+
+    @property
+    def intrinsics_unknown(self) -> bool:
+        """Whether the intrinsics are declared unknown (``UNKNOWN_INTRINSICS``)."""
+        return self.intrinsics is not None and self.intrinsics.get("unknown") is True
 
     @classmethod
     def parse(cls, f: _Fields) -> Sensor:

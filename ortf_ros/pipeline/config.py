@@ -35,6 +35,7 @@ from ortf_ros.bounds import Bound
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.io import atomic
+from ortf_ros.pipeline.calibration import normalized_url
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sync import POLICIES, Policy
@@ -58,7 +59,11 @@ _S = TypeVar("_S", bound=str)
 
 @dataclass(frozen=True)
 class CameraMapping:
-    """A ``sensor_msgs/Image`` or ``CompressedImage`` topic stored as the video ``name``."""
+    """A ``sensor_msgs/Image`` or ``CompressedImage`` topic stored as the video ``name``.
+
+    Its intrinsics come from the ``camera_info_topic`` when one delivers, else from the
+    calibration file ``camera_info_url`` (``pipeline.calibration``: read as an absolute
+    path or a ``package://`` URL), else they are declared unknown, with a warning."""
 
     name: str
     topic: str
@@ -66,6 +71,7 @@ class CameraMapping:
     camera_info_topic: str | None = None
     time: TimeSource = "header"
     policy: Policy = "nearest"
+    camera_info_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -347,7 +353,7 @@ MAPPING_KEYS = (
     "writer",
 )
 """The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
-_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "time", "policy")
+_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy")
 _JOINT_KEYS = ("topic", "time", "policy", "native")
 _WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
 _ACTION_KEYS = ("topic", "time", "policy")
@@ -395,12 +401,18 @@ def _required_topic(m: _Map, key: str = "topic") -> str:
     return m.topic(key, "")
 
 
-def _camera(name: str, m: _Map) -> CameraMapping:
+def _camera(name: str, m: _Map, relative_to: Path | None) -> CameraMapping:
     if not m.given("kind"):
         raise m.error("kind", f"required key is missing (one of {', '.join(CAMERA_KINDS)})")
     policy = m.choice("policy", POLICIES, "nearest")
     if policy == "linear":
         raise m.error("policy", "linear interpolation is for numeric streams; a camera takes latest or nearest")
+    url = m.opt_string("camera_info_url")
+    if url is not None:
+        try:
+            url = normalized_url(url, relative_to)
+        except ValueError as exc:
+            raise m.error("camera_info_url", str(exc)) from None
     return CameraMapping(
         name=name,
         topic=_required_topic(m),
@@ -408,6 +420,7 @@ def _camera(name: str, m: _Map) -> CameraMapping:
         camera_info_topic=m.opt_topic("camera_info_topic"),
         time=m.choice("time", TIME_SOURCES, "header"),
         policy=policy,
+        camera_info_url=url,
     )
 
 
@@ -539,13 +552,15 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def config_from_mapping(data: object, source: str) -> ConversionConfig:
+def config_from_mapping(data: object, source: str, *, relative_to: Path | None = None) -> ConversionConfig:
     """A mapping from parsed YAML (or nested ROS parameters); ``source`` names it in errors.
 
     Missing keys take the dataclass defaults; ``null`` means unset where a value is optional.
+    A relative ``camera_info_url`` is taken relative to ``relative_to`` (the mapping
+    file's directory; None: the working directory) and kept absolute.
     """
     top = _Map({} if data is None else data, "", source, MAPPING_KEYS)
-    cameras = tuple(_camera(name, m) for name, m in _named(top, "cameras", _CAMERA_KEYS))
+    cameras = tuple(_camera(name, m, relative_to) for name, m in _named(top, "cameras", _CAMERA_KEYS))
     wrenches = tuple(_wrench(name, m) for name, m in _named(top, "wrenches", _WRENCH_KEYS))
     camera_names = {c.name for c in cameras}
     for wrench in wrenches:
@@ -624,7 +639,7 @@ def load_config(path: str | Path) -> ConversionConfig:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
         raise ConversionError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-    return config_from_mapping(data, str(path))
+    return config_from_mapping(data, str(path), relative_to=Path(path).absolute().parent)
 
 
 # ---------------------------------------------------------------- writing
@@ -643,6 +658,7 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
                 "topic": c.topic,
                 "kind": c.kind,
                 "camera_info_topic": c.camera_info_topic,
+                "camera_info_url": c.camera_info_url,
                 "time": c.time,
                 "policy": c.policy,
             }
@@ -709,7 +725,9 @@ CONFIG_HEADER = """\
 #                      steps wait this long in recording time for the samples around them;
 #                      messages later than that are counted as late, per topic
 # cameras              name -> sensor_msgs/Image or CompressedImage topic; kind rgb or depth
-#                      (16-bit, stored losslessly); camera_info_topic for the intrinsics
+#                      (16-bit, stored losslessly); the intrinsics come from camera_info_topic,
+#                      else from camera_info_url (a camera_calibration YAML: file:///abs.yaml,
+#                      package://pkg/calib.yaml or a path relative to this file), else unknown
 # joint_states         the robot's state: a sensor_msgs/JointState topic, or a ros_control
 #                      control_msgs/JointTrajectoryControllerState one (its feedback/actual)
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
@@ -893,8 +911,9 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
 
     - ``sensor_msgs/Image`` and ``CompressedImage`` topics are cameras, named by
       ``camera_name`` (made unique), depth when the topic name says ``depth``, with the
-      sibling ``camera_info`` topic. A ``.../compressed`` stream of a raw topic that is
-      recorded too is left out (the same images).
+      sibling ``camera_info`` topic (none recorded: no camera_info_topic, and the intrinsics
+      are declared unknown unless a ``camera_info_url`` is added). A ``.../compressed``
+      stream of a raw topic that is recorded too is left out (the same images).
     - The ``JointState`` topic named like ``joint_states`` (and not like a command) is the
       state; without one, a ros_control ``JointTrajectoryControllerState`` topic, an arm's
       first (``_controllers``). The action is, in this order, a JointState, JointTrajectory
@@ -992,6 +1011,14 @@ def _timing(time: TimeSource, policy: Policy) -> str:
     return f"{time} time, {policy}"
 
 
+def _intrinsics(camera: CameraMapping) -> str:
+    """Where a camera's intrinsics will come from, in the order they are tried."""
+    fallback = f"intrinsics from {camera.camera_info_url}" if camera.camera_info_url else "intrinsics unknown"
+    if camera.camera_info_topic:
+        return f"camera_info {camera.camera_info_topic}, without it {fallback}"
+    return f"no camera_info: {fallback}"
+
+
 def describe_mapping(
     cfg: ConversionConfig, rates: Mapping[str, float] | None, types: Mapping[str, str] | None = None
 ) -> list[str]:
@@ -1013,8 +1040,7 @@ def describe_mapping(
     lines.append(f"{tolerance}; steps beyond it are {beyond}")
     lines.append(f"max latency: {cfg.max_latency_ms:g} ms from a stamp to its recording")
     for c in cfg.cameras:
-        info = f", camera_info {c.camera_info_topic}" if c.camera_info_topic else ", no camera_info"
-        lines.append(f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy)}{info})")
+        lines.append(f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy)}, {_intrinsics(c)})")
     if not cfg.cameras:
         lines.append("cameras: none")
     if cfg.joint_states is not None:

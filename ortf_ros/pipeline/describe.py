@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import (
+    UNKNOWN_INTRINSICS,
     ActionDimension,
     ActionSpace,
     Alignment,
@@ -29,10 +30,11 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.pipeline.assemble import StepLayout
-from ortf_ros.pipeline.config import ConversionConfig, SyncTolerance, sync_tolerance
+from ortf_ros.pipeline.calibration import CalibrationFile
+from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
-from ortf_ros.pipeline.samples import ControllerStateSample, JointStateSample, VectorSample
+from ortf_ros.pipeline.samples import CameraInfoSample, ControllerStateSample, JointStateSample, VectorSample
 from ortf_ros.pipeline.tf import Pose
 
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
@@ -70,8 +72,10 @@ def describe(
         urdf_text = None  # (none, or one whose joints are not the dataset's, as the manifest would claim)
     steps = step_layout(config, prologue, robot, joints)
     tolerance = sync_tolerance(config, stream_rates(config, prologue))
-    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance.ms)
-    return Description(manifest, steps, joints.robot, urdf_text, joints.warnings, tolerance)
+    calibrations = {c.name: camera_calibration(c, prologue) for c in config.cameras}
+    warnings = [*joints.warnings, *(c.warning for c in calibrations.values() if c.warning is not None)]
+    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance.ms, calibrations)
+    return Description(manifest, steps, joints.robot, urdf_text, tuple(warnings), tolerance)
 
 
 @dataclass(frozen=True)
@@ -228,6 +232,7 @@ def build_manifest(
     name: str,
     collection: Mapping[str, object],
     tolerance_ms: float,
+    calibrations: Mapping[str, CameraCalibration],
 ) -> Manifest:
     joints = steps.joints
     state = {
@@ -279,7 +284,7 @@ def build_manifest(
     images = {}
     for camera in config.cameras:
         images[camera.name] = camera.name
-        sensors.append(_camera_sensor(config, prologue, camera.name, camera.topic, camera.kind))
+        sensors.append(_camera_sensor(prologue, camera, calibrations[camera.name]))
     return Manifest(
         dataset_id="",
         name=name,
@@ -341,17 +346,67 @@ def controller_reference(field: str | None) -> str:
     )
 
 
-def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topic: str, kind: str) -> Sensor:
+@dataclass(frozen=True)
+class CameraCalibration:
+    """A camera's intrinsics and distortion as the manifest gives them, where they came
+    from (a topic or a file; None: nowhere), and what the user should hear of it."""
+
+    intrinsics: dict[str, object]
+    distortion: dict[str, object] | None
+    source: str | None
+    warning: str | None = None
+
+
+def camera_calibration(camera: CameraMapping, prologue: Prologue) -> CameraCalibration:
+    """The first of: the CameraInfo the camera_info topic delivered (unless its fx is not
+    positive: a driver's zeros for "not calibrated"), the calibration file ``camera_info_url``, unknown. A
+    mapped topic that gave nothing, and unknown intrinsics, are said in a warning."""
+    info = prologue.camera_info.get(camera.name)
+    found: CameraInfoSample | CalibrationFile | None = None
+    source: str | None = None
+    lacking: str | None = None
+    if info is not None and info.k[0] > 0:
+        found, source = info, camera.camera_info_topic
+    elif info is not None:
+        lacking = f"the CameraInfo on {camera.camera_info_topic} is not calibrated (fx {info.k[0]:g})"
+    elif camera.camera_info_topic is not None:
+        lacking = f"no CameraInfo came on {camera.camera_info_topic}"
+    if found is None and camera.name in prologue.calibration_files:
+        found = prologue.calibration_files[camera.name]
+        source = str(found.path)
+        _check_size(camera, found, prologue)
+    if found is None:
+        why = lacking or "no camera_info topic and no camera_info_url in the mapping"
+        unknown = (
+            f"camera {camera.name}: {why}: intrinsics declared unknown (to give them, name the camera's "
+            f"calibration YAML as cameras.{camera.name}.camera_info_url)"
+        )
+        return CameraCalibration(dict(UNKNOWN_INTRINSICS), None, None, unknown)
+    intrinsics: dict[str, object] = {"fx": found.k[0], "fy": found.k[4], "cx": found.k[2], "cy": found.k[5]}
+    distortion: dict[str, object] = {"model": found.distortion_model, "coefficients": list(found.d)}
+    fallback = f"camera {camera.name}: {lacking}: intrinsics from {source}" if lacking else None
+    return CameraCalibration(intrinsics, distortion, source, fallback)
+
+
+def _check_size(camera: CameraMapping, calibration: CalibrationFile, prologue: Prologue) -> None:
+    """A calibration of another image size does not apply to these frames (scaled, cropped or binned)."""
+    first = prologue.images.get(camera.name)
+    if first is None:
+        return  # (refused where the sensor is built: no decodable frame)
+    height, width = first.pixels.shape[:2]
+    if (calibration.width, calibration.height) != (width, height):
+        raise ConversionError(
+            f"{calibration.path}: image_width x image_height is {calibration.width}x{calibration.height}, "
+            f"but camera {camera.name}'s frames on {camera.topic} are {width}x{height}"
+        )
+
+
+def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: CameraCalibration) -> Sensor:
+    name, topic, kind = camera.name, camera.topic, camera.kind
     first = prologue.images.get(name)
     if first is None:
         raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
     height, width = first.pixels.shape[:2]
-    info = prologue.camera_info.get(name)
-    intrinsics = None
-    distortion = None
-    if info is not None:
-        intrinsics = {"fx": info.k[0], "fy": info.k[4], "cx": info.k[2], "cy": info.k[5]}
-        distortion = {"model": info.distortion_model, "coefficients": list(info.d)}
     extrinsics = None
     frame_id = first.stamps.frame_id
     parent = prologue.tf.frames().get(frame_id)
@@ -363,6 +418,8 @@ def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topi
                 _transform(found.pose),
             )
     extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
+    if calibration.source is not None:
+        extra["calibration_source"] = calibration.source
     if kind == "depth":
         extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
     return Sensor(
@@ -371,8 +428,8 @@ def _camera_sensor(config: ConversionConfig, prologue: Prologue, name: str, topi
         mount_link=frame_id or None,
         resolution=Resolution(width, height),
         fps=camera_fps(prologue, name, topic),
-        intrinsics=intrinsics,
-        distortion=distortion,
+        intrinsics=calibration.intrinsics,
+        distortion=calibration.distortion,
         extrinsics=extrinsics,
         extra=extra,
     )

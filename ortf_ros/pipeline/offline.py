@@ -31,7 +31,7 @@ from ortf_ros.pipeline.flow import OFFLINE, Flow
 from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
-from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource, Salvage
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf-bag2ortf"}
 CONVERTER_STEP_BATCH = OFFLINE.step_batch
@@ -77,6 +77,7 @@ class ConversionResult:
     recording_seconds: float
     warnings: tuple[str, ...]
     sync_tolerance: SyncTolerance
+    salvaged: tuple[Salvage, ...] = ()  # the recording's files read only in part (cut short)
     startup_seconds: float = 0.0
     """Of ``seconds``, the time the video encoder processes took to start (each imports
     PyAV and OpenCV: a few tenths of a second, more on a first run whose libraries are
@@ -119,7 +120,7 @@ def convert_recording(
         samples = SampleDecoder(decoder)
         prologue = read_prologue(source, samples, config, urdf_given=urdf is not None)
         description = describe(config, prologue, name=name, collection=COLLECTION, urdf=urdf)
-        warnings = list(description.warnings)
+        warnings = [*source.salvage_warnings(), *description.warnings]
         if writer_config is None:
             writer_config = converter_writer_config(config.writer, "the mapping's writer settings")
         counts = TopicCounts()
@@ -157,6 +158,7 @@ def convert_recording(
             recording_seconds=source.duration,
             warnings=tuple(warnings),
             sync_tolerance=description.tolerance,
+            salvaged=tuple(source.salvaged),
             startup_seconds=startup_seconds,
         )
 
@@ -230,9 +232,12 @@ def _stream(
 
 
 def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
-    """A mapping that names a topic the recording does not have is a mistake worth one clear line."""
+    """A mapping that names a topic the recording does not have is a mistake worth one clear
+    line; but not a camera_info topic: the conversion falls back to the calibration file
+    or unknown intrinsics, and warns (many recordings have it for some cameras only)."""
     recorded = {t.topic for t in source.topics() if t.count}
     optional = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
+    optional |= {c.camera_info_topic for c in config.cameras if c.camera_info_topic is not None}
     missing = [t for t in config.topics() if t not in recorded and t not in optional]
     if missing:
         raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")

@@ -10,7 +10,11 @@ feed one ``PrologueBuilder`` message by message and ask it when it has enough
 It waits only for what can come: a topic that is not present (not in the bag, no
 publisher live) is not waited for, nor the URDF when one was given on the command line.
 Otherwise a bag without ``/robot_description`` was read to its end, every camera frame
-decoded, before the conversion began.
+decoded, before the conversion began. A camera with no ``camera_info_topic`` is not
+waited for either: its calibration file (``camera_info_url``), read when the builder is
+made, stands in, or its intrinsics are unknown. What a dataset can go without (the
+URDF, a camera's CameraInfo) is ``missing`` but not ``missing(optional=False)``: a live
+recorder stops waiting for it after a while.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ortf_ros.pipeline.assemble import NS, stream_time
+from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.samples import (
@@ -49,7 +54,8 @@ class Prologue:
     tf: TfBuffer = field(default_factory=TfBuffer)
     dynamic_sources: dict[str, str] = field(default_factory=dict)  # child frame -> topic
     images: dict[str, ImageSample] = field(default_factory=dict)  # camera name -> first frame
-    camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)
+    camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)  # camera name -> first CameraInfo
+    calibration_files: dict[str, CalibrationFile] = field(default_factory=dict)  # camera name -> its camera_info_url
     joint_state: JointStateSample | None = None  # the first with positions
     joint_names: tuple[str, ...] = ()  # every joint the joint states named, in the order first named
     action: JointStateSample | VectorSample | ControllerStateSample | None = None  # the first usable
@@ -97,7 +103,8 @@ class PrologueBuilder:
         self.wanted = frozenset(prologue_topics(config) & self.present)
         self.urdf_given = urdf_given
         self.window_ns = window_ns
-        self.prologue = Prologue(rates=dict(rates) if rates is not None else {})
+        files = {c.name: read_calibration(c.camera_info_url) for c in config.cameras if c.camera_info_url}
+        self.prologue = Prologue(rates=dict(rates) if rates is not None else {}, calibration_files=files)
         self._measure = rates is None
         self._cameras = {c.topic: c for c in config.cameras}
         self._infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
@@ -174,18 +181,18 @@ class PrologueBuilder:
     def _problem(self, topic: str, problem: str) -> None:
         self.prologue.problems.setdefault(topic, problem)
 
-    def missing(self) -> list[str]:
-        """What a complete prologue still lacks, one phrase each ("no frame yet on /wrist/image_raw")."""
+    def missing(self, *, optional: bool = True) -> list[str]:
+        """What a complete prologue still lacks, one phrase each ("no frame yet on /wrist/image_raw");
+        without ``optional``, only what a dataset cannot go without (``optional_topics_lacking``
+        left out)."""
         prologue, config = self.prologue, self.config
         lacking = []
-        if not self.urdf_given and prologue.urdf is None and config.robot_description_topic in self.present:
-            lacking.append(f"no URDF yet on {config.robot_description_topic}")
+        for topic in self.optional_topics_lacking() if optional else ():
+            what = "URDF" if topic == config.robot_description_topic else "camera_info"
+            lacking.append(f"no {what} yet on {topic}")
         for topic, camera in self._cameras.items():
             if topic in self.present and camera.name not in prologue.images:
                 lacking.append(f"no frame yet on {topic}")
-        for topic, camera in self._infos.items():
-            if topic in self.present and camera.name not in prologue.camera_info:
-                lacking.append(f"no camera_info yet on {topic}")
         joints = config.joint_states
         if joints is not None and joints.topic in self.present and prologue.joint_state is None:
             lacking.append(f"no joint state yet on {joints.topic}")
@@ -193,6 +200,17 @@ class PrologueBuilder:
         if action is not None and action in self.present and prologue.action is None:
             lacking.append(f"no action yet on {action}")
         return lacking
+
+    def optional_topics_lacking(self) -> list[str]:
+        """The present topics of what a dataset can go without and has not come yet: the
+        URDF (unless given), then each camera_info (the intrinsics fall back to the
+        camera's calibration file, else are declared unknown)."""
+        prologue, config = self.prologue, self.config
+        topics = []
+        if not self.urdf_given and prologue.urdf is None and config.robot_description_topic in self.present:
+            topics.append(config.robot_description_topic)
+        topics += [t for t, c in self._infos.items() if t in self.present and c.name not in prologue.camera_info]
+        return topics
 
     def seen_ns(self) -> int:
         """Input time between the first and the last message accepted."""

@@ -5,9 +5,10 @@ The same pieces as a bag conversion (``PrologueBuilder``, ``describe``,
 (``run``). What differs from a bag is only what a live source forces:
 
 - the prologue comes from a warm-up: messages go to the ``PrologueBuilder`` until it has
-  every camera's first frame, the joint state, the action and the URDF (which it stops
-  waiting for after ``warmup_s``, with a warning); then the dataset is opened. Its TF
-  tree, static transforms included, seeds the session's, since those arrive only once;
+  every camera's first frame, the joint state, the action, the URDF and the camera_info
+  (these two it stops waiting for after ``warmup_s``, with a warning); then the dataset
+  is opened. Its TF tree, static transforms included, seeds the session's, since those
+  arrive only once;
 - episodes begin and end on commands (``start``, ``stop``, ``discard``), which other
   threads (a node's service handlers) post and wait for, so the session stays
   single-threaded. A command takes effect at the time it was asked: messages received
@@ -97,8 +98,9 @@ class RecorderSettings:
     writer: WriterConfig
     flow: Flow = LIVE
     # Start waits at most this long (from the first message) for a URDF on the mapped
-    # topic; then the dataset is opened without one (a warning). Other missing topics
-    # keep start refusing: a dataset without its cameras or joint state is no dataset.
+    # topic and for the cameras' camera_info; then the dataset is opened without them
+    # (warnings; the intrinsics from the camera_info_url file, else unknown). Other missing
+    # topics keep start refusing: a dataset without its cameras or joint state is no dataset.
     warmup_s: float = 10.0
     name: str = "ortf_recorder dataset"
     urdf: str | None = None  # a URDF given by the user (over /robot_description)
@@ -342,20 +344,22 @@ class LiveRecorder:
             self.session.tf.prune_before(raw.receive_ns - TF_HISTORY_NS)
 
     def _open_when_ready(self) -> None:
-        """Open the dataset once the warm-up has what the manifest needs. The URDF is waited
-        for ``warmup_s`` at most, and not at all once the graph has had time to show that
-        nothing publishes it (a recording made without one is common)."""
-        missing = self.builder.missing()
-        urdf_only = [m for m in missing if not m.startswith("no URDF")] == [] and missing
+        """Open the dataset once the warm-up has what the manifest needs. What it can go
+        without (the URDF, a camera's camera_info) is waited for ``warmup_s`` at most, and
+        not at all once the graph has had time to show that nothing publishes it (a
+        recording made without one is common); ``describe`` then says what stands in."""
+        if self.builder.missing(optional=False):
+            return
         waited_ns = 0 if self._first_ns is None else self.source.clock() - self._first_ns
-        topic = self.config.robot_description_topic
-        unpublished = waited_ns > DISCOVERY_GRACE_NS and not self.published(topic)
-        if missing and not (urdf_only and (unpublished or waited_ns > self.settings.warmup_s * NS)):
+        lacking = self.builder.optional_topics_lacking()
+        unpublished = {t for t in lacking if waited_ns > DISCOVERY_GRACE_NS and not self.published(t)}
+        if lacking and len(unpublished) < len(lacking) and waited_ns <= self.settings.warmup_s * NS:
             return
         if self.builder.seen_ns() <= self.builder.window_ns:
             return
-        if missing:
-            why = "nothing publishes it" if unpublished else f"none came within {self.settings.warmup_s:g} s"
+        topic = self.config.robot_description_topic
+        if topic in lacking:
+            why = "nothing publishes it" if topic in unpublished else f"none came within {self.settings.warmup_s:g} s"
             self._warn(
                 f"no URDF on {topic} ({why}): the dataset has no robot description, "
                 "joints are named from the joint states"

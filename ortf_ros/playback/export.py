@@ -40,6 +40,7 @@ class ExportResult:
     counts: dict[str, int]  # topic -> messages
     seconds: float  # span of the log times
     manifest: Manifest  # the exported dataset's: what --write-config builds the mapping from, without a second load
+    notes: tuple[str, ...] = ()  # what the file leaves out and why (cameras without CameraInfo)
 
 
 def rosbags_qos(qos: QosSettings) -> Qos:
@@ -108,4 +109,6 @@ def export_mcap(
         os.replace(written, target)
         atomic.fsync_dir(target.parent)
     span = (last - first) / 1e9 if first is not None and last is not None else 0.0
-    return ExportResult(target, tuple(ids), dict(counts), span, dataset.manifest)
+    without_info = playlist.publication.without_info_line()
+    notes = (without_info,) if without_info is not None else ()
+    return ExportResult(target, tuple(ids), dict(counts), span, dataset.manifest, notes)

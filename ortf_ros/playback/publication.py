@@ -6,7 +6,8 @@ frame it stands for (``tf_frame``, as ``ortf-bag2ortf`` writes for ``robot_base`
 ``end_effector``) is published under that TF name, so the tree the player publishes is
 the one that was recorded. What the dataset does not hold is not invented: a dynamic
 frame other than the end effector (an elbow, say) has no poses in the dataset and is
-not published (``unpublished_frames`` lists them).
+not published (``unpublished_frames`` lists them), nor is a ``CameraInfo`` for a camera
+whose intrinsics are unknown (``cameras_without_info``).
 """
 
 from __future__ import annotations
@@ -90,6 +91,20 @@ class Publication:
     @property
     def joints(self) -> tuple[str, ...]:
         return self.arm_joints + self.gripper_joints
+
+    def cameras_without_info(self) -> tuple[str, ...]:
+        """Cameras whose ``CameraInfo`` is not published though camera_info is: the dataset
+        has no intrinsics for them (declared unknown, or not given)."""
+        if not self.enabled("camera_info"):
+            return ()
+        return tuple(c.key for c in self.cameras if c.info_topic is None)
+
+    def without_info_line(self) -> str | None:
+        """``cameras_without_info`` in words, for where the published topics are reported."""
+        cameras = self.cameras_without_info()
+        if not cameras:
+            return None
+        return f"no CameraInfo published for camera(s) {', '.join(cameras)}: the dataset has no intrinsics for them"
 
     def topics(self) -> dict[str, tuple[StreamKind, str]]:
         """Every topic published for the dataset: topic -> (stream kind, message type)."""

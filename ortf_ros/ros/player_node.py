@@ -99,6 +99,9 @@ class PlayerNode(Node):
         missing = self.playlist.publication.unpublished_frames
         if missing:
             self.log.info(f"dynamic TF frames the dataset has no poses of (not published): {missing}")
+        without_info = self.playlist.publication.without_info_line()
+        if without_info is not None:
+            self.log.info(without_info)
 
     # -- Sink
 

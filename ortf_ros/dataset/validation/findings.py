@@ -18,8 +18,10 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "manifest.missing": ("error", "meta/manifest.json exists"),
     "manifest.unreadable": ("error", "the manifest is JSON with the types of ORTF v0.2"),
     "manifest.required": ("error", "the required top-level fields are present"),
-    "manifest.version": ("warning", "ortf_version is 0.2"),
+    "manifest.version": ("error", "ortf_version is a version this validator knows (0.2)"),
     "manifest.action_indices": ("error", "action dimension indices are 0..n-1, each once"),
+    "manifest.action_type": ("error", "action dimension types are position, rotation, velocity, binary or continuous"),
+    "manifest.action_units": ("warning", "action units are meters, radians, rad_per_s, normalized or discrete"),
     "manifest.joint_indices": ("error", "joint indices are 0..n-1, each once"),
     "manifest.joint_type": ("error", "joint types are revolute, prismatic or continuous"),
     "manifest.dof": ("warning", "robot.dof equals the number of joints"),
@@ -27,6 +29,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "manifest.sensor_names": ("error", "sensor names are unique"),
     "manifest.sensor_fields": ("error", "each sensor has the fields its type requires"),
     "manifest.depth_encoding": ("error", "depth cameras declare a lossless encoding (ffv1 or npz)"),
+    "manifest.intrinsics_unknown": ("warning", "cameras' intrinsics are known, not declared unknown"),
     "manifest.quaternion": ("error", "rotations are unit quaternions"),
     "manifest.quaternion_order": ("warning", "rotations look like (w, x, y, z), not (x, y, z, w)"),
     "manifest.frame_parent": ("warning", "frame parents name known frames"),
@@ -118,6 +121,11 @@ class Finding:
         if self.field is not None:
             where.append(f"field={self.field}")
         return f"{self.severity.upper()} {' '.join(where)}: {self.message} [{self.rule}]"
+
+    def field_message(self) -> str:
+        """The message after the field it is about: the finding in an error line of its own
+        (the writer refusing a manifest), where the report's file and rule id would be noise."""
+        return f"{self.field}: {self.message}" if self.field is not None else self.message
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

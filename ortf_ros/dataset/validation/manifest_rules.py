@@ -19,8 +19,20 @@ from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Transform
 
+# The ORTF versions whose rules this validator knows; it cannot check a format it does not know.
+KNOWN_VERSIONS = (layout.ORTF_VERSION,)
 REQUIRED_FIELDS = ("ortf_version", "dataset_id", "robot", "action_space", "observation_space", "sensors", "frames")
 JOINT_TYPES = ("revolute", "prismatic", "continuous")
+# The spec's closed lists for an action dimension (its section 9). The type says how a learner
+# must treat the value (a binary gripper command is not a continuous position), so a type the
+# spec does not list is an error. Units are a fact about the source, not a defect: one the spec
+# does not list ("unknown" when the source did not say) is a warning, and the values stay usable.
+# State components have no type, and the spec leaves their units open (its own state example
+# uses "quaternion", its state table "Nm"), so state units are not checked against this list.
+ACTION_DIMENSION_TYPES = ("position", "rotation", "velocity", "binary", "continuous")
+ACTION_DIMENSION_UNITS = ("meters", "radians", "rad_per_s", "normalized", "discrete")
+# A finding names at most this many dimensions (an imported arm may have dozens).
+NAMED_DIMENSIONS = 6
 REQUIRED_SENSOR_FIELDS = {
     "camera": ("resolution", "fps", "intrinsics"),
     "depth_camera": ("resolution", "fps", "depth_units", "depth_range"),
@@ -49,6 +61,9 @@ def load_manifest(root: Path) -> tuple[Manifest | None, list[Finding]]:
         missing = [key for key in REQUIRED_FIELDS if data.get(key) is None]
         if missing:
             return None, [finding("manifest.required", _FILE, "required field is missing", field=k) for k in missing]
+        version = data["ortf_version"]
+        if isinstance(version, str) and version not in KNOWN_VERSIONS:
+            return None, _version(version)  # the other rules are this version's, not that one's
     try:
         return Manifest.from_dict(data), []
     except FormatError as exc:
@@ -59,8 +74,9 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
     """Every rule on the manifest alone; ``known_links`` are extra valid frame parents (URDF links)."""
     action_indices = [d.index for d in manifest.action_space.dimensions]
     return [
-        *_version(manifest),
+        *_version(manifest.ortf_version),
         *_indices("manifest.action_indices", "action_space.dimensions", action_indices),
+        *_action_dimensions(manifest),
         *_indices("manifest.joint_indices", "robot.joints", [j.index for j in manifest.robot.joints]),
         *_joints(manifest),
         *_images(manifest),
@@ -69,6 +85,22 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
         *_frames(manifest, known_links),
         *_stream_names(manifest),
         *_stream_files(manifest),
+        *_unknown_intrinsics(manifest),
+    ]
+
+
+def _unknown_intrinsics(manifest: Manifest) -> list[Finding]:
+    """A camera whose source recorded no calibration is declared so (``{"unknown": true}``),
+    which ORTF accepts; but its frames cannot be related to 3D, which a user should hear."""
+    return [
+        finding(
+            "manifest.intrinsics_unknown",
+            _FILE,
+            f"camera sensor {sensor.name!r} declares its intrinsics unknown: its frames cannot be related to 3D",
+            field=f"sensors[{i}].intrinsics",
+        )
+        for i, sensor in enumerate(manifest.sensors)
+        if sensor.is_camera and sensor.intrinsics_unknown
     ]
 
 
@@ -111,11 +143,46 @@ def check_statistics(manifest: Manifest, episodes: int, steps: int, seconds: flo
     ]
 
 
-def _version(manifest: Manifest) -> list[Finding]:
-    if manifest.ortf_version == layout.ORTF_VERSION:
+def _version(version: str) -> list[Finding]:
+    if version in KNOWN_VERSIONS:
         return []
-    message = f"is {manifest.ortf_version!r}; this validator checks ORTF {layout.ORTF_VERSION}"
+    message = (
+        f"is {version!r}; this validator knows ORTF {' and '.join(KNOWN_VERSIONS)} "
+        f"and cannot check a version it does not know"
+    )
     return [finding("manifest.version", _FILE, message, field="ortf_version")]
+
+
+def _action_dimensions(manifest: Manifest) -> list[Finding]:
+    dimensions = manifest.action_space.dimensions
+    names = [d.name for d in dimensions]
+    types, units = ", ".join(ACTION_DIMENSION_TYPES), ", ".join(ACTION_DIMENSION_UNITS)
+    return [
+        *_unlisted("manifest.action_type", "type", names, [d.type for d in dimensions], ACTION_DIMENSION_TYPES,
+                   f"; expected one of {types}"),
+        *_unlisted("manifest.action_units", "units", names, [d.units for d in dimensions], ACTION_DIMENSION_UNITS,
+                   f", which the spec does not list ({units})"),
+    ]  # fmt: skip
+
+
+def _unlisted(
+    rule: str, key: str, names: Sequence[str], values: Sequence[str], listed: Sequence[str], explanation: str
+) -> list[Finding]:
+    """One finding per value of ``key`` that is not ``listed``, naming the dimensions that have it
+    (at most NAMED_DIMENSIONS of them), so an imported arm's dozens of dimensions make one line."""
+    positions: dict[str, list[int]] = {}
+    for i, value in enumerate(values):
+        if value not in listed:
+            positions.setdefault(value, []).append(i)
+    found = []
+    for value, where in positions.items():
+        named = ", ".join(repr(names[i]) for i in where[:NAMED_DIMENSIONS])
+        if len(where) > NAMED_DIMENSIONS:
+            named += f" and {len(where) - NAMED_DIMENSIONS} more"
+        subject = f"dimension {named} has" if len(where) == 1 else f"dimensions {named} have"
+        field = f"action_space.dimensions[{','.join(map(str, where))}].{key}"
+        found.append(finding(rule, _FILE, f"{subject} {key} {value!r}{explanation}", field=field))
+    return found
 
 
 def _indices(rule: str, where: str, indices: Sequence[int]) -> list[Finding]:
