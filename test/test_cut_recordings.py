@@ -104,7 +104,7 @@ def test_a_cut_recording_gives_every_whole_message_before_the_cut_and_none_after
             assert error.startswith(f"{path}: ") and "no whole message" in error and "\n" not in error
             assert not whole
             continue
-        assert len(warnings) == 1 and warnings[0].startswith(f"{path}: recording cut short"), warnings
+        assert len(warnings) == 1 and warnings[0].startswith(f"{path}: read in part"), warnings
         assert f"Converted the {len(got):,} messages" in warnings[0]
         # in receive order, each a message of the recording, none twice
         assert [position[m] for m in got] == sorted(position[m] for m in got)
@@ -163,7 +163,7 @@ def test_a_cut_recording_converts_into_a_valid_dataset_of_what_it_holds(
     got, _ = read(path)
     listed = run_cli(str(path), "--list")
     assert listed.returncode == 0, listed.stderr
-    assert f"warning: {path}: recording cut short" in listed.stdout
+    assert f"warning: {path}: read in part" in listed.stdout
     mapping = tmp_path / "mapping.yaml"
     write_config(mapping_for(path), mapping)
     out = tmp_path / "ds"
@@ -172,7 +172,7 @@ def test_a_cut_recording_converts_into_a_valid_dataset_of_what_it_holds(
     (summary,) = json.loads(done.stdout)["recordings"]
     (salvaged,) = summary["salvaged"]
     assert salvaged["file"] == str(path) and salvaged["messages"] == len(got)
-    assert any(w.startswith(f"{path}: recording cut short") for w in summary["warnings"])
+    assert any(w.startswith(f"{path}: read in part") for w in summary["warnings"])
     report = validate(out, strict=False)
     assert report.ok, "\n".join(f.line() for f in report.findings)
     episode = load_dataset(out).episode(0)

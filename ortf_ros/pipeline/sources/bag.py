@@ -52,6 +52,7 @@ from ortf_ros.pipeline.sources.base import (
     StorageFile,
     StoredConnection,
     TopicInfo,
+    UnsupportedSerializationError,
     fail,
 )
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
@@ -201,6 +202,8 @@ class BagSource:
             try:
                 self._add(McapFile(name, path, compression, self._next_key()))
                 return
+            except UnsupportedSerializationError:
+                raise
             except ConversionError as err:
                 problem = f"its summary cannot be read ({str(err).removeprefix(f'{name}: ')})"
         else:
@@ -276,7 +279,7 @@ class BagSource:
         for s in self.salvaged:
             until = f", up to {(s.last_ns - start) / 1e9:.3f} s into the recording" if s.last_ns is not None else ""
             lines.append(
-                f"{s.name}: recording cut short ({s.size:,} bytes): {s.problem}. Converted the {s.messages:,} "
+                f"{s.name}: read in part ({s.size:,} bytes): {s.problem}. Converted the {s.messages:,} "
                 f"messages it holds whole{until}"
             )
         return lines

@@ -109,6 +109,11 @@ class StorageFile(Protocol):
     def close(self) -> None: ...
 
 
+class UnsupportedSerializationError(ConversionError):
+    """A storage file whose messages are not in a serialization this reader decodes (a
+    fact about the whole file: reading it another way does not help)."""
+
+
 def fail(name: str, problem: str) -> ConversionError:
     return ConversionError(f"{name}: {problem}")
 

@@ -27,7 +27,7 @@ import lz4.frame  # type: ignore[import-untyped]
 import yaml
 from backports import zstd
 from mcap.data_stream import ReadDataStream
-from mcap.exceptions import EndOfFile
+from mcap.exceptions import EndOfFile, RecordLengthLimitExceeded
 from mcap.records import Channel, Chunk, DataEnd, Footer, McapRecord, Message, Schema
 from mcap.stream_reader import StreamReader, breakup_chunk
 from rosbags.rosbag2.storage_mcap import ChunkInfo
@@ -39,6 +39,7 @@ from ortf_ros.pipeline.sources.base import (
     MessageCompression,
     Salvage,
     StoredConnection,
+    UnsupportedSerializationError,
     fail,
     guarded,
 )
@@ -50,6 +51,7 @@ from ortf_ros.pipeline.sources.mcap_file import MCAP_MAGIC
 LOOSE_REGION_BYTES = 4 << 20  # messages outside chunks are read back this much at a time
 _DEFINITION_FORMATS: dict[str, DefinitionFormat] = {"ros2msg": "ros2msg", "ros2idl": "ros2idl", "ros1msg": "ros1msg"}
 _CHUNK_HEAD = struct.Struct("<BQQQQI")  # opcode, length, start, end, uncompressed size, CRC
+_SENTINEL = -1  # key of a region's start marker in the merge (never yielded)
 
 
 @dataclass
@@ -100,6 +102,8 @@ def _partial_chunk(file: BinaryIO, pos: int, size: int) -> tuple[int, list[McapR
         return 0, []
     _, _, start, _, _, _ = _CHUNK_HEAD.unpack_from(head)
     (name_length,) = struct.unpack_from("<I", head, _CHUNK_HEAD.size)
+    if name_length > 16:  # (no compression has a longer name: a damaged header)
+        return start, []
     compression = file.read(name_length).decode(errors="replace")
     file.read(8)  # (the records' length, which the cut made a promise)
     data = file.read(max(0, size - file.tell()))
@@ -134,8 +138,12 @@ class SalvagedMcap:
             with path.open("rb") as file:
                 self.size = path.stat().st_size
                 stop, readable = self._scan(file)
-                if stop.startswith("chunk cut short"):
-                    self._salvage_cut_chunk(file, readable)
+                if stop.startswith("a chunk cut short"):
+                    try:
+                        self._salvage_cut_chunk(file, readable)
+                    except Exception as err:  # (its records damaged, not just cut: none of them is kept)
+                        self._tail = []
+                        stop += f" (unreadable: {describe(err)})"
         except OSError as err:
             raise fail(name, f"cannot read ({err.strerror})") from err
         self.keys = {cid: first_key + offset for offset, cid in enumerate(self._channels)}
@@ -150,7 +158,7 @@ class SalvagedMcap:
 
     def _scan(self, file: BinaryIO) -> tuple[str, int]:
         """Walk the records; what stopped the walk ("" at the data section's end) and where."""
-        records = StreamReader(file, emit_chunks=True, record_size_limit=None).records
+        records = StreamReader(file, emit_chunks=True, record_size_limit=self.size).records
         position = len(MCAP_MAGIC)
         loose: _Loose | None = None
         while True:
@@ -158,13 +166,19 @@ class SalvagedMcap:
                 record = next(records)
             except StopIteration:
                 return "", position
-            except EndOfFile:
+            except (EndOfFile, RecordLengthLimitExceeded):  # (a length beyond the file's end: cut there)
                 file.seek(position)
-                return ("chunk cut short" if file.read(1) == b"\x06" else "a record cut short"), position
+                opcode = file.read(1)
+                if not opcode:
+                    return "", position  # (the file ends after a whole record)
+                kind = "chunk" if opcode == b"\x06" else "record"
+                return f"a {kind} cut short at byte {position:,}", position
             except Exception as err:
                 return f"a damaged record ({describe(err)})", position
             end = file.tell()
             if isinstance(record, Message):
+                if record.channel_id not in self._channels:
+                    return f"a message on channel {record.channel_id} before its channel record", position
                 if loose is None or end - loose.start > LOOSE_REGION_BYTES:
                     loose = _Loose(position)
                     self._loose.append(loose)
@@ -234,7 +248,9 @@ class SalvagedMcap:
     def _connection(self, channel: Channel) -> StoredConnection:
         schema = self._schemas.get(channel.schema_id)
         if channel.message_encoding != "cdr":
-            raise fail(self.name, f"topic {channel.topic}: serialization {channel.message_encoding!r}, expected 'cdr'")
+            raise UnsupportedSerializationError(
+                f"{self.name}: topic {channel.topic}: serialization {channel.message_encoding!r}, expected 'cdr'"
+            )
         if schema is None:
             raise fail(self.name, f"topic {channel.topic}: its schema record is missing")
         fmt = _DEFINITION_FORMATS.get(schema.encoding, "")
@@ -243,7 +259,7 @@ class SalvagedMcap:
             topic=channel.topic,
             msgtype=canonical_msgtype(schema.name),
             original_msgtype=schema.name,
-            definition=schema.data.decode() if fmt else "",
+            definition=schema.data.decode(errors="replace") if fmt else "",
             definition_format=fmt,
             serialization="cdr",
             digest=channel.metadata.get("topic_type_hash", ""),
@@ -267,12 +283,14 @@ class SalvagedMcap:
     def messages(self, keys: Collection[int]) -> Iterator[StoredMessage]:
         wanted = self._wanted(keys)
         streams: list[Iterator[StoredMessage]] = [chunk_messages(self.path, self.chunks, wanted)]
-        streams += [self._loose_messages(loose, wanted) for loose in self._loose]
+        streams += [self._loose_messages(loose, wanted) for loose in self._loose if wanted.keys() & loose.counts.keys()]
         streams.append((time, wanted[channel], data) for time, channel, data in self._tail if channel in wanted)
-        merged = heapq.merge(*streams, key=itemgetter(0))
+        merged = (m for m in heapq.merge(*streams, key=itemgetter(0)) if m[1] != _SENTINEL)
         return guarded(self.name, "damaged message data", decompressed_messages(merged, self.compression))
 
     def _loose_messages(self, loose: _Loose, wanted: dict[int, int]) -> Iterator[StoredMessage]:
+        """A region's wanted messages in time order, read only when the merge reaches its start."""
+        yield loose.first_ns, _SENTINEL, b""
         with self.path.open("rb") as file:
             file.seek(loose.start)
             data = file.read(loose.end - loose.start)

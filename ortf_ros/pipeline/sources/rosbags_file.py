@@ -18,6 +18,7 @@ from ortf_ros.pipeline.sources.base import (
     MessageCompression,
     Salvage,
     StoredConnection,
+    UnsupportedSerializationError,
     fail,
     guarded,
 )
@@ -51,7 +52,9 @@ class RosbagsFile:
             assert isinstance(ext, ConnectionExtRosbag2)
             if ext.serialization_format != "cdr":
                 self.reader.close()
-                raise fail(name, f"topic {conn.topic}: serialization {ext.serialization_format!r}, expected 'cdr'")
+                raise UnsupportedSerializationError(
+                    f"{name}: topic {conn.topic}: serialization {ext.serialization_format!r}, expected 'cdr'"
+                )
             fmt = _ROS2_DEFINITION_FORMATS.get(conn.msgdef.format, "")
             key = first_key + offset
             self.rosbags_conns[key] = conn
