@@ -148,8 +148,9 @@ class PrologueBuilder:
 
     def _learn_joint_state(self, topic: str, sample: Sample) -> None:
         state = sample.state if isinstance(sample, ControllerStateSample) else sample
-        if isinstance(state, JointStateSample) and state.names not in self._name_lists:
-            # (messages may name some joints each: two publishers, an arm's and a gripper's)
+        if isinstance(state, JointStateSample) and state.position.size and state.names not in self._name_lists:
+            # (messages may name some joints each: two publishers, an arm's and a gripper's; a
+            # message without positions, effort-only say, names no joint the steps can hold)
             if len(self._name_lists) >= NAME_LISTS_MAX:
                 self._name_lists.clear()  # (only a shortcut: a list seen again adds nothing)
             self._name_lists.add(state.names)
