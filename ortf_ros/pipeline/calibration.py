@@ -26,6 +26,7 @@ import yaml
 from ortf_ros.errors import ConversionError, OrtfError, os_error_line
 from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.robot import PACKAGE_SCHEME, split_package_uri
+from ortf_ros.pipeline.samples import PinholeCalibration
 
 FILE_SCHEME = "file://"
 DEFAULT_DISTORTION_MODEL = "plumb_bob"  # camera_calibration_parsers' for a file that names none
@@ -41,15 +42,10 @@ REQUIRED_KEYS = ("image_width", "image_height", "camera_matrix", "distortion_coe
 
 
 @dataclass(frozen=True)
-class CalibrationFile:
+class CalibrationFile(PinholeCalibration):
     """What a calibration file says of a camera (the fields a ``CameraInfo`` would carry)."""
 
     path: Path
-    width: int
-    height: int
-    k: tuple[float, ...]  # 3x3 row-major
-    d: tuple[float, ...]
-    distortion_model: str
 
 
 def normalized_url(url: str, relative_to: Path | None) -> str:

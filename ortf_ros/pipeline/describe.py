@@ -34,7 +34,12 @@ from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
-from ortf_ros.pipeline.samples import CameraInfoSample, ControllerStateSample, JointStateSample, VectorSample
+from ortf_ros.pipeline.samples import (
+    ControllerStateSample,
+    JointStateSample,
+    PinholeCalibration,
+    VectorSample,
+)
 from ortf_ros.pipeline.tf import Pose
 
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
@@ -362,7 +367,7 @@ def camera_calibration(camera: CameraMapping, prologue: Prologue) -> CameraCalib
     positive: a driver's zeros for "not calibrated"), the calibration file ``camera_info_url``, unknown. A
     mapped topic that gave nothing, and unknown intrinsics, are said in a warning."""
     info = prologue.camera_info.get(camera.name)
-    found: CameraInfoSample | CalibrationFile | None = None
+    found: PinholeCalibration | None = None
     source: str | None = None
     lacking: str | None = None
     if info is not None and info.k[0] > 0:

@@ -100,14 +100,22 @@ class ImageSample:
 
 
 @dataclass(frozen=True)
-class CameraInfoSample:
-    topic: str
-    stamps: Stamps
+class PinholeCalibration:
+    """A camera's calibration as a ``CameraInfo`` carries it, and the YAML file that
+    ``camera_calibration`` writes (``calibration.CalibrationFile``): the manifest's
+    intrinsics and distortion come from either alike."""
+
     width: int
     height: int
     k: tuple[float, ...]  # 3x3 row-major
     d: tuple[float, ...]
     distortion_model: str
+
+
+@dataclass(frozen=True)
+class CameraInfoSample(PinholeCalibration):
+    topic: str
+    stamps: Stamps
 
 
 @dataclass(frozen=True)
