@@ -268,6 +268,7 @@ def child_client(out: Path, seconds: float, topics: dict[str, str]) -> None:
     def call(name: str, timeout_s: float) -> tuple[Any, int, int]:
         client = node.create_client(Trigger, f"/ortf_recorder/{name}")
         spin_until(client.service_is_ready, 60, f"the service {name}")
+        spin_for(0.5)  # (for the recorder's response writer to see this client: see RecorderClient._client)
         asked = time.time_ns()
         future = client.call_async(Trigger.Request())
         spin_until(future.done, timeout_s, f"the answer of {name}")

@@ -87,6 +87,8 @@ class Recorder:
     def call(self, service: str, timeout_s: float = 30) -> Any:
         client = self.node.create_client(Trigger, f"{PLAYER}/{service}")
         assert client.wait_for_service(timeout_sec=timeout_s), service
+        settle = time.monotonic() + 0.5  # (for the player's response writer to see this client: see RecorderClient)
+        self.spin_until(lambda: time.monotonic() > settle, 1.0)
         future = client.call_async(Trigger.Request())
         self.spin_until(future.done, timeout_s)
         self.node.destroy_client(client)

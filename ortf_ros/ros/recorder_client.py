@@ -28,6 +28,7 @@ from std_srvs.srv import SetBool, Trigger
 
 RECORDER = "/ortf_recorder"
 LABELS = ("task", "failure_reason", "operator_notes")
+DISCOVERY_SETTLE_S = 0.5  # after a service is first seen, for its response writer to see us too
 
 
 class RecorderError(Exception):
@@ -53,6 +54,7 @@ class RecorderClient:
         node.create_subscription(String, f"{recorder}/status", self._hear, latched)
         reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)  # type: ignore[no-untyped-call]
         self.labels = {name: node.create_publisher(String, f"{recorder}/{name}", reliable) for name in LABELS}
+        self._clients: dict[str, Any] = {}
         self._context: Context | None = None
 
     @classmethod
@@ -85,17 +87,30 @@ class RecorderClient:
     def call(self, service: str, data: bool | None = None, timeout_s: float = 60.0) -> Any:
         """``~/service`` (std_srvs/Trigger; SetBool with ``data``): its response."""
         kind: Any = Trigger if data is None else SetBool
-        client = self.node.create_client(kind, f"{self.recorder}/{service}")
-        try:
+        client = self._client(kind, service, timeout_s)
+        request = kind.Request()
+        if data is not None:
+            request.data = data
+        future = client.call_async(request)
+        self.spin_until(future.done, timeout_s, f"waiting for the answer of {service}")
+        return future.result()
+
+    def _client(self, kind: Any, service: str, timeout_s: float) -> Any:
+        """The service's client, made once and kept, ready to be called.
+
+        ``service_is_ready`` means the recorder's request reader knows this client; its
+        response writer may not know this client's response reader yet, and Fast DDS
+        drops a response it cannot deliver within 100 ms (under load, discovery takes
+        longer): the call would then wait forever for an answer the recorder gave. So a
+        client is kept for every later call, and a new one first lets discovery settle."""
+        key = f"{service}:{kind.__name__}"
+        client = self._clients.get(key)
+        if client is None:
+            client = self.node.create_client(kind, f"{self.recorder}/{service}")
             self.spin_until(client.service_is_ready, timeout_s, f"waiting for {self.recorder}/{service}")
-            request = kind.Request()
-            if data is not None:
-                request.data = data
-            future = client.call_async(request)
-            self.spin_until(future.done, timeout_s, f"waiting for the answer of {service}")
-            return future.result()  # type: ignore[no-untyped-call]
-        finally:
-            self.node.destroy_client(client)
+            self.spin_for(DISCOVERY_SETTLE_S)
+            self._clients[key] = client
+        return client
 
     def start_when_ready(self, timeout_s: float = 60.0, *, on_refusal: Callable[[str], None] | None = None) -> Any:
         """``~/start_episode`` until it succeeds: it refuses while the warm-up lacks a stream."""
