@@ -182,6 +182,20 @@ class Catalog:
         self._total_steps += record.length
         self._total_seconds += record.duration_seconds
 
+    def complete_source(self, fingerprint: str, count: int) -> None:
+        """Write on each episode of the recording ``fingerprint`` that it gave ``count``: the
+        index replaced atomically once, as at a commit (``EpisodeSource.episodes``)."""
+        changed = False
+        for position, record in enumerate(self.episodes):
+            source = record.source
+            if source is not None and source.fingerprint == fingerprint and source.episodes != count:
+                self.episodes[position] = replace(record, source=replace(source, episodes=count))
+                self._by_id[record.episode_id] = self.episodes[position]
+                changed = True
+        if changed:
+            self._index = None
+            self._write_episodes(self._index_table())
+
     def fold_in(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
         """After ``add``: the statistics and manifest totals that derive from the index."""
         if self.stats_episode_count == len(self.episodes) - 1 and self.episodes[-1] is record:

@@ -319,6 +319,7 @@ def _put_in_place(
         operator_notes=outcome.operator_notes,
         recorded_at=header.recorded_at,
         video_files=relatives,
+        source=header.source,
     )
     return record, episode_stats
 

@@ -36,6 +36,7 @@ import pyarrow as pa
 from ortf_ros.dataset.logs import read_log
 from ortf_ros.errors import FormatError, WriterError
 from ortf_ros.format import layout
+from ortf_ros.format.metadata import EpisodeSource
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
 
@@ -55,6 +56,7 @@ class EpisodeHeader:
     recorded_at: str
     task_type: str | None = None
     task_description: str | None = None
+    source: EpisodeSource | None = None  # the recording it is converted from (offline)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], file: str) -> EpisodeHeader:
@@ -66,6 +68,7 @@ class EpisodeHeader:
                 recorded_at=str(data["recorded_at"]),
                 task_type=data.get("task_type"),
                 task_description=data.get("task_description"),
+                source=EpisodeSource.from_dict(data.get("source")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise FormatError(f"{file}: malformed staged episode header: {exc!r}") from None

@@ -50,7 +50,7 @@ from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
-from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
@@ -210,8 +210,10 @@ class DatasetWriter:
         task_type: str | None = None,
         task_description: str | None = None,
         recorded_at: str | None = None,
+        source: EpisodeSource | None = None,
     ) -> str:
-        """Start an episode for the task instruction ``task``; returns its episode id."""
+        """Start an episode for the task instruction ``task``; returns its episode id.
+        ``source``: the recording it is converted from (``EpisodeSource``)."""
         catalog = self._open_catalog()
         if self._recording is not None:
             raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
@@ -228,6 +230,7 @@ class DatasetWriter:
             recorded_at=recorded_at or utc_now_iso(),
             task_type=task_type,
             task_description=task_description,
+            source=source,
         )
         wait_for_processes_let_go()  # before the episode's directory may be made anew
         staged = StagedEpisode.create(self.root, header)
@@ -526,7 +529,7 @@ class DatasetWriter:
             raise WriterError(f"{source.root}: cannot import episode {episode.episode_id}: " + "; ".join(differences))
         record = episode.record
         task = episode.task
-        self.begin_episode(task.instruction, task_type=task.type, recorded_at=record.recorded_at)
+        self.begin_episode(task.instruction, task_type=task.type, recorded_at=record.recorded_at, source=record.source)
         recording = self._current()
         try:
             terminal = False
@@ -551,6 +554,13 @@ class DatasetWriter:
         return self._commit(
             recording, EpisodeOutcome(record.success, record.failure_reason, record.operator_notes, terminal)
         )
+
+    def complete_source(self, fingerprint: str, count: int) -> None:
+        """After the last episode converted from a recording: how many it gave, written on
+        each (``EpisodeSource.episodes``), so a rerun knows the recording is whole."""
+        if self._recording is not None:
+            raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
+        self._open_catalog().complete_source(fingerprint, count)
 
     def discard_episode(self) -> None:
         """Drop the episode in progress, also after a failure (an encoder's, a full disk):

@@ -40,6 +40,54 @@ class Task:
 
 
 @dataclass(frozen=True)
+class EpisodeSource:
+    """Where an episode converted from a recording came from (the ``source`` column of
+    meta/episodes.parquet, an extension: null for a live episode, absent in other writers'
+    datasets). It is what lets ``ortf-bag2ortf`` run again over the same recordings and
+    convert only those the dataset does not hold yet (``fleet/ledger.py``).
+
+    A recording is known by ``fingerprint`` (``pipeline/sources/identity.py``), not by its
+    path or time: copied to shared storage, or seen at another mount point on another
+    node, it is the same recording. ``path``, ``size`` and ``mtime_ns`` are what it was
+    when converted, for people and for the warning that a path now holds other content.
+    ``episode`` is this episode's place among those the recording gave, ``episodes`` how
+    many it gave: None until the last of them is committed, so that a recording whose
+    conversion was cut off between two of its episodes is known to be incomplete."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    fingerprint: str
+    episode: int = 0
+    episodes: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+            "fingerprint": self.fingerprint,
+            "episode": self.episode,
+            "episodes": self.episodes,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> EpisodeSource | None:
+        """From a row's struct (or a staged header's JSON); None for a null one."""
+        if data is None or data.get("fingerprint") is None:
+            return None
+        episodes = data.get("episodes")
+        return cls(
+            path=str(data.get("path") or ""),
+            size=int(data.get("size") or 0),
+            mtime_ns=int(data.get("mtime_ns") or 0),
+            fingerprint=str(data["fingerprint"]),
+            episode=int(data.get("episode") or 0),
+            episodes=None if episodes is None else int(episodes),
+        )
+
+
+@dataclass(frozen=True)
 class EpisodeRecord:
     """One row of meta/episodes.parquet."""
 
@@ -56,6 +104,7 @@ class EpisodeRecord:
     recorded_at: str | None = None
     video_files: Mapping[str, str | None] = field(default_factory=dict)
     audio_file: str | None = None
+    source: EpisodeSource | None = None
 
 
 def read_tasks(root: Path) -> list[Task]:
@@ -121,6 +170,7 @@ def read_episodes(root: Path) -> list[EpisodeRecord]:
                     recorded_at=row.get("recorded_at"),
                     video_files=dict(row.get("video_files") or {}),
                     audio_file=row.get("audio_file"),
+                    source=EpisodeSource.from_dict(row.get("source")),
                 )
             )
         except (TypeError, ValueError) as exc:
@@ -146,6 +196,7 @@ def episodes_table(records: Iterable[EpisodeRecord], manifest: Manifest) -> pa.T
             "chunk_id": r.chunk_id,
             "recorded_at": r.recorded_at,
             "audio_file": r.audio_file,
+            "source": None if r.source is None else r.source.to_dict(),
         }
         if cameras:
             row["video_files"] = {c: r.video_files.get(c) for c in cameras}

@@ -98,4 +98,21 @@ def episode_schema(manifest: Manifest) -> pa.Schema:
     if cameras:
         fields.append(pa.field("video_files", pa.struct([pa.field(c, pa.string()) for c in cameras])))
     fields.append(pa.field("audio_file", pa.string()))
+    fields.append(pa.field(SOURCE_COLUMN, SOURCE_TYPE))
     return pa.schema(fields)
+
+
+SOURCE_COLUMN = "source"
+"""Where a converted episode came from (``metadata.EpisodeSource``): an extension of the
+episode index, so a dataset without it (another writer's, an older one) is still valid."""
+SOURCE_TYPE = pa.struct(
+    [
+        pa.field("path", pa.string()),
+        pa.field("size", pa.int64()),
+        pa.field("mtime_ns", pa.int64()),
+        pa.field("fingerprint", pa.string()),
+        pa.field("episode", pa.int64()),
+        pa.field("episodes", pa.int64()),
+    ]
+)
+OPTIONAL_EPISODE_COLUMNS = frozenset({SOURCE_COLUMN})

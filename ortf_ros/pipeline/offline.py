@@ -32,6 +32,7 @@ from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.bag import BagSource, Salvage
+from ortf_ros.pipeline.sources.identity import recording_identity
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf-bag2ortf"}
 CONVERTER_STEP_BATCH = OFFLINE.step_batch
@@ -115,6 +116,7 @@ def convert_recording(
     decoder = Decoder()
     with nullcontext(recording) if isinstance(recording, BagSource) else BagSource(recording) as source:
         inputs = source.paths
+        identity = recording_identity(inputs)
         check_topics(config, source, inputs[0])
         register_types(source, decoder)
         samples = SampleDecoder(decoder)
@@ -132,12 +134,14 @@ def convert_recording(
                 report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
                 warnings += [f"mesh not found on --mesh-path: {uri}" for uri in report.missing]
                 warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
-            session = EpisodeSession(writer, config, description.steps, samples, flow, counts=counts)
+            session = EpisodeSession(writer, config, description.steps, samples, flow, counts=counts, source=identity)
             try:
                 _stream(source, samples, config, session, progress, flow.progress_every)
             except BaseException:
                 session.discard()
                 raise
+            if session.records:
+                writer.complete_source(identity.fingerprint, len(session.records))
         if not session.records:
             raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
         warnings += [f"TF: {line}" for line in session.tf.problems()]

@@ -23,6 +23,7 @@ from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
+from ortf_ros.pipeline.sources.identity import RecordingIdentity
 from ortf_ros.pipeline.tf import TfBuffer
 
 DISCARDED_EMPTY = "episode without a complete step (discarded)"
@@ -32,7 +33,8 @@ class EpisodeSession:
     """Episodes of one ``DatasetWriter`` (already open), one at a time.
 
     ``tf`` is the TF tree the prologue gathered: static transforms seen before the first
-    episode are in every episode's tree.
+    episode are in every episode's tree. ``source``: the recording converted, whose
+    identity each episode records (``EpisodeSource``); None live.
     """
 
     def __init__(
@@ -45,6 +47,7 @@ class EpisodeSession:
         *,
         tf: TfBuffer | None = None,
         counts: TopicCounts | None = None,
+        source: RecordingIdentity | None = None,
     ) -> None:
         self.writer = writer
         self.config = config
@@ -53,6 +56,7 @@ class EpisodeSession:
         self.flow = flow
         self.tf = tf if tf is not None else TfBuffer()
         self.counts = counts if counts is not None else TopicCounts()
+        self.source = source  # the recording converted (offline), written on each episode
         self.feed = BlockFeed(decoder, flow.block_messages)
         self.records: list[EpisodeRecord] = []
         self.task = config.labels.task
@@ -81,7 +85,8 @@ class EpisodeSession:
             raise WriterError(f"episode {self._episode_id} is being recorded; end or discard it first")
         if task is not None:
             self.task = task
-        self._episode_id = self.writer.begin_episode(self.task)
+        source = None if self.source is None else self.source.episode(len(self.records))
+        self._episode_id = self.writer.begin_episode(self.task, source=source)
         self._assembler = Assembler(
             self.config,
             self.writer.manifest,

@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.format.schema import episode_schema
+from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
+from ortf_ros.format.schema import OPTIONAL_EPISODE_COLUMNS, SOURCE_COLUMN, episode_schema
 
 _EPISODES = layout.EPISODES
 _TASKS = layout.TASKS
@@ -57,6 +57,7 @@ def load_episodes(root: Path, manifest: Manifest) -> tuple[list[Episode] | None,
     for position, row in enumerate(table.to_pylist()):
         values: dict[str, Any] = {name: row[name] for name in usable}
         values[_VIDEO_FILES] = dict(values.get(_VIDEO_FILES) or {})
+        values[SOURCE_COLUMN] = EpisodeSource.from_dict(values.get(SOURCE_COLUMN))
         record = EpisodeRecord(**values)
         episodes.append(Episode(record, layout.file_index(record.episode_id, position)))
     return episodes, found
@@ -67,6 +68,8 @@ def _check_columns(table: pa.Table, manifest: Manifest) -> tuple[set[str], list[
     usable: set[str] = set()
     found = []
     for expected in episode_schema(manifest):
+        if expected.name in OPTIONAL_EPISODE_COLUMNS and expected.name not in table.column_names:
+            continue
         problem = _column_problem(table, expected)
         if problem is None:
             usable.add(expected.name)
