@@ -42,6 +42,8 @@ setup(
         "mcap>=1.2",
     ],
     extras_require={
+        # `ortf-bag2ortf --ray`: recordings converted as Ray tasks, on this machine or a cluster.
+        "ray": ["ray>=2.9"],
         # `ortf export rlds`: TFDS writes the dataset (TensorFlow's CPU build where it exists).
         "rlds": [
             "tensorflow-datasets>=4.9",
@@ -57,6 +59,8 @@ setup(
             "mypy==2.4.1",
             "ruff==0.17.6",
             "types-PyYAML==6.0.12.20261113",
+            # the --ray tests start a local Ray instance
+            "ray>=2.9",
         ],
     },
     zip_safe=True,

@@ -70,6 +70,19 @@ def os_error_line(exc: OSError) -> str:
     return reason
 
 
+def failure_line(exc: BaseException) -> str | None:
+    """The one line an anticipated failure is told in (the package's own errors, the
+    operating system's, a file that is not the UTF-8 text it must be); None for a bug,
+    which keeps its traceback."""
+    if isinstance(exc, OrtfError):
+        return " ".join(str(exc).split())
+    if isinstance(exc, OSError):
+        return os_error_line(exc)
+    if isinstance(exc, UnicodeError):
+        return f"not UTF-8 text where text was expected ({exc})"
+    return None
+
+
 def with_filename(exc: OSError, filename: os.PathLike[str] | str) -> OSError:
     """``exc`` naming ``filename`` instead (the same subclass: EPIPE stays a BrokenPipeError)."""
     return OSError(exc.errno, exc.strerror, os.fspath(filename))

@@ -86,7 +86,7 @@ CASES: list[Case] = [
     case("bag2ortf-input-dash", "ortf-bag2ortf", "-", "-o", "out"),
     case("bag2ortf-input-dev-null", "ortf-bag2ortf", "/dev/null", "-o", "out"),
     case("bag2ortf-input-text-named-mcap", "ortf-bag2ortf", "{fake_mcap}", "-o", "out", code=FAILED),
-    case("bag2ortf-input-empty-directory", "ortf-bag2ortf", "{empty_dir}", "-o", "out", code=FAILED),
+    case("bag2ortf-input-empty-directory", "ortf-bag2ortf", "{empty_dir}", "-o", "out", code=USAGE),
     case("bag2ortf-second-input-missing", "ortf-bag2ortf", "{bag}", "{missing}", "-o", "out"),
     case("bag2ortf-config-missing", "ortf-bag2ortf", "{bag}", "-o", "out", "--config", "{missing}"),
     case("bag2ortf-config-directory", "ortf-bag2ortf", "{bag}", "-o", "out", "--config", "{empty_dir}"),

@@ -18,13 +18,12 @@ import pytest
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
-from ortf_ros.cli.bag2ortf import _Job, _sharing_cores
 from ortf_ros.cli.bag2ortf import main as bag2ortf
-from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.logs import StepRows
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
+from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.format import layout
 from ortf_ros.io import encoder_process
 from ortf_ros.io import video as video_io
@@ -38,7 +37,7 @@ from ortf_ros.pipeline.config import (
     load_config,
     write_config,
 )
-from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording, converter_writer_config
+from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
@@ -441,13 +440,12 @@ def test_parallel_workers_share_the_cores_among_all_their_cameras(
 ) -> None:
     config = mapping_for(short_bag.path)
     assert sorted(c.kind for c in config.cameras) == ["depth", "rgb", "rgb"]
-    job = _Job(short_bag.path, short_bag.path, config, None, converter_writer_config({}, "test"), ())
     monkeypatch.setattr(video_io, "usable_cpus", lambda: 8)
-    shared = _sharing_cores(job, jobs=2).writer_config  # 2 jobs x 2 colour cameras on 8 cores
+    shared = ConversionSettings().writer_config(config, conversions_at_once=2)  # 2 jobs x 2 colour cameras on 8 cores
     assert shared.video.threads == 2
-    explicit = WriterConfig.from_mapping({"video": {"threads": 5}}, "test")
-    kept = _sharing_cores(replace(job, writer_config=explicit), jobs=2).writer_config
-    assert kept.video.threads == 5
+    explicit = ConversionSettings().writer_config(replace(config, writer={"video": {"threads": 5}}), 2)
+    assert explicit.video.threads == 5
+    assert ConversionSettings().writer_config(config).video.threads == 0  # alone: the writer decides
 
 
 def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(

@@ -1,7 +1,12 @@
 """``ortf-bag2ortf``: MCAP / rosbag2 / ROS 1 recordings -> an ORTF dataset, no ROS needed.
 
-Exit codes: 0 converted, 1 a recording could not be converted (one line naming the
-file and the problem; episodes already in the dataset are untouched), 2 usage error.
+One recording, a fleet's thousands (directories searched, ``--inputs-from``), in place,
+on this machine's cores (``--jobs``) or on a Ray cluster (``--ray``): ``fleet/``. Run
+again, it converts only what the dataset does not hold yet.
+
+Exit codes: 0 converted (or in the dataset already), 1 a recording could not be
+converted (one line on standard error naming the file and the problem; the others are
+converted, and episodes already in the dataset are untouched), 2 usage error.
 """
 
 from __future__ import annotations
@@ -9,69 +14,52 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import multiprocessing
 import os
-import shutil
 import sys
-import threading
-from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
-from multiprocessing.process import BaseProcess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ortf_ros import bounds
 from ortf_ros.cli import arguments
-from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
+from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded, say
 from ortf_ros.cli.outputs import removed_on_failure, write_text
-from ortf_ros.cli.progress import progress_bar
-from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.cli.progress import fleet_progress, progress_bar
 from ortf_ros.dataset.reader import load_dataset
-from ortf_ros.dataset.staging import lock_dataset
-from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError, UsageError, WriterError, describe, naming
-from ortf_ros.format import layout
-from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.errors import UsageError, naming
+from ortf_ros.fleet.driver import SCRATCH_PREFIX, FleetConversion, Outcome, Runner, Totals
+from ortf_ros.fleet.inputs import recordings
+from ortf_ros.fleet.pool import ProcessRunner
+from ortf_ros.fleet.ray_runner import LOCAL, RayRunner
+from ortf_ros.fleet.settings import ConversionSettings, Labels
 from ortf_ros.io import paths
 from ortf_ros.io.cpus import usable_cpus
-from ortf_ros.io.scratch import remove_stale, scratch_directory
-from ortf_ros.io.text import read_text
-from ortf_ros.pipeline.config import (
-    ConversionConfig,
-    StepClock,
-    auto_config,
-    describe_mapping,
-    dump_config,
-    load_config,
-)
-from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
+from ortf_ros.pipeline.config import describe_mapping, dump_config, load_config
 from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
 
-SCRATCH_PREFIX = ".ortf-bag2ortf-"  # the parallel workers' datasets, beside the output
+__all__ = ["SCRATCH_PREFIX", "build_parser", "main"]
+PROG = "ortf-bag2ortf"
 
 
-def _config_for(args: argparse.Namespace, source: BagSource) -> ConversionConfig:
-    """The mapping file's (or the one detected from ``source``), with the flags over it."""
-    config = load_config(args.config) if args.config is not None else auto_config(source.topics())
-    if args.rate is not None:
-        config = replace(config, step=StepClock(rate_hz=args.rate))
-    labels = config.labels
-    labels = replace(
-        labels,
-        task=args.task or labels.task,
-        success=labels.success if args.success is None else args.success,
-        failure_reason=args.failure_reason or labels.failure_reason,
-        operator_notes=args.notes or labels.operator_notes,
+def _settings(args: argparse.Namespace) -> ConversionSettings:
+    """What every recording is converted with: the mapping file's config (or detection),
+    the flags over it, the URDF."""
+    labels = Labels(args.task, args.success, args.failure_reason, args.notes)
+    return ConversionSettings(
+        mapping=load_config(args.config) if args.config is not None else None,
+        mapping_name=args.config or "mapping",
+        rate_hz=args.rate,
+        labels=labels,
+        urdf=read_urdf(Path(args.urdf)) if args.urdf is not None else None,
+        mesh_path=tuple(Path(p) for p in args.mesh_path),
     )
-    return replace(config, labels=labels)
 
 
-def _list(args: argparse.Namespace) -> int:
-    for path in args.inputs:
-        with BagSource([Path(path)]) as source:
+def _list(args: argparse.Namespace, inputs: list[Path]) -> int:
+    settings = _settings(args)
+    for path in inputs:
+        with BagSource([path]) as source:
             print(f"{path}: {source.message_count} messages, {source.duration:.3f} s")
             for line in source.salvage_warnings():
                 print(f"  warning: {line}")
@@ -82,24 +70,116 @@ def _list(args: argparse.Namespace) -> int:
             print("mapping:")
             rates = {t.topic: t.rate_hz or 0.0 for t in source.topics()}
             types = {t.topic: t.msgtype for t in source.topics()}
-            for line in describe_mapping(_config_for(args, source), rates, types):
+            for line in describe_mapping(settings.config_for(source), rates, types):
                 print(f"  {line}")
     return EXIT_OK
 
 
-def _write_config(args: argparse.Namespace) -> int:
+def _write_config(args: argparse.Namespace, inputs: list[Path]) -> int:
     """The mapping as YAML, to a file or (``-``) to standard output."""
-    inputs = [Path(word) for word in args.inputs]
     target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True, inputs=inputs)
-    with BagSource([Path(args.inputs[0])]) as source:
-        text = dump_config(_config_for(args, source))
+    with BagSource([inputs[0]]) as source:
+        text = dump_config(_settings(args).config_for(source))
     write_text(target, text)
     if target is not None and target.is_file():
         print(f"wrote {target}: edit it, then pass it with --config")
     return EXIT_OK
 
 
-def _summary(result: ConversionResult) -> dict[str, Any]:
+def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
+    output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory", inputs=inputs)
+    settings = _settings(args)
+    runner = _runner(args, len(inputs))  # (Ray connects before anything is written)
+    show_progress = sys.stderr.isatty() and not args.json
+    report = _JsonReport(args.output) if args.json else _TextReport(args.output, len(inputs))
+    with contextlib.ExitStack() as stack:
+        if runner is not None:
+            stack.callback(runner.close)
+        discard = stack.enter_context(removed_on_failure(output, finished=_has_episodes))
+        stack.enter_context(naming(output))
+        bar = stack.enter_context(fleet_progress(show_progress and len(inputs) > 1))
+        single = stack.enter_context(progress_bar(show_progress and len(inputs) == 1, inputs[0].name))
+        fleet = FleetConversion(
+            output, settings, runner, report=report.recording, progress=bar, message_progress=single
+        )
+        totals = fleet.run(inputs)
+        report.end(totals)
+        if not totals.converted and not totals.skipped:
+            discard()  # nothing converted into a dataset this run made: no empty dataset left
+    return EXIT_FAILED if totals.failed else EXIT_OK
+
+
+def _runner(args: argparse.Namespace, recordings: int) -> Runner | None:
+    """Ray's (``--ray``), a process pool's (``--jobs N``, N > 1; by default one a CPU), or
+    None: converted in place, one after the other."""
+    if args.ray is not None:
+        return RayRunner(args.ray or LOCAL)
+    jobs = min(args.jobs or usable_cpus(), recordings)
+    return ProcessRunner(jobs) if jobs > 1 else None
+
+
+def _has_episodes(dataset: Path) -> bool:
+    """Whether ``dataset`` holds a committed episode (kept when a later recording fails)."""
+    try:
+        return len(load_dataset(dataset).episodes) > 0
+    except Exception:  # anything unreadable holds nothing worth keeping
+        return False
+
+
+class _TextReport:
+    """Each recording's summary as it is reported; failures on standard error, one line each."""
+
+    def __init__(self, output: str, recordings: int) -> None:
+        self.output = output
+        self.recordings = recordings
+
+    def recording(self, outcome: Outcome) -> None:
+        if outcome.error is not None:  # (among several, which one failed matters)
+            say(PROG, _naming_input(outcome.error, outcome.input) if self.recordings > 1 else outcome.error)
+        elif outcome.skipped is not None:
+            print(f"{outcome.input}: skipped: {outcome.skipped}")
+        elif outcome.result is not None:
+            _print_summary(_summary(outcome), self.output)
+
+    def end(self, totals: Totals) -> None:
+        if self.recordings > 1:
+            print(
+                f"{totals.recordings} recordings: {totals.converted} converted, {totals.skipped} skipped "
+                f"(in the dataset already), {totals.failed} failed"
+            )
+
+
+class _JsonReport:
+    """One JSON document, ``{"output": ..., "recordings": [...]}``, written as the
+    recordings are reported (ten thousand summaries are not held until the end)."""
+
+    def __init__(self, output: str) -> None:
+        print(f'{{\n  "output": {json.dumps(output)},\n  "recordings": [', end="")
+        self.first = True
+
+    def recording(self, outcome: Outcome) -> None:
+        text = json.dumps(_summary(outcome), indent=2).replace("\n", "\n    ")
+        print(("\n    " if self.first else ",\n    ") + text, end="", flush=True)
+        self.first = False
+
+    def end(self, totals: Totals) -> None:
+        counts = {"converted": totals.converted, "skipped": totals.skipped, "failed": totals.failed}
+        print(f'\n  ],\n  "totals": {json.dumps(counts)}\n}}')
+
+
+def _naming_input(line: str, path: Path) -> str:
+    """A recording's error line naming the recording (most do already)."""
+    return line if str(path) in line or path.name in line else f"{path}: {line}"
+
+
+def _summary(outcome: Outcome) -> dict[str, Any]:
+    base: dict[str, Any] = {"inputs": [str(outcome.input)], "episodes": list(outcome.episodes)}
+    if outcome.error is not None:
+        return base | {"error": outcome.error}
+    if outcome.skipped is not None:
+        return base | {"skipped": outcome.skipped}
+    result = outcome.result
+    assert result is not None
     counts = result.counts
     topics = sorted(
         set(counts.used)
@@ -108,9 +188,8 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
         | set(counts.outside_episodes)
         | set(counts.late)
     )
-    return {
+    return base | {
         "inputs": list(result.inputs),
-        "episodes": [e.episode_id for e in result.episodes],
         "steps": sum(e.length for e in result.episodes),
         "seconds": round(result.seconds, 3),
         "startup_seconds": round(result.startup_seconds, 3),
@@ -129,190 +208,12 @@ def _summary(result: ConversionResult) -> dict[str, Any]:
         "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
-        "warnings": list(result.warnings),
+        "warnings": [*result.warnings, *outcome.notes],
         "salvaged": [
             {"file": s.name, "problem": s.problem, "bytes": s.size, "messages": s.messages, "last_ns": s.last_ns}
             for s in result.salvaged
         ],
     }
-
-
-@dataclass(frozen=True)
-class _Job:
-    """One recording to convert, with everything a worker process needs."""
-
-    input: Path
-    output: Path
-    config: ConversionConfig
-    urdf: str | None
-    writer_config: WriterConfig
-    mesh_path: tuple[Path, ...]
-
-
-def _job(args: argparse.Namespace, source: BagSource, output: Path) -> _Job:
-    config = _config_for(args, source)
-    writer_config = converter_writer_config(config.writer, args.config or "mapping")
-    urdf = read_urdf(Path(args.urdf)) if args.urdf is not None else None
-    return _Job(source.paths[0], output, config, urdf, writer_config, tuple(Path(p) for p in args.mesh_path))
-
-
-def _run(
-    job: _Job, progress: Callable[[int, int], None] | None = None, source: BagSource | None = None
-) -> ConversionResult:
-    """``source``: ``job.input`` already open, as the mapping was chosen from it."""
-    return convert_recording(
-        source or [job.input],
-        job.output,
-        job.config,
-        urdf=job.urdf,
-        writer_config=job.writer_config,
-        mesh_path=job.mesh_path,
-        progress=progress,
-    )
-
-
-def _has_episodes(dataset: Path) -> bool:
-    """Whether ``dataset`` holds a committed episode (kept when a later recording fails)."""
-    try:
-        return len(load_dataset(dataset).episodes) > 0
-    except Exception:  # anything unreadable holds nothing worth keeping
-        return False
-
-
-def _convert(args: argparse.Namespace) -> int:
-    inputs = [Path(word) for word in args.inputs]
-    output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory", inputs=inputs)
-    with removed_on_failure(output, finished=_has_episodes), naming(output):
-        return _convert_into(args, output)
-
-
-def _convert_into(args: argparse.Namespace, output: Path) -> int:
-    remove_stale(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
-    jobs = min(args.jobs or usable_cpus(), len(args.inputs))
-    show_progress = sys.stderr.isatty() and not args.json
-    summaries = []
-    if jobs == 1:
-        for path in args.inputs:
-            with BagSource([Path(path)]) as source:
-                job = _job(args, source, output)
-                with progress_bar(show_progress, job.input.name) as report:
-                    result = _run(job, report, source)
-            summaries.append(_summary(result))
-            if not args.json:
-                _print_summary(summaries[-1], args.output)
-    else:
-        summaries = _convert_in_parallel(args, output, jobs, show_progress)
-    if args.json:
-        print(json.dumps({"output": args.output, "recordings": summaries}, indent=2))
-    return EXIT_OK
-
-
-def _wait_for_encoders(scratch: Path) -> None:
-    """A killed run's workers, or a killed worker, leave encoder processes that finish their
-    videos in its scratch datasets, holding each dataset's writer lock until then: wait for
-    them (up to the lock's wait), so the directory is not removed under them."""
-    for part in sorted(scratch.glob("part-*")):
-        if (part / layout.STAGING_DIR).is_dir():
-            with contextlib.suppress(WriterError):
-                lock_dataset(part).close()
-
-
-def _beside(output: Path) -> Path:
-    """The directory that holds ``output`` (for ``-o .`` too: never inside the dataset)."""
-    return output.resolve().parent
-
-
-def _convert_in_parallel(
-    args: argparse.Namespace, output: Path, jobs: int, show_progress: bool
-) -> list[dict[str, Any]]:
-    """Each recording into a dataset of its own in a worker, then imported in input order:
-    a dataset has one writer, and an episode's videos are copied, not encoded again.
-
-    Workers are spawned, not forked: a fork copies FFmpeg objects of earlier conversions
-    whose threads it does not copy, and freeing one in the worker then waits forever."""
-    summaries = []
-    with scratch_directory(_beside(output), SCRATCH_PREFIX, settle=_wait_for_encoders) as scratch:
-        parts = []
-        for n, path in enumerate(args.inputs):
-            with BagSource([Path(path)]) as source:
-                parts.append(_sharing_cores(_job(args, source, scratch / f"part-{n:04d}"), jobs))
-        with (
-            ProcessPoolExecutor(
-                max_workers=jobs, mp_context=multiprocessing.get_context("spawn"), initializer=_exit_with_parent
-            ) as pool,
-            progress_bar(show_progress, "recordings") as report,
-        ):
-            futures = [pool.submit(_run, part) for part in parts]
-            try:
-                for done, (part, future) in enumerate(zip(parts, futures, strict=True), start=1):
-                    result = _result(future, parts[done - 1 :])  # an error stops here: the episodes before it are kept
-                    records = _import(part.output, output)
-                    summary = _summary(result) | {"episodes": [r.episode_id for r in records]}
-                    summaries.append(summary)
-                    if report is not None:
-                        report(done, len(parts))
-                    if not args.json:
-                        _print_summary(summary, args.output)
-            except BaseException:
-                _stop_workers(pool)
-                raise
-    return summaries
-
-
-def _stop_workers(pool: ProcessPoolExecutor) -> None:
-    """After an error or a stop signal (which reaches this process alone, unlike Ctrl-C in
-    a terminal), end the conversions still running: leaving the pool would wait for them
-    all. Their encoder processes finish their videos, and the scratch directory is removed
-    once they have (``_wait_for_encoders``)."""
-    pool.shutdown(wait=False, cancel_futures=True)
-    processes = getattr(pool, "_processes", None) or {}  # (the pool has no public way to end its workers)
-    for process in list(processes.values()):
-        process.terminate()
-
-
-def _result(future: Future[ConversionResult], unfinished: list[_Job]) -> ConversionResult:
-    """The worker's result; a worker that died (killed, say for lack of memory) is a
-    ConversionError naming the recordings it may have been converting."""
-    try:
-        return future.result()
-    except BrokenProcessPool as exc:
-        names = ", ".join(str(job.input) for job in unfinished)
-        raise ConversionError(
-            f"a worker process ended abruptly (killed, perhaps for lack of memory: {describe(exc)}) while "
-            f"converting one of {names}: none of these is in the dataset; the recordings before them are"
-        ) from None
-
-
-def _sharing_cores(job: _Job, jobs: int) -> _Job:
-    """The job with its video encoder threads decided for ``jobs`` conversions at once: each
-    worker's writer would otherwise share every core among its own cameras alone."""
-    writer = job.writer_config
-    colour = sum(camera.kind != "depth" for camera in job.config.cameras)  # (depth is FFV1, as it comes)
-    video = writer.video.with_threads(jobs * max(1, colour))
-    return replace(job, writer_config=replace(writer, video=video))
-
-
-def _exit_with_parent() -> None:
-    """Worker initializer: a worker whose parent was killed would go on converting into a
-    scratch directory nobody will import."""
-    parent = multiprocessing.parent_process()
-    if parent is not None:
-        threading.Thread(target=_exit_when_gone, args=(parent,), daemon=True).start()
-
-
-def _exit_when_gone(parent: BaseProcess) -> None:
-    parent.join()
-    os._exit(EXIT_FAILED)
-
-
-def _import(part: Path, output: Path) -> list[EpisodeRecord]:
-    converted = load_dataset(part)
-    urdf = part / layout.URDF
-    manifest = replace(converted.manifest, dataset_id="", created_at=None)
-    with DatasetWriter(output, manifest, urdf=read_text(urdf) if urdf.exists() else None) as writer:
-        if (part / layout.MESHES_DIR).is_dir() and not (output / layout.MESHES_DIR).exists():
-            shutil.copytree(part / layout.MESHES_DIR, output / layout.MESHES_DIR)
-        return [writer.import_episode(episode) for episode in converted]
 
 
 def _print_summary(summary: dict[str, Any], output: str) -> None:
@@ -345,10 +246,17 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(
-        prog="ortf-bag2ortf", description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset."
+    parser = OneLineParser(prog=PROG, description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset.")
+    parser.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="recordings (bag files, rosbag2 directories: one episode each, unless the mapping splits them) "
+        "and directories to search for recordings",
     )
-    parser.add_argument("inputs", nargs="+", metavar="INPUT", help="bag files or rosbag2 directories, one episode each")
+    parser.add_argument(
+        "--inputs-from", metavar="FILE", help="a file of recording paths, one a line (- : standard input)"
+    )
     parser.add_argument("-o", "--output", help="the ORTF dataset (created, or appended to)")
     parser.add_argument("--config", help="topic mapping YAML (default: detected from the recording)")
     parser.add_argument("--urdf", help="robot URDF file (default: the recording's /robot_description)")
@@ -376,25 +284,42 @@ def build_parser() -> argparse.ArgumentParser:
         help="recordings converted in parallel (default: the CPUs this process can use, cgroup quota included)",
     )
     parser.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        metavar="ADDRESS",
+        help="convert the recordings as Ray tasks: on the cluster at ADDRESS (auto, HOST:PORT, ray://HOST:PORT), "
+        "or on a Ray instance of this machine without one (needs the ray extra)",
+    )
+    parser.add_argument(
         "--mesh-path", action="append", default=[], metavar="DIR", help="where package:// meshes are found (repeatable)"
     )
     return parser
 
 
-def _check_paths(args: argparse.Namespace) -> None:
-    """Every input path exists and is of the kind wanted, before anything is read or written."""
-    for word in args.inputs:
-        paths.input_path(word, "a bag file or a rosbag2 directory")
+def _check_paths(args: argparse.Namespace) -> list[Path]:
+    """Every path exists and is of the kind wanted, before anything is read or written;
+    the recordings to convert."""
+    if args.ray and os.path.lexists(args.ray):
+        raise UsageError(
+            f"--ray {args.ray}: a path, not a Ray address; put --ray after the inputs, or write --ray=ADDRESS"
+        )
+    if args.ray is not None and args.jobs is not None:
+        raise UsageError("--ray and --jobs: give one of them (Ray decides how many conversions run at once)")
+    if not args.inputs and args.inputs_from is None:
+        raise UsageError("no input: give recordings, directories of recordings, or --inputs-from FILE")
+    inputs = recordings(args.inputs, args.inputs_from)
     if args.config is not None:
         paths.input_file(args.config, "a topic mapping YAML file")
     if args.urdf is not None:
         paths.input_file(args.urdf, "a URDF file")
     for word in args.mesh_path:
         paths.input_dir(word, "a directory of package:// meshes")
+    return inputs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return run_guarded("ortf-bag2ortf", lambda: _main(build_parser().parse_args(argv)))
+    return run_guarded(PROG, lambda: _main(build_parser().parse_args(argv)))
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -404,12 +329,12 @@ def _main(args: argparse.Namespace) -> int:
         raise UsageError("-o/--output is required to convert (or --list, --write-config)")
     if len(jobs) > 1:
         raise UsageError(f"{' and '.join(jobs)}: give one of them (list the mapping, save it, or convert)")
-    _check_paths(args)
+    inputs = _check_paths(args)
     if args.list:
-        return _list(args)
+        return _list(args, inputs)
     if args.write_config is not None:
-        return _write_config(args)
-    return _convert(args)
+        return _write_config(args, inputs)
+    return _convert(args, inputs)
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ from ortf_ros.errors import (
     EXIT_USAGE,
     OrtfError,
     exit_code,
+    failure_line,
     os_error_line,
     with_filename,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "EXIT_USAGE",
     "OneLineParser",
     "run_guarded",
+    "say",
 ]
 
 EXIT_PIPE_CLOSED = 141
@@ -81,19 +83,19 @@ def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
         sys.stdout.flush()  # a full disk or a closed pipe is this command's error, not the interpreter's at exit
         return code
     except OrtfError as exc:
-        _say(name(), str(exc))
+        say(name(), str(exc))
         return exit_code(exc)
     except BrokenPipeError as exc:
         if _stdout_closed():
             _silence_stdout()
             return EXIT_PIPE_CLOSED
-        _say(name(), os_error_line(exc))
+        say(name(), os_error_line(exc))
         return EXIT_FAILED
     except OSError as exc:
-        _say(name(), os_error_line(exc))
+        say(name(), os_error_line(exc))
         return EXIT_FAILED
     except UnicodeError as exc:  # a file of the input that is not the text it must be
-        _say(name(), f"not UTF-8 text where text was expected ({exc})")
+        say(name(), failure_line(exc) or str(exc))
         return EXIT_FAILED
     except Stopped as exc:
         return 128 + exc.signum
@@ -134,7 +136,7 @@ def _named(exc: OSError) -> OSError:
     return exc if exc.filename is not None else with_filename(exc, "standard output")
 
 
-def _say(prog: str, message: str) -> None:
+def say(prog: str, message: str) -> None:
     """One line, whatever the message holds (a library's text may span several)."""
     line = " ".join(message.split())
     with contextlib.suppress(OSError):  # stderr closed too: the exit code is all that is left to say it
@@ -166,5 +168,5 @@ class OneLineParser(argparse.ArgumentParser):
     and exit 2, as every other usage error (argparse's own prints the usage first)."""
 
     def error(self, message: str) -> NoReturn:
-        _say(self.prog, f"error: {message} (see {self.prog} --help)")
+        say(self.prog, f"error: {message} (see {self.prog} --help)")
         raise SystemExit(EXIT_USAGE)

@@ -1,0 +1,87 @@
+"""Which recordings a dataset already holds, from the ``source`` of its episodes.
+
+A run that was killed (its driver, a node), that failed for some recordings, or that is
+given new recordings, is run again as it was: what the dataset holds whole is skipped,
+what it holds in part (a run cut off between two episodes of one recording) is
+converted again and only its missing episodes imported, the rest converted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ortf_ros.format import layout
+from ortf_ros.format.metadata import EpisodeSource
+from ortf_ros.format.schema import SOURCE_COLUMN
+from ortf_ros.pipeline.sources.identity import RecordingIdentity
+
+
+@dataclass
+class Held:
+    """The episodes a dataset holds of one recording: episode id by place in the recording,
+    and how many the recording gives (None while no conversion of it ran to its end)."""
+
+    episodes: dict[int, str] = field(default_factory=dict)
+    count: int | None = None
+    paths: set[str] = field(default_factory=set)
+
+    @property
+    def whole(self) -> bool:
+        return self.count is not None and all(position in self.episodes for position in range(self.count))
+
+    def ids(self) -> list[str]:
+        return [self.episodes[position] for position in sorted(self.episodes)]
+
+
+class Ledger:
+    """The recordings of the dataset at ``root`` (none when it does not exist yet), and
+    those taken on in this run, by fingerprint."""
+
+    def __init__(self, root: Path) -> None:
+        self.held: dict[str, Held] = {}
+        self._by_path: dict[str, str] = {}
+        self._this_run: dict[str, str] = {}
+        for episode_id, source in _sources(root):
+            held = self.held.setdefault(source.fingerprint, Held())
+            held.episodes[source.episode] = episode_id
+            if source.episodes is not None:
+                held.count = source.episodes
+            held.paths.add(source.path)
+            self._by_path[source.path] = source.fingerprint
+
+    def holds(self, identity: RecordingIdentity) -> Held | None:
+        """What the dataset holds of this recording (None: nothing)."""
+        return self.held.get(identity.fingerprint)
+
+    def changed(self, identity: RecordingIdentity) -> bool:
+        """Whether the dataset holds episodes of another recording once at this path (the
+        file was replaced, or grew: it is converted again, and said so)."""
+        before = self._by_path.get(identity.path)
+        return before is not None and before != identity.fingerprint
+
+    def taken(self, identity: RecordingIdentity, name: str) -> str | None:
+        """The input of this run that is the same recording (None: the first), noted."""
+        first = self._this_run.setdefault(identity.fingerprint, name)
+        return None if first == name else first
+
+
+def _sources(root: Path) -> list[tuple[str, EpisodeSource]]:
+    path = root / layout.EPISODES
+    if not path.is_file():
+        return []
+    schema = pq.read_schema(path)
+    if SOURCE_COLUMN not in schema.names:
+        return []  # another writer's dataset, or one made before episodes said their source
+    table: pa.Table = pq.read_table(path, columns=["episode_id", SOURCE_COLUMN])
+    found = []
+    for episode_id, data in zip(
+        table.column("episode_id").to_pylist(), table.column(SOURCE_COLUMN).to_pylist(), strict=True
+    ):
+        source = EpisodeSource.from_dict(data)
+        if source is not None:
+            found.append((str(episode_id), source))
+    return found

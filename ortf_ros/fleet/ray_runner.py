@@ -1,0 +1,87 @@
+"""Recordings converted as Ray tasks (``--ray [ADDRESS]``), on this machine or a cluster.
+
+Ray is an optional extra (``pip install 'ortf_ros[ray]'``), imported only here. ADDRESS is
+what ``ray.init`` takes (``auto``, ``HOST:PORT``, ``ray://HOST:PORT``); without one, a
+Ray instance of this machine is started for the run, its servers bound to the loopback
+interface, and stopped at its end. A caller that connected to Ray already (a notebook,
+a test) keeps its connection.
+
+Each task asks for one CPU, so a node runs as many conversions at once as it has CPUs,
+and each conversion's encoders take their share of the node's cores. A worker that dies
+(killed, out of memory, its node lost) is retried by Ray up to ``MAX_RETRIES`` times;
+each attempt writes a directory of its own (``task.py``). The recordings and the scratch
+directory (beside the output) must be at the same paths on every node: shared storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import Future
+from typing import Any
+
+from ortf_ros.errors import ConversionError, UsageError, describe
+from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
+from ortf_ros.io.cpus import usable_cpus
+
+MAX_RETRIES = 3
+LOCAL = None
+"""The ADDRESS of ``--ray`` given without one: a Ray instance of this machine."""
+
+
+class RayRunner:
+    def __init__(self, address: str | None) -> None:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves this machine
+        try:
+            import ray  # (an optional extra, imported when asked for)
+        except ImportError:
+            raise UsageError("--ray needs Ray, an optional extra: pip install 'ortf_ros[ray]'") from None
+        self._ray: Any = ray  # (typed in part)
+        self._started = not self._ray.is_initialized()
+        if self._started:
+            _connect(self._ray, address)
+        self._remote = self._ray.remote(run_task).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
+        self.parallelism = max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        self.conversions_at_once: int | None = None  # (one a core of the node it runs on)
+        self._running: dict[int, Any] = {}
+
+    def submit(self, task: RecordingTask) -> Future[TaskResult]:
+        reference = self._remote.remote(task)
+        self._running[task.index] = reference
+        future: Future[TaskResult] = reference.future()
+        future.add_done_callback(lambda _: self._running.pop(task.index, None))
+        return future
+
+    def failure(self, exc: BaseException, task: RecordingTask) -> str | None:
+        """A task lost to the cluster (its worker or node died on every attempt) fails its
+        recording; a task that raised is a bug, and keeps its traceback."""
+        errors = self._ray.exceptions
+        if isinstance(exc, errors.RayTaskError) or not isinstance(exc, errors.RayError):
+            return None
+        return f"{task.input}: its Ray task was lost {MAX_RETRIES + 1} times ({describe(exc).splitlines()[0]})"
+
+    def stop(self) -> None:
+        for reference in list(self._running.values()):
+            try:
+                self._ray.cancel(reference, force=True)
+            except Exception:  # finished meanwhile, or the cluster is gone: nothing to stop
+                continue
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+
+
+def _connect(ray: Any, address: str | None) -> None:
+    options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
+    try:
+        if address is LOCAL:
+            # Ray binds its servers to the address it takes as this node's, the one other
+            # nodes would reach; a single-machine instance has no other nodes: loopback.
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            ray.init(num_cpus=usable_cpus(), include_dashboard=False, **options)
+        else:
+            ray.init(address=address, **options)
+    except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
+        where = "a Ray instance of this machine" if address is LOCAL else f"the Ray cluster at {address}"
+        raise ConversionError(f"--ray: cannot connect to {where}: {describe(exc)}") from None

@@ -1,0 +1,67 @@
+"""What every recording of one ``ortf-bag2ortf`` run is converted with.
+
+Picklable and small: a process pool's worker or a Ray task on another node receives it
+with each recording, and there opens the recording and decides its mapping (a detected
+one depends on the recording's topics), so the driver never reads ten thousand
+recordings' summaries before the first conversion starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.pipeline.config import ConversionConfig, StepClock, auto_config
+from ortf_ros.pipeline.offline import converter_writer_config
+from ortf_ros.pipeline.sources.bag import BagSource
+
+
+@dataclass(frozen=True)
+class Labels:
+    """The command line's labels, over the mapping's (None: the mapping's)."""
+
+    task: str | None = None
+    success: bool | None = None
+    failure_reason: str | None = None
+    operator_notes: str | None = None
+
+
+@dataclass(frozen=True)
+class ConversionSettings:
+    """``mapping``: the mapping file's config (None: detected from each recording), with
+    ``rate_hz`` and ``labels`` over it; ``urdf``: the URDF's text (None: the recording's
+    ``/robot_description``); ``mesh_path``: where ``package://`` meshes are found."""
+
+    mapping: ConversionConfig | None = None
+    mapping_name: str = "mapping"
+    rate_hz: float | None = None
+    labels: Labels = Labels()
+    urdf: str | None = None
+    mesh_path: tuple[Path, ...] = ()
+
+    def config_for(self, source: BagSource) -> ConversionConfig:
+        """The mapping ``source`` is converted with: the file's, or the one detected from
+        its topics, with the command line's step rate and labels over it."""
+        config = self.mapping if self.mapping is not None else auto_config(source.topics())
+        if self.rate_hz is not None:
+            config = replace(config, step=StepClock(rate_hz=self.rate_hz))
+        given, labels = self.labels, config.labels
+        labels = replace(
+            labels,
+            task=given.task or labels.task,
+            success=labels.success if given.success is None else given.success,
+            failure_reason=given.failure_reason or labels.failure_reason,
+            operator_notes=given.operator_notes or labels.operator_notes,
+        )
+        return replace(config, labels=labels)
+
+    def writer_config(self, config: ConversionConfig, conversions_at_once: int = 1) -> WriterConfig:
+        """The writer settings of a conversion with ``config``, its video encoders' threads
+        decided for ``conversions_at_once`` sharing the machine's cores (each conversion's
+        writer would otherwise share every core among its own cameras alone)."""
+        writer = converter_writer_config(config.writer, self.mapping_name)
+        if conversions_at_once <= 1:
+            return writer
+        colour = sum(camera.kind != "depth" for camera in config.cameras)  # (depth is FFV1, as it comes)
+        return replace(writer, video=writer.video.with_threads(conversions_at_once * max(1, colour)))
