@@ -50,8 +50,11 @@ conversion for their turn to be reported, besides the conversions in flight."""
 class Runner(Protocol):
     """Where scratch conversions run (``pool.ProcessRunner``, ``ray_runner.RayRunner``)."""
 
-    parallelism: int
     conversions_at_once: int | None
+
+    @property
+    def parallelism(self) -> int:
+        """How many conversions run at once."""
 
     def submit(self, task: RecordingTask) -> Future[TaskResult]: ...
 

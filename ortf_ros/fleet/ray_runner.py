@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from concurrent.futures import Future
 from typing import Any
 
@@ -25,11 +26,16 @@ from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
 from ortf_ros.io.cpus import usable_cpus
 
 MAX_RETRIES = 3
+CONNECT_TIMEOUT_S = 10.0
 LOCAL = None
 """The ADDRESS of ``--ray`` given without one: a Ray instance of this machine."""
 
 
 class RayRunner:
+    """Connects at the first recording to convert: a run that finds every recording in the
+    dataset already starts no cluster. (Ray is imported at once: a missing extra is a
+    usage error before anything is done.)"""
+
     def __init__(self, address: str | None) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves this machine
         try:
@@ -37,15 +43,30 @@ class RayRunner:
         except ImportError:
             raise UsageError("--ray needs Ray, an optional extra: pip install 'ortf_ros[ray]'") from None
         self._ray: Any = ray  # (typed in part)
-        self._started = not self._ray.is_initialized()
-        if self._started:
-            _connect(self._ray, address)
-        self._remote = self._ray.remote(run_task).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
-        self.parallelism = max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+        self._address = address
+        if address is not LOCAL:
+            _host_and_port(address)  # (a usage error now, not at the first recording to convert)
+        self._started = False
+        self._remote: Any = None
         self.conversions_at_once: int | None = None  # (one a core of the node it runs on)
         self._running: dict[int, Any] = {}
 
+    @property
+    def parallelism(self) -> int:
+        """The cluster's CPUs: one conversion each."""
+        self._connect()
+        return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
+
+    def _connect(self) -> None:
+        if self._remote is not None:
+            return
+        if not self._ray.is_initialized():
+            _connect(self._ray, self._address)
+            self._started = True
+        self._remote = self._ray.remote(run_task).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
+
     def submit(self, task: RecordingTask) -> Future[TaskResult]:
+        self._connect()
         reference = self._remote.remote(task)
         self._running[task.index] = reference
         future: Future[TaskResult] = reference.future()
@@ -74,6 +95,8 @@ class RayRunner:
 
 def _connect(ray: Any, address: str | None) -> None:
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
+    if address is not LOCAL:
+        _reachable(address)
     try:
         if address is LOCAL:
             # Ray binds its servers to the address it takes as this node's, the one other
@@ -85,3 +108,29 @@ def _connect(ray: Any, address: str | None) -> None:
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         where = "a Ray instance of this machine" if address is LOCAL else f"the Ray cluster at {address}"
         raise ConversionError(f"--ray: cannot connect to {where}: {describe(exc)}") from None
+
+
+def _reachable(address: str) -> None:
+    """A ``HOST:PORT`` (or ``ray://HOST:PORT``) that nothing answers at is one line now:
+    ``ray.init`` would retry it for ever, logging every few seconds. (``auto`` is looked up
+    by Ray, which says at once when it finds no cluster.)"""
+    where = _host_and_port(address)
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise ConversionError(
+            f"--ray {address}: no Ray cluster answers there ({exc.strerror or describe(exc)}); "
+            "start one with `ray start --head`, or leave ADDRESS out for a Ray instance of this machine"
+        ) from None
+
+
+def _host_and_port(address: str) -> tuple[str, int] | None:
+    """``HOST:PORT`` of ``address``; None for ``auto``."""
+    if address == "auto":
+        return None
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        raise UsageError(f"--ray {address}: expected auto, HOST:PORT or ray://HOST:PORT")
+    return host.strip("[]"), int(port)
