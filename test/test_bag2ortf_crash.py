@@ -78,7 +78,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     return Recordings(first, long, config)
 
 
-@pytest.mark.parametrize("resolution", ["recover", "discard"])
+@pytest.mark.parametrize("resolution", ["rerun", "recover", "discard"])
 def test_killed_conversion_loses_only_what_was_in_flight(
     recordings: Recordings, tmp_path: Path, resolution: str
 ) -> None:
@@ -93,8 +93,21 @@ def test_killed_conversion_loses_only_what_was_in_flight(
     assert committed_files(output) == committed  # nothing committed was touched
     assert validate(output).ok
 
+    if resolution == "rerun":  # the same command again: the recording is converted anew, whole
+        rerun = subprocess.run(
+            [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(long.path), "-o", str(output), "--config", str(config)],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ),
+        )
+        assert rerun.returncode == 0, rerun.stderr
+        assert f"{output}: a run was cut off; episode 000001: discarded" in rerun.stdout
+        assert len(load_dataset(output)) == 2 and load_dataset(output).episode(1).record.length == 600
+        assert validate(output, strict=True).ok
+        return
+    # Another recording's conversion does not guess what to do with it: the way out is said.
     rerun = subprocess.run(
-        [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(long.path), "-o", str(output), "--config", str(config)],
+        [sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(first.path), "-o", str(output), "--config", str(config)],
         capture_output=True,
         text=True,
         env=dict(os.environ),

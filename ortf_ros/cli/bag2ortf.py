@@ -100,7 +100,7 @@ def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
         bar = stack.enter_context(fleet_progress(show_progress and len(inputs) > 1))
         single = stack.enter_context(progress_bar(show_progress and len(inputs) == 1, inputs[0].name))
         fleet = FleetConversion(
-            output, settings, runner, report=report.recording, progress=bar, message_progress=single
+            output, settings, runner, report=report.recording, progress=bar, message_progress=single, say=report.note
         )
         totals = fleet.run(inputs)
         report.end(totals)
@@ -141,6 +141,9 @@ class _TextReport:
         elif outcome.result is not None:
             _print_summary(_summary(outcome), self.output)
 
+    def note(self, line: str) -> None:
+        print(line)
+
     def end(self, totals: Totals) -> None:
         if self.recordings > 1:
             print(
@@ -156,6 +159,9 @@ class _JsonReport:
     def __init__(self, output: str) -> None:
         print(f'{{\n  "output": {json.dumps(output)},\n  "recordings": [', end="")
         self.first = True
+
+    def note(self, line: str) -> None:
+        say(PROG, line)  # (standard output holds the JSON document alone)
 
     def recording(self, outcome: Outcome) -> None:
         text = json.dumps(_summary(outcome), indent=2).replace("\n", "\n    ")

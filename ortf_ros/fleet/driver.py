@@ -19,6 +19,7 @@ cannot take (a full disk, a lock held by another writer) stops the run.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
@@ -28,7 +29,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
-from ortf_ros.dataset.staging import lock_dataset
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.staging import HEADER_FILE, StagedEpisode, lock_dataset, staged_episode_dirs
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import OrtfError, WriterError, failure_line, os_error_line
 from ortf_ros.fleet.ledger import Held, Ledger
@@ -117,6 +119,7 @@ class FleetConversion:
     report: Callable[[Outcome], None] = lambda _: None
     progress: Callable[[int, int, int], None] | None = None
     message_progress: Callable[[int, int], None] | None = None  # (messages read) of a conversion in place
+    say: Callable[[str], None] = lambda _: None  # what the run did besides converting
     totals: Totals = field(default_factory=Totals)
     _writer: DatasetWriter | None = None
     _scratch: Path | None = None
@@ -125,6 +128,7 @@ class FleetConversion:
         self.totals = Totals(recordings=len(inputs))
         beside = self.output.resolve().parent
         remove_stale(beside, SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
+        self._discard_cut_conversions(inputs)
         _check_writable(self.output)
         with contextlib.ExitStack() as stack:
             stack.callback(self._close_writer)
@@ -136,6 +140,20 @@ class FleetConversion:
                 self._scratch = stack.enter_context(scratch_directory(beside, SCRATCH_PREFIX, _wait_for_encoders))
                 self._in_scratch(slots, self.runner)
         return self.totals
+
+    def _discard_cut_conversions(self, inputs: Sequence[Path]) -> None:
+        """Episodes a killed run left staged in the output, when each was being converted
+        (or imported) from a recording of this run: converting it again makes it whole,
+        where ``ortf recover`` would keep what the killed run had logged. One that was
+        being committed is committed. Anything else staged (a live recorder's) is left
+        for ``ortf recover``, and the run stops saying so."""
+        given = {os.path.abspath(path) for path in inputs}
+        staged = [StagedEpisode(directory) for directory in staged_episode_dirs(self.output)]
+        headers = [episode.header() if (episode.directory / HEADER_FILE).exists() else None for episode in staged]
+        if not staged or not all(h is None or (h.source is not None and h.source.path in given) for h in headers):
+            return
+        for result in recover(self.output, discard=True):
+            self.say(f"{self.output}: a run was cut off; {result.line()}")
 
     # -- deciding -----------------------------------------------------------------
 
