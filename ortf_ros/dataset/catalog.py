@@ -35,6 +35,11 @@ def utc_now_iso() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def iso_utc(time_ns: int) -> str:
+    """A time in nanoseconds since the epoch as ``recorded_at`` writes it (ISO 8601, UTC)."""
+    return datetime.fromtimestamp(time_ns / 1e9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def new_manifest_identity(manifest: Manifest) -> Manifest:
     """Fill the identity fields a caller may leave empty: dataset id and creation time."""
     return replace(

@@ -194,7 +194,7 @@ def _stream(
     task_topic = labels.task_topic
     segmenter = Segmenter(config.episodes, source.start_ns)
     if segmenter.inside:
-        session.begin()
+        session.begin(recorded_ns=source.start_ns)  # (recorded then, not converted now)
     topics = mapped_topics(config) & {t.topic for t in source.topics()}
     wanted = topics | {t for t in (boundary, task_topic) if t is not None}
     runs = {t.topic for t in source.topics() if t.topic in topics and has_blocks(t.msgtype)}
@@ -220,7 +220,7 @@ def _stream(
                 decision = segmenter.data(raw)
             if decision == "begin":
                 end()
-                session.begin()
+                session.begin(recorded_ns=raw.receive_ns)
             elif decision == "end":
                 end()
             if raw.topic != boundary:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from ortf_ros.dataset.catalog import iso_utc
 from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format.metadata import EpisodeRecord
@@ -79,14 +80,16 @@ class EpisodeSession:
         if self._assembler is not None:
             self.writer.set_task(task)
 
-    def begin(self, task: str | None = None) -> str:
-        """Open an episode (for ``task``, else the current one); its id."""
+    def begin(self, task: str | None = None, *, recorded_ns: int | None = None) -> str:
+        """Open an episode (for ``task``, else the current one); its id. ``recorded_ns``:
+        when it was recorded (a recording's time, offline); None: now."""
         if self._episode_id is not None:
             raise WriterError(f"episode {self._episode_id} is being recorded; end or discard it first")
         if task is not None:
             self.task = task
         source = None if self.source is None else self.source.episode(len(self.records))
-        self._episode_id = self.writer.begin_episode(self.task, source=source)
+        recorded_at = None if recorded_ns is None else iso_utc(recorded_ns)
+        self._episode_id = self.writer.begin_episode(self.task, source=source, recorded_at=recorded_at)
         self._assembler = Assembler(
             self.config,
             self.writer.manifest,

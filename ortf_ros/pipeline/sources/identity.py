@@ -17,8 +17,9 @@ finished file, its summary or index with message counts, times and CRCs. A file 
 grows (a recording still being written) or is cut changes its size and its end: it is
 another recording, and the converter says that its path now holds other content.
 
-A rosbag2 directory is its data files (their names, in order); ``metadata.yaml`` is left
-out, as ``ros2 bag reindex`` writes it anew for the same data.
+Names are left out (a renamed copy is the same recording); a rosbag2 directory is its
+data files, in name order. ``metadata.yaml`` is left out too, as ``ros2 bag reindex``
+writes it anew for the same data.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def recording_identity(paths: Sequence[Path]) -> RecordingIdentity:
         stat = file.stat()
         size += stat.st_size
         mtime_ns = max(mtime_ns, stat.st_mtime_ns)
-        digest.update(f"{file.name}\0{stat.st_size}\0".encode())
+        digest.update(f"{stat.st_size}\0".encode())
         with open(file, "rb") as stream:
             digest.update(stream.read(SAMPLE_BYTES))
             if stat.st_size > SAMPLE_BYTES:
