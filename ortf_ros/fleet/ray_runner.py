@@ -38,6 +38,11 @@ class RayRunner:
 
     def __init__(self, address: str | None) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves this machine
+        if address is LOCAL:
+            # Ray binds its servers to the address it takes as this node's, the one other
+            # nodes would reach; a single-machine instance has no other nodes: loopback.
+            # (Read as Ray is imported.)
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
         try:
             import ray  # (an optional extra, imported when asked for)
         except ImportError:
@@ -99,9 +104,6 @@ def _connect(ray: Any, address: str | None) -> None:
         _reachable(address)
     try:
         if address is LOCAL:
-            # Ray binds its servers to the address it takes as this node's, the one other
-            # nodes would reach; a single-machine instance has no other nodes: loopback.
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
             ray.init(num_cpus=usable_cpus(), include_dashboard=False, **options)
         else:
             ray.init(address=address, **options)
