@@ -27,6 +27,7 @@ bench: setup
 	@$(PY) bench/bench_live.py
 	@$(PY) bench/bench_export.py
 	@$(PY) bench/bench_append.py
+	@$(PY) bench/bench_fleet.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

@@ -72,7 +72,7 @@ from ortf_ros.pipeline.config import StepClock, auto_config
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import CAMERAS, write_teleop_bag
+from ortf_ros.synthetic_bag import CAMERAS, START_NS, write_teleop_bag
 
 WIDTH, HEIGHT, FPS = 640, 480, 30
 JOINT_HZ, WRENCH_HZ, TF_HZ, COMMAND_HZ = 500, 1000, 100, 50
@@ -96,13 +96,15 @@ def generator_hash() -> str:
 class BagSpec:
     duration_s: float
     compressed: bool  # cameras as JPEG CompressedImage instead of raw rgb8 Image
+    start_s: float = 0.0  # stamps this much later: recordings of the same scene that differ in content
 
     @property
     def key(self) -> str:
         cameras = "jpeg" if self.compressed else "rgb8"
+        start = f"-at{self.start_s:g}s" if self.start_s else ""
         return (
             f"teleop-mcap-{self.duration_s:g}s-2x{WIDTH}x{HEIGHT}@{FPS}-{cameras}-nodepth"
-            f"-js{JOINT_HZ}-ft{WRENCH_HZ}-tf{TF_HZ}-cmd{COMMAND_HZ}-g{generator_hash()}"
+            f"-js{JOINT_HZ}-ft{WRENCH_HZ}-tf{TF_HZ}-cmd{COMMAND_HZ}{start}-g{generator_hash()}"
         )
 
     @property
@@ -127,6 +129,7 @@ class BagSpec:
             tf_rate_hz=TF_HZ,
             with_depth=False,
             compressed=self.compressed,
+            start_ns=START_NS + round(self.start_s * 1e9),
         )
 
 
