@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 from test_bag2ortf import mapping_for
 
+from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.synthetic_bag import START_NS, BagFormat, TeleopBagInfo, decode_frame_number, write_teleop_bag
@@ -76,3 +78,11 @@ def _episode_digest(dataset: Dataset, position: int) -> dict[str, Any]:
             digest[camera] = [decode_frame_number(frame) for frame in frames]
     episode.close()
     return digest
+
+
+def converted_in_place(fleet: Fleet, root: Path) -> dict[str, Any]:
+    """The fleet converted in one run, in place, into ``root``: what every other way must give."""
+    assert bag2ortf([*fleet.paths(), "-o", str(root), "--config", str(fleet.mapping), "--jobs", "1"]) == 0
+    report = validate(root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    return dataset_digest(root)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fleet_data import Fleet, dataset_digest, make_fleet
+from fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
 from test_bag2ortf import RESOURCES, mapping_for
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
@@ -35,11 +35,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
 
 @pytest.fixture(scope="module")
 def reference(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    """The fleet converted in one run, in place: what every other way must give."""
-    root = tmp_path_factory.mktemp("reference") / "ds"
-    assert bag2ortf([*fleet.paths(), "-o", str(root), "--config", str(fleet.mapping), "--jobs", "1"]) == 0
-    assert validate(root, strict=True).ok
-    return dataset_digest(root)
+    return converted_in_place(fleet, tmp_path_factory.mktemp("reference") / "ds")
 
 
 def touch(path: Path) -> Path:

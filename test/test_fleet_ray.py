@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fleet_data import Fleet, dataset_digest, make_fleet
+from fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
 from test_bag2ortf_crash import staged_steps
 
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
@@ -57,9 +57,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Fleet:
 
 @pytest.fixture(scope="module")
 def in_place(fleet: Fleet, tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
-    root = tmp_path_factory.mktemp("in_place") / "ds"
-    assert bag2ortf([*fleet.paths(), "-o", str(root), "--config", str(fleet.mapping), "--jobs", "1"]) == 0
-    return dataset_digest(root)
+    return converted_in_place(fleet, tmp_path_factory.mktemp("in_place") / "ds")
 
 
 def command(*args: str) -> list[str]:

@@ -31,10 +31,10 @@ from ortf_ros.fleet.driver import SCRATCH_PREFIX, FleetConversion, Outcome, Runn
 from ortf_ros.fleet.inputs import recordings
 from ortf_ros.fleet.pool import ProcessRunner
 from ortf_ros.fleet.ray_runner import LOCAL, RayRunner
-from ortf_ros.fleet.settings import ConversionSettings, Labels
+from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.io import paths
 from ortf_ros.io.cpus import usable_cpus
-from ortf_ros.pipeline.config import describe_mapping, dump_config, load_config
+from ortf_ros.pipeline.config import EpisodeLabels, describe_mapping, dump_config, load_config
 from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
 
@@ -45,7 +45,9 @@ PROG = "ortf-bag2ortf"
 def _settings(args: argparse.Namespace) -> ConversionSettings:
     """What every recording is converted with: the mapping file's config (or detection),
     the flags over it, the URDF."""
-    labels = Labels(args.task, args.success, args.failure_reason, args.notes)
+    labels = EpisodeLabels(
+        task=args.task or "", success=args.success, failure_reason=args.failure_reason, operator_notes=args.notes
+    )
     return ConversionSettings(
         mapping=load_config(args.config) if args.config is not None else None,
         mapping_name=args.config or "mapping",

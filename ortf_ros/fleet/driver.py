@@ -224,6 +224,7 @@ class FleetConversion:
         assert self._scratch is not None
         queue: deque[_Slot] = deque()
         converting = 0
+        room = 0  # recordings that may be in flight (known once the runner has started)
         try:
             for slot in slots:
                 if slot.outcome is None:
@@ -231,9 +232,10 @@ class FleetConversion:
                         slot.index, slot.input, self._scratch, self.settings, runner.conversions_at_once
                     )
                     slot.future = runner.submit(slot.task)
+                    room = room or 2 * runner.parallelism
                     converting += 1
                 queue.append(slot)
-                while queue and (converting >= 2 * runner.parallelism or len(queue) > WAITING_SLOTS):
+                while queue and ((room and converting >= room) or len(queue) > WAITING_SLOTS):
                     converting -= self._next(queue, runner)
             while queue:
                 self._next(queue, runner)

@@ -14,9 +14,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
-from ortf_ros.format.schema import SOURCE_COLUMN
+from ortf_ros.format.schema import SOURCE_COLUMN, SOURCE_TYPE
 from ortf_ros.pipeline.sources.identity import RecordingIdentity
 
 
@@ -73,10 +74,13 @@ def _sources(root: Path) -> list[tuple[str, EpisodeSource]]:
     path = root / layout.EPISODES
     if not path.is_file():
         return []
-    schema = pq.read_schema(path)
-    if SOURCE_COLUMN not in schema.names:
-        return []  # another writer's dataset, or one made before episodes said their source
-    table: pa.Table = pq.read_table(path, columns=["episode_id", SOURCE_COLUMN])
+    try:
+        schema = pq.read_schema(path)
+        if SOURCE_COLUMN not in schema.names or schema.field(SOURCE_COLUMN).type != SOURCE_TYPE:
+            return []  # another writer's dataset, or one made before episodes said their source
+        table: pa.Table = pq.read_table(path, columns=["episode_id", SOURCE_COLUMN])
+    except (pa.ArrowException, OSError) as exc:
+        raise FormatError(f"{path}: unreadable Parquet: {exc}") from None
     found = []
     for episode_id, data in zip(
         table.column("episode_id").to_pylist(), table.column(SOURCE_COLUMN).to_pylist(), strict=True

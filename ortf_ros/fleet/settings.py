@@ -8,35 +8,26 @@ recordings' summaries before the first conversion starts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ortf_ros.dataset.config import WriterConfig
-from ortf_ros.pipeline.config import ConversionConfig, StepClock, auto_config
+from ortf_ros.pipeline.config import ConversionConfig, EpisodeLabels, StepClock, auto_config
 from ortf_ros.pipeline.offline import converter_writer_config
 from ortf_ros.pipeline.sources.bag import BagSource
 
 
 @dataclass(frozen=True)
-class Labels:
-    """The command line's labels, over the mapping's (None: the mapping's)."""
-
-    task: str | None = None
-    success: bool | None = None
-    failure_reason: str | None = None
-    operator_notes: str | None = None
-
-
-@dataclass(frozen=True)
 class ConversionSettings:
     """``mapping``: the mapping file's config (None: detected from each recording), with
-    ``rate_hz`` and ``labels`` over it; ``urdf``: the URDF's text (None: the recording's
-    ``/robot_description``); ``mesh_path``: where ``package://`` meshes are found."""
+    ``rate_hz`` and the labels (``task`` ... ``operator_notes``; None: the mapping's) over
+    it; ``urdf``: the URDF's text (None: the recording's ``/robot_description``);
+    ``mesh_path``: where ``package://`` meshes are found."""
 
     mapping: ConversionConfig | None = None
     mapping_name: str = "mapping"
     rate_hz: float | None = None
-    labels: Labels = Labels()
+    labels: EpisodeLabels = field(default_factory=lambda: EpisodeLabels(task=""))  # ("" and None: the mapping's)
     urdf: str | None = None
     mesh_path: tuple[Path, ...] = ()
 

@@ -73,8 +73,9 @@ class EpisodeSource:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> EpisodeSource | None:
-        """From a row's struct (or a staged header's JSON); None for a null one."""
-        if data is None or data.get("fingerprint") is None:
+        """From a row's struct (or a staged header's JSON); None for a null one (or one not
+        of this shape: another tool's column of that name, which the validator reports)."""
+        if not isinstance(data, Mapping) or not isinstance(data.get("fingerprint"), str):
             return None
         episodes = data.get("episodes")
         return cls(
