@@ -28,7 +28,6 @@ class Held:
 
     episodes: dict[int, str] = field(default_factory=dict)
     count: int | None = None
-    paths: set[str] = field(default_factory=set)
 
     @property
     def whole(self) -> bool:
@@ -51,7 +50,6 @@ class Ledger:
             held.episodes[source.episode] = episode_id
             if source.episodes is not None:
                 held.count = source.episodes
-            held.paths.add(source.path)
             self._by_path[source.path] = source.fingerprint
 
     def holds(self, identity: RecordingIdentity) -> Held | None:
