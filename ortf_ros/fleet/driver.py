@@ -126,6 +126,8 @@ class FleetConversion:
 
     def run(self, inputs: Sequence[Path]) -> Totals:
         self.totals = Totals(recordings=len(inputs))
+        if self.progress is not None:
+            self.progress(0, len(inputs), 0)  # (the total shown from the start)
         beside = self.output.resolve().parent
         remove_stale(beside, SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
         self._discard_cut_conversions(inputs)
