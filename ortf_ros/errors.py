@@ -25,6 +25,11 @@ class WriterError(OrtfError):
     """The writer was handed data it cannot store, or the target cannot be written."""
 
 
+class DatasetBusyError(WriterError):
+    """Another process writes the dataset (holds its writer lock): nothing this process
+    could write there would be taken, so a run over many recordings stops at once."""
+
+
 class VideoRefusedError(WriterError):
     """An encoded video the writer does not take as it is (stored otherwise, or not cut at
     keyframes): the caller can add its decoded frames instead. A copy that cannot be

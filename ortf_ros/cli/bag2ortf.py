@@ -54,7 +54,7 @@ def _settings(args: argparse.Namespace) -> ConversionSettings:
         rate_hz=args.rate,
         labels=labels,
         urdf=read_urdf(Path(args.urdf)) if args.urdf is not None else None,
-        mesh_path=tuple(Path(p) for p in args.mesh_path),
+        mesh_path=tuple(Path(os.path.abspath(p)) for p in args.mesh_path),  # (a worker's directory is not ours)
     )
 
 
@@ -91,7 +91,7 @@ def _write_config(args: argparse.Namespace, inputs: list[Path]) -> int:
 def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
     output = paths.output_dir(args.output, "the dataset", existing="an ORTF dataset directory", inputs=inputs)
     settings = _settings(args)
-    runner = _runner(args, len(inputs))  # (Ray connects before anything is written)
+    runner = _runner(args, len(inputs))  # (a missing Ray or a malformed address: before anything is written)
     show_progress = sys.stderr.isatty() and not args.json
     report = _JsonReport(args.output) if args.json else _TextReport(args.output, len(inputs))
     with contextlib.ExitStack() as stack:
@@ -104,7 +104,11 @@ def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
         fleet = FleetConversion(
             output, settings, runner, report=report.recording, progress=bar, message_progress=single, say=report.note
         )
-        totals = fleet.run(inputs)
+        try:
+            totals = fleet.run(inputs)
+        except BaseException:
+            report.stopped()
+            raise
         report.end(totals)
         if not totals.converted and not totals.skipped:
             discard()  # nothing converted into a dataset this run made: no empty dataset left
@@ -146,6 +150,9 @@ class _TextReport:
     def note(self, line: str) -> None:
         print(line)
 
+    def stopped(self) -> None:
+        """The run stopped (its line on standard error says why)."""
+
     def end(self, totals: Totals) -> None:
         if self.recordings > 1:
             print(
@@ -164,6 +171,12 @@ class _JsonReport:
 
     def note(self, line: str) -> None:
         say(PROG, line)  # (standard output holds the JSON document alone)
+
+    def stopped(self) -> None:
+        """The document closed, valid, when the run stops (its line on standard error
+        says why): what was converted before is said."""
+        with contextlib.suppress(OSError):
+            print('\n  ],\n  "stopped": true\n}', flush=True)
 
     def recording(self, outcome: Outcome) -> None:
         text = json.dumps(_summary(outcome), indent=2).replace("\n", "\n    ")
@@ -197,7 +210,6 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
         | set(counts.late)
     )
     return base | {
-        "inputs": list(result.inputs),
         "steps": sum(e.length for e in result.episodes),
         "seconds": round(result.seconds, 3),
         "startup_seconds": round(result.startup_seconds, 3),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -187,19 +188,39 @@ class Catalog:
         self._total_steps += record.length
         self._total_seconds += record.duration_seconds
 
-    def complete_source(self, fingerprint: str, count: int) -> None:
-        """Write on each episode of the recording ``fingerprint`` that it gave ``count``: the
-        index replaced atomically once, as at a commit (``EpisodeSource.episodes``)."""
-        changed = False
-        for position, record in enumerate(self.episodes):
-            source = record.source
-            if source is not None and source.fingerprint == fingerprint and source.episodes != count:
-                self.episodes[position] = replace(record, source=replace(source, episodes=count))
+    def complete_source(self, episode_ids: Sequence[str], count: int) -> None:
+        """Write on these episodes (of one recording) that the recording gave ``count``
+        (``EpisodeSource.episodes``): the index replaced atomically once, as at a commit.
+
+        They are looked for from the end, where a conversion just committed them; when they
+        are the index's last rows, only those rows are made anew, so the cost does not grow
+        with the dataset (a fleet's run calls this once a recording)."""
+        wanted = set(episode_ids)
+        positions = []
+        for position in range(len(self.episodes) - 1, -1, -1):
+            if not wanted:
+                break
+            if self.episodes[position].episode_id in wanted:
+                wanted.discard(self.episodes[position].episode_id)
+                positions.append(position)
+        changed = []
+        for position in positions:
+            record = self.episodes[position]
+            if record.source is not None and record.source.episodes != count:
+                self.episodes[position] = replace(record, source=replace(record.source, episodes=count))
                 self._by_id[record.episode_id] = self.episodes[position]
-                changed = True
-        if changed:
-            self._index = None
-            self._write_episodes(self._index_table())
+                changed.append(position)
+        if not changed:
+            return
+        first = min(changed)
+        index = self._index_table()
+        if first >= len(self.episodes) - len(positions) and index.num_rows == len(self.episodes):
+            tail = episodes_table(self.episodes[first:], self.manifest)
+            index = pa.concat_tables([index.slice(0, first), tail]).combine_chunks()
+        else:
+            index = episodes_table(self.episodes, self.manifest)
+        self._write_episodes(index)
+        self._index = index
 
     def fold_in(self, record: EpisodeRecord, episode_stats: DatasetStats) -> None:
         """After ``add``: the statistics and manifest totals that derive from the index."""

@@ -34,7 +34,7 @@ from typing import IO, Any
 import pyarrow as pa
 
 from ortf_ros.dataset.logs import read_log
-from ortf_ros.errors import FormatError, WriterError
+from ortf_ros.errors import DatasetBusyError, FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
 from ortf_ros.io import atomic
@@ -115,7 +115,9 @@ def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
         if handle is not None:
             return handle
         if time.monotonic() >= deadline:
-            raise WriterError(f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)")
+            raise DatasetBusyError(
+                f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
+            )
         time.sleep(0.02)
 
 

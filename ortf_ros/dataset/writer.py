@@ -555,12 +555,12 @@ class DatasetWriter:
             recording, EpisodeOutcome(record.success, record.failure_reason, record.operator_notes, terminal)
         )
 
-    def complete_source(self, fingerprint: str, count: int) -> None:
+    def complete_source(self, episode_ids: Sequence[str], count: int) -> None:
         """After the last episode converted from a recording: how many it gave, written on
-        each (``EpisodeSource.episodes``), so a rerun knows the recording is whole."""
+        each of its episodes (``EpisodeSource.episodes``), so a rerun knows it is whole."""
         if self._recording is not None:
             raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
-        self._open_catalog().complete_source(fingerprint, count)
+        self._open_catalog().complete_source(episode_ids, count)
 
     def discard_episode(self) -> None:
         """Drop the episode in progress, also after a failure (an encoder's, a full disk):

@@ -32,10 +32,11 @@ from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import HEADER_FILE, StagedEpisode, lock_dataset, staged_episode_dirs
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import OrtfError, WriterError, failure_line, os_error_line
+from ortf_ros.errors import OrtfError, WriterError, failure_line
 from ortf_ros.fleet.ledger import Held, Ledger
+from ortf_ros.fleet.run_lock import run_lock
 from ortf_ros.fleet.settings import ConversionSettings
-from ortf_ros.fleet.task import DATASET_DIR, RecordingTask, TaskResult, part_prefix, run_task
+from ortf_ros.fleet.task import DATASET_DIR, RecordingTask, TaskResult, part_prefix, run_task, storage_failure
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.io.text import read_text
@@ -62,7 +63,7 @@ class Runner(Protocol):
 
     def failure(self, exc: BaseException, task: RecordingTask) -> str | None:
         """A task's exception as its recording's failure line; None: not the runner's to
-        explain (re-raised)."""
+        explain (re-raised). It raises itself what stops the run (a broken pool)."""
 
     def stop(self) -> None: ...
 
@@ -128,13 +129,21 @@ class FleetConversion:
         self.totals = Totals(recordings=len(inputs))
         if self.progress is not None:
             self.progress(0, len(inputs), 0)  # (the total shown from the start)
-        beside = self.output.resolve().parent
-        remove_stale(beside, SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
-        self._discard_cut_conversions(inputs)
-        _check_writable(self.output)
+        beside = _beside(self.output)
         with contextlib.ExitStack() as stack:
+            stack.enter_context(run_lock(self.output))
+            remove_stale(beside, SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
+            self._discard_cut_conversions(inputs)
+            _check_writable(self.output)
             stack.callback(self._close_writer)
-            slots = self._plan(inputs, Ledger(self.output))
+            ledger = Ledger(self.output)
+            if ledger.unsourced:
+                self.say(
+                    f"{self.output}: {ledger.unsourced} episode(s) say nothing of the recording they came from "
+                    "(written before episodes did, or by another tool): recordings converted into them are not "
+                    "recognised, and are converted again"
+                )
+            slots = self._plan(inputs, ledger)
             if self.runner is None:
                 for slot in slots:
                     self._done(self._in_place(slot, stack))
@@ -163,8 +172,8 @@ class FleetConversion:
         for index, path in enumerate(inputs):
             try:
                 identity = recording_identity([path])
-            except OSError as exc:
-                yield _Slot(index, path, outcome=Outcome(index, path, error=os_error_line(exc)))
+            except (OSError, OrtfError) as exc:
+                yield _Slot(index, path, outcome=Outcome(index, path, error=failure_line(exc) or str(exc)))
                 continue
             held = ledger.holds(identity)
             size = identity.size
@@ -190,12 +199,14 @@ class FleetConversion:
             return slot.outcome
         if slot.held is not None:  # a part of it is in the dataset: the rest through scratch
             if self._scratch is None:
-                beside = self.output.resolve().parent
-                self._scratch = stack.enter_context(scratch_directory(beside, SCRATCH_PREFIX, _wait_for_encoders))
-            slot.task = RecordingTask(slot.index, slot.input, self._scratch, self.settings)
-            outcome = self._imported(slot, run_task(slot.task))
-            self._close_writer()  # (the next recording converts in place, with a writer of its own)
-            return outcome
+                directory = scratch_directory(_beside(self.output), SCRATCH_PREFIX, _wait_for_encoders)
+                self._scratch = stack.enter_context(directory)
+            slot.task = RecordingTask(slot.index, _absolute(slot.input), self._scratch, self.settings)
+            try:
+                return self._imported(slot, run_task(slot.task))
+            finally:
+                self._close_writer()  # (the next recording converts in place, with a writer of its own)
+                _remove_attempts(self._scratch, slot.index)
         try:
             with BagSource([slot.input]) as source:
                 config = self.settings.config_for(source)
@@ -216,7 +227,7 @@ class FleetConversion:
         """The recording's failure, or ``exc`` raised again when it is the output's (a
         full disk, the dataset's lock held) or a bug's: the run cannot go on."""
         line = failure_line(exc)
-        if line is None or (isinstance(exc, OSError) and _inside(exc.filename, self.output)):
+        if line is None or storage_failure(exc) or (isinstance(exc, OSError) and _inside(exc.filename, self.output)):
             raise exc
         return self._outcome(slot, error=line)
 
@@ -231,7 +242,7 @@ class FleetConversion:
             for slot in slots:
                 if slot.outcome is None:
                     slot.task = RecordingTask(
-                        slot.index, slot.input, self._scratch, self.settings, runner.conversions_at_once
+                        slot.index, _absolute(slot.input), self._scratch, self.settings, runner.conversions_at_once
                     )
                     slot.future = runner.submit(slot.task)
                     room = room or 2 * runner.parallelism
@@ -268,6 +279,8 @@ class FleetConversion:
 
     def _imported(self, slot: _Slot, task: TaskResult) -> Outcome:
         """The scratch dataset's episodes imported (those the output does not hold yet)."""
+        if task.storage:
+            raise WriterError(task.error or "the scratch storage takes nothing more")
         if task.error is not None or task.dataset is None or task.result is None:
             return self._outcome(slot, error=task.error or "no result")
         try:
@@ -282,8 +295,8 @@ class FleetConversion:
                     episodes.append(present[place])
                 else:
                     episodes.append(writer.import_episode(episode).episode_id)
-            if slot.identity is not None:
-                writer.complete_source(slot.identity.fingerprint, len(converted.episodes))
+            if present:  # (those imported say how many there are; those held before may not)
+                writer.complete_source(list(present.values()), len(converted.episodes))
         except Exception as exc:
             if isinstance(exc, OrtfError):
                 return self._failed(slot, exc)
@@ -330,7 +343,8 @@ class FleetConversion:
             totals.skipped += 1
         else:
             totals.converted += 1
-        totals.bytes += outcome.size
+        if outcome.result is not None:
+            totals.bytes += outcome.size  # (the data rate is the converted recordings')
         self.report(outcome)
         if self.progress is not None:
             self.progress(totals.converted + totals.skipped + totals.failed, totals.recordings, totals.bytes)
@@ -341,6 +355,17 @@ def _check_writable(output: Path) -> None:
     stops the run before anything is converted (not once a recording, every one failing)."""
     if (output / layout.MANIFEST).exists():
         DatasetWriter(output).open().close()
+
+
+def _beside(output: Path) -> Path:
+    """The directory that holds ``output``, as every node names it (not resolved: a link
+    on this machine may not be one on the others)."""
+    return Path(os.path.abspath(output)).parent
+
+
+def _absolute(path: Path) -> Path:
+    """``path`` for a worker, whose working directory is not the command's."""
+    return Path(os.path.abspath(path))
 
 
 def _inside(filename: object, root: Path) -> bool:

@@ -25,10 +25,9 @@ from pathlib import Path
 
 from ortf_ros.errors import UsageError
 from ortf_ros.io import paths
-from ortf_ros.pipeline.sources.rosbag2_dir import STORAGE_SUFFIXES
+from ortf_ros.pipeline.sources.rosbag2_dir import METADATA_FILE, STORAGE_SUFFIXES
 
 RECORDING_SUFFIXES = (*STORAGE_SUFFIXES, ".bag")
-METADATA_FILE = "metadata.yaml"
 
 
 def recordings(words: Sequence[str], inputs_from: str | None = None) -> list[Path]:
@@ -54,7 +53,12 @@ def _lines(inputs_from: str | None) -> Iterator[str]:
         lines = sys.stdin.read().splitlines()
     else:
         file = paths.input_file(inputs_from, "a file of recording paths, one a line")
-        lines = file.read_text(encoding="utf-8").splitlines()
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except UnicodeDecodeError as exc:
+            raise UsageError(
+                f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start}); expected recording paths, one a line"
+            ) from None
         base = file.parent
     for number, line in enumerate(lines, start=1):
         text = line.strip()
@@ -72,7 +76,7 @@ def _expand(word: str) -> list[Path]:
     path = paths.input_path(word, "a recording (bag file or rosbag2 directory) or a directory of recordings")
     if not path.is_dir() or is_recording_dir(path):
         return [path]
-    found = list(_search(path))
+    found = list(_search(path, set()))
     if not found:
         raise UsageError(
             f"{path}: no recording in this directory (expected {', '.join(RECORDING_SUFFIXES)} files "
@@ -90,11 +94,17 @@ def is_recording_dir(path: Path) -> bool:
     return bool(storage) and all(own.match(name) for name in storage)
 
 
-def _search(directory: Path) -> Iterator[Path]:
+def _search(directory: Path, visited: set[Path]) -> Iterator[Path]:
+    """Recordings below ``directory``; a directory reached again through a link (a link
+    to a parent would never end) is searched once."""
+    visited.add(directory.resolve())
     for entry in sorted(directory.iterdir(), key=lambda p: p.name):
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
-            yield from [entry] if is_recording_dir(entry) else _search(entry)
+            if is_recording_dir(entry):
+                yield entry
+            elif entry.resolve() not in visited:
+                yield from _search(entry, visited)
         elif entry.is_file() and entry.name.endswith(RECORDING_SUFFIXES):
             yield entry

@@ -45,7 +45,8 @@ class Ledger:
         self.held: dict[str, Held] = {}
         self._by_path: dict[str, str] = {}
         self._this_run: dict[str, str] = {}
-        for episode_id, source in _sources(root):
+        sources, self.unsourced = _sources(root)
+        for episode_id, source in sources:
             held = self.held.setdefault(source.fingerprint, Held())
             held.episodes[source.episode] = episode_id
             if source.episodes is not None:
@@ -68,14 +69,16 @@ class Ledger:
         return None if first == name else first
 
 
-def _sources(root: Path) -> list[tuple[str, EpisodeSource]]:
+def _sources(root: Path) -> tuple[list[tuple[str, EpisodeSource]], int]:
+    """The episodes that say their source, and how many do not."""
     path = root / layout.EPISODES
     if not path.is_file():
-        return []
+        return [], 0
     try:
         schema = pq.read_schema(path)
         if SOURCE_COLUMN not in schema.names or schema.field(SOURCE_COLUMN).type != SOURCE_TYPE:
-            return []  # another writer's dataset, or one made before episodes said their source
+            # another writer's dataset, or one made before episodes said their source
+            return [], pq.read_metadata(path).num_rows
         table: pa.Table = pq.read_table(path, columns=["episode_id", SOURCE_COLUMN])
     except (pa.ArrowException, OSError) as exc:
         raise FormatError(f"{path}: unreadable Parquet: {exc}") from None
@@ -86,4 +89,4 @@ def _sources(root: Path) -> list[tuple[str, EpisodeSource]]:
         source = EpisodeSource.from_dict(data)
         if source is not None:
             found.append((str(episode_id), source))
-    return found
+    return found, 0

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
 from concurrent.futures import Future
 from typing import Any
 
@@ -84,7 +86,7 @@ class RayRunner:
         errors = self._ray.exceptions
         if isinstance(exc, errors.RayTaskError) or not isinstance(exc, errors.RayError):
             return None
-        return f"{task.input}: its Ray task was lost {MAX_RETRIES + 1} times ({describe(exc).splitlines()[0]})"
+        return f"{task.input}: its Ray task failed ({describe(exc).splitlines()[0]})"
 
     def stop(self) -> None:
         for reference in list(self._running.values()):
@@ -102,14 +104,23 @@ def _connect(ray: Any, address: str | None) -> None:
     options: dict[str, Any] = {"logging_level": logging.ERROR, "log_to_driver": False}
     if address is not LOCAL:
         _reachable(address)
+    # ray.init makes SIGTERM exit at once (code 15); the command's own handler stops the
+    # run as Ctrl-C does, removing what it had not finished, and exits 143: kept.
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     try:
         if address is LOCAL:
-            ray.init(num_cpus=usable_cpus(), include_dashboard=False, **options)
+            # "local": a new instance even where this machine runs a cluster (RAY_ADDRESS,
+            # or the one `ray start` recorded), which ADDRESS "auto" is for.
+            ray.init(address="local", num_cpus=usable_cpus(), include_dashboard=False, **options)
         else:
             ray.init(address=address, **options)
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         where = "a Ray instance of this machine" if address is LOCAL else f"the Ray cluster at {address}"
         raise ConversionError(f"--ray: cannot connect to {where}: {describe(exc)}") from None
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
 
 
 def _reachable(address: str) -> None:

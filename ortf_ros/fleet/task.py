@@ -13,13 +13,14 @@ A bug is still an exception, with its traceback.
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ortf_ros.errors import failure_line
+from ortf_ros.errors import DatasetBusyError, failure_line
 from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.io import atomic
 from ortf_ros.io.cpus import usable_cpus
@@ -50,12 +51,33 @@ class RecordingTask:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """The scratch dataset and the conversion's result, or the one line it failed with."""
+    """The scratch dataset and the conversion's result, or the one line it failed with;
+    ``storage``: the failure is the storage's (full, read-only), not the recording's."""
 
     index: int
     dataset: Path | None = None
     result: ConversionResult | None = None
     error: str | None = None
+    storage: bool = False
+
+
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+
+
+def storage_failure(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it: an encoder's WriterError wraps the OSError) is
+    storage that takes nothing more, a full disk or quota, a read-only mount. Every later
+    recording would fail the same way: the run stops instead."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in STORAGE_ERRNOS:
+            return True
+        if isinstance(current, DatasetBusyError):
+            return True
+        current = current.__cause__ or current.__context__
+    return False
 
 
 def run_task(task: RecordingTask) -> TaskResult:
@@ -78,5 +100,5 @@ def run_task(task: RecordingTask) -> TaskResult:
         line = failure_line(exc)
         if line is None:
             raise
-        return TaskResult(task.index, error=line)
+        return TaskResult(task.index, error=line, storage=storage_failure(exc))
     return TaskResult(task.index, attempt / DATASET_DIR, result)

@@ -51,8 +51,10 @@ class EpisodeSource:
     node, it is the same recording. ``path``, ``size`` and ``mtime_ns`` are what it was
     when converted, for people and for the warning that a path now holds other content.
     ``episode`` is this episode's place among those the recording gave, ``episodes`` how
-    many it gave: None until the last of them is committed, so that a recording whose
-    conversion was cut off between two of its episodes is known to be incomplete."""
+    many it gave: None while a conversion straight into the dataset has not committed the
+    last of them (an import has it from the start). A recording is whole in a dataset
+    when it holds every place below ``episodes``: one whose conversion was cut off between
+    two of its episodes is known to be incomplete either way."""
 
     path: str
     size: int

@@ -141,7 +141,7 @@ def convert_recording(
                 session.discard()
                 raise
             if session.records:
-                writer.complete_source(identity.fingerprint, len(session.records))
+                writer.complete_source([r.episode_id for r in session.records], len(session.records))
         if not session.records:
             raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
         warnings += [f"TF: {line}" for line in session.tf.problems()]

@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ortf_ros.format.metadata import EpisodeSource
+from ortf_ros.pipeline.sources.rosbag2_dir import storage_files
 
 SAMPLE_BYTES = 64 * 1024
-METADATA_FILE = "metadata.yaml"
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ class RecordingIdentity:
 
 def recording_identity(paths: Sequence[Path]) -> RecordingIdentity:
     """The identity of the recording made of ``paths`` (bag files, or a rosbag2 directory;
-    several for the parts of one recording). Raises OSError as reading them would."""
+    several for the parts of one recording). Raises OSError as reading them would, and
+    ConversionError for a directory that is no rosbag2 recording."""
     files = [file for path in paths for file in _data_files(path)]
     digest = hashlib.blake2b(digest_size=16)
     size = mtime_ns = 0
@@ -71,6 +72,9 @@ def recording_identity(paths: Sequence[Path]) -> RecordingIdentity:
 
 
 def _data_files(path: Path) -> list[Path]:
+    """The files a recording's messages are read from: a bag file, or a rosbag2
+    directory's storage files (what else a copy gains or loses there, a ``notes.txt``, a
+    ``.DS_Store``, does not make it another recording)."""
     if not path.is_dir():
         return [path]
-    return sorted(p for p in path.iterdir() if p.is_file() and p.name != METADATA_FILE)
+    return [file for file, _ in storage_files(path)]

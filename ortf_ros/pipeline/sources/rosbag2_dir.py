@@ -12,11 +12,12 @@ from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.sources.base import MessageCompression, fail
 
 STORAGE_SUFFIXES = (".db3", ".mcap", ".db3.zstd", ".mcap.zstd")
+METADATA_FILE = "metadata.yaml"
 
 
 def storage_files(path: Path) -> list[tuple[Path, MessageCompression]]:
     """The directory's storage files in recording order, and how their messages are compressed."""
-    meta_path = path / "metadata.yaml"
+    meta_path = path / METADATA_FILE
     if not meta_path.exists():
         files = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(STORAGE_SUFFIXES))
         if not files:
