@@ -21,6 +21,7 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import UsageError
 from ortf_ros.fleet.inputs import recordings
+from ortf_ros.fleet.run_lock import run_lock, run_lock_path
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import EpisodeSplit, write_config
 from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
@@ -67,6 +68,11 @@ def test_directories_are_searched_and_inputs_from_lists_recordings(tmp_path: Pat
         recordings([], str(listing))
     with pytest.raises(UsageError, match="no recording in this directory"):
         recordings([str(touch(tmp_path / "empty" / "readme.md").parent)])
+    (root / "2026-11-21" / "loop").symlink_to(root)  # a link back up: searched once
+    assert recordings([str(root)]) == [closed, unclosed, ros1, *flat]
+    listing.write_bytes(b"\xff\xfe" + str(ros1).encode())
+    with pytest.raises(UsageError, match=r"inputs.txt: not UTF-8 text"):
+        recordings([], str(listing))
 
 
 @pytest.mark.parametrize("jobs", JOBS.values(), ids=JOBS.keys())
@@ -179,3 +185,20 @@ def test_a_dataset_without_sources_is_valid_and_a_rerun_converts_into_it(fleet: 
     assert validate(output, strict=True).ok
     episodes = load_dataset(output).episodes
     assert [e.source is None for e in episodes] == [True, False]
+
+
+def test_a_second_run_into_the_same_dataset_stops_at_once(
+    fleet: Fleet, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """(An hourly job still running an hour later would otherwise convert the same
+    recordings twice.) Its --json document still ends, saying the run stopped."""
+    output = tmp_path / "ds"
+    args = [*fleet.paths(), "-o", str(output), "--config", str(fleet.mapping), "--json"]
+    with run_lock(output):  # the first run's
+        assert bag2ortf(args) == 1
+    out, err = capfd.readouterr()
+    assert err == f"ortf-bag2ortf: {output}: another ortf-bag2ortf run is converting into this dataset\n"
+    assert json.loads(out) == {"output": str(output), "recordings": [], "stopped": True}
+    assert not output.exists() and not run_lock_path(output).exists()
+    assert bag2ortf(args[:-1]) == 0  # once it has ended
+    assert not run_lock_path(output).exists()
