@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
@@ -64,6 +65,9 @@ class Runner(Protocol):
     def failure(self, exc: BaseException, task: RecordingTask) -> str | None:
         """A task's exception as its recording's failure line; None: not the runner's to
         explain (re-raised). It raises itself what stops the run (a broken pool)."""
+
+    def describe(self) -> str:
+        """Where the conversions run, said once they have begun."""
 
     def stop(self) -> None: ...
 
@@ -245,7 +249,9 @@ class FleetConversion:
                         slot.index, _absolute(slot.input), self._scratch, self.settings, runner.conversions_at_once
                     )
                     slot.future = runner.submit(slot.task)
-                    room = room or 2 * runner.parallelism
+                    if not room:
+                        room = 2 * runner.parallelism
+                        self.say(runner.describe())
                     converting += 1
                 queue.append(slot)
                 while queue and ((room and converting >= room) or len(queue) > WAITING_SLOTS):
@@ -313,8 +319,13 @@ class FleetConversion:
             writer.open()
             self._writer = writer
         meshes = converted.root / layout.MESHES_DIR
-        if meshes.is_dir() and not (self.output / layout.MESHES_DIR).exists():
-            shutil.copytree(meshes, self.output / layout.MESHES_DIR)
+        target = self.output / layout.MESHES_DIR
+        if meshes.is_dir() and not target.exists():
+            # Copied beside, then renamed: a run killed mid-copy leaves no partial meshes
+            # directory that later runs would take as complete.
+            partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=".meshes-"))
+            shutil.copytree(meshes, partial, dirs_exist_ok=True)
+            partial.rename(target)
         return self._writer
 
     def _close_writer(self) -> None:

@@ -41,6 +41,9 @@ class ProcessRunner:
             ) from None
         return None
 
+    def describe(self) -> str:
+        return f"converting in {self.parallelism} worker processes"
+
     def stop(self) -> None:
         """After an error or a stop signal (which reaches this process alone, unlike Ctrl-C
         in a terminal), end the conversions still running: leaving the pool would wait for

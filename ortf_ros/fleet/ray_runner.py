@@ -64,6 +64,15 @@ class RayRunner:
         self._connect()
         return max(1, int(self._ray.cluster_resources().get("CPU", 1)))
 
+    def describe(self) -> str:
+        """The cluster, as the run found it: a cluster with no CPU yet (its head started
+        with ``--num-cpus 0``, workers still to join) is said to be waited for."""
+        nodes = sum(1 for node in self._ray.nodes() if node.get("Alive"))
+        cpus = int(self._ray.cluster_resources().get("CPU", 0))
+        where = "a Ray instance of this machine" if self._address is LOCAL else f"the Ray cluster at {self._address}"
+        waiting = "; no CPU yet: the conversions wait for nodes with CPUs to join" if not cpus else ""
+        return f"converting on {where}: {nodes} node(s), {cpus} CPU(s){waiting}"
+
     def _connect(self) -> None:
         if self._remote is not None:
             return
