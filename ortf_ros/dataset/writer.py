@@ -107,11 +107,7 @@ class DatasetWriter:
     def open(self) -> DatasetWriter:
         if self._catalog is not None:
             raise WriterError(f"{self.root}: writer is already open")
-        existing = (self.root / layout.MANIFEST).exists()
-        if not existing and self.root.exists() and any(self.root.iterdir()):
-            raise WriterError(f"{self.root}: refusing to write into a non-empty directory that is not an ORTF dataset")
-        if existing:
-            load_manifest(self.root)  # one that does not read is refused before the lock leaves a trace
+        existing = check_target(self.root)
         created_root = not self.root.exists()
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = lock_dataset(self.root)
@@ -571,6 +567,18 @@ class DatasetWriter:
         wait_for_processes_let_go()  # or one would make the directory again, to open its video
         recording.staged.remove()
         self._recording = None
+
+
+def check_target(root: Path) -> bool:
+    """Whether ``root`` is a dataset to append to (False: one to create), refusing, before
+    anything leaves a trace there (a lock, a directory), a directory that is not empty and
+    not a dataset, or a dataset whose manifest does not read."""
+    existing = (root / layout.MANIFEST).exists()
+    if not existing and root.exists() and any(root.iterdir()):
+        raise WriterError(f"{root}: refusing to write into a non-empty directory that is not an ORTF dataset")
+    if existing:
+        load_manifest(root)
+    return existing
 
 
 def _relabel(batch: pa.RecordBatch, schema: pa.Schema, episode_id: str, first_step: int | None) -> pa.RecordBatch:

@@ -32,7 +32,7 @@ from typing import Protocol
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import HEADER_FILE, StagedEpisode, lock_dataset, staged_episode_dirs
-from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.dataset.writer import DatasetWriter, check_target
 from ortf_ros.errors import OrtfError, WriterError, failure_line
 from ortf_ros.fleet.ledger import Held, Ledger
 from ortf_ros.fleet.run_lock import run_lock
@@ -134,6 +134,7 @@ class FleetConversion:
         if self.progress is not None:
             self.progress(0, len(inputs), 0)  # (the total shown from the start)
         beside = _beside(self.output)
+        check_target(self.output)  # (a dataset refused leaves no trace, not even the run lock's file)
         with contextlib.ExitStack() as stack:
             stack.enter_context(run_lock(self.output))
             remove_stale(beside, SCRATCH_PREFIX, settle=_wait_for_encoders)  # what runs killed earlier left
