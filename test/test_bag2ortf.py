@@ -465,6 +465,13 @@ def test_meshes_found_on_the_mesh_path_are_copied_and_missing_ones_reported(
     (recording,) = json.loads(capsys.readouterr().out)["recordings"]
     assert "mesh not found on --mesh-path: package://demo_arm/meshes/lost.dae" in recording["warnings"]
     assert (tmp_path / "ds" / "robot" / "robot.urdf").read_text() == urdf
+    # Through workers' scratch datasets and the import, the same (and nothing left half-copied).
+    later = write_teleop_bag(tmp_path / "later", "mcap", duration_s=0.6, start_ns=START_NS + 60 * 10**9)
+    args = [str(short_bag.path), str(later.path), "-o", str(tmp_path / "ds2"), "--urdf", str(tmp_path / "robot.urdf")]
+    assert bag2ortf([*args, "--mesh-path", str(tmp_path / "src"), "--jobs", "2"]) == 0
+    robot = tmp_path / "ds2" / "robot"
+    assert (robot / "meshes" / "demo_arm" / "meshes" / "hand.stl").read_bytes() == b"solid hand"
+    assert sorted(p.name for p in robot.iterdir()) == ["meshes", "robot.urdf"]
 
 
 def test_without_a_urdf_joints_are_named_from_the_joint_states_with_a_warning(

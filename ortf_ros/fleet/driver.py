@@ -324,6 +324,7 @@ class FleetConversion:
         if meshes.is_dir() and not target.exists():
             # Copied beside, then renamed: a run killed mid-copy leaves no partial meshes
             # directory that later runs would take as complete.
+            target.parent.mkdir(parents=True, exist_ok=True)
             partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=".meshes-"))
             shutil.copytree(meshes, partial, dirs_exist_ok=True)
             partial.rename(target)
