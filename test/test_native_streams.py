@@ -213,6 +213,16 @@ def copy_as_episode(root: Path, index: int) -> None:
 
 STEPS_TABLE = layout.steps_path(0)
 FT_INDEX = layout.stream_index_column("wrist_ft")
+EPISODES_TABLE = layout.EPISODES
+
+
+def doctor_native_samples(table: pa.Table) -> pa.Table:
+    """One force-torque sample more than the table holds, counted where the files are checked."""
+    rows = table.to_pylist()
+    account = next(a for a in rows[0]["accounting"] if a["stream"] == "wrist_ft")
+    account["native_samples"] += 1
+    return pa.Table.from_pylist(rows, schema=table.schema)
+
 STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.stream_names", edit_manifest(lambda m: m["alignment"]["streams"].append("cam/wrist"))),
     ("streams.missing", lambda root: (root / FT_TABLE).unlink()),
@@ -224,6 +234,7 @@ STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.stream_files", edit_manifest(lambda m: m.update({layout.STREAM_FILES_KEY: "per-day"}))),
     ("steps.stream_index", rewrite(STEPS_TABLE, set_column(FT_INDEX, lambda t: [10**6] * t.num_rows))),
     ("alignment.tolerance", lambda root: None),  # the recorded late camera steps
+    ("episodes.accounting_files", rewrite(EPISODES_TABLE, doctor_native_samples)),
 ]  # fmt: skip
 
 

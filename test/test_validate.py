@@ -29,6 +29,7 @@ from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.validation import RULES, Finding, Report, check_manifest, steps, validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
+from ortf_ros.format.accounting import ACCOUNTING_TYPE, StreamAccount
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.synthetic import JOINTS, demo_manifest, write_demo_dataset
 
@@ -152,6 +153,7 @@ EPISODE_SCHEMA = pa.schema(
         ("recorded_at", pa.string()),
         ("video_files", pa.struct([("cam_rgb", pa.string()), ("cam_depth", pa.string())])),
         ("audio_file", pa.string()),
+        ("accounting", ACCOUNTING_TYPE),
     ]
 )
 
@@ -241,6 +243,14 @@ def build_dataset(root: Path) -> None:
                 "recorded_at": "2025-12-21T10:30:00Z",
                 "video_files": {"cam_rgb": video_rel("cam_rgb", e), "cam_depth": video_rel("cam_depth", e)},
                 "audio_file": None,
+                "accounting": [
+                    StreamAccount(
+                        "cam_rgb", "camera", frames_encoded=STEPS, frames_in_video=STEPS, steps_referencing=STEPS
+                    ).to_dict(),
+                    StreamAccount(
+                        "cam_depth", "depth", frames_in_video=DEPTH_FRAMES, steps_referencing=STEPS
+                    ).to_dict(),
+                ],
             }
         )
     (root / "meta").mkdir()
@@ -307,6 +317,17 @@ def edit_episodes(change: Callable[[list[dict[str, Any]]], None]) -> Breaker:
         return pa.Table.from_pylist(data, schema=table.schema)
 
     return edit_table("meta/episodes.parquet", rows)
+
+
+def stream_count(i: int, stream: str, **changes: int) -> Breaker:
+    """Episode ``i``'s accounting row of ``stream`` doctored: each named count moved by its delta."""
+
+    def change(rows: list[dict[str, Any]]) -> None:
+        account = next(a for a in rows[i]["accounting"] if a["stream"] == stream)
+        for key, delta in changes.items():
+            account[key] += delta
+
+    return edit_episodes(change)
 
 
 def set_cell(table: pa.Table, column: str, row: int, value: Any) -> pa.Table:
@@ -493,6 +514,11 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("episodes.task_id", episode_field(0, "task_id", 7)),
     ("episodes.recorded_at", episode_field(0, "recorded_at", "yesterday")),
     ("episodes.success_reason", episode_field(0, "failure_reason", "slipped")),
+    ("episodes.accounting", stream_count(0, "cam_rgb", frames_encoded=-(10**6))),  # (a negative count)
+    # An encoder that lost frames and said nothing, and the same two counts raised to hide it.
+    ("episodes.accounting_stages", stream_count(0, "cam_rgb", frames_encoded=2)),
+    ("episodes.accounting_files", stream_count(1, "cam_rgb", frames_encoded=1, frames_in_video=1)),
+    ("episodes.accounting_files", stream_count(2, "cam_depth", steps_referencing=-1)),
     # tasks.jsonl
     ("tasks.missing", remove("meta/tasks.jsonl")),
     ("tasks.invalid", write("meta/tasks.jsonl", '{"task_id": 0, "instruction": "a"}\nnot json\n{"task_id": 1}\n')),

@@ -29,12 +29,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.accounting import committed_accounts, native_index_columns
 from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.config import RowGroupLimits
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import accounts_from_rows
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, parquet_append, video
@@ -292,10 +294,14 @@ def _put_in_place(
     schema = step_schema(manifest)
     start_step = catalog.total_steps
     episode_stats = empty_stats(manifest)
+    sample_columns = native_index_columns(manifest)
+    referencing = dict.fromkeys(sample_columns.values(), 0)
 
     def blocks_with_stats() -> Iterator[pa.Table]:
         for block in _final_blocks(staged, schema, start_step, scan.length, outcome.terminal, row_groups):
             episode_stats.update(block)
+            for column, stream in sample_columns.items():
+                referencing[stream] += block.num_rows - block.column(column).null_count
             yield block
 
     _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
@@ -320,6 +326,14 @@ def _put_in_place(
         recorded_at=header.recorded_at,
         video_files=relatives,
         source=header.source,
+        accounting=committed_accounts(
+            accounts_from_rows(outcome.accounting),
+            manifest,
+            length=scan.length,
+            frames_in_video={camera: limits[layout.image_column(camera)] for camera in relatives},
+            native_samples={stream: limits[column] for column, stream in sample_columns.items()},
+            steps_referencing=referencing,
+        ),
     )
     return record, episode_stats
 

@@ -82,6 +82,9 @@ class EpisodeOutcome:
     failure_reason: str | None = None
     operator_notes: str | None = None
     terminal: bool = False
+    # The pipeline's per-stream counts and the frames handed to each encoder, as JSON
+    # (``StreamAccount.to_dict``); None when the episode was not ended by its writer.
+    accounting: list[dict[str, Any]] | None = None
 
 
 def staging_root(root: Path) -> Path:

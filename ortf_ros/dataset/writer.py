@@ -33,6 +33,7 @@ import numpy as np
 import pyarrow as pa
 from numpy.typing import ArrayLike
 
+from ortf_ros.dataset.accounting import with_frames_encoded
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
@@ -49,6 +50,7 @@ from ortf_ros.dataset.staging import (
 from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import StreamAccount, accounts_to_rows
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
@@ -488,18 +490,23 @@ class DatasetWriter:
         *,
         terminal: bool | None = None,
         annotations: Annotations | None = None,
+        accounting: Sequence[StreamAccount] | None = None,
     ) -> EpisodeRecord:
-        """Commit the episode. ``terminal`` defaults to whether it was evaluated (success not None)."""
+        """Commit the episode. ``terminal`` defaults to whether it was evaluated (success not None).
+        ``accounting``: what each stream delivered up to the writer (the pipeline's counts);
+        the writer adds the frames it handed each encoder, the commit what the files hold."""
         recording = self._current()
         if recording.steps == 0:
             raise WriterError(f"episode {recording.header.episode_id} has no steps; add steps or discard it")
         if annotations is not None:
             _stage_annotations(recording.staged, annotations)
+        frames = {camera: video.frames_written for camera, video in recording.videos.items()}
         outcome = EpisodeOutcome(
             success=success,
             failure_reason=failure_reason,
             operator_notes=operator_notes,
             terminal=success is not None if terminal is None else terminal,
+            accounting=accounts_to_rows(with_frames_encoded(accounting, self.manifest, frames)),
         )
         return self._commit(recording, outcome)
 
@@ -547,9 +554,10 @@ class DatasetWriter:
         except BaseException:
             self.discard_episode()
             raise
-        return self._commit(
-            recording, EpisodeOutcome(record.success, record.failure_reason, record.operator_notes, terminal)
+        outcome = EpisodeOutcome(
+            record.success, record.failure_reason, record.operator_notes, terminal, accounts_to_rows(record.accounting)
         )
+        return self._commit(recording, outcome)
 
     def complete_source(self, episode_ids: Sequence[str], count: int) -> None:
         """After the last episode converted from a recording: how many it gave, written on

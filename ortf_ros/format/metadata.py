@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import StreamAccount, accounts_from_rows, accounts_to_rows
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
 from ortf_ros.io.text import read_text
@@ -108,6 +109,9 @@ class EpisodeRecord:
     video_files: Mapping[str, str | None] = field(default_factory=dict)
     audio_file: str | None = None
     source: EpisodeSource | None = None
+    # Per stream, what it delivered at each stage (``format.accounting``); None: not counted
+    # (another writer's dataset, an older one).
+    accounting: tuple[StreamAccount, ...] | None = None
 
 
 def read_tasks(root: Path) -> list[Task]:
@@ -174,9 +178,10 @@ def read_episodes(root: Path) -> list[EpisodeRecord]:
                     video_files=dict(row.get("video_files") or {}),
                     audio_file=row.get("audio_file"),
                     source=EpisodeSource.from_dict(row.get("source")),
+                    accounting=accounts_from_rows(row.get("accounting")),
                 )
             )
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, KeyError) as exc:
             raise FormatError(f"{layout.EPISODES}: episode {row.get('episode_id')!r}: bad value: {exc}") from None
     return records
 
@@ -200,6 +205,7 @@ def episodes_table(records: Iterable[EpisodeRecord], manifest: Manifest) -> pa.T
             "recorded_at": r.recorded_at,
             "audio_file": r.audio_file,
             "source": None if r.source is None else r.source.to_dict(),
+            "accounting": accounts_to_rows(r.accounting),
         }
         if cameras:
             row["video_files"] = {c: r.video_files.get(c) for c in cameras}

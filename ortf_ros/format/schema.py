@@ -10,6 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import ACCOUNTING_COLUMN, ACCOUNTING_TYPE
 from ortf_ros.format.manifest import Manifest
 
 STEP_META_FIELDS = (
@@ -99,6 +100,7 @@ def episode_schema(manifest: Manifest) -> pa.Schema:
         fields.append(pa.field("video_files", pa.struct([pa.field(c, pa.string()) for c in cameras])))
     fields.append(pa.field("audio_file", pa.string()))
     fields.append(pa.field(SOURCE_COLUMN, SOURCE_TYPE))
+    fields.append(pa.field(ACCOUNTING_COLUMN, ACCOUNTING_TYPE))
     return pa.schema(fields)
 
 
@@ -115,4 +117,6 @@ SOURCE_TYPE = pa.struct(
         pa.field("episodes", pa.int64()),
     ]
 )
-OPTIONAL_EPISODE_COLUMNS = frozenset({SOURCE_COLUMN})
+OPTIONAL_EPISODE_COLUMNS = frozenset({SOURCE_COLUMN, ACCOUNTING_COLUMN})
+"""Extensions of the episode index (``source``; ``accounting``, see ``format.accounting``): a
+dataset without them is still valid."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ortf_ros.dataset.validation.accounting import check_frames_and_steps
 from ortf_ros.dataset.validation.extras import annotation_dirs, check_annotations, check_staging, check_stats
 from ortf_ros.dataset.validation.findings import Finding, Report, finding
 from ortf_ros.dataset.validation.manifest_rules import check_manifest, check_statistics, load_manifest
@@ -73,6 +74,7 @@ def _check_episodes(
         findings += check_episode(root, manifest, item, tasks)
         frame_counts[item.id], found = _check_videos(videos, manifest, item)
         findings += found
+        findings += check_frames_and_steps(item, frame_counts[item.id], frozenset(manifest.native_streams))
     findings += check_steps(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
     findings += check_streams(root, manifest, episodes, only=only, pending=pending)
     return findings

@@ -54,6 +54,12 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "episodes.task_id": ("error", "task ids are defined in tasks.jsonl"),
     "episodes.recorded_at": ("warning", "recorded_at is ISO 8601"),
     "episodes.success_reason": ("warning", "successful episodes have no failure reason"),
+    "episodes.accounting": ("error", "the accounting column holds per-stream counts"),
+    "episodes.accounting_stages": (
+        "error",
+        "each stream's counts add up from stage to stage; every loss is a counted drop",
+    ),
+    "episodes.accounting_files": ("error", "the counts of frames, samples and steps agree with the files"),
     # meta/tasks.jsonl
     "tasks.missing": ("error", "meta/tasks.jsonl exists when there are episodes"),
     "tasks.invalid": ("error", "each line is an object with an integer task_id and a string instruction"),

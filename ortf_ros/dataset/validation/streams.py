@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.validation.accounting import check_native_stream
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.dataset.validation.tables import Episode
 from ortf_ros.errors import FormatError
@@ -60,8 +61,23 @@ def check_streams(
                 if only is None:
                     problems += _orphan_files(root, chunk_id, stream, episodes, pending)
             found += problems
-        found += _check_step_columns(root, manifest, chunk_id, ids, counts)
+        problems, referencing = _check_step_columns(root, manifest, chunk_id, ids, counts)
+        found += problems
+        for episode in chunk_episodes:
+            for stream, by_episode in counts.items():
+                samples = by_episode.get(episode.id, _StreamCount()).samples
+                column = layout.stream_index_column(stream)
+                steps = referencing.get((episode.id, column), 0) if column in referencing.columns else None
+                found += check_native_stream(episode, stream, samples, steps)
     return found
+
+
+class _Referencing(dict[tuple[str, str], int]):
+    """(episode, sample index column) -> steps whose index is set; ``columns``: those read."""
+
+    def __init__(self, columns: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.columns = columns
 
 
 def _scan_episode_files(
@@ -168,8 +184,9 @@ def _count_run(count: _StreamCount, indices: np.ndarray, stamps: np.ndarray) -> 
 
 def _check_step_columns(
     root: Path, manifest: Manifest, chunk_id: int, ids: set[str], counts: dict[str, dict[str, _StreamCount]]
-) -> list[Finding]:
-    """Step -> sample indices must exist and not go back; alignment beyond tolerance is reported."""
+) -> tuple[list[Finding], _Referencing]:
+    """Step -> sample indices must exist and not go back; alignment beyond tolerance is reported.
+    Also counts the steps that point into each stream, for the accounting rule."""
     file = layout.steps_path(chunk_id)
     index_columns = {layout.stream_index_column(s): s for s in manifest.native_streams if s in counts}
     tolerance = manifest.sync_tolerance_ms
@@ -178,10 +195,11 @@ def _check_step_columns(
     try:
         present = set(pq.ParquetFile(root / file).schema_arrow.names)
     except (FileNotFoundError, pa.ArrowException, OSError):
-        return []  # the step rules report the file itself
+        return [], _Referencing()  # the step rules report the file itself
     columns = [c for c in [*index_columns, *alignment_columns] if c in present]
+    referencing = _Referencing(columns=frozenset(c for c in columns if c in index_columns))
     if not columns:
-        return []
+        return [], referencing
     highest: dict[tuple[str, str], int] = {}
     late: dict[tuple[str, str], tuple[int, float]] = {}
     for batch in _batches(root / file, ["episode_id", *columns]):
@@ -190,9 +208,11 @@ def _check_step_columns(
             rows = table.filter(pa.compute.equal(table.column(0), episode_id))
             for column in columns:
                 values = rows.column(column).drop_null().to_numpy()
+                key = (episode_id, column)
+                if column in index_columns:
+                    referencing[key] = referencing.get(key, 0) + len(values)
                 if not len(values):
                     continue
-                key = (episode_id, column)
                 if column in index_columns:
                     highest[key] = max(highest.get(key, -1), int(values.max()))
                 else:
@@ -213,4 +233,4 @@ def _check_step_columns(
             f"{tolerance:g} ms sync tolerance (worst {worst:.1f} ms)"
         )
         found.append(finding("alignment.tolerance", file, message, episode=episode_id, field=column))
-    return found
+    return found, referencing

@@ -19,6 +19,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import ACCOUNTING_COLUMN, accounts_from_rows, inconsistencies
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import OPTIONAL_EPISODE_COLUMNS, SOURCE_COLUMN, episode_schema
@@ -58,6 +59,12 @@ def load_episodes(root: Path, manifest: Manifest) -> tuple[list[Episode] | None,
         values: dict[str, Any] = {name: row[name] for name in usable}
         values[_VIDEO_FILES] = dict(values.get(_VIDEO_FILES) or {})
         values[SOURCE_COLUMN] = EpisodeSource.from_dict(values.get(SOURCE_COLUMN))
+        try:
+            values[ACCOUNTING_COLUMN] = accounts_from_rows(values.get(ACCOUNTING_COLUMN))
+        except (KeyError, TypeError, ValueError) as exc:
+            message = f"episode {row['episode_id']}: not per-stream counts: {exc}"
+            found.append(finding("episodes.accounting", _EPISODES, message, field=ACCOUNTING_COLUMN))
+            values[ACCOUNTING_COLUMN] = None
         record = EpisodeRecord(**values)
         episodes.append(Episode(record, layout.file_index(record.episode_id, position)))
     return episodes, found
@@ -135,6 +142,9 @@ def check_episode(root: Path, manifest: Manifest, episode: Episode, tasks: set[i
             note("episodes.video_path", f"{path} is not under {canonical.parent}/ (chunk {r.chunk_id})", field)
         elif PurePosixPath(path).name != canonical.name:
             note("episodes.video_name", f"{path} is not named {canonical.name}", field)
+    for account in r.accounting or ():
+        for problem in inconsistencies(account):
+            note("episodes.accounting_stages", f"stream {account.stream}: {problem}", ACCOUNTING_COLUMN)
     return found
 
 

@@ -1,0 +1,199 @@
+"""Per-stream accounting of an episode: what each stream delivered at every stage from the
+wire to the file, stored with the episode (the ``accounting`` column of meta/episodes.parquet).
+
+Users of every recorder report data that is quietly wrong rather than crashes: an encoder
+that lost 2 frames of 72,649 and said nothing, a bag that kept 92.5 % of a camera's frames.
+Counting each stage makes every loss either explained (a counted drop, with its reason) or
+visible (an inconsistency between two stages, which ``ortf validate`` reports).
+
+The stages of one stream (one row; a count is None where the stage does not apply or was
+not seen, e.g. ``received`` offline, or every pipeline count of an episode recovered after
+its writer died before ending it):
+
+- ``received``: live only: messages the subscription took from the middleware during the
+  episode, ``read`` plus those the recorder's queue had no room for (``QUEUE_FULL``);
+- ``lost_in_transport``: live only: messages the publisher sent that never arrived
+  (sequence gaps the middleware reports); not part of ``received``;
+- ``read``: messages handed to the pipeline (offline: read from the recording);
+- ``undecodable``: of those, messages that could not be decoded;
+- ``dropped``: of those, messages decoded but not used, by reason (``Drop``);
+- ``late``: messages stamped more than ``max_latency_ms`` before they arrived, whether kept
+  or not (for information: a late message is still used when it is in order);
+- ``kept``: messages that became data: frames, samples, transforms (TF counts transforms);
+- ``frames_encoded``: cameras: frames handed to the video encoder (each kept frame is);
+- ``frames_in_video``: cameras: frames the committed video holds;
+- ``native_samples``: streams kept at their own rate: rows of the episode's side table;
+- ``steps_referencing``: steps that point at this stream's data (a frame, a sample) or
+  take their state or action from it;
+- ``steps_outside_tolerance``: steps this stream was further than the sync tolerance from
+  (dropped or kept as the mapping says; for information).
+
+``inconsistencies`` gives what does not add up within a row; the validator also compares
+the dataset-side counts with the files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pyarrow as pa
+
+ACCOUNTING_COLUMN = "accounting"
+
+QUEUE_FULL = "queue full"
+"""The reason of a message the live recorder's bounded queue had no room for."""
+OUT_OF_ORDER = "out of order"
+"""The reason of a message older than one already used from the same stream."""
+
+ROLE_CAMERA = "camera"
+ROLE_DEPTH = "depth"
+ROLE_JOINT_STATES = "joint_states"
+ROLE_WRENCH = "wrench"
+ROLE_ACTION = "action"
+ROLE_TF = "tf"
+FRAME_ROLES = frozenset({ROLE_CAMERA, ROLE_DEPTH})
+
+ACCOUNTING_TYPE = pa.list_(
+    pa.struct(
+        [
+            pa.field("stream", pa.string()),
+            pa.field("topic", pa.string()),
+            pa.field("role", pa.string()),
+            pa.field("received", pa.int64()),
+            pa.field("lost_in_transport", pa.int64()),
+            pa.field("read", pa.int64()),
+            pa.field("undecodable", pa.int64()),
+            pa.field("dropped", pa.list_(pa.struct([pa.field("reason", pa.string()), pa.field("count", pa.int64())]))),
+            pa.field("late", pa.int64()),
+            pa.field("kept", pa.int64()),
+            pa.field("frames_encoded", pa.int64()),
+            pa.field("frames_in_video", pa.int64()),
+            pa.field("native_samples", pa.int64()),
+            pa.field("steps_referencing", pa.int64()),
+            pa.field("steps_outside_tolerance", pa.int64()),
+        ]
+    )
+)
+
+_COUNTS = (
+    "received",
+    "lost_in_transport",
+    "read",
+    "undecodable",
+    "late",
+    "kept",
+    "frames_encoded",
+    "frames_in_video",
+    "native_samples",
+    "steps_referencing",
+    "steps_outside_tolerance",
+)
+
+
+@dataclass(frozen=True)
+class StreamAccount:
+    """One stream's counts in one episode (see the module docstring for each stage)."""
+
+    stream: str  # the dataset's name: a camera, ``joint_states``, a wrench, ``action``, ``tf``
+    role: str  # ROLE_*
+    topic: str | None = None  # the ROS topic it came from
+    received: int | None = None
+    lost_in_transport: int | None = None
+    read: int | None = None
+    undecodable: int | None = None
+    dropped: Mapping[str, int] = field(default_factory=dict)  # reason -> messages
+    late: int | None = None
+    kept: int | None = None
+    frames_encoded: int | None = None
+    frames_in_video: int | None = None
+    native_samples: int | None = None
+    steps_referencing: int | None = None
+    steps_outside_tolerance: int | None = None
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+    @property
+    def losses(self) -> int:
+        """Messages that did not become data: undecodable, dropped and lost on the way."""
+        return (self.undecodable or 0) + self.dropped_total + (self.lost_in_transport or 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"stream": self.stream, "topic": self.topic, "role": self.role}
+        for name in _COUNTS:
+            data[name] = getattr(self, name)
+        data["dropped"] = [{"reason": reason, "count": count} for reason, count in sorted(self.dropped.items())]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StreamAccount:
+        """From a row's struct or staged JSON; raises ValueError/TypeError on a malformed one."""
+        counts = {name: _count(data.get(name), name) for name in _COUNTS}
+        dropped: dict[str, int] = {}
+        for item in data.get("dropped") or ():
+            reason, count = item["reason"], _count(item["count"], "dropped.count")
+            if not isinstance(reason, str) or count is None:
+                raise ValueError(f"dropped: {item!r} is not a reason and a count")
+            dropped[reason] = dropped.get(reason, 0) + count
+        stream, role, topic = data.get("stream"), data.get("role"), data.get("topic")
+        if not isinstance(stream, str) or not isinstance(role, str) or not (topic is None or isinstance(topic, str)):
+            raise ValueError(f"stream {stream!r}, role {role!r}, topic {topic!r}: expected strings")
+        return cls(stream=stream, role=role, topic=topic, dropped=dropped, **counts)
+
+
+def _count(value: Any, name: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"{name}: {value!r} is not a count")
+    return value
+
+
+def accounts_to_rows(accounts: Sequence[StreamAccount] | None) -> list[dict[str, Any]] | None:
+    return None if accounts is None else [a.to_dict() for a in accounts]
+
+
+def accounts_from_rows(rows: Iterable[Mapping[str, Any]] | None) -> tuple[StreamAccount, ...] | None:
+    return None if rows is None else tuple(StreamAccount.from_dict(row) for row in rows)
+
+
+def with_counts(accounts: Sequence[StreamAccount], stream: str, **counts: int | None) -> list[StreamAccount]:
+    """``accounts`` with ``counts`` set on ``stream``'s row (a row added when it has none)."""
+    rows = list(accounts)
+    for position, account in enumerate(rows):
+        if account.stream == stream:
+            rows[position] = replace(account, **counts)  # type: ignore[arg-type]
+            return rows
+    raise KeyError(stream)
+
+
+def inconsistencies(account: StreamAccount) -> list[str]:
+    """What does not add up between the stages of one row, each as a phrase; [] when every
+    loss is a counted one. Stages not seen (None) are not compared."""
+    problems = []
+    a = account
+    if a.received is not None and a.read is not None:
+        queued_out = a.dropped.get(QUEUE_FULL, 0)
+        if a.received != a.read + queued_out:
+            problems.append(f"received {a.received} != read {a.read} + dropped ({QUEUE_FULL}) {queued_out}")
+    if a.read is not None and a.kept is not None and a.role != ROLE_TF:
+        after_read = a.dropped_total - a.dropped.get(QUEUE_FULL, 0)
+        undecodable = a.undecodable or 0
+        if a.read != undecodable + after_read + a.kept:
+            problems.append(
+                f"read {a.read} != undecodable {undecodable} + dropped {after_read} + kept {a.kept} "
+                f"({a.read - undecodable - after_read - a.kept:+d} unexplained)"
+            )
+    if a.late is not None and a.read is not None and a.late > a.read:
+        problems.append(f"late {a.late} > read {a.read}")
+    if a.role in FRAME_ROLES:
+        if a.kept is not None and a.frames_encoded is not None and a.kept != a.frames_encoded:
+            problems.append(f"kept {a.kept} frames but {a.frames_encoded} were encoded")
+        if a.frames_encoded is not None and a.frames_in_video is not None and a.frames_encoded != a.frames_in_video:
+            problems.append(f"{a.frames_encoded} frames encoded but the video holds {a.frames_in_video}")
+    if a.native_samples is not None and a.kept is not None and a.native_samples > a.kept:
+        problems.append(f"{a.native_samples} native samples from {a.kept} kept messages")
+    return problems
