@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
+from ortf_ros.dataset.episode_info import episode_info
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
@@ -42,7 +43,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
-    info = dataset_info(load_dataset(paths.input_dir(args.path, DATASET)))
+    dataset = load_dataset(paths.input_dir(args.path, DATASET))
+    info = dataset_info(dataset) if args.episode is None else episode_info(dataset, args.episode)
     if args.json:
         print(json.dumps(info.to_dict(), indent=2))
     else:
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="summarise a dataset: episodes, steps, cameras, tasks, success rate")
     p.add_argument("path")
+    p.add_argument(
+        "--episode", metavar="ID", help="one episode: its labels and what each stream delivered at every stage"
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(run=_cmd_info)
 

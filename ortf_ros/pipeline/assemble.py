@@ -108,6 +108,7 @@ class StepLayout:
 class TopicCounts:
     """Per topic: what became data, and what did not and why (the conversion summary)."""
 
+    read: Counter[str] = field(default_factory=Counter)  # messages of an episode handed to the assembler
     used: Counter[str] = field(default_factory=Counter)
     undecodable: Counter[str] = field(default_factory=Counter)
     out_of_order: Counter[str] = field(default_factory=Counter)

@@ -492,7 +492,14 @@ class LiveRecorder:
             return Annotations(recording={"source": "ortf_recorder", "streams": numbers})
 
         late_before = self._late_before
-        record = self.session.end(labels.success, labels.failure_reason, labels.operator_notes, annotations=kept)
+        record = self.session.end(
+            labels.success,
+            labels.failure_reason,
+            labels.operator_notes,
+            annotations=kept,
+            queue_full={topic: n["dropped"] for topic, n in numbers.items()},
+            lost_in_transport={topic: n["lost_in_transport"] for topic, n in numbers.items()},
+        )
         if record is None:
             self._warn(f"episode {episode_id}: no complete step (every mapped stream must deliver): discarded")
             return Reply(False, f"episode {episode_id} had no complete step and was discarded")

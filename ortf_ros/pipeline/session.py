@@ -12,12 +12,13 @@ feeds the session rather than calling it themselves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ortf_ros.dataset.catalog import iso_utc
 from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.pipeline.accounting import EpisodeTally
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import ConversionConfig
@@ -63,6 +64,7 @@ class EpisodeSession:
         self.task = config.labels.task
         self._assembler: Assembler | None = None
         self._episode_id: str | None = None
+        self._tally = EpisodeTally(self.counts)  # (made anew as each episode begins)
         self._tf_topics = {*config.tf_topics, *config.tf_static_topics}
 
     @property
@@ -99,11 +101,13 @@ class EpisodeSession:
             tf=self.tf,
             native_batch=self.flow.native_batch,
         )
+        self._tally = EpisodeTally(self.counts)
         return self._episode_id
 
     def accept(self, raw: RawMessage) -> None:
         """A message: the open episode's data, or between episodes only TF (counted as outside)."""
         if self._assembler is not None:
+            self.counts.read[raw.topic] += 1
             self.feed.feed(raw, self._assembler)
             return
         if raw.topic not in self._tf_topics:
@@ -120,6 +124,7 @@ class EpisodeSession:
         """A run of one topic's messages of the open episode (a bag's chunk)."""
         if self._assembler is None:
             raise WriterError(f"{run.topic}: a run of messages outside an episode")
+        self.counts.read[run.topic] += len(run)
         self.feed.feed_run(run, self._assembler)
 
     def end_batch(self) -> None:
@@ -143,10 +148,14 @@ class EpisodeSession:
         operator_notes: str | None = None,
         *,
         annotations: Callable[[], Annotations] | None = None,
+        queue_full: Mapping[str, int] | None = None,
+        lost_in_transport: Mapping[str, int] | None = None,
     ) -> EpisodeRecord | None:
         """Commit the open episode with its outcome; None (discarded, counted) when no step
         could be assembled, or when no episode is open. ``annotations`` are made once the
-        last steps are in (a recorder's numbers are final only then)."""
+        last steps are in (a recorder's numbers are final only then). ``queue_full`` and
+        ``lost_in_transport``: a live recorder's losses of the episode, per topic, which
+        its accounting adds to what the session counted (``EpisodeTally``)."""
         assembler = self._assembler
         if assembler is None:
             return None
@@ -162,7 +171,10 @@ class EpisodeSession:
             self.counts.skipped_steps[DISCARDED_EMPTY] += 1
             return None
         extra = annotations() if annotations is not None else None
-        record = self.writer.end_episode(success, failure_reason, operator_notes, annotations=extra)
+        accounts = self._tally.accounts(self.config, queue_full=queue_full, lost_in_transport=lost_in_transport)
+        record = self.writer.end_episode(
+            success, failure_reason, operator_notes, annotations=extra, accounting=accounts
+        )
         self.records.append(record)
         return record
 
