@@ -32,6 +32,7 @@ from ortf_ros.fleet.inputs import recordings
 from ortf_ros.fleet.pool import ProcessRunner
 from ortf_ros.fleet.ray_runner import LOCAL, RayRunner
 from ortf_ros.fleet.settings import ConversionSettings
+from ortf_ros.format.accounting import StreamAccount, accounted
 from ortf_ros.io import paths
 from ortf_ros.io.cpus import usable_cpus
 from ortf_ros.pipeline.config import EpisodeLabels, describe_mapping, dump_config, load_config
@@ -225,6 +226,9 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
             }
             for t in topics
         },
+        "accounting": {
+            record.episode_id: [account.to_dict() for account in record.accounting or ()] for record in result.episodes
+        },
         "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
@@ -255,6 +259,8 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         if c["late"]:
             counts += f"  late {c['late']}"
         print(f"  {topic:<40} {counts}{extra}")
+    for episode_id, rows in summary["accounting"].items():
+        print(f"  episode {episode_id}: {accounted(StreamAccount.from_dict(row) for row in rows)}")
     tolerance = summary["sync_tolerance"]
     print(f"  sync tolerance {tolerance['ms']:g} ms ({tolerance['set_by']})")
     for stream, steps in summary["steps_outside_tolerance"].items():

@@ -197,3 +197,23 @@ def inconsistencies(account: StreamAccount) -> list[str]:
     if a.native_samples is not None and a.kept is not None and a.native_samples > a.kept:
         problems.append(f"{a.native_samples} native samples from {a.kept} kept messages")
     return problems
+
+
+def accounted(accounts: Iterable[StreamAccount]) -> str:
+    """One line on an episode's streams: their losses, and whether every stage adds up."""
+    rows = list(accounts)
+    problems = [f"{a.stream}: {problem}" for a in rows for problem in inconsistencies(a)]
+    frames = sum(a.frames_in_video or 0 for a in rows)
+    samples = sum(a.native_samples or 0 for a in rows)
+    losses = [
+        f"{a.stream} {what}"
+        for a in rows
+        for what in (
+            *(f"{count} dropped ({reason})" for reason, count in sorted(a.dropped.items())),
+            *([f"{a.undecodable} undecodable"] if a.undecodable else []),
+            *([f"{a.lost_in_transport} lost in transport"] if a.lost_in_transport else []),
+        )
+    ]
+    line = f"{len(rows)} streams, {frames} frames in videos, {samples} native samples; "
+    line += ", ".join(losses) if losses else "nothing lost"
+    return line + ("; DOES NOT ADD UP: " + "; ".join(problems) if problems else "; every stage adds up")
