@@ -48,14 +48,12 @@ class Defects:
 
 def manifest() -> Manifest:
     base = demo_manifest(W, H, FPS, depth=False)
-    joints = NativeStream(
-        columns={"position": StateComponent(len(JOINTS), "radians", names=JOINTS)}, rate_hz=JOINT_HZ
-    )
+    joints = NativeStream(columns={"position": StateComponent(len(JOINTS), "radians", names=JOINTS)}, rate_hz=JOINT_HZ)
     return replace(base, native_streams={"joint_states": joints}, alignment=Alignment(("joint_states",)))
 
 
 def joint_position(t: float, defects: Defects) -> np.ndarray:
-    position = np.sin(t + np.arange(len(JOINTS)) * 0.7)
+    position: np.ndarray = np.sin(t + np.arange(len(JOINTS)) * 0.7)
     if defects.beyond_limit and defects.beyond_limit[0] <= t < defects.beyond_limit[1]:
         position[3] = LIMIT + 0.2
     if defects.jump_at is not None and abs(t - defects.jump_at) < 1e-6:
@@ -110,6 +108,11 @@ def assert_found(findings: list[QualityFinding], rule: str, stream: str | None, 
     assert item.end_s == pytest.approx(end, abs=0.04), item.line()
 
 
+def ortf_doctor(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "ortf_ros.cli.ortf", "doctor", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
 @pytest.fixture(scope="module")
 def clean(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return write(tmp_path_factory.mktemp("doctor") / "clean")
@@ -130,7 +133,9 @@ def rewrite_steps(root: Path, change: Callable[[dict[str, list[object]]], None])
 
 def test_clean_dataset_has_no_findings(clean: Path) -> None:
     assert doctor(clean) == []
-    run = subprocess.run([sys.executable, "-m", "ortf_ros.cli.ortf", "doctor", str(clean)], capture_output=True, text=True)
+    run = subprocess.run(
+        [sys.executable, "-m", "ortf_ros.cli.ortf", "doctor", str(clean)], capture_output=True, text=True
+    )
     assert run.returncode == 0, run.stderr
     assert run.stdout.splitlines() == [
         "clean: 1 episode(s), 0 finding(s): 0 error(s), 0 warning(s), 0 info(s) (--fail-on error)"
@@ -181,9 +186,10 @@ def test_non_finite_values(clean: Path, tmp_path: Path) -> None:
 
     def poison(columns: dict[str, list[object]]) -> None:
         action = columns["action"]
-        assert isinstance(action[20], list)
-        action[20] = [float("nan"), *action[20][1:]]
-        action[21] = [float("inf"), *action[21][1:]]
+        for row, bad in ((20, float("nan")), (21, float("inf"))):
+            values = action[row]
+            assert isinstance(values, list)
+            action[row] = [bad, *values[1:]]
 
     rewrite_steps(root, poison)
     found = doctor(root)
@@ -209,7 +215,7 @@ def test_non_monotonic_and_duplicated_step_times(clean: Path, tmp_path: Path) ->
 def test_stretched_step_times(clean: Path, tmp_path: Path) -> None:
     """The fabricated-time case: step stamps 2x apart; the video and the joints' own stamps as recorded."""
     root = copy_of(clean, tmp_path)
-    rewrite_steps(root, lambda columns: columns.update(timestamp=[2 * t for t in columns["timestamp"]]))
+    rewrite_steps(root, lambda columns: columns.update(timestamp=[2 * float(t) for t in columns["timestamp"]]))  # type: ignore[arg-type]
     found = doctor(root)
     rules = {(f.rule, f.stream) for f in found}
     assert ("time.rate_mismatch", "steps") in rules
@@ -239,16 +245,13 @@ def test_stretched_video_timestamps(clean: Path, tmp_path: Path) -> None:
 def test_cli_exit_codes_json_and_bad_input(tmp_path: Path) -> None:
     root = write(tmp_path / "d", Defects(steps=12, success=None))  # two warnings, no error
 
-    def ortf(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "ortf_ros.cli.ortf", "doctor", *args], capture_output=True, text=True)
-
-    plain = ortf(str(root))
+    plain = ortf_doctor(str(root))
     assert plain.returncode == 0, plain.stderr
     lines = plain.stdout.splitlines()
     assert len(lines) == 3 and lines[-1].startswith("passed: 1 episode(s), 2 finding(s): 0 error(s), 2 warning(s)")
-    assert ortf(str(root), "--fail-on", "warning").returncode == 1
-    assert ortf(str(root), "--min-duration", "0.1", "--fail-on", "warning").returncode == 1  # still unlabelled
-    document = json.loads(ortf(str(root), "--json", "--episode", "000000").stdout)
+    assert ortf_doctor(str(root), "--fail-on", "warning").returncode == 1
+    assert ortf_doctor(str(root), "--min-duration", "0.1", "--fail-on", "warning").returncode == 1  # still unlabelled
+    document = json.loads(ortf_doctor(str(root), "--json", "--episode", "000000").stdout)
     assert document["totals"] == {
         "findings": 2,
         "error": 0,
@@ -264,7 +267,7 @@ def test_cli_exit_codes_json_and_bad_input(tmp_path: Path) -> None:
         ((str(root), "--gap-periods", "0"), "--gap-periods: expected a number from 1"),
         ((str(root), "--fail-on", "info"), "--fail-on: invalid choice"),
     ):
-        bad = ortf(*args)
+        bad = ortf_doctor(*args)
         assert bad.returncode == 2 and bad.stdout == "", (args, bad.stdout)
         assert len(bad.stderr.splitlines()) == 1 and needle in bad.stderr, bad.stderr
 

@@ -28,28 +28,28 @@ def add_doctor(sub: Any) -> None:
     p.add_argument("--episode", metavar="ID", action="append", help="examine only this episode (repeatable)")
     p.add_argument("--json", action="store_true", help="print the findings and totals as JSON")
     p.add_argument(
-        "--fail-on", choices=("error", "warning"), default="error", help="exit 1 on findings this severe (default error)"
+        "--fail-on",
+        choices=("error", "warning"),
+        default="error",
+        help="exit 1 on findings this severe (default error)",
     )
-    p.add_argument("--gap-periods", metavar="K", type=bounded(bounds.GAP_PERIODS), default=defaults.gap_periods,
-                   help=f"a stream silent for more than K of its periods is a gap (default {defaults.gap_periods:g})")  # fmt: skip
-    p.add_argument("--min-gap", metavar="SECONDS", type=bounded(bounds.MIN_GAP_S), default=defaults.min_gap_s,
-                   help=f"and for more than this (default {defaults.min_gap_s:g})")  # fmt: skip
-    p.add_argument("--min-duration", metavar="SECONDS", type=bounded(bounds.MIN_DURATION_S),
-                   default=defaults.min_duration_s,
-                   help=f"episodes shorter than this are flagged (default {defaults.min_duration_s:g})")  # fmt: skip
-    p.add_argument("--frozen-frames", metavar="N", type=bounded(bounds.FROZEN_FRAMES), default=defaults.frozen_frames,
-                   help=f"N identical frames in a row are a frozen camera (default {defaults.frozen_frames})")  # fmt: skip
-    p.add_argument("--rate-tolerance", metavar="FRACTION", type=bounded(bounds.RATE_TOLERANCE),
-                   default=defaults.rate_tolerance,
-                   help=f"measured vs declared rate (default {defaults.rate_tolerance:g}: 10 %%)")  # fmt: skip
-    p.add_argument("--velocity-margin", metavar="FRACTION", type=bounded(bounds.VELOCITY_MARGIN),
-                   default=defaults.velocity_margin,
-                   help=f"speed allowed above the URDF limit (default {defaults.velocity_margin:g})")  # fmt: skip
-    p.add_argument("--position-tolerance", metavar="UNITS", type=bounded(bounds.POSITION_TOLERANCE),
-                   default=defaults.position_tolerance,
-                   help=f"position allowed beyond a URDF limit (default {defaults.position_tolerance:g})")  # fmt: skip
-    p.add_argument("--max-per-rule", metavar="N", type=bounded(bounds.MAX_PER_RULE), default=defaults.max_per_rule,
-                   help=f"findings listed per rule, stream and episode (default {defaults.max_per_rule})")  # fmt: skip
+    tunables = (
+        ("--gap-periods", "K", bounds.GAP_PERIODS, defaults.gap_periods, "a silence of more than K periods is a gap"),
+        ("--min-gap", "SECONDS", bounds.MIN_GAP_S, defaults.min_gap_s, "and a gap lasts more than this"),
+        ("--min-duration", "SECONDS", bounds.MIN_DURATION_S, defaults.min_duration_s, "shorter episodes are flagged"),
+        ("--frozen-frames", "N", bounds.FROZEN_FRAMES, defaults.frozen_frames, "N equal frames in a row are frozen"),
+        ("--rate-tolerance", "FRACTION", bounds.RATE_TOLERANCE, defaults.rate_tolerance, "measured vs declared rate"),
+        ("--velocity-margin", "FRACTION", bounds.VELOCITY_MARGIN, defaults.velocity_margin,
+         "speed allowed above a URDF velocity limit"),
+        ("--position-tolerance", "UNITS", bounds.POSITION_TOLERANCE, defaults.position_tolerance,
+         "position allowed beyond a URDF limit (radians or metres)"),
+        ("--max-per-rule", "N", bounds.MAX_PER_RULE, defaults.max_per_rule,
+         "findings listed per rule, stream and episode; the rest are counted"),
+    )  # fmt: skip
+    for flag, metavar, bound, default, meaning in tunables:
+        p.add_argument(
+            flag, metavar=metavar, type=bounded(bound), default=default, help=f"{meaning} (default {default:g})"
+        )
     p.set_defaults(run=_cmd_doctor)
 
 
@@ -76,7 +76,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         findings.append(item)
         if not args.json:
             print(item.line(), flush=True)
-    counts = Counter(f.severity for f in findings)
+    counts: Counter[str] = Counter(f.severity for f in findings)
     failing = sum(1 for f in findings if SEVERITY_RANK[f.severity] >= SEVERITY_RANK[args.fail_on])
     if args.json:
         document = {
@@ -86,7 +86,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
             "ok": failing == 0,
             "totals": {
                 "findings": len(findings),
-                **{s: counts.get(s, 0) for s in SEVERITIES},
+                **{s: counts[s] for s in SEVERITIES},
                 "by_rule": dict(sorted(Counter(f.rule for f in findings).items())),
             },
             "findings": [f.to_dict() for f in findings],
@@ -94,6 +94,6 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         print(json.dumps(document, indent=2))
     else:
         verdict = "clean" if not findings else ("FAILED" if failing else "passed")
-        totals = ", ".join(f"{counts.get(s, 0)} {s}(s)" for s in SEVERITIES)
+        totals = ", ".join(f"{counts[s]} {s}(s)" for s in SEVERITIES)
         print(f"{verdict}: {episodes} episode(s), {len(findings)} finding(s): {totals} (--fail-on {args.fail_on})")
     return EXIT_FAILED if failing else EXIT_OK

@@ -90,9 +90,10 @@ class VideoScan:
         plane = frame.planes[0]
         dtype = np.uint16 if plane.line_size >= 2 * frame.width and frame.format.name.startswith("gray16") else np.uint8
         width = plane.line_size // np.dtype(dtype).itemsize
-        pixels = np.frombuffer(plane, dtype).reshape(plane.height, width)
+        pixels: np.ndarray = np.frombuffer(memoryview(plane), dtype).reshape(plane.height, width)
         step = self.settings.thumbnail_stride
-        return pixels[::step, : frame.width : step].astype(np.int32)
+        thumb: np.ndarray = pixels[::step, : frame.width : step].astype(np.int32)
+        return thumb
 
     def _same(self, anchor: np.ndarray, thumb: np.ndarray, exact: bool) -> bool:
         if anchor.shape != thumb.shape:

@@ -31,8 +31,11 @@ from ortf_ros.quality.values import NonFiniteChecker
 __all__ = ["DoctorSettings", "examine"]
 
 
+DEFAULT_SETTINGS = DoctorSettings()
+
+
 def examine(
-    dataset: Dataset, episode_ids: Sequence[str] | None = None, settings: DoctorSettings = DoctorSettings()
+    dataset: Dataset, episode_ids: Sequence[str] | None = None, settings: DoctorSettings = DEFAULT_SETTINGS
 ) -> Iterator[QualityFinding]:
     """The findings of each episode (all of them, or ``episode_ids`` in that order), an
     episode's in time order. An unknown id raises ``UnknownEpisodeError`` before anything
@@ -107,16 +110,14 @@ def _step_pass(
     non_finite = {c: NonFiniteChecker(c, c, report) for c in ["timestamp", *vectors, *aligned.values()]}
     frames = {c: StepFrames(c, manifest.cameras[c], videos.get(c), settings) for c in cameras}
     alignment = {s: _alignment_runs(s, manifest.sync_tolerance_ms, report) for s in aligned}
-    step_limits = JointLimits(
-        limits.positions, {j: v for j, v in limits.velocities.items() if j not in covered}
-    )
+    step_limits = JointLimits(limits.positions, {j: v for j, v in limits.velocities.items() if j not in covered})
     joints: dict[str, JointChecker] = {}
     for name, component in manifest.observation_space.state.items():
         names = position_joints(name, component, manifest)
         if names is not None:
-            checker = JointChecker(name, names, step_limits, settings, report, speed=True, declared_hz=steps_rate)
-            if checker:
-                joints[layout.state_column(name)] = checker
+            step_checker = JointChecker(name, names, step_limits, settings, report, speed=True, declared_hz=steps_rate)
+            if step_checker:
+                joints[layout.state_column(name)] = step_checker
     first: float | None = None
     last: float | None = None
     for batch in episode.step_batches(["timestamp", *vectors, *cameras.values(), *aligned.values()]):
@@ -141,8 +142,10 @@ def _step_pass(
         for camera, column in cameras.items():
             frames[camera].feed(t, batch.column(column).to_numpy(zero_copy_only=False))
     times.finish()
-    for checker in (*non_finite.values(), *joints.values()):
-        checker.finish()
+    for values_checker in non_finite.values():
+        values_checker.finish()
+    for joint_checker in joints.values():
+        joint_checker.finish()
     for tracker in alignment.values():
         if tracker is not None:
             tracker.finish()
@@ -183,9 +186,7 @@ def _stream_pass(
     for column, component in declared.columns.items():
         names = position_joints(column, component, manifest)
         if names is not None:
-            checker = JointChecker(
-                stream, names, limits, settings, report, speed=True, declared_hz=declared.rate_hz
-            )
+            checker = JointChecker(stream, names, limits, settings, report, speed=True, declared_hz=declared.rate_hz)
             if checker:
                 joints[column] = checker
     for batch in episode.stream_batches(stream, ["timestamp", *columns]):
@@ -198,7 +199,7 @@ def _stream_pass(
             if column in joints:
                 joints[column].feed(t, values)
     times.finish()
-    for checker in (*non_finite.values(), *joints.values()):
-        checker.finish()
-
-
+    for values_checker in non_finite.values():
+        values_checker.finish()
+    for joint_checker in joints.values():
+        joint_checker.finish()

@@ -12,7 +12,9 @@ def check_outcome(record: EpisodeRecord, report: EpisodeFindings) -> None:
         report.add("episode.unlabelled", None, None, None, "no outcome: success is null (neither success nor failure)")
 
 
-def check_duration(first_s: float | None, last_s: float | None, settings: DoctorSettings, report: EpisodeFindings) -> None:
+def check_duration(
+    first_s: float | None, last_s: float | None, settings: DoctorSettings, report: EpisodeFindings
+) -> None:
     """The span of the step timestamps against ``min_duration_s``."""
     if first_s is None or last_s is None:
         return

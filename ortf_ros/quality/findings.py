@@ -27,7 +27,10 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "steps.alignment": ("warning", "the samples and frames a step uses are within the manifest's sync tolerance"),
     # cameras
     "camera.frozen": ("warning", "a camera does not repeat the same picture for --frozen-frames frames or more"),
-    "camera.fps_mismatch": ("error", "a camera's frame interval agrees with its declared fps (within --rate-tolerance)"),
+    "camera.fps_mismatch": (
+        "error",
+        "a camera's frame interval agrees with its declared fps (within --rate-tolerance)",
+    ),
     # robot
     "robot.position_limit": ("error", "joint positions are within the URDF's limits"),
     "robot.velocity_limit": ("error", "joint speed between consecutive samples is within the URDF's velocity limit"),
@@ -38,7 +41,10 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "episode.unlabelled": ("warning", "episodes have an outcome (success or failure)"),
     "episode.drops": ("warning", "no messages were dropped or late while recording (per-stream accounting)"),
     # more of a rule than --max-per-rule says
-    "doctor.truncated": ("info", "findings of one rule, stream and episode beyond --max-per-rule are counted, not listed"),
+    "doctor.truncated": (
+        "info",
+        "findings of one rule, stream and episode beyond --max-per-rule are counted, not listed",
+    ),
 }
 
 
