@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
@@ -242,16 +243,28 @@ def test_stretched_video_timestamps(clean: Path, tmp_path: Path) -> None:
     assert found[0].message.startswith("video timestamps:") and "2.00x" in found[0].message
 
 
-def test_cli_exit_codes_json_and_bad_input(tmp_path: Path) -> None:
+def test_cli_exit_codes_json_and_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ortf doctor`` through the console script's own entry (one real subprocess for the
+    exit code as the shell sees it; the rest in this process, through the same boundary)."""
     root = write(tmp_path / "d", Defects(steps=12, success=None))  # two warnings, no error
+
+    def doctor_cli(*args: str) -> tuple[int, str, str]:
+        try:
+            code = ortf_main(["doctor", *args])
+        except SystemExit as exc:  # the argument parser's usage errors
+            code = int(exc.code or 0)
+        out, err = capsys.readouterr()
+        return code, out, err
 
     plain = ortf_doctor(str(root))
     assert plain.returncode == 0, plain.stderr
     lines = plain.stdout.splitlines()
     assert len(lines) == 3 and lines[-1].startswith("passed: 1 episode(s), 2 finding(s): 0 error(s), 2 warning(s)")
-    assert ortf_doctor(str(root), "--fail-on", "warning").returncode == 1
-    assert ortf_doctor(str(root), "--min-duration", "0.1", "--fail-on", "warning").returncode == 1  # still unlabelled
-    document = json.loads(ortf_doctor(str(root), "--json", "--episode", "000000").stdout)
+    assert doctor_cli(str(root), "--fail-on", "warning")[0] == 1
+    assert doctor_cli(str(root), "--min-duration", "0.1", "--fail-on", "warning")[0] == 1  # still unlabelled
+    code, out, _ = doctor_cli(str(root), "--json", "--episode", "000000")
+    document = json.loads(out)
+    assert code == 0 and document["ok"] is True and document["episodes"] == 1
     assert document["totals"] == {
         "findings": 2,
         "error": 0,
@@ -259,7 +272,6 @@ def test_cli_exit_codes_json_and_bad_input(tmp_path: Path) -> None:
         "info": 0,
         "by_rule": {"episode.too_short": 1, "episode.unlabelled": 1},
     }
-    assert document["ok"] is True and document["episodes"] == 1
     assert set(document["findings"][0]) == {"rule", "severity", "episode_id", "stream", "start_s", "end_s", "message"}
     for args, needle in (
         ((str(tmp_path / "missing"),), "no such file or directory"),
@@ -267,11 +279,28 @@ def test_cli_exit_codes_json_and_bad_input(tmp_path: Path) -> None:
         ((str(root), "--gap-periods", "0"), "--gap-periods: expected a number from 1"),
         ((str(root), "--fail-on", "info"), "--fail-on: invalid choice"),
     ):
-        bad = ortf_doctor(*args)
-        assert bad.returncode == 2 and bad.stdout == "", (args, bad.stdout)
-        assert len(bad.stderr.splitlines()) == 1 and needle in bad.stderr, bad.stderr
+        code, out, err = doctor_cli(*args)
+        assert code == 2 and out == "", (args, out)
+        assert len(err.splitlines()) == 1 and needle in err, err
 
 
 def test_settings_are_bounded() -> None:
     with pytest.raises(Exception, match="frozen_frames"):
         DoctorSettings(frozen_frames=1)
+
+
+def test_findings_beyond_max_per_rule_are_counted(clean: Path, tmp_path: Path) -> None:
+    root = copy_of(clean, tmp_path)
+
+    def poison(columns: dict[str, list[object]]) -> None:
+        for row in (10, 30, 50):  # three separate runs
+            values = columns["observation.state.joint_positions"][row]
+            assert isinstance(values, list)
+            columns["observation.state.joint_positions"][row] = [float("nan"), *values[1:]]
+
+    rewrite_steps(root, poison)
+    dataset = load_dataset(root)
+    found = list(examine(dataset, ["000000"], DoctorSettings(max_per_rule=1)))
+    assert [f.rule for f in found] == ["doctor.truncated", "value.non_finite"], [f.line() for f in found]
+    assert found[0].severity == "info" and found[0].message.startswith("2 more value.non_finite")
+    assert_found(found, "value.non_finite", "observation.state.joint_positions", 10 / FPS, 10 / FPS)
