@@ -157,6 +157,13 @@ def test_silent_camera_and_native_stream(tmp_path: Path) -> None:
     assert_found(found, "stream.gap", "joint_states", 0.49, 1.0)
 
 
+def test_streams_silent_until_the_end(tmp_path: Path) -> None:
+    found = doctor(write(tmp_path / "d", Defects(camera_silent=(70, STEPS), joint_silent=(2.5, 9.0))))
+    assert {f.rule for f in found} == {"stream.gap"}, [f.line() for f in found]
+    assert_found(found, "stream.gap", OVERHEAD, 69 / FPS, (STEPS - 1) / FPS)
+    assert_found(found, "stream.gap", "joint_states", 2.49, (STEPS - 1) / FPS)
+
+
 def test_joint_beyond_its_limit_and_over_speed(tmp_path: Path) -> None:
     found = doctor(write(tmp_path / "d", Defects(beyond_limit=(2.0, 2.1), jump_at=1.5)))
     assert {f.rule for f in found} == {"robot.position_limit", "robot.velocity_limit"}, [f.line() for f in found]

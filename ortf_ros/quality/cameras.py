@@ -197,6 +197,10 @@ class StepFrames:
 
     def finish(self, report: EpisodeFindings) -> None:
         self._gap_runs.finish()
+        if self.fps is not None and self._last is not None and self._last_step is not None:
+            silent = self._last_step - self._last[0]  # no new frame until the last step
+            if silent > self.settings.gap_s(1 / self.fps):
+                self._gaps.append(Run(0, 0, self._last[0], self._last_step, 1, silent))
         period_ms = 1000 / self.fps if self.fps else 0.0
         for run in self._gaps:
             report.add(

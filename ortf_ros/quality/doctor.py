@@ -57,7 +57,7 @@ def _examine_episode(episode: Episode, limits: JointLimits, settings: DoctorSett
     covered = _native_joints(episode)
     span = _step_pass(episode, videos, limits, covered, settings, report)
     for stream in episode.dataset.manifest.native_streams:
-        _stream_pass(episode, stream, limits, settings, report)
+        _stream_pass(episode, stream, span, limits, settings, report)
     check_duration(*span, settings, report)
     return report.findings()
 
@@ -172,9 +172,14 @@ def _alignment_runs(stream: str, tolerance_ms: float | None, report: EpisodeFind
 
 
 def _stream_pass(
-    episode: Episode, stream: str, limits: JointLimits, settings: DoctorSettings, report: EpisodeFindings
+    episode: Episode,
+    stream: str,
+    span: tuple[float | None, float | None],
+    limits: JointLimits,
+    settings: DoctorSettings,
+    report: EpisodeFindings,
 ) -> None:
-    """One native-rate stream, a row group at a time."""
+    """One native-rate stream, a row group at a time; ``span``: the first and last step time."""
     manifest = episode.dataset.manifest
     declared = manifest.native_streams[stream]
     if not (episode.dataset.root / episode.stream_file(stream)).is_file():
@@ -199,6 +204,7 @@ def _stream_pass(
             if column in joints:
                 joints[column].feed(t, values)
     times.finish()
+    times.check_edges(*span)
     for values_checker in non_finite.values():
         values_checker.finish()
     for joint_checker in joints.values():

@@ -117,6 +117,19 @@ class IntervalChecker:
             self.report,
         )
 
+    def check_edges(self, start_s: float | None, end_s: float | None) -> None:
+        """After ``finish``: a stream that starts more than a gap after the episode's first
+        step, or ends more than a gap before its last, was silent there."""
+        if self.period is None or start_s is None or end_s is None:
+            return
+        longest = self.settings.gap_s(self.period)
+        first, last = self.first, self.last
+        if first is None or last is None:  # (no sample at all: the stream's file says so)
+            return
+        for begin, finish in ((start_s, first), (last, end_s)):
+            if finish - begin > longest:
+                self._say("stream.gap", Run(0, 0, begin, finish, 1, finish - begin))
+
     def _say(self, rule: str, run: Run) -> None:
         period_ms = (self.period or 0.0) * 1000
         if rule == "time.non_monotonic":
