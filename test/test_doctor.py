@@ -172,6 +172,7 @@ def test_joint_beyond_its_limit_and_over_speed(tmp_path: Path) -> None:
     assert_found(found, "robot.position_limit", "joint_states", 2.0, 2.09)
     speed = only(found, "robot.velocity_limit")
     assert {f.message.split()[1] for f in speed} == {"demo_joint3", "demo_joint4"}  # the jump, and into the limit
+    assert all("velocity limit 2.1/s" in f.message for f in speed)  # the URDF's <limit velocity>
     assert_found(found, "robot.velocity_limit", "joint_states", 1.49, 1.51)
 
 
