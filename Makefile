@@ -28,6 +28,7 @@ bench: setup
 	@$(PY) bench/bench_export.py
 	@$(PY) bench/bench_append.py
 	@$(PY) bench/bench_fleet.py
+	@$(PY) bench/bench_doctor.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

@@ -223,6 +223,7 @@ def doctor_native_samples(table: pa.Table) -> pa.Table:
     account["native_samples"] += 1
     return pa.Table.from_pylist(rows, schema=table.schema)
 
+
 STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.stream_names", edit_manifest(lambda m: m["alignment"]["streams"].append("cam/wrist"))),
     ("streams.missing", lambda root: (root / FT_TABLE).unlink()),

@@ -67,6 +67,7 @@ class UrdfRobot:
     mesh_uris: tuple[str, ...]  # distinct package:// URIs of <mesh> and <texture>, in document order
     mimic_joints: Mapping[str, str] = field(default_factory=dict)  # mimic joint -> the joint it follows
     joint_of: Mapping[str, str] = field(default_factory=dict)  # child link -> the joint that moves it
+    velocity_limits: Mapping[str, float] = field(default_factory=dict)  # movable joint -> <limit velocity>
 
     @property
     def arm_joints(self) -> tuple[Joint, ...]:
@@ -166,6 +167,12 @@ def _limits(joint: ET.Element, kind: str, where: str) -> tuple[float, float] | N
     if lower is None and upper is None:
         return None
     return (lower or 0.0, upper or 0.0)  # URDF: a missing bound is 0
+
+
+def _velocity_limit(joint: ET.Element, where: str) -> float | None:
+    """``<limit velocity>``, continuous joints included; None when absent."""
+    limit = joint.find("limit")
+    return None if limit is None else _float(limit.get("velocity"), f"{where}: limit velocity")
 
 
 def _parse(urdf_xml: str, source: str) -> ET.Element:
@@ -269,6 +276,7 @@ def robot_from_urdf(
 
     movable: list[Joint] = []
     mimics: dict[str, str] = {}
+    velocities: dict[str, float] = {}
     seen: set[str] = set()
     for joint in root.findall("joint"):
         joint_name, kind = joint.get("name"), joint.get("type")
@@ -287,6 +295,9 @@ def robot_from_urdf(
             mimics[joint_name] = mimic.get("joint", "")
             continue
         movable.append(Joint(joint_name, kind, len(movable), _limits(joint, kind, where)))
+        velocity = _velocity_limit(joint, where)
+        if velocity is not None:
+            velocities[joint_name] = velocity
 
     names = [j.name for j in movable]
     if gripper_joints:
@@ -319,6 +330,7 @@ def robot_from_urdf(
         mesh_uris=_mesh_uris(root),
         mimic_joints=mimics,
         joint_of=joint_of,
+        velocity_limits=velocities,
     )
 
 
