@@ -1,4 +1,4 @@
-"""``ortf``: inspect, validate, recover, export and demo ORTF datasets from the shell.
+"""``ortf``: inspect, validate, recover, edit, export and demo ORTF datasets from the shell.
 
 Every subcommand returns an exit code through one error boundary (``boundary``): 0 ok,
 1 failed (or, for validate, invalid), 2 usage error (a bad flag, a path missing or of
@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
+from ortf_ros.cli.episodes_command import add_episodes
 from ortf_ros.dataset.episode_info import episode_info
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--discard", action="store_true", help="drop unfinished recordings instead of keeping them")
     p.set_defaults(run=_cmd_recover)
 
+    add_episodes(sub)
     add_demo(sub)
     add_export(sub)
     add_import(sub)
