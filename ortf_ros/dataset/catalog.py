@@ -78,6 +78,15 @@ def _folded_episodes(state: dict[str, object], episodes: list[EpisodeRecord]) ->
     return None
 
 
+NUMBERED_UP_TO_KEY = "episode_numbers_taken"
+"""Manifest key: how many episode numbers were given, once the last of them was deleted."""
+
+
+def _number(episode_id: str) -> int:
+    """The number of a sequential id (``layout.episode_id_for``); -1 for an id of another form."""
+    return int(episode_id) if episode_id.isascii() and episode_id.isdigit() else -1
+
+
 def write_episode_index(root: Path, table: pa.Table) -> None:
     """``meta/episodes.parquet`` replaced atomically by ``table``: the commit point of every change."""
     atomic.write_with(root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
@@ -169,10 +178,26 @@ class Catalog:
         ranges and the episodes after it keep theirs."""
         return self._next_start_step
 
+    @property
+    def next_episode_index(self) -> int:
+        """The number the next episode is given: past every numbered episode's, and past every
+        deleted one's (``NUMBERED_UP_TO_KEY``), so that the id of a deleted episode is not given
+        again (a review, a note, a link may name it)."""
+        numbered = self.manifest.extra.get(NUMBERED_UP_TO_KEY, 0)
+        numbered = numbered if isinstance(numbered, int) and not isinstance(numbered, bool) else 0
+        return max(len(self.episodes), self._next_number, numbered)
+
+    def note_numbers_taken(self, episode_ids: Sequence[str]) -> None:
+        """Remember that these (deleted) episodes' numbers were given, in the manifest written next."""
+        taken = max((_number(i) + 1 for i in episode_ids), default=0)
+        if taken > self.next_episode_index:
+            self.manifest = replace(self.manifest, extra={**self.manifest.extra, NUMBERED_UP_TO_KEY: taken})
+
     def _count_totals(self) -> None:
         self._total_steps = sum(e.length for e in self.episodes)
         self._total_seconds = sum(e.duration_seconds for e in self.episodes)
         self._next_start_step = max((e.end_step for e in self.episodes), default=0)
+        self._next_number = max((_number(e.episode_id) + 1 for e in self.episodes), default=0)
 
     def task_id(self, instruction: str, task_type: str | None = None, description: str | None = None) -> int:
         """The id of this instruction, defining a new task on first use."""
@@ -204,6 +229,7 @@ class Catalog:
         self._total_steps += record.length
         self._total_seconds += record.duration_seconds
         self._next_start_step = max(self._next_start_step, record.end_step)
+        self._next_number = max(self._next_number, _number(record.episode_id) + 1)
 
     def rewrite(self, episodes: list[EpisodeRecord]) -> None:
         """The commit point of an edit (``ortf_ros.dataset.edits``): the index replaced

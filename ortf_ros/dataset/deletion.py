@@ -189,6 +189,7 @@ def finish_deletion(catalog: Catalog, plan: Sequence[PlannedDeletion]) -> list[s
         for directory in planned.directories:
             _remove_tree(_inside(catalog.root, directory))
     if deleted:
+        catalog.note_numbers_taken([p.episode_id for p in deleted])
         catalog.drop_unused_tasks()
         catalog.replace_stats(recomputed_stats(catalog))
     journal = journal_path(catalog.root)

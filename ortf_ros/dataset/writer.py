@@ -220,7 +220,7 @@ class DatasetWriter:
             raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
         if not task.strip():
             raise WriterError("task instruction must not be empty")
-        index = len(catalog.episodes)
+        index = catalog.next_episode_index
         # An episode whose commit failed stays staged for `ortf recover`: its number is taken too.
         while catalog.record(layout.episode_id_for(index)) is not None or StagedEpisode.exists(self.root, index):
             index += 1
