@@ -126,8 +126,9 @@ def delete_committed(catalog: Catalog, episode_ids: Sequence[str]) -> list[Episo
     doomed = records_to_delete(catalog, episode_ids)
     if not doomed:
         return []
-    _check_file_names_stay(catalog, doomed)
-    plan = [_plan(catalog, record) for record in doomed]
+    positions = {record.episode_id: position for position, record in enumerate(catalog.episodes)}
+    _check_file_names_stay(catalog, min(positions[record.episode_id] for record in doomed))
+    plan = [_plan(catalog, record, positions[record.episode_id]) for record in doomed]
     atomic.write_json(journal_path(catalog.root), {"episodes": [p.to_dict() for p in plan]})
     gone = {record.episode_id for record in doomed}
     catalog.rewrite([e for e in catalog.episodes if e.episode_id not in gone])  # the commit point
@@ -135,10 +136,10 @@ def delete_committed(catalog: Catalog, episode_ids: Sequence[str]) -> list[Episo
     return doomed
 
 
-def _check_file_names_stay(catalog: Catalog, doomed: Sequence[EpisodeRecord]) -> None:
+def _check_file_names_stay(catalog: Catalog, first: int) -> None:
     """Files of an episode whose id is not a number are named after its row's position
-    (``layout.file_index``): deleting a row before it would rename them all; refused."""
-    first = min(catalog.episodes.index(record) for record in doomed)
+    (``layout.file_index``): deleting the row at ``first`` would rename those of every such
+    episode after it; refused."""
     for record in catalog.episodes[first:]:
         if not (record.episode_id.isascii() and record.episode_id.isdigit()):
             raise WriterError(
@@ -148,9 +149,9 @@ def _check_file_names_stay(catalog: Catalog, doomed: Sequence[EpisodeRecord]) ->
             )
 
 
-def _plan(catalog: Catalog, record: EpisodeRecord) -> PlannedDeletion:
+def _plan(catalog: Catalog, record: EpisodeRecord, position: int) -> PlannedDeletion:
     manifest = catalog.manifest
-    index = layout.file_index(record.episode_id, catalog.episodes.index(record))
+    index = layout.file_index(record.episode_id, position)
     tables = [layout.steps_path(record.chunk_id)]
     files = [path for path in record.video_files.values() if path is not None]
     if record.audio_file is not None:
@@ -236,8 +237,13 @@ def _remove_rows(path: Path, episode_ids: Iterable[str]) -> None:
     at a time; removed when no row is left. Untouched when it holds none of them."""
     if not path.exists():
         return
-    parquet = pq.ParquetFile(path)
-    doomed = pa.array(sorted(episode_ids), pa.string())
+    with pq.ParquetFile(path) as parquet:
+        _rewrite_without(path, parquet, pa.array(sorted(episode_ids), pa.string()))
+
+
+def _rewrite_without(path: Path, parquet: pq.ParquetFile, doomed: pa.Array) -> None:
+    """``_remove_rows`` on the table open as ``parquet``: one pass over its ids to find the row
+    groups that hold rows of ``doomed``, a second one to rewrite it if some do."""
     matches = [
         pc.sum(pc.is_in(parquet.read_row_group(g, columns=["episode_id"])["episode_id"], value_set=doomed)).as_py() or 0
         for g in range(parquet.num_row_groups)
@@ -271,8 +277,8 @@ def recomputed_stats(catalog: Catalog) -> DatasetStats:
     columns = ["episode_id", *stats.features]
     for chunk_id, ids in sorted(by_chunk.items()):
         held = pa.array(ids, pa.string())
-        parquet = pq.ParquetFile(catalog.root / layout.steps_path(chunk_id))
-        for batch in parquet.iter_batches(batch_size=STATS_BATCH_ROWS, columns=columns):
-            rows = pa.Table.from_batches([batch])
-            stats.update(rows.filter(pc.is_in(rows["episode_id"], value_set=held)))
+        with pq.ParquetFile(catalog.root / layout.steps_path(chunk_id)) as parquet:
+            for batch in parquet.iter_batches(batch_size=STATS_BATCH_ROWS, columns=columns):
+                rows = pa.Table.from_batches([batch])
+                stats.update(rows.filter(pc.is_in(rows["episode_id"], value_set=held)))
     return stats

@@ -51,7 +51,9 @@ def _editing(root: Path) -> Iterator[Manifest]:
     manifest = load_manifest(root)  # not a dataset: said before the lock makes anything in it
     lock = lock_dataset(root, EDIT_LOCK_WAIT_S)
     try:
-        if deletion.pending_deletion(root) is not None:
+        # (After the staged episodes, which `ortf recover` settles first: their commits may
+        # have journalled appends to the tables a delete rewrites.)
+        if deletion.pending_deletion(root) is not None and not staged_episode_dirs(root):
             deletion.finish_pending_deletion(Catalog.load(root))
         yield manifest
     finally:
@@ -74,6 +76,7 @@ def set_episode_labels(
     null, as a form's empty field means. An unknown ``episode_id`` is a UsageError naming it."""
     _check_types(success=success, review_flag=review_flag)
     _check_text(failure_reason=failure_reason, operator_notes=operator_notes)
+    root = Path(root)
     with _editing(root) as manifest:
         records = read_episodes(root)
         position = next((i for i, r in enumerate(records) if r.episode_id == episode_id), None)
@@ -110,6 +113,7 @@ def delete_episodes(root: Path, episode_ids: Sequence[str]) -> None:
         raise UsageError(f"episode ids: expected a sequence of strings, got {episode_ids!r}")
     if not episode_ids:
         raise UsageError("no episode named to delete")
+    root = Path(root)
     with _editing(root):
         staged = staged_episode_dirs(root)
         if staged:
