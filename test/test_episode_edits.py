@@ -245,7 +245,7 @@ def test_a_delete_killed_anywhere_is_finished_by_recover(dataset: Path, point: s
         cwd=CHILD.parent,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
-    report = validate(dataset)
+    report = validate(dataset, strict=True)
     assert report.ok, "\n".join(f.line() for f in report.failures)  # leftovers, never corruption
     assert "staging.interrupted_delete" in {f.rule for f in report.findings}
     happened = point != "plan"

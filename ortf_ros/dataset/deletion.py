@@ -21,8 +21,8 @@ Every clean-up step is idempotent, so an interrupted one is finished by running 
 ``ortf recover``, by the next edit, or by the next writer that opens the dataset, each under
 the writer lock and before anything else touches the dataset. Until then the validator reads
 the journal: rows and files of those episodes are reported as an interrupted delete (info,
-``staging.interrupted_delete``), never as orphans; only the manifest totals lag, a warning
-as after an interrupted commit.
+``staging.interrupted_delete``), never as orphans, and manifest totals that still count
+them are expected.
 
 Deleting leaves the other episodes exactly as they were, ``start_step`` and ``end_step``
 included: the gap left in the step ranges is allowed (ranges must only not overlap), and a
@@ -59,12 +59,15 @@ STATS_BATCH_ROWS = 65536  # step rows read at a time to compute the statistics a
 
 @dataclass(frozen=True)
 class PlannedDeletion:
-    """One episode to delete: the tables holding its rows, and the files and directories of its own."""
+    """One episode to delete: the tables holding its rows, and the files and directories of its
+    own; its length and duration, which the manifest totals count until they are made anew."""
 
     episode_id: str
     tables: tuple[str, ...]
     files: tuple[str, ...]
     directories: tuple[str, ...]
+    length: int = 0
+    duration_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -72,6 +75,8 @@ class PlannedDeletion:
             "tables": list(self.tables),
             "files": list(self.files),
             "directories": list(self.directories),
+            "length": self.length,
+            "duration_seconds": self.duration_seconds,
         }
 
     @classmethod
@@ -85,7 +90,12 @@ class PlannedDeletion:
                 raise FormatError(f"{file}: {key}: expected a list of paths")
             return tuple(values)
 
-        return cls(data["episode_id"], strings("tables"), strings("files"), strings("directories"))
+        length, seconds = data.get("length", 0), data.get("duration_seconds", 0.0)
+        if not isinstance(length, int) or not isinstance(seconds, (int, float)):
+            raise FormatError(f"{file}: length, duration_seconds: expected numbers")
+        return cls(
+            data["episode_id"], strings("tables"), strings("files"), strings("directories"), length, float(seconds)
+        )
 
 
 def journal_path(root: Path) -> Path:
@@ -161,7 +171,10 @@ def _plan(catalog: Catalog, record: EpisodeRecord, position: int) -> PlannedDele
             tables.append(layout.stream_path(record.chunk_id, stream))
         else:
             files.append(layout.episode_stream_path(record.chunk_id, stream, index))
-    return PlannedDeletion(record.episode_id, tuple(tables), tuple(files), (layout.annotations_dir(index),))
+    directories = (layout.annotations_dir(index),)
+    return PlannedDeletion(
+        record.episode_id, tuple(tables), tuple(files), directories, record.length, record.duration_seconds
+    )
 
 
 def finish_pending_deletion(catalog: Catalog) -> list[str]:
