@@ -54,7 +54,7 @@ from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
 
 JOURNAL_FILE = "deletion.json"
-STATS_BATCH_ROWS = 65536  # step rows read at a time to compute the statistics anew
+STATS_BATCH_ROWS = 8192  # step rows read at a time to compute the statistics anew (about 1 MB of features)
 
 
 @dataclass(frozen=True)
