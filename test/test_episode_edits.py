@@ -25,7 +25,7 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import Annotations, DatasetWriter
-from ortf_ros.errors import DatasetBusyError, UsageError
+from ortf_ros.errors import DatasetBusyError, UsageError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
 from ortf_ros.format.metadata import EpisodeRecord
@@ -229,6 +229,11 @@ def test_unknown_ids_and_a_busy_dataset_are_refused_before_anything_changes(
         assert ortf(["episodes", "set", str(dataset), "000001", "--flag"]) == 1
     finally:
         unlock_dataset(dataset, lock)
+    staged = dataset / layout.STAGING_DIR / "episode_000005"  # a recording a crash left
+    staged.mkdir(parents=True)
+    with pytest.raises(WriterError, match="has an unfinished episode .* run `ortf recover"):
+        edits.delete_episodes(dataset, ["000001"])
+    staged.rmdir()
     assert (dataset / layout.EPISODES).read_bytes() == before
     assert len(load_dataset(dataset)) == EPISODES
 
@@ -265,13 +270,20 @@ def test_a_delete_killed_anywhere_is_finished_by_recover(dataset: Path, point: s
     assert not list(dataset.rglob(f"*{'.tmp-ortf'}"))
 
 
-def test_an_interrupted_delete_is_finished_by_the_next_writer(dataset: Path) -> None:
+@pytest.mark.parametrize("next_one", ["writer", "edit"])
+def test_an_interrupted_delete_is_finished_by_the_next_writer_or_edit(dataset: Path, next_one: str) -> None:
     child = subprocess.run(
         [sys.executable, str(CHILD), str(dataset), "rows", "000002"], capture_output=True, timeout=120, cwd=CHILD.parent
     )
     assert child.returncode == -signal.SIGKILL
-    record_episodes(dataset, 1)
-    assert sorted(index_rows(dataset)) == ["000000", "000001", "000003", "000004", "000005"]
+    assert (dataset / layout.STAGING_DIR / "deletion.json").is_file()
+    if next_one == "writer":
+        record_episodes(dataset, 1)
+        assert sorted(index_rows(dataset)) == ["000000", "000001", "000003", "000004", "000005"]
+    else:
+        edits.set_episode_labels(dataset, "000004", review_flag=True)
+        assert sorted(index_rows(dataset)) == ["000000", "000001", "000003", "000004"]
+    assert not (dataset / layout.STAGING_DIR).exists()
     assert_strictly_valid(dataset)
 
 
