@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import shutil
@@ -19,7 +20,7 @@ import pytest
 from test_append import LEGACY
 
 from ortf_ros.cli.ortf import main as ortf
-from ortf_ros.dataset import edits
+from ortf_ros.dataset import deletion, edits
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
@@ -335,3 +336,20 @@ def test_command_line(dataset: Path, capsys: pytest.CaptureFixture[str], monkeyp
     assert out == f"episode 000002: deleted ({STEPS} steps)\nepisode 000001: deleted ({STEPS} steps)\n"
     assert sorted(index_rows(dataset)) == ["000000", "000004"]
     assert ortf(["validate", "--strict", root]) == 0
+
+
+def test_a_clean_up_that_fails_says_the_episodes_are_deleted_and_leaves_it_to_recover(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def full_disk(path: Path) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device", str(path))
+
+    monkeypatch.setattr(deletion, "_remove_file", full_disk)
+    with pytest.raises(WriterError, match=r"episode\(s\) 000004 deleted, but removing their files failed \(.*No space"):
+        edits.delete_episodes(dataset, ["000004"])
+    assert "000004" not in index_rows(dataset)
+    assert validate(dataset, strict=True).ok
+    monkeypatch.undo()
+    assert ortf(["recover", str(dataset)]) == 0
+    assert_strictly_valid(dataset)
+    assert not (dataset / layout.steps_path(2)).exists()

@@ -47,7 +47,7 @@ from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.commit import PARQUET_COMPRESSION
 from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.stats import DatasetStats
-from ortf_ros.errors import FormatError, UnknownEpisodeError, WriterError
+from ortf_ros.errors import FormatError, OrtfError, UnknownEpisodeError, WriterError, failure_line
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import atomic
@@ -142,7 +142,13 @@ def delete_committed(catalog: Catalog, episode_ids: Sequence[str]) -> list[Episo
     atomic.write_json(journal_path(catalog.root), {"episodes": [p.to_dict() for p in plan]})
     gone = {record.episode_id for record in doomed}
     catalog.rewrite([e for e in catalog.episodes if e.episode_id not in gone])  # the commit point
-    finish_deletion(catalog, plan)
+    try:
+        finish_deletion(catalog, plan)
+    except (OSError, OrtfError) as exc:  # (a full disk): deleted all the same, its leftovers journalled
+        raise WriterError(
+            f"{catalog.root}: episode(s) {', '.join(sorted(gone))} deleted, but removing their files failed "
+            f"({failure_line(exc)}); `ortf recover {catalog.root}` finishes it"
+        ) from exc
     return doomed
 
 
