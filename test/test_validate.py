@@ -565,6 +565,7 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("annotations.scene_objects", write("annotations/episode_000000/scene_objects.json", "{")),
     ("staging.unfinished", stage("000003", committing=False)),
     ("staging.interrupted_commit", stage("000003", committing=True)),
+    ("staging.interrupted_delete", write(".staging/deletion.json", '{"episodes": [{"episode_id": "000001"}]}')),
 ]
 
 

@@ -85,6 +85,7 @@ def test_episode_index_and_metadata_files(small_dataset: tuple[Path, list[Episod
         "episode_id", "task_id", "start_step", "end_step", "length", "duration_seconds", "success",
         "failure_reason", "operator_notes", "chunk_id", "recorded_at", "video_files", "audio_file", "source",
         "accounting",
+        "review_flag",
     ]  # fmt: skip
     assert table.column("source").null_count == 3  # (written by hand, not converted from a recording)
     assert table.schema.field("video_files").type == pa.struct(

@@ -1,4 +1,4 @@
-"""``ortf``: inspect, validate, recover, export and demo ORTF datasets from the shell.
+"""``ortf``: inspect, validate, recover, edit, export and demo ORTF datasets from the shell.
 
 Every subcommand returns an exit code through one error boundary (``boundary``): 0 ok,
 1 failed (or, for validate, invalid), 2 usage error (a bad flag, a path missing or of
@@ -17,6 +17,7 @@ from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guard
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
 from ortf_ros.cli.doctor_command import add_doctor
+from ortf_ros.cli.episodes_command import add_episodes
 from ortf_ros.dataset.episode_info import episode_info
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
@@ -89,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(run=_cmd_recover)
 
     add_doctor(sub)
+    add_episodes(sub)
     add_demo(sub)
     add_export(sub)
     add_import(sub)

@@ -78,6 +78,20 @@ def _folded_episodes(state: dict[str, object], episodes: list[EpisodeRecord]) ->
     return None
 
 
+NUMBERED_UP_TO_KEY = "episode_numbers_taken"
+"""Manifest key: how many episode numbers were given, once the last of them was deleted."""
+
+
+def _number(episode_id: str) -> int:
+    """The number of a sequential id (``layout.episode_id_for``); -1 for an id of another form."""
+    return int(episode_id) if episode_id.isascii() and episode_id.isdigit() else -1
+
+
+def write_episode_index(root: Path, table: pa.Table) -> None:
+    """``meta/episodes.parquet`` replaced atomically by ``table``: the commit point of every change."""
+    atomic.write_with(root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
+
+
 class Catalog:
     def __init__(
         self,
@@ -99,8 +113,7 @@ class Catalog:
         self.stats_episode_count = stats_episode_count
         self._by_id = {e.episode_id: e for e in episodes}
         self._index: pa.Table | None = None  # ``episodes`` as the Arrow table of the index file
-        self._total_steps = sum(e.length for e in episodes)
-        self._total_seconds = sum(e.duration_seconds for e in episodes)
+        self._count_totals()
 
     @classmethod
     def create(cls, root: Path, manifest: Manifest) -> Catalog:
@@ -158,6 +171,34 @@ class Catalog:
     def total_steps(self) -> int:
         return self._total_steps
 
+    @property
+    def next_start_step(self) -> int:
+        """Where the next episode's steps begin: past every episode's, not the sum of their
+        lengths, since a deleted episode (``ortf episodes delete``) leaves a gap in the step
+        ranges and the episodes after it keep theirs."""
+        return self._next_start_step
+
+    @property
+    def next_episode_index(self) -> int:
+        """The number the next episode is given: past every numbered episode's, and past every
+        deleted one's (``NUMBERED_UP_TO_KEY``), so that the id of a deleted episode is not given
+        again (a review, a note, a link may name it)."""
+        numbered = self.manifest.extra.get(NUMBERED_UP_TO_KEY, 0)
+        numbered = numbered if isinstance(numbered, int) and not isinstance(numbered, bool) else 0
+        return max(len(self.episodes), self._next_number, numbered)
+
+    def note_numbers_taken(self, episode_ids: Sequence[str]) -> None:
+        """Remember that these (deleted) episodes' numbers were given, in the manifest written next."""
+        taken = max((_number(i) + 1 for i in episode_ids), default=0)
+        if taken > self.next_episode_index:
+            self.manifest = replace(self.manifest, extra={**self.manifest.extra, NUMBERED_UP_TO_KEY: taken})
+
+    def _count_totals(self) -> None:
+        self._total_steps = sum(e.length for e in self.episodes)
+        self._total_seconds = sum(e.duration_seconds for e in self.episodes)
+        self._next_start_step = max((e.end_step for e in self.episodes), default=0)
+        self._next_number = max((_number(e.episode_id) + 1 for e in self.episodes), default=0)
+
     def task_id(self, instruction: str, task_type: str | None = None, description: str | None = None) -> int:
         """The id of this instruction, defining a new task on first use."""
         for task in self.tasks:
@@ -187,6 +228,34 @@ class Catalog:
         self._by_id[record.episode_id] = record
         self._total_steps += record.length
         self._total_seconds += record.duration_seconds
+        self._next_start_step = max(self._next_start_step, record.end_step)
+        self._next_number = max(self._next_number, _number(record.episode_id) + 1)
+
+    def rewrite(self, episodes: list[EpisodeRecord]) -> None:
+        """The commit point of an edit (``ortf_ros.dataset.edits``): the index replaced
+        atomically by ``episodes`` (labels changed, rows removed). The statistics are then
+        the caller's to bring up to date (``replace_stats``), as after ``add``."""
+        index = episodes_table(episodes, self.manifest)
+        self._write_episodes(index)
+        self._index = index
+        self.episodes = episodes
+        self._by_id = {e.episode_id: e for e in episodes}
+        self._count_totals()
+
+    def replace_stats(self, stats: DatasetStats) -> None:
+        """Statistics computed anew over every episode of the index, written with the manifest totals."""
+        self.stats = stats
+        self.stats_episode_count = len(self.episodes)
+        self.refresh_derived()
+
+    def drop_unused_tasks(self) -> None:
+        """Tasks.jsonl without the tasks no episode uses any more (after a delete; the
+        episodes' task ids stay as they are)."""
+        used = {e.task_id for e in self.episodes}
+        kept = [t for t in self.tasks if t.task_id in used]
+        if len(kept) != len(self.tasks):
+            self.tasks = kept
+            atomic.write_text(self.root / layout.TASKS, tasks_jsonl(kept))
 
     def complete_source(self, episode_ids: Sequence[str], count: int) -> None:
         """Write on these episodes (of one recording) that the recording gave ``count``
@@ -241,7 +310,7 @@ class Catalog:
         return self._index
 
     def _write_episodes(self, table: pa.Table) -> None:
-        atomic.write_with(self.root / layout.EPISODES, lambda tmp: pq.write_table(table, tmp))
+        write_episode_index(self.root, table)
 
     def _write_stats(self) -> None:
         state = {"episode_count": self.stats_episode_count, "features": self.stats.to_state()}

@@ -292,7 +292,7 @@ def _put_in_place(
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
     schema = step_schema(manifest)
-    start_step = catalog.total_steps
+    start_step = catalog.next_start_step
     episode_stats = empty_stats(manifest)
     sample_columns = native_index_columns(manifest)
     referencing = dict.fromkeys(sample_columns.values(), 0)

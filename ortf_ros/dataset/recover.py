@@ -3,8 +3,10 @@
 An episode whose commit had started is rolled forward with the outcome it was being
 committed with. An episode that was still recording becomes a normal episode with
 every step whose frames reached the disk, ``success`` null and a note that says so;
-``discard=True`` drops it instead. Either way the dataset's derived metadata
-(statistics, manifest totals) is brought up to date.
+``discard=True`` drops it instead. A delete that was interrupted (``ortf_ros.dataset.deletion``)
+is finished, after the staged episodes, whose commits may have appended to the tables it
+rewrites. Either way the dataset's derived metadata (statistics, manifest totals) is brought
+up to date.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Literal
 from ortf_ros.dataset.catalog import Catalog, load_manifest
 from ortf_ros.dataset.commit import EmptyEpisodeError, commit_staged, discard_staged
 from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.deletion import finish_pending_deletion, pending_deletion
 from ortf_ros.dataset.staging import (
     HEADER_FILE,
     EpisodeOutcome,
@@ -31,11 +34,15 @@ RECOVERED_NOTE = "Recovered by `ortf recover` after the recording was interrupte
 @dataclass(frozen=True)
 class RecoveryResult:
     episode_id: str
-    action: Literal["recovered", "completed", "discarded"]
+    action: Literal["recovered", "completed", "discarded", "deleted", "kept"]
     steps: int = 0
     reason: str = ""
 
     def line(self) -> str:
+        if self.action == "deleted":
+            return f"episode {self.episode_id}: deletion completed"
+        if self.action == "kept":
+            return f"episode {self.episode_id}: kept (its deletion was interrupted before it took effect)"
         if self.action == "discarded":
             return f"episode {self.episode_id}: discarded{f' ({self.reason})' if self.reason else ''}"
         what = "commit completed" if self.action == "completed" else "recovered"
@@ -45,12 +52,15 @@ class RecoveryResult:
 def recover(root: Path, *, discard: bool = False, config: WriterConfig | None = None) -> list[RecoveryResult]:
     config = config or WriterConfig()
     load_manifest(root)  # not a dataset: say so before the lock creates anything in it
-    if not staged_episode_dirs(root):
+    if not staged_episode_dirs(root) and pending_deletion(root) is None:
         return []  # nothing to do, and nothing rewritten (listed again under the lock below)
     lock = lock_dataset(root)
     try:
         catalog = Catalog.load(root)
         results = [_recover_one(catalog, StagedEpisode(d), discard, config) for d in staged_episode_dirs(root)]
+        planned = [p.episode_id for p in pending_deletion(root) or []]
+        deleted = finish_pending_deletion(catalog)
+        results += [RecoveryResult(i, "deleted" if i in deleted else "kept") for i in planned]
         catalog.refresh_derived()
         return results
     finally:

@@ -37,6 +37,7 @@ from ortf_ros.dataset.accounting import with_frames_encoded
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.deletion import finish_pending_deletion, pending_deletion
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.dataset.recording import CopiedVideo, Recording
 from ortf_ros.dataset.staging import (
@@ -193,6 +194,8 @@ class DatasetWriter:
                 f"run `ortf recover {self.root}` (or `--discard`) first"
             )
         catalog = Catalog.load(self.root)
+        if pending_deletion(self.root) is not None:  # an interrupted delete is finished before anything is added
+            finish_pending_deletion(catalog)
         if self._manifest is not None:
             differences = manifest_differences(catalog.manifest, self._manifest)
             if differences:
@@ -217,7 +220,7 @@ class DatasetWriter:
             raise WriterError(f"episode {self._recording.header.episode_id} is still open; end or discard it first")
         if not task.strip():
             raise WriterError("task instruction must not be empty")
-        index = len(catalog.episodes)
+        index = catalog.next_episode_index
         # An episode whose commit failed stays staged for `ortf recover`: its number is taken too.
         while catalog.record(layout.episode_id_for(index)) is not None or StagedEpisode.exists(self.root, index):
             index += 1

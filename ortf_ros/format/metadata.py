@@ -112,6 +112,7 @@ class EpisodeRecord:
     # Per stream, what it delivered at each stage (``format.accounting``); None: not counted
     # (another writer's dataset, an older one).
     accounting: tuple[StreamAccount, ...] | None = None
+    review_flag: bool | None = None  # an extension (``schema.REVIEW_FLAG_COLUMN``); None: not reviewed
 
 
 def read_tasks(root: Path) -> list[Task]:
@@ -179,11 +180,18 @@ def read_episodes(root: Path) -> list[EpisodeRecord]:
                     audio_file=row.get("audio_file"),
                     source=EpisodeSource.from_dict(row.get("source")),
                     accounting=accounts_from_rows(row.get("accounting")),
+                    review_flag=_flag(row.get("review_flag")),
                 )
             )
         except (TypeError, ValueError, KeyError) as exc:
             raise FormatError(f"{layout.EPISODES}: episode {row.get('episode_id')!r}: bad value: {exc}") from None
     return records
+
+
+def _flag(value: object) -> bool | None:
+    """A review flag as stored; another tool's column of that name that holds no booleans
+    reads as not reviewed (the validator reports its type)."""
+    return value if isinstance(value, bool) else None
 
 
 def episodes_table(records: Iterable[EpisodeRecord], manifest: Manifest) -> pa.Table:
@@ -206,6 +214,7 @@ def episodes_table(records: Iterable[EpisodeRecord], manifest: Manifest) -> pa.T
             "audio_file": r.audio_file,
             "source": None if r.source is None else r.source.to_dict(),
             "accounting": accounts_to_rows(r.accounting),
+            "review_flag": r.review_flag,
         }
         if cameras:
             row["video_files"] = {c: r.video_files.get(c) for c in cameras}

@@ -101,6 +101,7 @@ def episode_schema(manifest: Manifest) -> pa.Schema:
     fields.append(pa.field("audio_file", pa.string()))
     fields.append(pa.field(SOURCE_COLUMN, SOURCE_TYPE))
     fields.append(pa.field(ACCOUNTING_COLUMN, ACCOUNTING_TYPE))
+    fields.append(pa.field(REVIEW_FLAG_COLUMN, pa.bool_()))
     return pa.schema(fields)
 
 
@@ -117,6 +118,10 @@ SOURCE_TYPE = pa.struct(
         pa.field("episodes", pa.int64()),
     ]
 )
-OPTIONAL_EPISODE_COLUMNS = frozenset({SOURCE_COLUMN, ACCOUNTING_COLUMN})
-"""Extensions of the episode index (``source``; ``accounting``, see ``format.accounting``): a
-dataset without them is still valid."""
+REVIEW_FLAG_COLUMN = "review_flag"
+"""Whether a person marked the episode for another look (``ortf episodes set --flag``, the
+review page); null: not reviewed. An extension like ``source``: absent in other writers' and
+older datasets, which stay valid."""
+OPTIONAL_EPISODE_COLUMNS = frozenset({SOURCE_COLUMN, ACCOUNTING_COLUMN, REVIEW_FLAG_COLUMN})
+"""Extensions of the episode index (``source``; ``accounting``, see ``format.accounting``;
+``review_flag``): a dataset without them is still valid."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from ortf_ros.dataset.deletion import JOURNAL_FILE, pending_deletion
 from ortf_ros.dataset.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
 from ortf_ros.dataset.stats import QUANTILES
 from ortf_ros.dataset.validation.files import read_json
@@ -84,10 +85,22 @@ def annotation_dirs(root: Path) -> list[str]:
 
 
 def check_staging(root: Path, only: str | None) -> tuple[set[str], list[Finding]]:
-    """Ids of episodes whose commit was interrupted, and a note per staged episode
-    (only ``only``'s, if given)."""
+    """Ids of episodes whose commit or deletion was interrupted (their rows and files are
+    expected without, or with, an index entry), and a note per staged episode and per
+    interrupted deletion (only ``only``'s, if given)."""
     pending: set[str] = set()
     found = []
+    journal = f"{layout.STAGING_DIR}/{JOURNAL_FILE}"
+    try:
+        deleting = [p.episode_id for p in pending_deletion(root) or []]
+    except FormatError as exc:
+        deleting = []
+        found.append(finding("staging.interrupted_delete", journal, f"{exc}; run `ortf recover {root}`"))
+    deleting = [i for i in deleting if only is None or i == only]
+    if deleting:
+        pending.update(deleting)
+        message = f"deletion of episode(s) {', '.join(deleting)} was interrupted: run `ortf recover {root}`"
+        found.append(finding("staging.interrupted_delete", journal, message))
     for directory in staged_episode_dirs(root):
         file = f"{layout.STAGING_DIR}/{directory.name}"
         try:

@@ -92,7 +92,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "streams.timestamp": ("error", "an episode's samples do not go back in time"),
     "streams.orphan": ("error", "stream samples belong to episodes in episodes.parquet"),
     "alignment.tolerance": ("warning", "steps used samples within the manifest's sync_tolerance_ms"),
-    "steps.pending_commit": ("info", "step rows of an interrupted commit"),
+    "steps.pending_commit": ("info", "step rows of an interrupted commit or deletion"),
     # videos/
     "videos.missing": ("error", "referenced videos exist"),
     "videos.unreadable": ("error", "videos decode to their last frame"),
@@ -105,6 +105,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "annotations.scene_objects": ("warning", "scene_objects.json is an object with an 'objects' list"),
     "staging.unfinished": ("info", "an episode was being recorded"),
     "staging.interrupted_commit": ("info", "an episode's commit was interrupted"),
+    "staging.interrupted_delete": ("info", "a deletion of episodes was interrupted"),
     # the --episode argument
     "episode.not_found": ("error", "the requested episode is in episodes.parquet"),
 }

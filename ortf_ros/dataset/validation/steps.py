@@ -44,7 +44,7 @@ def check_steps(
 ) -> list[Finding]:
     """Rules on every chunk (or, with ``only``, on one episode's rows).
 
-    ``pending`` are episode ids whose commit was interrupted: their rows are expected
+    ``pending`` are episode ids whose commit or deletion was interrupted: their rows are expected
     to lack an index entry. ``frame_counts`` gives, per episode, each camera's frames.
     """
     scanner = _Scanner(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
@@ -380,7 +380,7 @@ class _Scanner:
             )
         for (file, episode_id), rows in self.orphans.items():
             if episode_id in self.pending:
-                message = f"{rows} row(s) of episode {episode_id}, whose commit was interrupted: "
+                message = f"{rows} row(s) of episode {episode_id}, whose commit or deletion was interrupted: "
                 message += f"run `ortf recover {self.root}`"
                 self.found.append(finding("steps.pending_commit", file, message, episode=episode_id))
             else:
