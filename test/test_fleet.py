@@ -16,6 +16,7 @@ from fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
 from test_bag2ortf import RESOURCES, mapping_for
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
@@ -116,6 +117,33 @@ def test_a_recording_cut_off_between_its_episodes_gets_the_rest(tmp_path: Path) 
         writer.import_episode(Episode(converted, record))
     assert bag2ortf([str(bag.path), "-o", str(cut), "--config", str(mapping)]) == 0
     assert dataset_digest(cut)["episodes"] == dataset_digest(whole)["episodes"]
+
+
+def test_an_episode_deleted_after_review_is_not_converted_again(
+    fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A person deleted a bad episode; the day's recordings converted again leave it deleted,
+    also when it was one of a recording's several episodes."""
+    output = tmp_path / "ds"
+    common = ["-o", str(output), "--config", str(fleet.mapping)]
+    assert bag2ortf([*fleet.paths(), *common]) == 0
+    delete_episodes(output, ["000001"])
+    capsys.readouterr()
+    assert bag2ortf([*fleet.paths(), *common, "--json"]) == 0
+    outcomes = json.loads(capsys.readouterr().out)["recordings"]
+    assert outcomes[1]["skipped"] == "already converted, and 1 of its episode(s) deleted from it (not converted again)"
+    assert [e.episode_id for e in load_dataset(output).episodes] == ["000000", "000002"]
+
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5)
+    mapping = tmp_path / "mapping.yaml"
+    split = EpisodeSplit(mode="ranges", ranges=((0.0, 0.4), (0.5, 0.9), (1.0, 1.4)))
+    write_config(replace(mapping_for(bag.path), episodes=split), mapping)
+    three = tmp_path / "three"
+    assert bag2ortf([str(bag.path), "-o", str(three), "--config", str(mapping)]) == 0
+    delete_episodes(three, ["000001"])
+    assert bag2ortf([str(bag.path), "-o", str(three), "--config", str(mapping), "--jobs", "2"]) == 0
+    assert [e.episode_id for e in load_dataset(three).episodes] == ["000000", "000002"]
+    assert validate(three, strict=True).ok
 
 
 @pytest.mark.parametrize("jobs", JOBS.values(), ids=JOBS.keys())

@@ -24,7 +24,15 @@ from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import AlignmentSummary, Manifest, Statistics
-from ortf_ros.format.metadata import EpisodeRecord, Task, episodes_table, read_episodes, read_tasks, tasks_jsonl
+from ortf_ros.format.metadata import (
+    EpisodeRecord,
+    EpisodeSource,
+    Task,
+    episodes_table,
+    read_episodes,
+    read_tasks,
+    tasks_jsonl,
+)
 from ortf_ros.format.schema import feature_thresholds, stats_features
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
@@ -80,6 +88,12 @@ def _folded_episodes(state: dict[str, object], episodes: list[EpisodeRecord]) ->
 
 NUMBERED_UP_TO_KEY = "episode_numbers_taken"
 """Manifest key: how many episode numbers were given, once the last of them was deleted."""
+
+
+DELETED_SOURCES_KEY = "deleted_sources"
+"""Manifest key: the recordings' episodes that were converted and then deleted (``source``
+structs), so that converting the same recordings again does not bring them back
+(``fleet.ledger``)."""
 
 
 def _number(episode_id: str) -> int:
@@ -192,6 +206,15 @@ class Catalog:
         taken = max((_number(i) + 1 for i in episode_ids), default=0)
         if taken > self.next_episode_index:
             self.manifest = replace(self.manifest, extra={**self.manifest.extra, NUMBERED_UP_TO_KEY: taken})
+
+    def note_sources_deleted(self, sources: Sequence[EpisodeSource]) -> None:
+        """Remember the deleted episodes' sources (``DELETED_SOURCES_KEY``) in the manifest written next."""
+        if not sources:
+            return
+        known = self.manifest.extra.get(DELETED_SOURCES_KEY)
+        listed = list(known) if isinstance(known, list) else []
+        listed += [source.to_dict() for source in sources if source.to_dict() not in listed]
+        self.manifest = replace(self.manifest, extra={**self.manifest.extra, DELETED_SOURCES_KEY: listed})
 
     def _count_totals(self) -> None:
         self._total_steps = sum(e.length for e in self.episodes)

@@ -49,7 +49,7 @@ from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError, OrtfError, UnknownEpisodeError, WriterError, failure_line
 from ortf_ros.format import layout
-from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
 
@@ -68,6 +68,7 @@ class PlannedDeletion:
     directories: tuple[str, ...]
     length: int = 0
     duration_seconds: float = 0.0
+    source: EpisodeSource | None = None  # the recording it was converted from, remembered once deleted
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -77,6 +78,7 @@ class PlannedDeletion:
             "directories": list(self.directories),
             "length": self.length,
             "duration_seconds": self.duration_seconds,
+            "source": None if self.source is None else self.source.to_dict(),
         }
 
     @classmethod
@@ -94,7 +96,13 @@ class PlannedDeletion:
         if not isinstance(length, int) or not isinstance(seconds, (int, float)):
             raise FormatError(f"{file}: length, duration_seconds: expected numbers")
         return cls(
-            data["episode_id"], strings("tables"), strings("files"), strings("directories"), length, float(seconds)
+            data["episode_id"],
+            strings("tables"),
+            strings("files"),
+            strings("directories"),
+            length,
+            float(seconds),
+            EpisodeSource.from_dict(data.get("source")),
         )
 
 
@@ -179,7 +187,13 @@ def _plan(catalog: Catalog, record: EpisodeRecord, position: int) -> PlannedDele
             files.append(layout.episode_stream_path(record.chunk_id, stream, index))
     directories = (layout.annotations_dir(index),)
     return PlannedDeletion(
-        record.episode_id, tuple(tables), tuple(files), directories, record.length, record.duration_seconds
+        record.episode_id,
+        tuple(tables),
+        tuple(files),
+        directories,
+        record.length,
+        record.duration_seconds,
+        record.source,
     )
 
 
@@ -210,6 +224,7 @@ def finish_deletion(catalog: Catalog, plan: Sequence[PlannedDeletion]) -> list[s
             _remove_tree(_inside(catalog.root, directory))
     if deleted:
         catalog.note_numbers_taken([p.episode_id for p in deleted])
+        catalog.note_sources_deleted([p.source for p in deleted if p.source is not None])
         catalog.drop_unused_tasks()
         catalog.replace_stats(recomputed_stats(catalog))
     journal = journal_path(catalog.root)

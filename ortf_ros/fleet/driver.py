@@ -183,7 +183,7 @@ class FleetConversion:
             held = ledger.holds(identity)
             size = identity.size
             if held is not None and held.whole:
-                skipped = f"already in the dataset (episode {', '.join(held.ids())})"
+                skipped = held.describe()
                 outcome = Outcome(index, path, size, episodes=tuple(held.ids()), skipped=skipped)
                 yield _Slot(index, path, outcome=outcome)
                 continue
@@ -292,7 +292,8 @@ class FleetConversion:
             return self._outcome(slot, error=task.error or "no result")
         try:
             converted = load_dataset(task.dataset)
-            present = slot.held.episodes if slot.held is not None else {}
+            held = slot.held if slot.held is not None else Held()
+            present = held.episodes
             writer = self._writer_for(converted)
             episodes = []
             for position, episode in enumerate(converted):
@@ -300,7 +301,7 @@ class FleetConversion:
                 place = source.episode if source is not None else position
                 if place in present:
                     episodes.append(present[place])
-                else:
+                elif not held.has(place):  # (a place whose episode was deleted stays deleted)
                     episodes.append(writer.import_episode(episode).episode_id)
             if present:  # (those imported say how many there are; those held before may not)
                 writer.complete_source(list(present.values()), len(converted.episodes))

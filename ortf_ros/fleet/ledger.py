@@ -14,6 +14,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.catalog import DELETED_SOURCES_KEY, load_manifest
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
@@ -28,13 +29,26 @@ class Held:
 
     episodes: dict[int, str] = field(default_factory=dict)
     count: int | None = None
+    deleted: set[int] = field(default_factory=set)  # places whose episode was deleted from the dataset
 
     @property
     def whole(self) -> bool:
-        return self.count is not None and all(position in self.episodes for position in range(self.count))
+        """Every place of the recording is in the dataset, or was and was deleted (a deleted
+        episode is a decision, not a gap: it is not converted again)."""
+        return self.count is not None and all(self.has(position) for position in range(self.count))
+
+    def has(self, position: int) -> bool:
+        return position in self.episodes or position in self.deleted
 
     def ids(self) -> list[str]:
         return [self.episodes[position] for position in sorted(self.episodes)]
+
+    def describe(self) -> str:
+        """Why a whole recording is skipped."""
+        deleted = f"{len(self.deleted)} of its episode(s) deleted from it" if self.deleted else ""
+        if not self.episodes:
+            return f"already converted, and {deleted} (not converted again)"
+        return f"already in the dataset (episode {', '.join(self.ids())}" + (f"; {deleted})" if deleted else ")")
 
 
 class Ledger:
@@ -47,11 +61,17 @@ class Ledger:
         self._this_run: dict[str, str] = {}
         sources, self.unsourced = _sources(root)
         for episode_id, source in sources:
-            held = self.held.setdefault(source.fingerprint, Held())
+            held = self._held(source)
             held.episodes[source.episode] = episode_id
-            if source.episodes is not None:
-                held.count = source.episodes
             self._by_path[source.path] = source.fingerprint
+        for source in _deleted_sources(root):
+            self._held(source).deleted.add(source.episode)
+
+    def _held(self, source: EpisodeSource) -> Held:
+        held = self.held.setdefault(source.fingerprint, Held())
+        if source.episodes is not None:
+            held.count = source.episodes
+        return held
 
     def holds(self, identity: RecordingIdentity) -> Held | None:
         """What the dataset holds of this recording (None: nothing)."""
@@ -90,3 +110,12 @@ def _sources(root: Path) -> tuple[list[tuple[str, EpisodeSource]], int]:
         if source is not None:
             found.append((str(episode_id), source))
     return found, 0
+
+
+def _deleted_sources(root: Path) -> list[EpisodeSource]:
+    """The sources of episodes deleted from the dataset (``catalog.DELETED_SOURCES_KEY``)."""
+    if not (root / layout.MANIFEST).is_file():
+        return []
+    listed = load_manifest(root).extra.get(DELETED_SOURCES_KEY)
+    found = [EpisodeSource.from_dict(item) for item in listed] if isinstance(listed, list) else []
+    return [source for source in found if source is not None]
