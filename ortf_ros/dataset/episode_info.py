@@ -41,6 +41,7 @@ class EpisodeInfo:
             "success": r.success,
             "failure_reason": r.failure_reason,
             "operator_notes": r.operator_notes,
+            "review_flag": r.review_flag,
             "recorded_at": r.recorded_at,
             "source": None if r.source is None else r.source.to_dict(),
             "accounting": None if r.accounting is None else [a.to_dict() for a in r.accounting],
@@ -60,6 +61,8 @@ class EpisodeInfo:
         ]
         if r.operator_notes:
             out.append(f"notes     {r.operator_notes}")
+        if r.review_flag is not None:
+            out.append(f"review    {'flagged' if r.review_flag else 'not flagged'}")
         if r.recorded_at:
             out.append(f"recorded  {r.recorded_at}")
         if r.source is not None:
