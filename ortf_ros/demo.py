@@ -9,8 +9,10 @@ from pathlib import Path
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.format.accounting import accounted
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.quality.doctor import examine
 
 
 def demo_mapping(bag: Path) -> ConversionConfig:
@@ -22,11 +24,19 @@ def demo_mapping(bag: Path) -> ConversionConfig:
 
 
 def show_validated(root: Path, say: Callable[[str], None]) -> bool:
-    """``ortf validate --strict`` and ``ortf info`` of ``root``, as the demo prints them; whether valid."""
+    """``ortf validate --strict``, each episode's accounting, ``ortf doctor`` and ``ortf info``
+    of ``root``, as the demo prints them; whether valid."""
     report = validate(root, strict=True)
     say("")
     for finding in report.findings:
         say(finding.line())
-    say(f"ortf validate --strict {root}: {report.summary()}\n")
-    say("\n".join(dataset_info(load_dataset(root)).lines()))
+    say(f"ortf validate --strict {root}: {report.summary()}")
+    dataset = load_dataset(root)
+    for record in dataset.episodes:
+        say(f"  episode {record.episode_id}: {accounted(record.accounting or ())}")
+    findings = list(examine(dataset))
+    for item in findings:
+        say(item.line())
+    say(f"ortf doctor {root}: {len(findings)} finding(s)\n")
+    say("\n".join(dataset_info(dataset).lines()))
     return report.ok
