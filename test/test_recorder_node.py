@@ -180,10 +180,15 @@ def test_every_frame_published_during_an_episode_is_in_its_video(recorded: Recor
         episode = dataset.episode(index)
         numbers = drops(recorded.root, episode)
         assert numbers and all(n["dropped"] == 0 for n in numbers.values()), numbers
+        # The episode's accounting, over real DDS: received = read (nothing dropped), every frame kept in its video.
+        accounts = {a.stream: a for a in episode.record.accounting or ()}
         for camera in CAMERAS:
             seqs = [decode_frame_number(episode.frame(camera, i)) for i in range(frame_count(episode, camera))]
             assert len(seqs) > EPISODE_S * 25, (camera, len(seqs))
             assert seqs == list(range(seqs[0], seqs[0] + len(seqs))), (camera, seqs)
+            counted = accounts[camera]
+            assert counted.received == counted.read == counted.kept == counted.frames_in_video == len(seqs), counted
+            assert counted.undecodable == 0 and not counted.dropped and counted.lost_in_transport == 0
         depth = [episode.frame("depth_camera", i) for i in range(frame_count(episode, "depth_camera"))]
         first = next(seq for seq in range(9500) if np.array_equal(depth[0], depth_frame(seq, width, height)))
         for offset, frame in enumerate(depth):
