@@ -98,15 +98,21 @@ def test_a_rerun_converts_only_what_the_dataset_lacks(
     assert not list(tmp_path.glob(".ortf-bag2ortf-*"))
 
 
-def test_a_recording_cut_off_between_its_episodes_gets_the_rest(tmp_path: Path) -> None:
-    """A run killed after the first of a recording's three episodes was committed: the rerun
-    converts the recording again and imports the two that are missing."""
+def three_episode_recording(tmp_path: Path) -> tuple[Path, Path]:
+    """A recording and a mapping that splits it into three episodes."""
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5)
     mapping = tmp_path / "mapping.yaml"
     split = EpisodeSplit(mode="ranges", ranges=((0.0, 0.4), (0.5, 0.9), (1.0, 1.4)))
     write_config(replace(mapping_for(bag.path), episodes=split), mapping)
+    return bag.path, mapping
+
+
+def test_a_recording_cut_off_between_its_episodes_gets_the_rest(tmp_path: Path) -> None:
+    """A run killed after the first of a recording's three episodes was committed: the rerun
+    converts the recording again and imports the two that are missing."""
+    bag, mapping = three_episode_recording(tmp_path)
     whole = tmp_path / "whole"
-    assert bag2ortf([str(bag.path), "-o", str(whole), "--config", str(mapping)]) == 0
+    assert bag2ortf([str(bag), "-o", str(whole), "--config", str(mapping)]) == 0
     assert [e.source.episodes for e in load_dataset(whole).episodes if e.source] == [3, 3, 3]
     cut = tmp_path / "cut"  # as a direct conversion leaves it: the count not written yet
     converted = load_dataset(whole)
@@ -115,7 +121,7 @@ def test_a_recording_cut_off_between_its_episodes_gets_the_rest(tmp_path: Path) 
         assert source is not None
         record = replace(converted.episode(0).record, source=replace(source, episodes=None))
         writer.import_episode(Episode(converted, record))
-    assert bag2ortf([str(bag.path), "-o", str(cut), "--config", str(mapping)]) == 0
+    assert bag2ortf([str(bag), "-o", str(cut), "--config", str(mapping)]) == 0
     assert dataset_digest(cut)["episodes"] == dataset_digest(whole)["episodes"]
 
 
@@ -134,14 +140,11 @@ def test_an_episode_deleted_after_review_is_not_converted_again(
     assert outcomes[1]["skipped"] == "already converted, and 1 of its episode(s) deleted from it (not converted again)"
     assert [e.episode_id for e in load_dataset(output).episodes] == ["000000", "000002"]
 
-    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5)
-    mapping = tmp_path / "mapping.yaml"
-    split = EpisodeSplit(mode="ranges", ranges=((0.0, 0.4), (0.5, 0.9), (1.0, 1.4)))
-    write_config(replace(mapping_for(bag.path), episodes=split), mapping)
+    bag, mapping = three_episode_recording(tmp_path)
     three = tmp_path / "three"
-    assert bag2ortf([str(bag.path), "-o", str(three), "--config", str(mapping)]) == 0
+    assert bag2ortf([str(bag), "-o", str(three), "--config", str(mapping)]) == 0
     delete_episodes(three, ["000001"])
-    assert bag2ortf([str(bag.path), "-o", str(three), "--config", str(mapping), "--jobs", "2"]) == 0
+    assert bag2ortf([str(bag), "-o", str(three), "--config", str(mapping), "--jobs", "2"]) == 0
     assert [e.episode_id for e in load_dataset(three).episodes] == ["000000", "000002"]
     assert validate(three, strict=True).ok
 
