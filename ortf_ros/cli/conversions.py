@@ -68,6 +68,23 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export_rerun(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rerun_export import rerun_sdk, write_rerun
+
+    dataset = paths.input_dir(args.dataset, DATASET)
+    out = paths.output_file(args.output, "the Rerun recording", replace=args.force, stream_ok=False, inputs=[dataset])
+    assert out is not None
+    rerun_sdk()  # a missing extra is told before the dataset is read
+    with naming(out):
+        result = write_rerun(dataset, out, args.episode)
+    timelines = ", ".join(f"episode_{e}" for e in result.episodes)
+    print(
+        f"{result.path}: Rerun recording, {len(result.episodes)} episode(s) on timelines {timelines}, "
+        f"{len(result.rows)} entities, {sum(result.rows.values())} rows; open it with: rerun {result.path}"
+    )
+    return EXIT_OK
+
+
 def _cmd_export_lerobot(args: argparse.Namespace) -> int:
     from ortf_ros.convert.lerobot_export import to_lerobot
 
@@ -121,6 +138,17 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = formats.add_parser(
+        "rerun",
+        help="episodes as a Rerun recording (.rrd): videos, depth, scalars, TF, URDF (needs 'ortf_ros[rerun]')",
+        description="Write the episodes as one Rerun recording, each on its own timeline episode_<id>; "
+        "needs the Rerun SDK (pip install 'ortf_ros[rerun]').",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT.rrd")
+    p.add_argument("--episode", action="append", default=[], metavar="ID", help="episode id or position (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace OUT.rrd if it exists")
+    p.set_defaults(run=_cmd_export_rerun, prog="ortf export rerun")
     p = _add_conversion(
         formats,
         "export lerobot",
