@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import av
 import numpy as np
@@ -15,14 +16,13 @@ import pyarrow.parquet as pq
 import pytest
 from cli_errors import one_line_error
 from playback_data import teleop_dataset
+from rerun.chunk import RrdReader
 
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.rerun_export import export_rerun
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.synthetic import JOINTS, write_demo_dataset
 from ortf_ros.synthetic_bag import TOPIC_SIDE_IMAGE
-
-rerun_chunk = pytest.importorskip("rerun.chunk")
 
 COLOUR, DEPTH, UNCALIBRATED = ("wrist_camera", "overhead_camera"), "depth_camera", "side_camera"
 FT = "ft_sensor"
@@ -33,7 +33,11 @@ def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Two converted teleop episodes: three colour cameras (one without calibration), depth,
     native-rate joint states and force-torque, a JointState action, TF and a URDF."""
     root, _ = teleop_dataset(
-        tmp_path_factory.mktemp("rerun"), seconds=0.5, episodes=2, side_camera=True, without_camera_info=(TOPIC_SIDE_IMAGE,)
+        tmp_path_factory.mktemp("rerun"),
+        seconds=0.5,
+        episodes=2,
+        side_camera=True,
+        without_camera_info=(TOPIC_SIDE_IMAGE,),
     )
     return root
 
@@ -49,14 +53,14 @@ class Recording:
     """The .rrd's one recording as Rerun reads it: a table per timeline and entity."""
 
     def __init__(self, path: Path) -> None:
-        reader = rerun_chunk.RrdReader(path)
+        reader = RrdReader(path)
         assert len(reader.recordings()) == 1
         self.store = reader.stream().collect()
 
     def table(self, timeline: str | None, entity: str) -> pa.Table:
         return self.store.reader(index=timeline, contents=entity).to_arrow_table()
 
-    def column(self, timeline: str | None, entity: str, component: str) -> list[object]:
+    def column(self, timeline: str | None, entity: str, component: str) -> list[Any]:
         """The component's values, one per row that holds it (nulls dropped)."""
         table = self.table(timeline, entity)
         name = f"{entity}:{component}"
@@ -65,7 +69,7 @@ class Recording:
         return [cell[0] for cell in table[name].to_pylist() if cell is not None]
 
     def timelines(self) -> set[str]:
-        return {f.name for f in self.store.schema().index_columns()}  # type: ignore[attr-defined]
+        return {f.name for f in self.store.schema().index_columns()}
 
 
 def stream(root: Path, name: str, episode: int) -> pa.Table:
@@ -87,7 +91,9 @@ def video_pts_ns(path: Path) -> list[int]:
         video = container.streams.video[0]
         base = video.time_base
         assert base is not None
-        return sorted(round(float(frame.pts * base) * 1e9) for frame in container.decode(video) if frame.pts is not None)
+        return sorted(
+            round(float(frame.pts * base) * 1e9) for frame in container.decode(video) if frame.pts is not None
+        )
 
 
 def test_every_entity_holds_as_many_rows_as_the_dataset_has_values(dataset: Path, exported: Path) -> None:
@@ -130,7 +136,9 @@ def test_every_entity_holds_as_many_rows_as_the_dataset_has_values(dataset: Path
             frames = table[f"observation.images.{camera}.frame_index"].to_numpy()
             refs = rec.column(timeline, f"/cameras/{camera}", "VideoFrameReference:timestamp")
             assert len(refs) == changes(frames) == table.num_rows
-            assert refs == [video_pts_ns(dataset / f"videos/{camera}/chunk-000/episode_{episode_id}.mp4")[i] for i in frames]
+            assert refs == [
+                video_pts_ns(dataset / f"videos/{camera}/chunk-000/episode_{episode_id}.mp4")[i] for i in frames
+            ]
         # Depth: one depth image per frame shown, the frame's 16 bits, millimetres.
         frames = table[f"observation.images.{DEPTH}.frame_index"].to_numpy()
         buffers = rec.column(timeline, f"/cameras/{DEPTH}", "DepthImage:buffer")
@@ -138,7 +146,7 @@ def test_every_entity_holds_as_many_rows_as_the_dataset_has_values(dataset: Path
         assert rec.column(timeline, f"/cameras/{DEPTH}", "DepthImage:meter") == [1000.0] * len(buffers)
         with av.open(str(dataset / f"videos/{DEPTH}/chunk-000/episode_{episode_id}.mp4")) as container:
             last = [f.to_ndarray(format="gray16le") for f in container.decode(video=0)][int(frames[-1])]
-        assert bytes(buffers[-1]) == last.tobytes()  # type: ignore[arg-type]
+        assert bytes(buffers[-1]) == last.tobytes()
 
 
 def test_videos_are_the_mp4_files_bytes_per_episode(dataset: Path, exported: Path) -> None:
@@ -148,7 +156,7 @@ def test_videos_are_the_mp4_files_bytes_per_episode(dataset: Path, exported: Pat
             blobs = rec.column(f"episode_{episode_id}", f"/cameras/{camera}", "AssetVideo:blob")
             assert len(blobs) == 1, camera  # this episode's video alone on its timeline
             mp4 = (dataset / f"videos/{camera}/chunk-000/episode_{episode_id}.mp4").read_bytes()
-            assert bytes(blobs[0]) == mp4  # type: ignore[arg-type]
+            assert bytes(blobs[0]) == mp4
         assert rec.column(f"episode_{episode_id}", f"/cameras/{DEPTH}", "AssetVideo:blob") == []
 
 
@@ -164,7 +172,7 @@ def test_cameras_are_pinholes_from_their_intrinsics_placed_by_their_extrinsics(d
         np.testing.assert_allclose(matrix, [[k["fx"], 0, k["cx"]], [0, k["fy"], k["cy"]], [0, 0, 1]], rtol=1e-6)
         assert rec.column(None, f"/cameras/{camera}", "Transform3D:parent_frame") == [sensor.extrinsics.parent_frame]
         [translation] = rec.column(None, f"/cameras/{camera}", "Transform3D:translation")
-        np.testing.assert_allclose(translation, sensor.extrinsics.transform.translation, rtol=1e-6)  # type: ignore[arg-type]
+        np.testing.assert_allclose(translation, sensor.extrinsics.transform.translation, rtol=1e-6)
     assert manifest.cameras[UNCALIBRATED].intrinsics_unknown
     assert rec.column(None, f"/cameras/{UNCALIBRATED}", "Pinhole:image_from_camera") == []
     # TF: the manifest's fixed frames, in their parents.
@@ -192,7 +200,9 @@ def test_bad_input_is_one_line_and_exit_2_leaving_the_output_as_it_was(
 ) -> None:
     out = tmp_path / "kept.rrd"
     out.write_bytes(b"earlier")
-    assert "no episode '42'" in one_line_error(capsys, "export rerun", dataset, tmp_path / "x.rrd", "--episode", "42", code=2)
+    assert "no episode '42'" in one_line_error(
+        capsys, "export rerun", dataset, tmp_path / "x.rrd", "--episode", "42", code=2
+    )
     assert "is a directory" in one_line_error(capsys, "export rerun", dataset, tmp_path, code=2)
     assert "exists; pass --force" in one_line_error(capsys, "export rerun", dataset, out, code=2)
     assert "not an ORTF dataset" in one_line_error(capsys, "export rerun", tmp_path, tmp_path / "y.rrd")

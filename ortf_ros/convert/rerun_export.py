@@ -30,7 +30,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -43,9 +43,6 @@ from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor, Transform
 from ortf_ros.io import atomic
 from ortf_ros.playback.selection import open_for_playback
-
-if TYPE_CHECKING:
-    import rerun as rr
 
 APPLICATION_ID = "ortf_ros"
 DEPTH_UNITS_PER_METER = {"millimeters": 1000.0, "millimetres": 1000.0, "meters": 1.0, "metres": 1.0}
@@ -119,7 +116,7 @@ def _quaternion_xyzw(transform: Transform) -> list[float]:
 class _Writer:
     """Logs one dataset's static parts, then its episodes, into ``recording``."""
 
-    def __init__(self, rr: Any, recording: rr.RecordingStream, dataset: Dataset, result: RerunExport) -> None:
+    def __init__(self, rr: Any, recording: Any, dataset: Dataset, result: RerunExport) -> None:
         self.rr = rr
         self.recording = recording
         self.dataset = dataset

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, StateComponent
+from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
 
 FT_AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 JOINT_FIELDS = {"position": "joint_positions", "velocity": "joint_velocities", "effort": "joint_torques"}
@@ -101,51 +101,55 @@ class Plan:
 def plan(manifest: Manifest) -> Plan:
     """Where every state, action and force-torque value of ``manifest``'s datasets goes."""
     force_torque = {s.name for s in manifest.sensors if s.type == "force_torque"}
-    natives: list[Source] = []
-    replaced: set[str] = set()  # step components a native table stands for
-    native_joints = False
-    for name, stream in manifest.native_streams.items():
-        scalars: list[Scalars] = []
-        joints: list[tuple[str, tuple[str, ...]]] = []
-        if stream.sensor in force_torque and {"force", "torque"} <= set(stream.columns):
-            sensor = stream.sensor
-            assert sensor is not None
-            scalars += [
-                Scalars("force", tuple(path("ft", sensor, a) for a in FT_AXES[:3])),
-                Scalars("torque", tuple(path("ft", sensor, a) for a in FT_AXES[3:])),
-            ]
-            replaced.add(sensor)
-        elif "position" in stream.columns:
-            for column, component in JOINT_FIELDS.items():
-                if column in stream.columns:
-                    names = element_names(stream.columns[column])
-                    scalars.append(Scalars(column, tuple(path("state", component, n) for n in names)))
-                    replaced.add(component)
-            joints.append(("position", element_names(stream.columns["position"])))
-            native_joints = True
-        else:
-            for column, values in stream.columns.items():
-                scalars.append(Scalars(column, tuple(path("state", name, column, n) for n in element_names(values))))
-        natives.append(Source(name, tuple(scalars), tuple(joints)))
+    natives = [_native(name, stream, force_torque) for name, stream in manifest.native_streams.items()]
+    replaced = {component for _, components in natives for component in components}
+    steps = _steps(manifest, replaced, force_torque, native_joints=any(s.joint_positions for s, _ in natives))
+    return Plan((steps, *(source for source, _ in natives)), end_effector(manifest))
+
+
+def _native(name: str, stream: NativeStream, force_torque: set[str]) -> tuple[Source, set[str]]:
+    """A native-rate table's series, and the step components it stands for."""
+    sensor = stream.sensor
+    if sensor in force_torque and {"force", "torque"} <= set(stream.columns):
+        assert sensor is not None
+        force = Scalars("force", tuple(path("ft", sensor, a) for a in FT_AXES[:3]))
+        torque = Scalars("torque", tuple(path("ft", sensor, a) for a in FT_AXES[3:]))
+        return Source(name, (force, torque)), {sensor}
+    if "position" in stream.columns:
+        scalars = [
+            Scalars(column, tuple(path("state", component, n) for n in element_names(stream.columns[column])))
+            for column, component in JOINT_FIELDS.items()
+            if column in stream.columns
+        ]
+        joints = (("position", element_names(stream.columns["position"])),)
+        return Source(name, tuple(scalars), joints), {JOINT_FIELDS[s.column] for s in scalars}
+    scalars = [
+        Scalars(column, tuple(path("state", name, column, n) for n in element_names(values)))
+        for column, values in stream.columns.items()
+    ]
+    return Source(name, tuple(scalars)), set()
+
+
+def _steps(manifest: Manifest, replaced: set[str], force_torque: set[str], *, native_joints: bool) -> Source:
+    """The step table's series: state components no native table stands for, and the action."""
     state = manifest.observation_space.state
-    steps: list[Scalars] = []
+    scalars: list[Scalars] = []
     for name, component in state.items():
         if name in replaced:
             continue
         column = layout.state_column(name)
         if name in force_torque and component.dim == len(FT_AXES):
-            steps.append(Scalars(column, tuple(path("ft", name, a) for a in FT_AXES)))
+            scalars.append(Scalars(column, tuple(path("ft", name, a) for a in FT_AXES)))
         else:
-            steps.append(Scalars(column, tuple(path("state", name, n) for n in element_names(component))))
+            scalars.append(Scalars(column, tuple(path("state", name, n) for n in element_names(component))))
     dims = sorted(manifest.action_space.dimensions, key=lambda d: d.index)
-    steps.append(Scalars("action", tuple(path("action", d.name) for d in dims)))
-    step_joints: list[tuple[str, tuple[str, ...]]] = []
+    scalars.append(Scalars("action", tuple(path("action", d.name) for d in dims)))
+    joints: list[tuple[str, tuple[str, ...]]] = []
     for name in JOINT_POSITION_COMPONENTS if not native_joints else ():
         names = state[name].names if name in state else None
         if names is not None and len(names) == state[name].dim:
-            step_joints.append((layout.state_column(name), names))
-    sources = (Source(None, tuple(steps), tuple(step_joints)), *natives)
-    return Plan(sources, end_effector(manifest))
+            joints.append((layout.state_column(name), names))
+    return Source(None, tuple(scalars), tuple(joints))
 
 
 def end_effector(manifest: Manifest) -> EndEffector | None:
