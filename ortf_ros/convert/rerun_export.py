@@ -25,7 +25,6 @@ target and renamed over it when complete.
 
 from __future__ import annotations
 
-import importlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from ortf_ros.convert import rerun_plan
+from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.rerun_plan import Plan, Source
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.errors import ConversionError, UsageError
@@ -99,13 +99,7 @@ def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None)
 
 def rerun_sdk() -> Any:
     """The ``rerun`` module; a UsageError with the pip command when the extra is not installed."""
-    # Imported by name: the core never imports Rerun, and mypy checks the package without it.
-    try:
-        return importlib.import_module("rerun")
-    except ImportError as exc:
-        raise UsageError(
-            f"the Rerun export needs the Rerun SDK ({exc}); install it with: pip install 'ortf_ros[rerun]'"
-        ) from None
+    return optional_module("rerun", "the Rerun export needs the Rerun SDK", "rerun")
 
 
 def _quaternion_xyzw(transform: Transform) -> list[float]:
