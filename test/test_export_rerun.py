@@ -20,8 +20,9 @@ from rerun.chunk import RrdReader
 
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.rerun_export import export_rerun
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.synthetic import JOINTS, write_demo_dataset
+from ortf_ros.synthetic import JOINTS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
 from ortf_ros.synthetic_bag import TOPIC_SIDE_IMAGE
 
 COLOUR, DEPTH, UNCALIBRATED = ("wrist_camera", "overhead_camera"), "depth_camera", "side_camera"
@@ -181,18 +182,51 @@ def test_cameras_are_pinholes_from_their_intrinsics_placed_by_their_extrinsics(d
     assert rec.column(None, "/tf/base_link", "Transform3D:parent_frame") == [base.parent]
 
 
-def test_episode_selection_and_steps_when_there_is_no_native_table(tmp_path: Path) -> None:
+def demo_with_held_frames(root: Path, episodes: int, steps: int) -> None:
+    """Demo episodes whose wrist camera has a new frame every 2nd step and depth every 3rd:
+    the steps between show the frame before again (as a slower camera does)."""
+    width, height = 32, 24
+    with DatasetWriter(root, demo_manifest(width, height), urdf=demo_urdf()) as writer:
+        for episode in range(episodes):
+            writer.begin_episode("Pick up the red box")
+            for step in range(steps):
+                images = {"cam_overhead": demo_rgb(1, step, width, height)}
+                if step % 2 == 0:
+                    images["cam_wrist"] = demo_rgb(0, step, width, height)
+                if step % 3 == 0:
+                    images["depth"] = demo_depth(step, width, height)
+                writer.add_step(step / 30, demo_state(episode, step), demo_action(episode, step), images)
+            writer.end_episode(success=True)
+
+
+def test_held_frames_episode_selection_and_steps_when_there_is_no_native_table(tmp_path: Path) -> None:
     root = tmp_path / "demo"
-    write_demo_dataset(root, episodes=3, steps=6, width=32, height=24)
+    demo_with_held_frames(root, episodes=3, steps=12)
     out = tmp_path / "one.rrd"
     export_rerun(root, out, ["-1"])
     rec = Recording(out)
     timelines = rec.timelines()
     assert "episode_000002" in timelines and not {"episode_000000", "episode_000001"} & timelines
-    for joint in JOINTS:  # no native table: the steps' joint positions
-        assert len(rec.column("episode_000002", f"/state/joint_positions/{joint}", "Scalars:scalars")) == 6
-    assert len(rec.column("episode_000002", "/tf/end_effector", "Transform3D:translation")) == 6
-    assert len(rec.column("episode_000002", "/cameras/depth", "DepthImage:buffer")) == 6
+    timeline, table = "episode_000002", steps(root, "000002")
+    for joint in JOINTS:  # no native table: the steps' joint positions, and the URDF moved by them
+        assert len(rec.column(timeline, f"/state/joint_positions/{joint}", "Scalars:scalars")) == 12
+        assert len(rec.column(timeline, f"/tf/{joint.replace('joint', 'link')}", "Transform3D:quaternion")) == 12
+    ee = rec.column(timeline, "/tf/end_effector", "Transform3D:translation")
+    np.testing.assert_allclose(ee, table["observation.state.ee_position"].to_pylist(), rtol=1e-6)
+    for camera, shown in (("cam_wrist", 6), ("cam_overhead", 12)):
+        frames = table[f"observation.images.{camera}.frame_index"].to_numpy()
+        refs = rec.column(timeline, f"/cameras/{camera}", "VideoFrameReference:timestamp")
+        assert len(refs) == changes(frames) == shown
+        pts = video_pts_ns(root / f"videos/{camera}/chunk-000/episode_000002.mp4")
+        assert refs == [pts[i] for i in sorted(set(frames))]
+        times = rec.table(timeline, f"/cameras/{camera}")
+        held = times.filter(pa.compute.is_valid(times[f"/cameras/{camera}:VideoFrameReference:timestamp"]))
+        assert held[timeline].cast(pa.int64()).to_pylist() == [
+            round(t * 1e9)
+            for t, n in zip(table["timestamp"].to_pylist(), range(12), strict=True)
+            if n % (12 // shown) == 0
+        ]
+    assert len(rec.column(timeline, "/cameras/depth", "DepthImage:buffer")) == 4
 
 
 def test_bad_input_is_one_line_and_exit_2_leaving_the_output_as_it_was(

@@ -102,6 +102,12 @@ def rerun_sdk() -> Any:
     return optional_module("rerun", "the Rerun export needs the Rerun SDK", "rerun")
 
 
+def _durations(seconds: np.ndarray) -> np.ndarray:
+    """Seconds since the episode's start as nanoseconds, rounded to the nearest (Rerun's own
+    conversion truncates: 2/30 s would land a nanosecond before the step)."""
+    return np.round(seconds * 1e9).astype(np.int64).astype("timedelta64[ns]")
+
+
 def _quaternion_xyzw(transform: Transform) -> list[float]:
     w, x, y, z = transform.rotation
     return [x, y, z, w]
@@ -205,7 +211,7 @@ class _Writer:
                 batches = episode.stream_batches(source.stream, source.columns)
             for batch in batches:
                 seconds = column_array(batch.column("timestamp")).astype(np.float64)
-                index = [self.rr.TimeColumn(timeline, duration=seconds)]
+                index = [self.rr.TimeColumn(timeline, duration=_durations(seconds))]
                 self._scalars(source, batch, index)
                 self._joints(source, batch, index)
                 if source.stream is None:
@@ -221,7 +227,7 @@ class _Writer:
         """The time ``log`` puts on what it logs next: on ``timeline`` alone (an episode's
         time must not stay set for the next episode's data)."""
         self.recording.reset_time()
-        self.recording.set_time(timeline, duration=seconds)
+        self.recording.set_time(timeline, duration=_durations(np.array([seconds]))[0])
 
     def send(self, entity: str, index: list[Any], columns: Any, rows: int) -> None:
         self.recording.send_columns(entity, indexes=index, columns=columns, strict=True)
@@ -328,7 +334,7 @@ class _Camera:
                 f"{self.episode.video_path(self.key)}: has {len(self.frame_times_ns)} frames; the steps of episode "
                 f"{self.episode.episode_id} show frame {int(beyond[0])}"
             )
-        index = [self.rr.TimeColumn(self.timeline, duration=seconds[rows])]
+        index = [self.rr.TimeColumn(self.timeline, duration=_durations(seconds[rows]))]
         columns = self.rr.VideoFrameReference.columns_nanos(self.frame_times_ns[indices])
         self.writer.send(self.entity, index, columns, len(rows))
 
