@@ -255,3 +255,22 @@ def test_without_the_rerun_sdk_the_pip_command_and_exit_2(dataset: Path, tmp_pat
     assert run.returncode == 2, run.stderr
     assert run.stderr.count("\n") == 1 and "pip install 'ortf_ros[rerun]'" in run.stderr
     assert not (tmp_path / "x.rrd").exists()
+
+
+def test_a_file_that_cannot_grow_fails_in_one_line_and_keeps_the_earlier_file(dataset: Path, tmp_path: Path) -> None:
+    """The SDK writes from a thread of its own; a write refused there (here a file size limit,
+    as a full disk refuses it) still ends the export with the reason, the old file kept."""
+    out = tmp_path / "kept.rrd"
+    out.write_bytes(b"earlier")
+    code = (
+        "import resource, signal, sys\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"  # a write past the limit fails with EFBIG
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (100_000, 100_000))\n"
+        "from ortf_ros.cli.entry import ortf\n"
+        f"sys.argv = ['ortf', 'export', 'rerun', {str(dataset)!r}, {str(out)!r}, '--force']\n"
+        "sys.exit(ortf())\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert run.stderr == f"ortf export rerun: {out}: File too large\n"
+    assert out.read_bytes() == b"earlier" and sorted(p.name for p in tmp_path.iterdir()) == ["kept.rrd"]

@@ -9,6 +9,7 @@ beside its target and rename it into place when it is whole.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -74,6 +75,8 @@ def _cmd_export_rerun(args: argparse.Namespace) -> int:
     dataset = paths.input_dir(args.dataset, DATASET)
     out = paths.output_file(args.output, "the Rerun recording", replace=args.force, stream_ok=False, inputs=[dataset])
     assert out is not None
+    # The SDK's own log lines (Rust's, on stderr) would come beside the one line an error is told in.
+    os.environ.setdefault("RUST_LOG", "off")
     rerun_sdk()  # a missing extra is told before the dataset is read
     with naming(out):
         result = write_rerun(dataset, out, args.episode)

@@ -25,7 +25,9 @@ target and renamed over it when complete.
 
 from __future__ import annotations
 
+import os
 import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -92,9 +94,39 @@ def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None)
                 with dataset.episode(episode_id) as episode:
                     writer.episode(episode)
             recording.flush()
+        except RuntimeError as exc:  # the SDK's file writer failed (its thread only says it stopped)
+            raise _write_failure(tmp, target, exc) from None
         finally:
             recording.disconnect()
+        _check_whole(rr, tmp, target)
     return result
+
+
+def _write_failure(written: Path, target: Path, exc: RuntimeError) -> OSError | ConversionError:
+    """Why the SDK could not write: a byte appended to its file fails with the reason (a full
+    disk, a file size limit) where the SDK's error only says its writer stopped."""
+    try:
+        with open(written, "ab") as handle:
+            handle.write(b"\0")
+            handle.flush()
+            os.fsync(handle.fileno())
+    except OSError as cause:
+        return OSError(cause.errno, cause.strerror, str(target))
+    return ConversionError(f"{target}: the Rerun SDK could not write the recording: {exc}")
+
+
+def _check_whole(rr: Any, written: Path, target: Path) -> None:
+    """The file ends in its footer (Rerun's index of the chunks, written last): the SDK writes
+    in a thread of its own and only logs what fails there (a full disk), so an incomplete
+    file must not replace ``target``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # "no footer" is only a warning to the reader
+        try:
+            whole = bool(rr.chunk.RrdReader(written).recordings())
+        except (Warning, RuntimeError, OSError, ValueError) as exc:
+            raise ConversionError(f"{target}: the Rerun SDK did not write the whole recording: {exc}") from None
+    if not whole:
+        raise ConversionError(f"{target}: the Rerun SDK wrote no recording")
 
 
 def rerun_sdk() -> Any:
