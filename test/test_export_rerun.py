@@ -213,6 +213,9 @@ def test_held_frames_episode_selection_and_steps_when_there_is_no_native_table(t
         assert len(rec.column(timeline, f"/tf/{joint.replace('joint', 'link')}", "Transform3D:quaternion")) == 12
     ee = rec.column(timeline, "/tf/end_effector", "Transform3D:translation")
     np.testing.assert_allclose(ee, table["observation.state.ee_position"].to_pylist(), rtol=1e-6)
+    wxyz = np.array(table["observation.state.ee_orientation"].to_pylist())
+    xyzw = rec.column(timeline, "/tf/end_effector", "Transform3D:quaternion")
+    np.testing.assert_allclose(xyzw, wxyz[:, [1, 2, 3, 0]], rtol=1e-6)  # Rerun's order: x, y, z, w
     for camera, shown in (("cam_wrist", 6), ("cam_overhead", 12)):
         frames = table[f"observation.images.{camera}.frame_index"].to_numpy()
         refs = rec.column(timeline, f"/cameras/{camera}", "VideoFrameReference:timestamp")
