@@ -173,6 +173,26 @@ CASES: list[Case] = [
         closed_stdout=True,
         leaves=("out.mcap",),
     ),
+    # ortf export rerun
+    case("rerun-dataset-missing", "ortf", "export", "rerun", "{missing}", "out.rrd"),
+    case("rerun-not-a-dataset", "ortf", "export", "rerun", "{empty_dir}", "out.rrd", code=FAILED),
+    case("rerun-out-exists", "ortf", "export", "rerun", "{dataset}", "{afile}"),
+    case("rerun-out-directory", "ortf", "export", "rerun", "{dataset}", "{empty_dir}"),
+    case("rerun-out-dash", "ortf", "export", "rerun", "{dataset}", "-"),
+    case("rerun-out-dev-null", "ortf", "export", "rerun", "{dataset}", "/dev/null", "--force"),
+    case("rerun-out-read-only", "ortf", "export", "rerun", "{dataset}", "{ro}/out.rrd"),
+    case("rerun-unknown-episode", "ortf", "export", "rerun", "{dataset}", "out.rrd", "--episode", "9"),
+    case(
+        "rerun-closed-pipe",
+        "ortf",
+        "export",
+        "rerun",
+        "{dataset}",
+        "out.rrd",
+        code=PIPE_CLOSED,
+        closed_stdout=True,
+        leaves=("out.rrd",),
+    ),
     # ortf export lerobot / mixtrain / rlds, ortf import lerobot
     *[
         c
