@@ -48,6 +48,10 @@ from ortf_ros.playback.selection import open_for_playback
 
 APPLICATION_ID = "ortf_ros"
 DEPTH_UNITS_PER_METER = {"millimeters": 1000.0, "millimetres": 1000.0, "meters": 1.0, "metres": 1.0}
+DEPTH_CHUNK_BYTES = 2 * 1024 * 1024
+"""Depth pixels sent to Rerun as one chunk, then written before more are decoded: the SDK's
+queue to its file writer does not wait on its own, and its footer keeps an entry per chunk
+(a chunk per frame would make that grow with the episode)."""
 DEFAULT_DEPTH_UNITS = "millimeters"  # what ORTF's 16-bit depth holds when the manifest does not say
 
 
@@ -250,6 +254,9 @@ class _Writer:
                     self._end_effector(batch, index)
                     for camera in cameras:
                         camera.steps(seconds, column_array(batch.column(camera.column)))
+            if source.stream is None:
+                for camera in cameras:
+                    camera.finish()
 
     def _step_columns(self, cameras: list[_Camera]) -> list[str]:
         ee = [] if self.plan.end_effector is None else [rerun_plan.EE_POSITION, rerun_plan.EE_ORIENTATION]
@@ -324,6 +331,8 @@ class _Camera:
         self.last: int | None = None
         self.frame_times_ns: np.ndarray | None = None  # colour: each frame's time in the MP4
         self.meter = _depth_meter(sensor) if sensor.is_depth else None
+        self.pending: list[tuple[float, np.ndarray]] = []  # depth frames decoded, not yet sent
+        self.pending_bytes = 0
 
     def open(self) -> None:
         """Colour: the MP4 logged whole at the episode's start, its frame times read by Rerun."""
@@ -340,8 +349,8 @@ class _Camera:
         first = next(self.episode.step_batches(["timestamp"])).column(0)[0].as_py()
         self.writer.at(self.timeline, float(first))
         self.writer.recording.log(self.entity, asset, strict=True)
+        self.writer.recording.flush()  # written before the next camera's file is read
         self.writer.result.count(self.entity + ":asset", 1)
-        del asset
 
     def steps(self, seconds: np.ndarray, frames: np.ndarray) -> None:
         """The steps of a batch: a frame logged where it differs from the step before."""
@@ -372,9 +381,27 @@ class _Camera:
 
     def _depth(self, second: float, frame: int) -> None:
         pixels = self.episode.frame(self.key, frame)
-        self.writer.at(self.timeline, second)
-        self.writer.recording.log(self.entity, self.rr.DepthImage(pixels, meter=self.meter), strict=True)
-        self.writer.result.count(self.entity, 1)
+        self.pending.append((second, pixels))
+        self.pending_bytes += pixels.nbytes
+        if self.pending_bytes >= DEPTH_CHUNK_BYTES:
+            self.finish()
+
+    def finish(self) -> None:
+        """Depth: the frames decoded and not yet sent, as one chunk, written before going on."""
+        if not self.pending:
+            return
+        seconds = np.array([second for second, _ in self.pending])
+        images = [pixels for _, pixels in self.pending]
+        formats = [
+            self.rr.components.ImageFormat(width=p.shape[1], height=p.shape[0], channel_datatype="U16") for p in images
+        ]
+        columns = self.rr.DepthImage.columns(
+            buffer=[p.tobytes() for p in images], format=formats, meter=[self.meter] * len(images)
+        )
+        index = [self.rr.TimeColumn(self.timeline, duration=_durations(seconds))]
+        self.writer.send(self.entity, index, columns, len(images))
+        self.pending, self.pending_bytes = [], 0
+        self.writer.recording.flush()
 
 
 def _depth_meter(sensor: Sensor) -> float:
