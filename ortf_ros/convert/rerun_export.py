@@ -16,11 +16,12 @@ Every episode has its own timeline ``episode_<id>`` (seconds since its start) in
 recording. One recording per episode would need several recordings in one file, which
 the SDK does not write (concatenated files do not read back, and merging them takes the
 ``rerun`` command line tool); on its own timeline an episode shows alone, its entities
-at the paths the issue fixes, with the robot, frames and cameras shared.
+at the same paths as every other episode's, with the robot, frames and cameras shared.
 
-Memory: a row group of steps or native samples, one decoded depth frame, and one
-camera's MP4 at a time (an ``AssetVideo`` is one blob). The file is written beside its
-target and renamed over it when complete.
+Memory: a row group of steps or native samples, ``DEPTH_CHUNK_BYTES`` of decoded depth,
+and one camera's MP4 at a time (an ``AssetVideo`` is one blob), each written by the SDK
+before the next is read. The file is written beside its target and renamed over it once
+it is whole.
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ def export_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None
 def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None) -> RerunExport:
     """``export_rerun``, telling what it wrote."""
     rr = rerun_sdk()
+    if Path(out).is_dir():
+        raise UsageError(f"{out}: is a directory; expected the path of the .rrd file to write")
     target = atomic.replaceable(Path(out))
-    if target.is_dir():
-        raise UsageError(f"{target}: is a directory; expected the path of the .rrd file to write")
     dataset, ids = open_for_playback(root, list(episode_ids or ()))
     manifest = dataset.manifest
     result = RerunExport(target, tuple(ids))

@@ -6,7 +6,9 @@ from the manifest alone, once for all the episodes exported.
   else the component's ``order`` letters, else indices);
 - ``/action/<dim>``: one series per action dimension;
 - ``/ft/<sensor>/<axis>``: force-torque, ``fx fy fz tx ty tz``;
-- ``/tf/<frame>``: transforms between named frames (manifest frames, URDF links).
+- ``/tf/<frame>``: transforms between named frames (manifest frames, URDF links, the
+  end-effector pose);
+- ``/state/<stream>/<column>/<element>``: a native-rate table of another kind.
 
 Native-rate tables are used where the dataset has them, the steps otherwise: a
 force-torque sensor sampled at 1 kHz shown at the 30 Hz step rate would hide what the
