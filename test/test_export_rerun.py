@@ -56,6 +56,7 @@ class Recording:
     def __init__(self, path: Path) -> None:
         reader = RrdReader(path)
         assert len(reader.recordings()) == 1
+        assert len(reader.blueprints()) == 1  # the layout the viewer opens it in
         self.store = reader.stream().collect()
 
     def table(self, timeline: str | None, entity: str) -> pa.Table:

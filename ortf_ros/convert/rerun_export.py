@@ -85,13 +85,14 @@ def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None)
     result = RerunExport(target, tuple(ids))
     with atomic.replacing(target) as tmp:
         recording = rr.RecordingStream(APPLICATION_ID, recording_id=manifest.dataset_id or uuid.uuid4().hex)
-        recording.set_sinks(rr.FileSink(str(tmp)))
+        plan = rerun_plan.plan(manifest)
+        recording.set_sinks(rr.FileSink(str(tmp)), default_blueprint=_layout(rr, manifest, plan))
         # Only the episodes' timelines: no wall-clock time or log tick of the export itself.
         recording.set_log_time_enabled(False)
         recording.set_log_tick_enabled(False)
         try:
             recording.send_recording_name(manifest.name or Path(root).name)
-            writer = _Writer(rr, recording, dataset, result)
+            writer = _Writer(rr, recording, dataset, plan, result)
             writer.robot()
             writer.frames()
             writer.cameras()
@@ -105,6 +106,20 @@ def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None)
             recording.disconnect()
         _check_whole(rr, tmp, target)
     return result
+
+
+def _layout(rr: Any, manifest: Manifest, plan: Plan) -> Any:
+    """The viewer's default layout: the 3D scene (robot, frames, camera frustums) over the
+    cameras, beside the plots (a tab per state component; the action and force-torque under
+    it). Without it the viewer makes a view per scalar series: dozens for one arm."""
+    rrb = rr.blueprint
+    cameras = [rrb.Spatial2DView(origin=rerun_plan.path("cameras", key), name=key) for key in manifest.cameras]
+    origins = plan.plots(manifest)
+    plots = [rrb.TimeSeriesView(origin=plot, name=plot.strip("/")) for plot in origins]
+    state = [p for p, plot in zip(plots, origins, strict=True) if plot.startswith("/state/")]
+    others = [p for p in plots if p not in state]
+    scene = rrb.Vertical(rrb.Spatial3DView(origin="/", name="scene"), rrb.Grid(*cameras), row_shares=[1, 1])
+    return rrb.Blueprint(rrb.Horizontal(scene, rrb.Vertical(rrb.Tabs(*state), rrb.Tabs(*others))), collapse_panels=True)
 
 
 def _write_failure(written: Path, target: Path, exc: RuntimeError) -> OSError | ConversionError:
@@ -153,12 +168,12 @@ def _quaternion_xyzw(transform: Transform) -> list[float]:
 class _Writer:
     """Logs one dataset's static parts, then its episodes, into ``recording``."""
 
-    def __init__(self, rr: Any, recording: Any, dataset: Dataset, result: RerunExport) -> None:
+    def __init__(self, rr: Any, recording: Any, dataset: Dataset, plan: Plan, result: RerunExport) -> None:
         self.rr = rr
         self.recording = recording
         self.dataset = dataset
         self.manifest: Manifest = dataset.manifest
-        self.plan: Plan = rerun_plan.plan(self.manifest)
+        self.plan = plan
         self.result = result
         self.urdf_joints: dict[str, Any] = {}  # joint name -> rerun.urdf.UrdfJoint it moves
         self.urdf_links: set[str] = set()

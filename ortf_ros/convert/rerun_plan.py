@@ -57,10 +57,16 @@ def element_names(component: StateComponent) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class Scalars:
-    """A vector column logged as one scalar series per element (``entities[i]`` for element i)."""
+    """A vector column logged as one scalar series per element (``entities[i]`` for element i),
+    the series under ``plot`` (``/state/<component>``, ``/action``, ``/ft/<sensor>``)."""
 
     column: str
+    plot: str
     entities: tuple[str, ...]
+
+    @classmethod
+    def under(cls, column: str, plot: tuple[str, ...], elements: tuple[str, ...]) -> Scalars:
+        return cls(column, path(*plot), tuple(path(*plot, e) for e in elements))
 
 
 @dataclass(frozen=True)
@@ -94,6 +100,14 @@ class Plan:
     def steps(self) -> Source:
         return next(s for s in self.sources if s.stream is None)
 
+    def plots(self, manifest: Manifest) -> list[str]:
+        """The scalar plots: the state components in the manifest's order, then ``/action``, ``/ft/...``."""
+        order = {path("state", name): rank for rank, name in enumerate(manifest.observation_space.state)}
+        found = dict.fromkeys(s.plot for source in self.sources for s in source.scalars)
+        return sorted(
+            found, key=lambda p: (not p.startswith("/state/"), p.startswith("/ft/"), order.get(p, len(order)))
+        )
+
     @property
     def moved_joints(self) -> frozenset[str]:
         """Joints whose positions the dataset records (the others keep the URDF's zero pose)."""
@@ -114,19 +128,19 @@ def _native(name: str, stream: NativeStream, force_torque: set[str]) -> tuple[So
     sensor = stream.sensor
     if sensor in force_torque and {"force", "torque"} <= set(stream.columns):
         assert sensor is not None
-        force = Scalars("force", tuple(path("ft", sensor, a) for a in FT_AXES[:3]))
-        torque = Scalars("torque", tuple(path("ft", sensor, a) for a in FT_AXES[3:]))
+        force = Scalars.under("force", ("ft", sensor), FT_AXES[:3])
+        torque = Scalars.under("torque", ("ft", sensor), FT_AXES[3:])
         return Source(name, (force, torque)), {sensor}
     if "position" in stream.columns:
         scalars = [
-            Scalars(column, tuple(path("state", component, n) for n in element_names(stream.columns[column])))
+            Scalars.under(column, ("state", component), element_names(stream.columns[column]))
             for column, component in JOINT_FIELDS.items()
             if column in stream.columns
         ]
         joints = (("position", element_names(stream.columns["position"])),)
         return Source(name, tuple(scalars), joints), {JOINT_FIELDS[s.column] for s in scalars}
     scalars = [
-        Scalars(column, tuple(path("state", name, column, n) for n in element_names(values)))
+        Scalars.under(column, ("state", name, column), element_names(values))
         for column, values in stream.columns.items()
     ]
     return Source(name, tuple(scalars)), set()
@@ -141,11 +155,11 @@ def _steps(manifest: Manifest, replaced: set[str], force_torque: set[str], *, na
             continue
         column = layout.state_column(name)
         if name in force_torque and component.dim == len(FT_AXES):
-            scalars.append(Scalars(column, tuple(path("ft", name, a) for a in FT_AXES)))
+            scalars.append(Scalars.under(column, ("ft", name), FT_AXES))
         else:
-            scalars.append(Scalars(column, tuple(path("state", name, n) for n in element_names(component))))
+            scalars.append(Scalars.under(column, ("state", name), element_names(component)))
     dims = sorted(manifest.action_space.dimensions, key=lambda d: d.index)
-    scalars.append(Scalars("action", tuple(path("action", d.name) for d in dims)))
+    scalars.append(Scalars.under("action", ("action",), tuple(d.name for d in dims)))
     joints: list[tuple[str, tuple[str, ...]]] = []
     for name in JOINT_POSITION_COMPONENTS if not native_joints else ():
         names = state[name].names if name in state else None
