@@ -80,9 +80,10 @@ def _cmd_export_rerun(args: argparse.Namespace) -> int:
     rerun_sdk()  # a missing extra is told before the dataset is read
     with naming(out):
         result = write_rerun(dataset, out, args.episode)
-    timelines = ", ".join(f"episode_{e}" for e in result.episodes)
+    first, last = result.episodes[0], result.episodes[-1]
+    timelines = f"episode_{first}" if first == last else f"episode_{first} .. episode_{last}"
     print(
-        f"{result.path}: Rerun recording, {len(result.episodes)} episode(s) on timelines {timelines}, "
+        f"{result.path}: Rerun recording, {len(result.episodes)} episode(s) each on its timeline ({timelines}), "
         f"{len(result.rows)} entities, {sum(result.rows.values())} rows; open it with: rerun {result.path}"
     )
     return EXIT_OK

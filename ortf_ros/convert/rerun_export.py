@@ -366,7 +366,7 @@ class _Camera:
         self.writer.at(self.timeline, float(first))
         self.writer.recording.log(self.entity, asset, strict=True)
         self.writer.recording.flush()  # written before the next camera's file is read
-        self.writer.result.count(self.entity + ":asset", 1)
+        self.writer.result.count(self.entity, 1)
 
     def steps(self, seconds: np.ndarray, frames: np.ndarray) -> None:
         """The steps of a batch: a frame logged where it differs from the step before."""
