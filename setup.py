@@ -50,6 +50,9 @@ setup(
             "tensorflow-cpu>=2.16; platform_system != 'Darwin'",
             "tensorflow>=2.16; platform_system == 'Darwin'",
         ],
+        # `ortf export rerun`: the Rerun SDK writes the .rrd. Held to one release: Rerun's API
+        # changes with every minor version (0.x), and the export uses its named transform frames.
+        "rerun": ["rerun-sdk>=0.41,<0.42"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
@@ -61,6 +64,8 @@ setup(
             "types-PyYAML==6.0.12.20261113",
             # the --ray tests start a local Ray instance
             "ray>=2.9",
+            # the Rerun export's tests read the .rrd back with Rerun's dataframe API (DataFusion)
+            "rerun-sdk[catalog]>=0.41,<0.42",
         ],
     },
     zip_safe=True,

@@ -148,31 +148,37 @@ CASES: list[Case] = [
     case("recover-file", "ortf", "recover", "{afile}"),
     case("recover-not-a-dataset", "ortf", "recover", "{empty_dir}", code=FAILED),
     case("recover-read-only-not-a-dataset", "ortf", "recover", "{ro}", code=FAILED),
-    # ortf export mcap
-    case("mcap-dataset-missing", "ortf", "export", "mcap", "{missing}", "out.mcap"),
-    case("mcap-dataset-file", "ortf", "export", "mcap", "{afile}", "out.mcap"),
-    case("mcap-not-a-dataset", "ortf", "export", "mcap", "{empty_dir}", "out.mcap", code=FAILED),
-    case("mcap-out-exists", "ortf", "export", "mcap", "{dataset}", "{afile}"),
-    case("mcap-out-directory", "ortf", "export", "mcap", "{dataset}", "{empty_dir}"),
-    case("mcap-out-dash", "ortf", "export", "mcap", "{dataset}", "-"),
-    case("mcap-out-dev-stdout", "ortf", "export", "mcap", "{dataset}", "/dev/stdout", "--force"),
-    case("mcap-out-dev-null", "ortf", "export", "mcap", "{dataset}", "/dev/null", "--force"),
-    case("mcap-out-read-only", "ortf", "export", "mcap", "{dataset}", "{ro}/out.mcap"),
-    case("mcap-unknown-episode", "ortf", "export", "mcap", "{dataset}", "out.mcap", "--episode", "9"),
+    # ortf export mcap / rerun: an output file
+    *[
+        c
+        for fmt, out in (("mcap", "out.mcap"), ("rerun", "out.rrd"))
+        for c in (
+            case(f"{fmt}-dataset-missing", "ortf", "export", fmt, "{missing}", out),
+            case(f"{fmt}-dataset-file", "ortf", "export", fmt, "{afile}", out),
+            case(f"{fmt}-not-a-dataset", "ortf", "export", fmt, "{empty_dir}", out, code=FAILED),
+            case(f"{fmt}-out-exists", "ortf", "export", fmt, "{dataset}", "{afile}"),
+            case(f"{fmt}-out-directory", "ortf", "export", fmt, "{dataset}", "{empty_dir}"),
+            case(f"{fmt}-out-dash", "ortf", "export", fmt, "{dataset}", "-"),
+            case(f"{fmt}-out-dev-stdout", "ortf", "export", fmt, "{dataset}", "/dev/stdout", "--force"),
+            case(f"{fmt}-out-dev-null", "ortf", "export", fmt, "{dataset}", "/dev/null", "--force"),
+            case(f"{fmt}-out-read-only", "ortf", "export", fmt, "{dataset}", f"{{ro}}/{out}"),
+            case(f"{fmt}-unknown-episode", "ortf", "export", fmt, "{dataset}", out, "--episode", "9"),
+            case(
+                f"{fmt}-closed-pipe",
+                "ortf",
+                "export",
+                fmt,
+                "{dataset}",
+                out,
+                code=PIPE_CLOSED,
+                closed_stdout=True,
+                leaves=(out,),
+            ),
+        )
+    ],
     case("mcap-image-format", "ortf", "export", "mcap", "{dataset}", "out.mcap", "--image-format", "png"),
     case("mcap-config-missing", "ortf", "export", "mcap", "{dataset}", "out.mcap", "--config", "{missing}"),
     case("mcap-write-config-directory", "ortf", "export", "mcap", "{dataset}", "out.mcap", "--write-config", "."),
-    case(
-        "mcap-closed-pipe",
-        "ortf",
-        "export",
-        "mcap",
-        "{dataset}",
-        "out.mcap",
-        code=PIPE_CLOSED,
-        closed_stdout=True,
-        leaves=("out.mcap",),
-    ),
     # ortf export lerobot / mixtrain / rlds, ortf import lerobot
     *[
         c

@@ -145,6 +145,6 @@ def test_bad_input_is_one_line_and_leaves_the_destination_untouched(
     assert "exists and is not empty" in one_line_error(capsys, "export rlds", source.root, out, code=2)
     assert [p.name for p in out.iterdir()] == ["keep.txt"] and (out / "keep.txt").read_text() == "keep me"
     if importlib.util.find_spec("tensorflow_datasets") is None:  # the main venv: the extra is not installed
-        error = one_line_error(capsys, "export rlds", source.root, tmp_path / "new")
+        error = one_line_error(capsys, "export rlds", source.root, tmp_path / "new", code=2)
         assert "pip install 'ortf_ros[rlds]'" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]  # no scratch directory left

@@ -78,6 +78,15 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid (strict)" in result.stdout and "episodes  1" in result.stdout
+    # An optional extra not installed (the Rerun SDK): the pip command in one line, exit 2.
+    rerun = subprocess.run(
+        [str(env_dir / "bin" / "ortf"), "export", "rerun", str(tmp_path / "demo" / "dataset"), str(tmp_path / "x.rrd")],
+        env=clean_env,
+        capture_output=True,
+        text=True,
+    )
+    assert rerun.returncode == 2 and rerun.stderr.count("\n") == 1, rerun.stderr
+    assert "pip install 'ortf_ros[rerun]'" in rerun.stderr and not (tmp_path / "x.rrd").exists()
     player = subprocess.run(
         [str(env_dir / "bin" / "ortf_player"), "--ros-args", "-p", f"dataset:={tmp_path / 'demo'}"],
         env=clean_env,

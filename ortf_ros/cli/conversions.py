@@ -9,6 +9,7 @@ beside its target and rename it into place when it is whole.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -68,6 +69,26 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_export_rerun(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rerun_export import rerun_sdk, write_rerun
+
+    dataset = paths.input_dir(args.dataset, DATASET)
+    out = paths.output_file(args.output, "the Rerun recording", replace=args.force, stream_ok=False, inputs=[dataset])
+    assert out is not None
+    # The SDK's own log lines (Rust's, on stderr) would come beside the one line an error is told in.
+    os.environ.setdefault("RUST_LOG", "off")
+    rerun_sdk()  # a missing extra is told before the dataset is read
+    with naming(out):
+        result = write_rerun(dataset, out, args.episode)
+    first, last = result.episodes[0], result.episodes[-1]
+    timelines = f"episode_{first}" if first == last else f"episode_{first} .. episode_{last}"
+    print(
+        f"{result.path}: Rerun recording, {len(result.episodes)} episode(s) each on its timeline ({timelines}), "
+        f"{len(result.rows)} entities, {sum(result.rows.values())} rows; open it with: rerun {result.path}"
+    )
+    return EXIT_OK
+
+
 def _cmd_export_lerobot(args: argparse.Namespace) -> int:
     from ortf_ros.convert.lerobot_export import to_lerobot
 
@@ -121,6 +142,17 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "--write-config", metavar="MAPPING_YAML", help="save the ortf-bag2ortf mapping that converts OUT.mcap back"
     )
     p.set_defaults(run=_cmd_export_mcap, prog="ortf export mcap")
+    p = formats.add_parser(
+        "rerun",
+        help="episodes as a Rerun recording (.rrd): videos, depth, scalars, TF, URDF (needs 'ortf_ros[rerun]')",
+        description="Write the episodes as one Rerun recording, each on its own timeline episode_<id>; "
+        "needs the Rerun SDK (pip install 'ortf_ros[rerun]').",
+    )
+    p.add_argument("dataset", metavar="DATASET")
+    p.add_argument("output", metavar="OUT.rrd")
+    p.add_argument("--episode", action="append", default=[], metavar="ID", help="episode id or position (repeatable)")
+    p.add_argument("--force", action="store_true", help="replace OUT.rrd if it exists")
+    p.set_defaults(run=_cmd_export_rerun, prog="ortf export rerun")
     p = _add_conversion(
         formats,
         "export lerobot",

@@ -11,6 +11,7 @@ from typing import Any
 
 # Public name -> the module that defines it, imported on first use.
 _API = {
+    "export_rerun": "ortf_ros.convert.rerun_export",
     "from_lerobot": "ortf_ros.convert.lerobot_import",
     "to_lerobot": "ortf_ros.convert.lerobot_export",
     "to_mixtrain": "ortf_ros.convert.mixtrain_export",

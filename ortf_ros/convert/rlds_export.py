@@ -27,7 +27,6 @@ frames and steps (frames are PNG-encoded one at a time as they are decoded).
 
 from __future__ import annotations
 
-import importlib
 import os
 import re
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.output_dir import check_target, open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.errors import ConversionError
@@ -87,15 +87,7 @@ def to_rlds(
 
 
 def _tensorflow_datasets() -> Any:
-    # Imported by name: the core never imports TensorFlow, and mypy checks the package
-    # in an environment without it.
-    try:
-        return importlib.import_module("tensorflow_datasets")
-    except ImportError as exc:
-        raise ConversionError(
-            f"RLDS export needs tensorflow-datasets and TensorFlow ({exc}); "
-            "install them with: pip install 'ortf_ros[rlds]'"
-        ) from None
+    return optional_module("tensorflow_datasets", "RLDS export needs tensorflow-datasets and TensorFlow", "rlds")
 
 
 def dataset_name(manifest: Manifest) -> str:
