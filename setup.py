@@ -18,7 +18,8 @@ setup(
     license="Apache-2.0",
     python_requires=">=3.11",
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
-    package_data={PACKAGE: ["py.typed"]},
+    # the review page's own HTML assets (ortf_ros/review/static), served from the installed package
+    package_data={PACKAGE: ["py.typed"], f"{PACKAGE}.review": ["static/*.js", "static/*.css"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
@@ -53,6 +54,9 @@ setup(
         # `ortf export rerun`: the Rerun SDK writes the .rrd. Held to one release: Rerun's API
         # changes with every minor version (0.x), and the export uses its named transform frames.
         "rerun": ["rerun-sdk>=0.41,<0.42"],
+        # `ortf review`: a small ASGI app (Starlette on uvicorn); plotly for the plotly.min.js
+        # its package ships, which the page loads from this server (no CDN, no network).
+        "review": ["starlette>=1.10,<2", "uvicorn>=0.30", "plotly>=5"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
@@ -66,6 +70,11 @@ setup(
             "ray>=2.9",
             # the Rerun export's tests read the .rrd back with Rerun's dataframe API (DataFusion)
             "rerun-sdk[catalog]>=0.41,<0.42",
+            # `ortf review` and its browser tests (Debian's chromium and chromedriver: scripts/setup-env.sh)
+            "starlette>=1.10,<2",
+            "uvicorn>=0.30",
+            "plotly>=5",
+            "selenium>=4.20",
         ],
     },
     zip_safe=True,

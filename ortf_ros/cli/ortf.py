@@ -19,6 +19,7 @@ from ortf_ros.cli.demo_command import add_demo
 from ortf_ros.cli.doctor_command import add_doctor
 from ortf_ros.cli.episodes_command import add_episodes
 from ortf_ros.dataset.episode_info import episode_info
+from ortf_ros.cli.review_command import add_review
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
@@ -94,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_demo(sub)
     add_export(sub)
     add_import(sub)
+    add_review(sub)
     return parser
 
 

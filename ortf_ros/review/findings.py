@@ -1,0 +1,131 @@
+"""The doctor's findings for the pages, computed in the background one episode at a time.
+
+Examining an episode decodes its videos (seconds each), so nothing waits for it: the
+list asks for every episode and shows counts as they come, an episode page moves its own
+episode to the front. One worker thread; the findings of the last ``CACHED_EPISODES``
+episodes are kept whole, the counts of all (an integer per episode). A save or a delete
+forgets what was found for that episode (an outcome label is one of the checks).
+
+Until ``ortf_ros.quality.doctor`` is installed the state of every episode is
+``unavailable`` and the pages say so.
+"""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.errors import OrtfError
+
+CACHED_EPISODES = 64
+
+Examine = Callable[[Dataset, Sequence[str]], Iterator[Any]]
+
+
+def doctor() -> Examine | None:
+    """The doctor's ``examine`` (default settings), or None where it is not installed."""
+    try:
+        module = importlib.import_module("ortf_ros.quality.doctor")
+    except ImportError:
+        return None
+    examine = module.examine
+    settings = module.DoctorSettings()
+
+    def run(dataset: Dataset, episode_ids: Sequence[str]) -> Iterator[Any]:
+        return iter(examine(dataset, episode_ids, settings))
+
+    return run
+
+
+class Findings:
+    """Per episode: ``pending`` (queued or running), ``done`` with its findings, ``failed``
+    with the reason, or ``unavailable``."""
+
+    def __init__(self, root: Path, examine: Examine | None) -> None:
+        self.root = root
+        self._examine = examine
+        self._lock = threading.Condition()
+        self._queue: list[str] = []
+        self._counts: dict[str, dict[str, int]] = {}
+        self._failed: dict[str, str] = {}
+        self._found: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    @property
+    def available(self) -> bool:
+        return self._examine is not None
+
+    def request(self, episode_ids: Iterable[str], *, first: bool = False) -> None:
+        """Queue the episodes not known yet; ``first`` (an episode page): ahead of the
+        others, and again if its findings were counted but have left the cache."""
+        if self._examine is None:
+            return
+        with self._lock:
+            if first:
+                wanted = [e for e in episode_ids if e not in self._found and e not in self._failed]
+                self._queue = wanted + [e for e in self._queue if e not in wanted]
+            else:
+                known = {*self._queue, *self._counts, *self._failed}
+                self._queue.extend(e for e in episode_ids if e not in known)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._work, name="ortf-review-doctor", daemon=True)
+                self._thread.start()
+            self._lock.notify()
+
+    def forget(self, episode_id: str) -> None:
+        with self._lock:
+            self._counts.pop(episode_id, None)
+            self._failed.pop(episode_id, None)
+            self._found.pop(episode_id, None)
+
+    def state(self, episode_id: str) -> dict[str, Any]:
+        """What is known of one episode, for the page (``findings`` only while cached)."""
+        with self._lock:
+            if self._examine is None:
+                return {"state": "unavailable"}
+            if episode_id in self._failed:
+                return {"state": "failed", "reason": self._failed[episode_id]}
+            found = self._found.get(episode_id)
+            if found is None:  # not examined yet, or counted and pushed out of the cache since
+                return {"state": "pending"}
+            return {"state": "done", "counts": self._counts[episode_id], "findings": found}
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """Findings by severity of the episodes examined so far."""
+        with self._lock:
+            return dict(self._counts)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopping = True
+            self._lock.notify()
+
+    def _next(self) -> str | None:
+        with self._lock:
+            while not self._queue and not self._stopping:
+                self._lock.wait()
+            return None if self._stopping else self._queue.pop(0)
+
+    def _work(self) -> None:
+        assert self._examine is not None
+        while (episode_id := self._next()) is not None:
+            try:
+                found = [f.to_dict() for f in self._examine(load_dataset(self.root), [episode_id])]
+            except (OrtfError, OSError, ValueError) as exc:
+                with self._lock:
+                    self._failed[episode_id] = str(exc)
+                continue
+            counts: dict[str, int] = {}
+            for finding in found:
+                counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
+            with self._lock:
+                self._counts[episode_id] = counts
+                self._found[episode_id] = found
+                while len(self._found) > CACHED_EPISODES:
+                    self._found.popitem(last=False)

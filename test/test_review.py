@@ -1,0 +1,351 @@
+"""``ortf review`` in a real browser: Debian's chromium driven by Selenium, headless,
+against the command itself run as a subprocess on a dataset with two colour cameras, a
+depth camera, a force-torque stream and alignment columns.
+
+Screenshots of each page go to test-artifacts/review/ (git-ignored)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from ortf_ros.cli.ortf import main as ortf_main
+from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
+from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
+from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium: pip install -e '.[test]'")
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "review"
+STEPS, FPS, WRENCH_HZ, WIDTH, HEIGHT = 90, 30, 500, 160, 120
+TASKS = ("Pick up the red box", "Open the drawer")
+
+pytestmark = pytest.mark.skipif(
+    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    reason="needs Debian's chromium and chromium-driver (bash scripts/setup-env.sh installs them)",
+)
+
+
+def write_dataset(root: Path, episodes: int = 3) -> None:
+    """Three 3 s episodes: two colour cameras, depth, a 500 Hz force-torque stream with
+    per-step alignment; the third failed."""
+    manifest = replace(
+        demo_manifest(WIDTH, HEIGHT, FPS, depth=True),
+        native_streams={
+            "wrist_ft": NativeStream(
+                columns={"force": StateComponent(3, "newtons"), "torque": StateComponent(3, "newton_meters")},
+                rate_hz=WRENCH_HZ,
+            )
+        },
+        alignment=Alignment(streams=("cam_wrist", "wrist_ft")),
+        sync_tolerance_ms=20.0,
+    )
+    with DatasetWriter(root, manifest, urdf=demo_urdf()) as writer:
+        for episode in range(episodes):
+            writer.begin_episode(TASKS[episode % 2])
+            sample = -1
+            for step in range(STEPS):
+                t = step / FPS
+                while (sample + 1) / WRENCH_HZ <= t:
+                    sample += 1
+                    s = sample / WRENCH_HZ
+                    force = np.array([np.sin(3 * s), np.cos(2 * s), -9.0 + s], np.float32)
+                    writer.add_sample("wrist_ft", s, {"force": force, "torque": force / 10})
+                images: dict[str, np.ndarray] = {c: demo_rgb(n, step, WIDTH, HEIGHT) for n, c in enumerate(RGB_CAMERAS)}
+                images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
+                writer.add_step(
+                    t,
+                    demo_state(episode, step, FPS),
+                    demo_action(episode, step, FPS),
+                    images,
+                    samples={"wrist_ft": sample},
+                    alignment_ms={"cam_wrist": 2.0 * (step % 3), "wrist_ft": (t - sample / WRENCH_HZ) * 1000},
+                )
+            writer.end_episode(success=episode != 2, failure_reason="gripper slipped" if episode == 2 else None)
+
+
+class Server:
+    """``ortf review DATASET --port 0`` as a subprocess; ``url`` from the line it prints."""
+
+    def __init__(self, root: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "ortf_ros.cli.ortf", "review", str(root), "--port", "0"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        assert " at http://127.0.0.1:" in line, (line, self.process.stderr and self.process.stderr.read())
+        self.url = line.split(" at ")[1].split()[0].rstrip("/")
+        self.netloc = urlsplit(self.url).netloc
+
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, dict[str, str], bytes]:
+        """A raw request: the path is sent exactly as given (``..`` and ``%2e`` included)."""
+        connection = http.client.HTTPConnection(self.netloc, timeout=10)
+        try:
+            connection.request(method, path, body=body, headers=headers or {})
+            response = connection.getresponse()
+            return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
+        finally:
+            connection.close()
+
+    def post_json(self, path: str, data: Any, **headers: str) -> tuple[int, Any]:
+        status, _, body = self.request(
+            "POST", path, json.dumps(data).encode(), {"Content-Type": "application/json", **headers}
+        )
+        return status, json.loads(body)
+
+    def stop(self) -> tuple[int, str]:
+        self.process.send_signal(signal.SIGINT)
+        _, stderr = self.process.communicate(timeout=15)
+        return self.process.returncode, stderr
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("review") / "day"
+    write_dataset(root)
+    return root
+
+
+@pytest.fixture(scope="module")
+def server(dataset: Path) -> Iterator[Server]:
+    server = Server(dataset)
+    yield server
+    code, stderr = server.stop()
+    assert (code, stderr) == (130, ""), "Ctrl-C ends ortf review quietly with 130"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    profile = tempfile.mkdtemp(prefix="ortf-review-chromium-")
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--autoplay-policy=no-user-gesture-required",
+        "--window-size=1400,1000",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
+    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def by_testid(driver: Any, name: str) -> Any:
+    return driver.find_element(By.CSS_SELECTOR, f'[data-testid="{name}"]')
+
+
+def wait_for(driver: Any, condition: Callable[[Any], Any], timeout: float = 10.0) -> Any:
+    return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
+
+
+def screenshot(driver: Any, name: str) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+
+def episodes_table(root: Path) -> dict[str, dict[str, Any]]:
+    return {row["episode_id"]: row for row in pq.read_table(root / layout.EPISODES).to_pylist()}
+
+
+def video_responses(driver: Any) -> list[tuple[int, str]]:
+    """(status, Content-Range) of every video response Chromium received so far."""
+    found = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message["method"] == "Network.responseReceived" and "/videos/" in message["params"]["response"]["url"]:
+            response = message["params"]["response"]
+            headers = {k.lower(): v for k, v in response["headers"].items()}
+            found.append((int(response["status"]), headers.get("content-range", "")))
+    return found
+
+
+def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
+    browser.get(server.url + "/")
+    rows = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
+    assert [r.get_attribute("data-episode-id") for r in rows] == ["000000", "000001", "000002"]
+    assert "Pick up the red box" in rows[0].text and "2.97 s" in rows[0].text
+    webdriver.support.select.Select(by_testid(browser, "filter-outcome")).select_by_value("failure")
+    visible = [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()]
+    assert visible == ["000002"]
+    assert by_testid(browser, "shown-count").text == "1 of 3 shown"
+    webdriver.support.select.Select(by_testid(browser, "filter-outcome")).select_by_value("")
+    webdriver.support.select.Select(by_testid(browser, "filter-task")).select_by_value("Open the drawer")
+    assert [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()] == ["000001"]
+    webdriver.support.select.Select(by_testid(browser, "filter-task")).select_by_value("")
+    by_testid(browser, "sort-outcome").click()  # failure < success
+    ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
+    assert [r.get_attribute("data-episode-id") for r in ordered][0] == "000002"
+    by_testid(browser, "sort-id").click()
+    by_testid(browser, "sort-id").click()  # descending
+    ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
+    assert [r.get_attribute("data-episode-id") for r in ordered] == ["000002", "000001", "000000"]
+    screenshot(browser, "list")
+
+
+def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
+    browser.get(server.url + "/")
+    browser.find_element(By.CSS_SELECTOR, '[data-episode-id="000001"] a').click()
+    wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-plot-ready") == "true")
+    assert by_testid(browser, "task").text == "Open the drawer"
+    video = by_testid(browser, "video-cam_wrist")
+    by_testid(browser, "video-cam_overhead")
+    wait_for(browser, lambda d: d.execute_script("return arguments[0].readyState", video) >= 2)
+    by_testid(browser, "play").click()
+    wait_for(browser, lambda d: d.execute_script("return arguments[0].currentTime", video) > 0.5)
+    by_testid(browser, "play").click()  # pause
+    # the cursor follows the video: the page's time is the video's (same clock here)
+    shown = float(browser.find_element(By.TAG_NAME, "body").get_attribute("data-time"))
+    assert shown > 0.4
+    browser.execute_script("arguments[0].currentTime = 2.2", video)
+    wait_for(browser, lambda d: not d.execute_script("return arguments[0].seeking", video))
+    assert abs(browser.execute_script("return arguments[0].currentTime", video) - 2.2) < 0.05
+    wait_for(browser, lambda d: abs(float(d.find_element(By.TAG_NAME, "body").get_attribute("data-time")) - 2.2) < 0.05)
+    cursor = browser.execute_script(
+        "const s = document.getElementById('plot').layout.shapes; return s[s.length - 1].x0"
+    )
+    assert abs(cursor - 2.2) < 0.05
+    # the other camera followed, and Chromium fetched the videos with range requests
+    browser.execute_script("window.ortfReview.seekTo(1.0)")
+    overhead = by_testid(browser, "video-cam_overhead")
+    wait_for(browser, lambda d: abs(d.execute_script("return arguments[0].currentTime", overhead) - 1.0) < 0.05)
+    statuses = video_responses(browser)
+    assert any(status == 206 and content_range.startswith("bytes ") for status, content_range in statuses), statuses
+    # depth colourised on the server: a picture of the camera's size, not grey
+    depth = by_testid(browser, "video-depth")
+    wait_for(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", depth))
+    assert browser.execute_script("return arguments[0].naturalWidth", depth) == WIDTH
+    panels = browser.execute_script(
+        "return document.getElementById('plot').layout.grid.rows"
+    )
+    titles = browser.execute_script(
+        "return document.getElementById('plot').layout.annotations.map(a => a.text)"
+    )
+    assert panels == 4 and any("force-torque" in t for t in titles) and any("alignment" in t for t in titles), titles
+    screenshot(browser, "episode")
+
+
+def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> None:
+    status, headers, body = server.request("GET", "/episodes/000000/videos/cam_wrist", headers={"Range": "bytes=10-19"})
+    mp4 = (dataset / episodes_table(dataset)["000000"]["video_files"]["cam_wrist"]).read_bytes()
+    assert (status, headers["content-range"], body) == (206, f"bytes 10-19/{len(mp4)}", mp4[10:20])
+    for path in (
+        "/episodes/../../../../etc/passwd",
+        "/episodes/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+        "/episodes/000000/videos/..%2F..%2Fmeta%2Fepisodes.parquet",
+        "/episodes/000000/videos/%2e%2e",
+        "/static/..%2F..%2Fsetup.py",
+        "/static/../app.py",
+        "/episodes/999999",
+        "/episodes/000000/depth/cam_wrist",  # a colour camera is no depth picture
+    ):
+        status, _, body = server.request("GET", path)
+        assert status == 404, (path, status, body[:200])
+    # a video file that is a symlink leading out of the dataset is refused
+    relative = episodes_table(dataset)["000001"]["video_files"]["cam_overhead"]
+    inside = dataset / relative
+    outside = dataset.parent / "outside.mp4"
+    shutil.move(inside, outside)
+    inside.symlink_to(outside)
+    try:
+        status, _, body = server.request("GET", "/episodes/000001/videos/cam_overhead")
+        assert status == 403 and b"outside the dataset" in body
+    finally:
+        inside.unlink()
+        shutil.move(outside, inside)
+    # another site's page cannot post here, nor reach the server under another name
+    assert server.post_json("/api/episodes/000000/labels", {"success": False}, Origin="http://evil.example")[0] == 403
+    status, _, _ = server.request("POST", "/api/episodes/000000/labels", b'{"success": false}', {"Content-Type": "text/plain"})
+    assert status == 415
+    assert server.request("GET", "/", headers={"Host": "evil.example"})[0] == 400
+    assert server.post_json("/api/episodes/000000/labels", {"success": "yes"})[0] == 400
+    assert episodes_table(dataset)["000000"]["success"] is True
+
+
+def test_read_only_while_a_writer_holds_the_dataset(server: Server, browser: Any, dataset: Path) -> None:
+    handle = lock_dataset(dataset)
+    try:
+        browser.get(server.url + "/episodes/000000")
+        assert "read-only" in by_testid(browser, "read-only").text
+        for control in ("save", "delete", "notes", "outcome-failure", "flag"):
+            assert not by_testid(browser, control).is_enabled(), control
+        screenshot(browser, "read-only")
+        status, answer = server.post_json("/api/episodes/000000/labels", {"success": False})
+        assert status == 409 and "read-only" in answer["error"]
+        assert server.post_json("/api/episodes/000000/delete", {})[0] == 409
+    finally:
+        unlock_dataset(dataset, handle)
+    assert episodes_table(dataset)["000000"]["success"] is True
+
+
+def test_decisions_are_saved_into_the_dataset(server: Server, browser: Any, dataset: Path) -> None:
+    browser.get(server.url + "/episodes/000001")
+    by_testid(browser, "outcome-failure").click()
+    by_testid(browser, "failure-reason").send_keys("dropped the box")
+    notes = by_testid(browser, "notes")
+    notes.clear()
+    notes.send_keys("camera 2 glare at 1.5 s")
+    by_testid(browser, "flag").click()
+    by_testid(browser, "save").click()
+    wait_for(browser, lambda d: by_testid(d, "saved").is_displayed())
+    screenshot(browser, "saved")
+    row = episodes_table(dataset)["000001"]
+    assert (row["success"], row["failure_reason"], row["operator_notes"], row["review_flag"]) == (
+        False,
+        "dropped the box",
+        "camera 2 glare at 1.5 s",
+        True,
+    )
+    browser.refresh()  # the page reads them back too
+    assert by_testid(browser, "outcome-failure").is_selected() and by_testid(browser, "flag").is_selected()
+
+
+def test_delete_with_confirmation_leaves_a_valid_dataset(server: Server, browser: Any, dataset: Path) -> None:
+    browser.get(server.url + "/episodes/000002")
+    by_testid(browser, "delete").click()
+    confirm = by_testid(browser, "confirm-delete")
+    assert confirm.is_displayed() and "000002" in episodes_table(dataset)
+    confirm.click()
+    wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-page") == "list")
+    ids = [r.get_attribute("data-episode-id") for r in browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')]
+    assert ids == ["000000", "000001"] and set(episodes_table(dataset)) == {"000000", "000001"}
+    assert ortf_main(["validate", "--strict", str(dataset)]) == 0
