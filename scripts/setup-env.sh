@@ -10,6 +10,8 @@
 #            installed into the venv prefix, this project installed editable with its
 #            "test" extra, and colcon (the minimal set that builds an ament_python package).
 #   .cache/  the tf2_msgs CMake build tree, the log of the last run (setup-env.log).
+#   chromium and chromium-driver (Debian packages, apt-get as root) when missing: the
+#            browser tests of `ortf review`.
 # Afterwards `.venv/bin/python -c "import rclpy; from tf2_msgs.msg import TFMessage"`
 # works with nothing sourced: the wheels' bootstrapper (a .pth file) re-executes the
 # venv python once with LD_LIBRARY_PATH covering <venv>/lib, where tf2_msgs' libraries
@@ -116,6 +118,30 @@ fast_path_ok() {
   [[ -x "$VENV/bin/python" ]] && stamp_matches "$PROJECT_STAMP" "$PROJECT_HASH" \
     && { [[ "$MODE" != wheels ]] || stamp_matches "$ROS_STAMP" "$ROS_HASH"; }
 }
+
+# ---------------------------------------------------------------- browser for test/test_review.py
+# `ortf review`'s tests drive Debian's chromium with its chromedriver (Selenium). Checked on
+# every run (two `command -v`), installed with apt-get only when one is missing and we are
+# root on a Debian-like system; elsewhere the tests say what is missing and skip.
+BROWSER_PACKAGES=(chromium chromium-driver)
+ensure_browser() {
+  if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then
+    return 0
+  fi
+  if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "==> chromium/chromedriver missing: the review browser tests will skip (apt-get install ${BROWSER_PACKAGES[*]})"
+    return 0
+  fi
+  echo "==> apt-get install ${BROWSER_PACKAGES[*]} (the review browser tests)"
+  mkdir -p "$CACHE"
+  if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${BROWSER_PACKAGES[@]}" \
+    || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+      "${BROWSER_PACKAGES[@]}"; }; } >>"$CACHE/setup-env-apt.log" 2>&1; then
+    echo "!!! apt-get install ${BROWSER_PACKAGES[*]} failed; its log: $CACHE/setup-env-apt.log" >&2
+    exit 1
+  fi
+}
+ensure_browser
 
 if fast_path_ok; then
   echo "environment ready"

@@ -38,6 +38,8 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
         assert f"{data}ortf_ros/{installed}" in names, installed
     assert "ortf_ros/py.typed" in names
     assert "ortf_ros/ros/player_node.py" in names
+    for asset in ("episode.js", "list.js", "review.css"):  # the review page's, served from the package
+        assert f"ortf_ros/review/static/{asset}" in names, asset
     entry_points = zipfile.ZipFile(wheel).read("ortf_ros-0.1.0.dist-info/entry_points.txt").decode()
     assert "ortf = ortf_ros.cli.entry:ortf" in entry_points
     assert "ortf-bag2ortf = ortf_ros.cli.entry:bag2ortf" in entry_points
@@ -87,6 +89,14 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     )
     assert rerun.returncode == 2 and rerun.stderr.count("\n") == 1, rerun.stderr
     assert "pip install 'ortf_ros[rerun]'" in rerun.stderr and not (tmp_path / "x.rrd").exists()
+    review = subprocess.run(  # the same for `ortf review` without its extra
+        [str(env_dir / "bin" / "ortf"), "review", str(tmp_path / "demo" / "dataset")],
+        env=clean_env,
+        capture_output=True,
+        text=True,
+    )
+    assert review.returncode == 2 and review.stderr.count("\n") == 1, review.stderr
+    assert "pip install 'ortf_ros[review]'" in review.stderr
     player = subprocess.run(
         [str(env_dir / "bin" / "ortf_player"), "--ros-args", "-p", f"dataset:={tmp_path / 'demo'}"],
         env=clean_env,

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -30,7 +29,16 @@ from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
-from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
+from ortf_ros.synthetic import (
+    DEPTH_CAMERA,
+    RGB_CAMERAS,
+    demo_action,
+    demo_depth,
+    demo_manifest,
+    demo_rgb,
+    demo_state,
+    demo_urdf,
+)
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium: pip install -e '.[test]'")
 from selenium.webdriver.common.by import By  # noqa: E402
@@ -214,7 +222,7 @@ def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
     webdriver.support.select.Select(by_testid(browser, "filter-task")).select_by_value("")
     by_testid(browser, "sort-outcome").click()  # failure < success
     ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
-    assert [r.get_attribute("data-episode-id") for r in ordered][0] == "000002"
+    assert ordered[0].get_attribute("data-episode-id") == "000002"
     by_testid(browser, "sort-id").click()
     by_testid(browser, "sort-id").click()  # descending
     ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
@@ -254,12 +262,8 @@ def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
     depth = by_testid(browser, "video-depth")
     wait_for(browser, lambda d: d.execute_script("return arguments[0].complete && arguments[0].naturalWidth", depth))
     assert browser.execute_script("return arguments[0].naturalWidth", depth) == WIDTH
-    panels = browser.execute_script(
-        "return document.getElementById('plot').layout.grid.rows"
-    )
-    titles = browser.execute_script(
-        "return document.getElementById('plot').layout.annotations.map(a => a.text)"
-    )
+    panels = browser.execute_script("return document.getElementById('plot').layout.grid.rows")
+    titles = browser.execute_script("return document.getElementById('plot').layout.annotations.map(a => a.text)")
     assert panels == 4 and any("force-torque" in t for t in titles) and any("alignment" in t for t in titles), titles
     screenshot(browser, "episode")
 
@@ -294,7 +298,9 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
         shutil.move(outside, inside)
     # another site's page cannot post here, nor reach the server under another name
     assert server.post_json("/api/episodes/000000/labels", {"success": False}, Origin="http://evil.example")[0] == 403
-    status, _, _ = server.request("POST", "/api/episodes/000000/labels", b'{"success": false}', {"Content-Type": "text/plain"})
+    status, _, _ = server.request(
+        "POST", "/api/episodes/000000/labels", b'{"success": false}', {"Content-Type": "text/plain"}
+    )
     assert status == 415
     assert server.request("GET", "/", headers={"Host": "evil.example"})[0] == 400
     assert server.post_json("/api/episodes/000000/labels", {"success": "yes"})[0] == 400
@@ -346,6 +352,9 @@ def test_delete_with_confirmation_leaves_a_valid_dataset(server: Server, browser
     assert confirm.is_displayed() and "000002" in episodes_table(dataset)
     confirm.click()
     wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-page") == "list")
-    ids = [r.get_attribute("data-episode-id") for r in browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')]
+    ids = [
+        r.get_attribute("data-episode-id")
+        for r in browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
+    ]
     assert ids == ["000000", "000001"] and set(episodes_table(dataset)) == {"000000", "000001"}
     assert ortf_main(["validate", "--strict", str(dataset)]) == 0

@@ -54,4 +54,3 @@ def writer_active(root: Path) -> bool:
         with contextlib.suppress(OSError):
             fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
     return False
-

@@ -63,9 +63,10 @@ def plotly_js() -> Path:
 
 def rerun_available() -> bool:
     try:
-        return importlib.util.find_spec("rerun") is not None and importlib.util.find_spec(
-            "ortf_ros.convert.rerun_export"
-        ) is not None
+        return (
+            importlib.util.find_spec("rerun") is not None
+            and importlib.util.find_spec("ortf_ros.convert.rerun_export") is not None
+        )
     except (ImportError, ValueError):
         return False
 
@@ -98,7 +99,9 @@ class Review:
         sensor = episode.dataset.manifest.cameras.get(camera)
         relative = episode.record.video_files.get(camera) if sensor is not None else None
         if sensor is None or sensor.is_depth != depth or not relative:
-            raise HttpError(404, f"episode {episode.episode_id} has no {'depth' if depth else 'colour'} camera {camera!r}")
+            raise HttpError(
+                404, f"episode {episode.episode_id} has no {'depth' if depth else 'colour'} camera {camera!r}"
+            )
         try:
             return camera, dataset_file(self.root, relative)
         except OutsideDatasetError:
@@ -201,7 +204,9 @@ class Review:
         await _in_thread(lambda: _edits().set_episode_labels(self.root, episode_id, **labels))
         self.findings.forget(episode_id)
         snapshot = self.view.current()
-        return JSONResponse({"saved": True, "episode": pages.episode_json(snapshot, snapshot.dataset.episode(episode_id))})
+        return JSONResponse(
+            {"saved": True, "episode": pages.episode_json(snapshot, snapshot.dataset.episode(episode_id))}
+        )
 
     async def delete(self, request: Request) -> Response:
         self._writable(request)

@@ -57,10 +57,10 @@ def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> 
             f'data-outcome="{outcome}" data-duration="{record.duration_seconds:.6f}" '
             f'data-drops="{"" if drops is None else drops}" data-flag="{_flag_word(flag)}" data-findings="">'
             f'<td><a href="/episodes/{episode_id}" data-testid="episode-link">{episode_id}</a></td>'
-            f"<td>{escape(task)}</td><td class=\"number\">{record.duration_seconds:.2f} s</td>"
+            f'<td>{escape(task)}</td><td class="number">{record.duration_seconds:.2f} s</td>'
             f'<td class="outcome {outcome}">{outcome}</td>'
             f'<td class="number findings" data-testid="findings-count">{"…" if findings_available else "n/a"}</td>'
-            f'<td class="number">{"–" if drops is None else drops}</td>'
+            f'<td class="number">{"n/a" if drops is None else drops}</td>'
             f"<td>{_flag_word(flag)}</td></tr>"
         )
     tasks = sorted({_task(snapshot, r) for r in dataset.episodes})
@@ -81,7 +81,7 @@ def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> 
     )
     name = dataset.manifest.name
     body = (
-        f"<header><h1>{escape(name)}</h1><p class=\"path\">{escape(str(dataset.root))}: "
+        f'<header><h1>{escape(name)}</h1><p class="path">{escape(str(dataset.root))}: '
         f"{len(dataset.episodes)} episodes</p>{_read_only_banner(read_only)}</header>"
         '<section class="filters">'
         f'<label>Task <select data-testid="filter-task"><option value="">all</option>{task_options}</select></label>'
@@ -141,9 +141,13 @@ def _neighbours(snapshot: Snapshot, episode: Episode) -> str:
     at = ids.index(episode.episode_id)
     links = []
     if at > 0:
-        links.append(f'<a href="/episodes/{escape(ids[at - 1])}" data-testid="previous" rel="prev">← {escape(ids[at - 1])}</a>')
+        links.append(
+            f'<a href="/episodes/{escape(ids[at - 1])}" data-testid="previous" rel="prev">← {escape(ids[at - 1])}</a>'
+        )
     if at + 1 < len(ids):
-        links.append(f'<a href="/episodes/{escape(ids[at + 1])}" data-testid="next" rel="next">{escape(ids[at + 1])} →</a>')
+        links.append(
+            f'<a href="/episodes/{escape(ids[at + 1])}" data-testid="next" rel="next">{escape(ids[at + 1])} →</a>'
+        )
     return " ".join(links)
 
 
@@ -168,7 +172,8 @@ def _decision(data: dict[str, Any], read_only: bool) -> str:
         f'value="{escape(data["failure_reason"] or "")}"{disabled}></label>'
         f'<label>Notes <textarea name="operator_notes" rows="3" data-testid="notes"{disabled}>'
         f"{escape(data['operator_notes'] or '')}</textarea></label>"
-        f'<label><input type="checkbox" name="review_flag" data-testid="flag"{flag}{disabled}> flag this episode</label>'
+        f'<label><input type="checkbox" name="review_flag" data-testid="flag"{flag}{disabled}>'
+        " flag this episode</label>"
         '<div class="actions">'
         f'<button type="button" data-testid="save"{disabled}>Save</button>'
         '<span class="saved" data-testid="saved" hidden>saved</span>'
@@ -193,7 +198,8 @@ def episode_page(snapshot: Snapshot, episode: Episode, read_only: bool, rerun: b
     if data["recorded_at"]:
         facts.append(f"recorded {escape(data['recorded_at'])}")
     body = (
-        f'<header><nav><a href="/" data-testid="back">All episodes</a> {_neighbours(snapshot, episode)} {rerun_link}</nav>'
+        '<header><nav><a href="/" data-testid="back">All episodes</a> '
+        f"{_neighbours(snapshot, episode)} {rerun_link}</nav>"
         f'<h1>Episode {episode_id}</h1><p class="task" data-testid="task">{escape(data["task"])}</p>'
         f'<p class="facts">{", ".join(facts)}</p>{_read_only_banner(read_only)}</header>'
         f'<section class="cameras">{_cameras(episode)}</section>'

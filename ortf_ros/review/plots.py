@@ -58,7 +58,9 @@ def _state_panel(manifest: Manifest) -> Panel | None:
     if name is None:
         return None
     component = state[name]
-    return Panel(name.replace("_", " "), component.units or "", {layout.state_column(name): _dimension_names(name, component)})
+    return Panel(
+        name.replace("_", " "), component.units or "", {layout.state_column(name): _dimension_names(name, component)}
+    )
 
 
 def _action_panel(manifest: Manifest) -> Panel:
@@ -88,7 +90,10 @@ def force_torque_streams(manifest: Manifest) -> list[str]:
 def _stream_panel(manifest: Manifest, stream: str) -> Panel:
     columns = manifest.native_streams[stream].columns
     units = sorted({c.units for c in columns.values() if c.units})
-    names = {column: [f"{column}.{axis}" for axis in "xyz"] if c.dim == 3 else _dimension_names(column, c) for column, c in columns.items()}
+    names = {
+        column: [f"{column}.{axis}" for axis in "xyz"] if c.dim == 3 else _dimension_names(column, c)
+        for column, c in columns.items()
+    }
     return Panel(f"force-torque: {stream}", ", ".join(units), names)
 
 
