@@ -233,7 +233,7 @@ def decision_labels(body: object) -> dict[str, Any]:
         "success": (bool, type(None)),
         "failure_reason": (str, type(None)),
         "operator_notes": (str, type(None)),
-        "review_flag": (bool, type(None)),
+        "review_flag": (bool,),
     }
     unknown = sorted(set(body) - set(kinds))
     if unknown:

@@ -14,7 +14,7 @@ from typing import Any
 
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.review.catalog import Snapshot, episode_drops, outcome_word
+from ortf_ros.review.catalog import Snapshot, episode_drops, flag_word, outcome_word
 
 READ_ONLY_NOTE = "A recorder is writing this dataset: it is open read-only (decisions cannot be saved until it stops)."
 
@@ -39,29 +39,25 @@ def _task(snapshot: Snapshot, record: EpisodeRecord) -> str:
     return task.instruction if task is not None else f"task {record.task_id}"
 
 
-def _flag_word(flag: bool | None) -> str:
-    return "not reviewed" if flag is None else "flagged" if flag else "reviewed"
-
-
 def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> str:
     dataset = snapshot.dataset
     rows = []
     for record in dataset.episodes:
         drops = episode_drops(record)
         outcome = outcome_word(record.success)
-        flag = snapshot.review_flag(record.episode_id)
+        flag = record.review_flag
         task = _task(snapshot, record)
         episode_id = escape(record.episode_id)
         rows.append(
             f'<tr data-testid="episode-row" data-episode-id="{episode_id}" data-task="{escape(task)}" '
             f'data-outcome="{outcome}" data-duration="{record.duration_seconds:.6f}" '
-            f'data-drops="{"" if drops is None else drops}" data-flag="{_flag_word(flag)}" data-findings="">'
+            f'data-drops="{"" if drops is None else drops}" data-flag="{flag_word(flag)}" data-findings="">'
             f'<td><a href="/episodes/{episode_id}" data-testid="episode-link">{episode_id}</a></td>'
             f'<td>{escape(task)}</td><td class="number">{record.duration_seconds:.2f} s</td>'
             f'<td class="outcome {outcome}">{outcome}</td>'
             f'<td class="number findings" data-testid="findings-count">{"…" if findings_available else "n/a"}</td>'
             f'<td class="number">{"n/a" if drops is None else drops}</td>'
-            f"<td>{_flag_word(flag)}</td></tr>"
+            f"<td>{flag_word(flag)}</td></tr>"
         )
     tasks = sorted({_task(snapshot, r) for r in dataset.episodes})
     task_options = "".join(f'<option value="{escape(t)}">{escape(t)}</option>' for t in tasks)
@@ -109,7 +105,7 @@ def episode_json(snapshot: Snapshot, episode: Episode) -> dict[str, Any]:
         "success": record.success,
         "failure_reason": record.failure_reason,
         "operator_notes": record.operator_notes,
-        "review_flag": snapshot.review_flag(record.episode_id),
+        "review_flag": record.review_flag,
         "drops": episode_drops(record),
     }
 

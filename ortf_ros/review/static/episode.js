@@ -23,6 +23,8 @@
   let findingShapes = [];
   let shownTime = null;
   let lastCursorDraw = 0;
+  let cursorTimer = null;
+  const CURSOR_MS = 50;
   let dragging = false;
   const clock = { playing: false, origin: 0, at: 0 }; // for an episode with no colour video
 
@@ -74,6 +76,17 @@
     Plotly.relayout(plotDiv, { shapes });
   }
 
+  // at most one relayout per CURSOR_MS, and always one for the last time shown
+  function scheduleCursor() {
+    if (cursorTimer !== null) return;
+    const wait = Math.max(0, lastCursorDraw + CURSOR_MS - performance.now());
+    cursorTimer = setTimeout(() => {
+      cursorTimer = null;
+      lastCursorDraw = performance.now();
+      drawCursor(shownTime === null ? 0 : shownTime);
+    }, wait);
+  }
+
   function cursorShape(t) {
     return { type: "line", xref: "x", yref: "paper", x0: t, x1: t, y0: 0, y1: 1, line: { color: "#2457c5", width: 2 } };
   }
@@ -100,11 +113,7 @@
     timeLabel.textContent = `${t.toFixed(2)} s`;
     document.body.dataset.time = t.toFixed(3);
     if (!dragging) seek.value = String(t);
-    const stamp = performance.now();
-    if (stamp - lastCursorDraw > 60) {
-      lastCursorDraw = stamp;
-      drawCursor(t);
-    }
+    scheduleCursor();
     showDepth(t);
   }
 
@@ -263,7 +272,7 @@
     const value = outcome ? outcome.value : "unlabelled";
     return {
       success: value === "success" ? true : value === "failure" ? false : null,
-      failure_reason: byTestId("failure-reason").value || null,
+      failure_reason: value === "failure" ? byTestId("failure-reason").value || null : null,
       operator_notes: byTestId("notes").value || null,
       review_flag: byTestId("flag").checked,
     };
