@@ -55,9 +55,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+BEYOND_LIMIT = range(30, 46)
+"""Steps of episode 000000 whose first joint is beyond its URDF limit: a doctor finding
+from 1.0 s to 1.5 s."""
+
+
 def write_dataset(root: Path, episodes: int = 3) -> None:
     """Three 3 s episodes: two colour cameras, depth, a 500 Hz force-torque stream with
-    per-step alignment; the third failed."""
+    per-step alignment; the third failed, the first has a joint beyond its limit for 0.5 s."""
     manifest = replace(
         demo_manifest(WIDTH, HEIGHT, FPS, depth=True),
         native_streams={
@@ -80,11 +85,14 @@ def write_dataset(root: Path, episodes: int = 3) -> None:
                     s = sample / WRENCH_HZ
                     force = np.array([np.sin(3 * s), np.cos(2 * s), -9.0 + s], np.float32)
                     writer.add_sample("wrist_ft", s, {"force": force, "torque": force / 10})
+                state = demo_state(episode, step, FPS)
+                if episode == 0 and step in BEYOND_LIMIT:
+                    state["joint_positions"][0] = 3.0
                 images: dict[str, np.ndarray] = {c: demo_rgb(n, step, WIDTH, HEIGHT) for n, c in enumerate(RGB_CAMERAS)}
                 images[DEPTH_CAMERA[0]] = demo_depth(step, WIDTH, HEIGHT)
                 writer.add_step(
                     t,
-                    demo_state(episode, step, FPS),
+                    state,
                     demo_action(episode, step, FPS),
                     images,
                     samples={"wrist_ft": sample},
@@ -227,6 +235,12 @@ def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
     by_testid(browser, "sort-id").click()  # descending
     ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
     assert [r.get_attribute("data-episode-id") for r in ordered] == ["000002", "000001", "000000"]
+    # the doctor's counts arrive in the background: only episode 000000 has findings
+    wait_for(browser, lambda d: all(r.get_attribute("data-findings") != "" for r in rows), timeout=15)
+    counts = {r.get_attribute("data-episode-id"): int(r.get_attribute("data-findings")) for r in rows}
+    assert counts["000000"] > 0 and counts["000001"] == counts["000002"] == 0, counts
+    by_testid(browser, "filter-findings").click()
+    assert [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()] == ["000000"]
     screenshot(browser, "list")
 
 
@@ -266,6 +280,21 @@ def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
     titles = browser.execute_script("return document.getElementById('plot').layout.annotations.map(a => a.text)")
     assert panels == 4 and any("force-torque" in t for t in titles) and any("alignment" in t for t in titles), titles
     screenshot(browser, "episode")
+
+
+def test_findings_on_the_timeline(server: Server, browser: Any) -> None:
+    browser.get(server.url + "/episodes/000000")
+    wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="finding"]'), timeout=15)
+    found = browser.find_elements(By.CSS_SELECTOR, '[data-testid="finding"]')
+    assert any(f.get_attribute("data-rule").startswith("robot.") for f in found), [f.text for f in found]
+    spans = browser.execute_script(
+        "return document.getElementById('plot').layout.shapes.filter(s => s.type === 'rect').map(s => [s.x0, s.x1])"
+    )
+    assert any(abs(x0 - 1.0) < 0.05 and abs(x1 - 1.5) < 0.05 for x0, x1 in spans), spans
+    found[0].click()  # a finding seeks the videos to its start
+    start = float(found[0].get_attribute("data-start"))
+    wait_for(browser, lambda d: abs(float(d.find_element(By.TAG_NAME, "body").get_attribute("data-time")) - start) < 0.02)
+    screenshot(browser, "findings")
 
 
 def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> None:

@@ -239,6 +239,7 @@
       if (finding.start_s !== null && finding.start_s !== undefined) {
         const from = finding.start_s - start;
         const to = finding.end_s === null || finding.end_s === undefined ? from : finding.end_s - start;
+        item.dataset.start = from.toFixed(3);
         item.addEventListener("click", () => seekTo(from));
         findingShapes.push({
           type: "rect", xref: "x", yref: "paper", x0: from, x1: Math.max(to, from + 0.02), y0: 0, y1: 1,
