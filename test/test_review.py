@@ -194,6 +194,11 @@ def wait_for(driver: Any, condition: Callable[[Any], Any], timeout: float = 10.0
     return WebDriverWait(driver, timeout, poll_frequency=0.05).until(condition)
 
 
+def page_time(driver: Any) -> float:
+    """The time the episode page shows (seconds from the first step), as its script sets it."""
+    return float(driver.find_element(By.TAG_NAME, "body").get_attribute("data-time"))
+
+
 def screenshot(driver: Any, name: str) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
@@ -249,6 +254,7 @@ def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
     browser.find_element(By.CSS_SELECTOR, '[data-episode-id="000001"] a').click()
     wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-plot-ready") == "true")
     assert by_testid(browser, "task").text == "Open the drawer"
+    assert by_testid(browser, "rerun").get_attribute("href") == server.url + "/episodes/000001.rrd"
     video = by_testid(browser, "video-cam_wrist")
     by_testid(browser, "video-cam_overhead")
     wait_for(browser, lambda d: d.execute_script("return arguments[0].readyState", video) >= 2)
@@ -256,12 +262,12 @@ def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
     wait_for(browser, lambda d: d.execute_script("return arguments[0].currentTime", video) > 0.5)
     by_testid(browser, "play").click()  # pause
     # the cursor follows the video: the page's time is the video's (same clock here)
-    shown = float(browser.find_element(By.TAG_NAME, "body").get_attribute("data-time"))
+    shown = page_time(browser)
     assert shown > 0.4
     browser.execute_script("arguments[0].currentTime = 2.2", video)
     wait_for(browser, lambda d: not d.execute_script("return arguments[0].seeking", video))
     assert abs(browser.execute_script("return arguments[0].currentTime", video) - 2.2) < 0.05
-    wait_for(browser, lambda d: abs(float(d.find_element(By.TAG_NAME, "body").get_attribute("data-time")) - 2.2) < 0.05)
+    wait_for(browser, lambda d: abs(page_time(d) - 2.2) < 0.05)
     cursor = browser.execute_script(
         "const s = document.getElementById('plot').layout.shapes; return s[s.length - 1].x0"
     )
@@ -293,7 +299,7 @@ def test_findings_on_the_timeline(server: Server, browser: Any) -> None:
     assert any(abs(x0 - 1.0) < 0.05 and abs(x1 - 1.5) < 0.05 for x0, x1 in spans), spans
     found[0].click()  # a finding seeks the videos to its start
     start = float(found[0].get_attribute("data-start"))
-    wait_for(browser, lambda d: abs(float(d.find_element(By.TAG_NAME, "body").get_attribute("data-time")) - start) < 0.02)
+    wait_for(browser, lambda d: abs(page_time(d) - start) < 0.02)
     screenshot(browser, "findings")
 
 
@@ -325,6 +331,10 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
     finally:
         inside.unlink()
         shutil.move(outside, inside)
+    # the episode handed to Rerun, as a download made on request
+    status, headers, body = server.request("GET", "/episodes/000000.rrd")
+    assert (status, headers["content-disposition"]) == (200, 'attachment; filename="episode_000000.rrd"')
+    assert body[:4] == b"RRF2" and len(body) > 10_000, body[:16]
     # another site's page cannot post here, nor reach the server under another name
     assert server.post_json("/api/episodes/000000/labels", {"success": False}, Origin="http://evil.example")[0] == 403
     status, _, _ = server.request(

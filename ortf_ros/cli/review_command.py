@@ -4,23 +4,13 @@ the episodes and decide (``ortf_ros.review``, an optional extra imported only he
 from __future__ import annotations
 
 import argparse
-import importlib
 
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
-from ortf_ros.errors import UsageError
+from ortf_ros.cli.conversions import DATASET
+from ortf_ros.convert.extras import optional_module
 from ortf_ros.io import paths
 
-DATASET = "an ORTF dataset directory"
 EXTRA = "pip install 'ortf_ros[review]'"
-
-
-def _missing_extra() -> str | None:
-    for module in ("starlette", "uvicorn", "plotly"):
-        try:
-            importlib.import_module(module)
-        except ImportError:
-            return module
-    return None
 
 
 def _port(word: str) -> int:
@@ -35,9 +25,8 @@ def _port(word: str) -> int:
 
 def _cmd_review(args: argparse.Namespace) -> int:
     root = paths.input_dir(args.dataset, DATASET)
-    missing = _missing_extra()
-    if missing is not None:
-        raise UsageError(f"ortf review needs {missing}, an optional extra: {EXTRA}")
+    for module in ("starlette", "uvicorn", "plotly"):
+        optional_module(module, "ortf review needs Starlette, uvicorn and plotly", "review")
     from ortf_ros.dataset.reader import load_dataset
     from ortf_ros.review.server import serve
 

@@ -165,7 +165,7 @@ class Review:
         _, episode = self.episode(request)
         if not self.rerun:
             raise HttpError(404, "Rerun export needs pip install 'ortf_ros[rerun]'")
-        from ortf_ros.convert.rerun_export import export_rerun  # type: ignore[import-not-found,unused-ignore]
+        from ortf_ros.convert.rerun_export import export_rerun
 
         folder = Path(tempfile.mkdtemp(prefix="ortf-review-"))
         out = folder / f"episode_{episode.episode_id}.rrd"
