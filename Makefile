@@ -29,6 +29,7 @@ bench: setup
 	@$(PY) bench/bench_append.py
 	@$(PY) bench/bench_fleet.py
 	@$(PY) bench/bench_doctor.py
+	@$(PY) bench/bench_review.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

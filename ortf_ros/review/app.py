@@ -47,6 +47,10 @@ STATIC = {
 besides ``plotly.min.js``."""
 
 
+CACHED = {"Cache-Control": "max-age=3600"}
+"""Assets a page visited again need not fetch: an hour, so an upgrade shows within one."""
+
+
 class HttpError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -124,11 +128,11 @@ class Review:
     def static(self, request: Request) -> Response:
         name = str(request.path_params["name"])
         if name == "plotly.min.js":
-            return FileResponse(plotly_js(), media_type="text/javascript; charset=utf-8")
+            return FileResponse(plotly_js(), media_type="text/javascript; charset=utf-8", headers=CACHED)
         if name not in STATIC:
             raise HttpError(404, f"no asset {name!r}")
         data = resources.files("ortf_ros.review").joinpath("static", name).read_bytes()
-        return Response(data, media_type=STATIC[name])
+        return Response(data, media_type=STATIC[name], headers=CACHED)
 
     # ---------------------------------------------------------------- media and data
 
@@ -146,7 +150,7 @@ class Review:
             raise HttpError(400, "t: expected a time in seconds") from None
         with self.reading:
             data = self.depth.jpeg(episode, camera, time_s)
-        return Response(data, media_type="image/jpeg", headers={"Cache-Control": "max-age=3600"})
+        return Response(data, media_type="image/jpeg", headers=CACHED)
 
     def plots(self, request: Request) -> Response:
         _, episode = self.episode(request)

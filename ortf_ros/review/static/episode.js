@@ -185,7 +185,7 @@
       const axis = i === 0 ? "y" : `y${i + 1}`;
       const time = panel.time.map((t) => t - start);
       for (const series of panel.series) {
-        traces.push({ x: time, y: series.values, name: series.name, yaxis: axis, xaxis: "x", type: "scattergl", mode: "lines", line: { width: 1 } });
+        traces.push({ x: time, y: series.values, name: series.name, yaxis: axis, xaxis: "x", type: "scatter", mode: "lines", line: { width: 1 } });
       }
       layout[i === 0 ? "yaxis" : `yaxis${i + 1}`] = { title: { text: panel.unit, font: { size: 10 } } };
       annotations.push({
