@@ -38,16 +38,14 @@ from typing import Any
 import uvicorn
 from bench_bag2ortf import DEFAULT_CACHE, BagSpec, convert, ensure_bag, prune_cache
 from measure import Row, print_table
-from selenium import webdriver
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
 from starlette.routing import Route
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.review.app import create_app
+from ortf_ros.review.chromium import headless_chromium
 from ortf_ros.review.server import bind, url_of
-
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 MARKS = """
 window.__marks = {videos: 0};
@@ -67,27 +65,10 @@ def floor_page(videos: list[str]) -> str:
     return f'<!doctype html><html><head><meta charset="utf-8"><title>floor</title></head><body>{tags}</body></html>'
 
 
-def browser(cache: bool) -> Any:
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--window-size=1400,1000",
-        f"--user-data-dir={tempfile.mkdtemp(prefix='ortf-bench-review-')}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+def prepare(driver: Any, cache: bool) -> None:
     driver.execute_cdp_cmd("Network.enable", {})
     driver.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": not cache})
     driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": MARKS})
-    return driver
 
 
 def load(driver: Any, url: str, videos: int, plot: bool) -> dict[str, float]:
@@ -141,16 +122,14 @@ def main() -> None:
         runs: dict[str, list[dict[str, float]]] = {}
         try:
             for cache in (False, True):
-                driver = browser(cache)
-                try:
+                with headless_chromium() as driver:
+                    prepare(driver, cache)
                     load(driver, url + base, len(cameras), plot=True)  # warm-up: the server's reads, Chromium's start
                     for _ in range(args.repeat):
-                        runs.setdefault(f"review{cache}", []).append(load(driver, url + base, len(cameras), plot=True))
-                        runs.setdefault(f"floor{cache}", []).append(
-                            load(driver, url + "/floor", len(cameras), plot=False)
-                        )
-                finally:
-                    driver.quit()
+                        page = load(driver, url + base, len(cameras), plot=True)
+                        floor_run = load(driver, url + "/floor", len(cameras), plot=False)
+                        runs.setdefault(f"review{cache}", []).append(page)
+                        runs.setdefault(f"floor{cache}", []).append(floor_run)
         finally:
             server.should_exit = True
             thread.join(timeout=10)

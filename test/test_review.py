@@ -13,7 +13,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -40,17 +39,20 @@ from ortf_ros.synthetic import (
     demo_urdf,
 )
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium: pip install -e '.[test]'")
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+pytest.importorskip("selenium.webdriver", reason="selenium: pip install -e '.[test]'")
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.select import Select
+from selenium.webdriver.support.ui import WebDriverWait
 
-CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+from ortf_ros.review import chromium
+from ortf_ros.review.chromium import headless_chromium
+
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "review"
 STEPS, FPS, WRENCH_HZ, WIDTH, HEIGHT = 90, 30, 500, 160, 120
 TASKS = ("Pick up the red box", "Open the drawer")
 
 pytestmark = pytest.mark.skipif(
-    not (CHROMIUM.exists() and CHROMEDRIVER.exists()),
+    not chromium.installed(),
     reason="needs Debian's chromium and chromium-driver (bash scripts/setup-env.sh installs them)",
 )
 
@@ -160,30 +162,8 @@ def server(dataset: Path) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(CHROMIUM)
-    profile = tempfile.mkdtemp(prefix="ortf-review-chromium-")
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--autoplay-policy=no-user-gesture-required",
-        "--window-size=1400,1000",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL"})
-    driver = webdriver.Chrome(options=options, service=webdriver.ChromeService(executable_path=str(CHROMEDRIVER)))
-    try:
+    with headless_chromium({"goog:loggingPrefs": {"performance": "ALL"}}) as driver:  # (its network log)
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
 
 
 def by_testid(driver: Any, name: str) -> Any:
@@ -225,14 +205,14 @@ def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
     rows = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
     assert [r.get_attribute("data-episode-id") for r in rows] == ["000000", "000001", "000002"]
     assert "Pick up the red box" in rows[0].text and "2.97 s" in rows[0].text
-    webdriver.support.select.Select(by_testid(browser, "filter-outcome")).select_by_value("failure")
+    Select(by_testid(browser, "filter-outcome")).select_by_value("failure")
     visible = [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()]
     assert visible == ["000002"]
     assert by_testid(browser, "shown-count").text == "1 of 3 shown"
-    webdriver.support.select.Select(by_testid(browser, "filter-outcome")).select_by_value("")
-    webdriver.support.select.Select(by_testid(browser, "filter-task")).select_by_value("Open the drawer")
+    Select(by_testid(browser, "filter-outcome")).select_by_value("")
+    Select(by_testid(browser, "filter-task")).select_by_value("Open the drawer")
     assert [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()] == ["000001"]
-    webdriver.support.select.Select(by_testid(browser, "filter-task")).select_by_value("")
+    Select(by_testid(browser, "filter-task")).select_by_value("")
     by_testid(browser, "sort-outcome").click()  # failure < success
     ordered = browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')
     assert ordered[0].get_attribute("data-episode-id") == "000002"
