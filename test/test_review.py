@@ -371,6 +371,7 @@ def test_delete_with_confirmation_leaves_a_valid_dataset(server: Server, browser
     assert confirm.is_displayed() and "000002" in episodes_table(dataset)
     confirm.click()
     wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-page") == "list")
+    assert by_testid(browser, "deleted").text == "Episode 000002 was deleted from the dataset."
     ids = [
         r.get_attribute("data-episode-id")
         for r in browser.find_elements(By.CSS_SELECTOR, '[data-testid="episode-row"]')

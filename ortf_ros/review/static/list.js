@@ -52,6 +52,13 @@
       if (event.key === "Enter") sortBy(th);
     });
   }
+  const deleted = new URLSearchParams(window.location.search).get("deleted");
+  if (deleted) {
+    const note = document.createElement("p");
+    note.dataset.testid = "deleted";
+    note.textContent = `Episode ${deleted} was deleted from the dataset.`;
+    document.querySelector("header").appendChild(note);
+  }
   for (const control of [task, outcome, withFindings]) control.addEventListener("change", apply);
   apply();
 
