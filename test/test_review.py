@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.cli.ortf import main as ortf_main
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
@@ -44,7 +45,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
-from ortf_ros.review import chromium
+from ortf_ros.review import chromium, plots
 from ortf_ros.review.chromium import headless_chromium
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "review"
@@ -198,6 +199,50 @@ def video_responses(driver: Any) -> list[tuple[int, str]]:
             headers = {k.lower(): v for k, v in response["headers"].items()}
             found.append((int(response["status"]), headers.get("content-range", "")))
     return found
+
+
+def test_plot_data_is_bounded_and_true_to_the_dataset(dataset: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(plots, "MAX_POINTS", 20)
+    with load_dataset(dataset).episode("000001") as episode:
+        data = plots.episode_plots(episode)
+        wrench = episode.stream("wrist_ft", ["timestamp", "force"])
+    assert [p["title"] for p in data["panels"]] == [
+        "joint positions",
+        "action (joint_position)",
+        "force-torque: wrist_ft",
+        "alignment error per stream",
+    ]
+    for panel in data["panels"]:
+        assert 15 <= len(panel["time"]) <= 21 and panel["time"][0] == 0.0, (panel["title"], len(panel["time"]))
+        assert all(len(series["values"]) == len(panel["time"]) for series in panel["series"])
+    force = data["panels"][2]
+    times = wrench["timestamp"].to_numpy()
+    for t, fx in zip(force["time"], force["series"][0]["values"], strict=True):  # each point a real sample
+        row = int(np.searchsorted(times, t))
+        assert times[row] == t and abs(wrench["force"][row].as_py()[0] - fx) < 1e-6
+    wrist = data["cameras"]["cam_wrist"]
+    assert wrist["fps"] == FPS and wrist["frame"][0] == 0 and len(wrist["frame"]) <= 21
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code", "says"),
+    [
+        (["/nonexistent/day"], 2, "/nonexistent/day: no such file or directory; expected an ORTF dataset directory"),
+        (["{tmp}"], 1, "meta/manifest.json: missing"),
+        (["{dataset}", "--port", "70000"], 2, "--port: expected a port number 0..65535, got 70000"),
+        (["{dataset}", "--host", "no.such.host.invalid"], 2, "--host no.such.host.invalid: not an address"),
+    ],
+)
+def test_bad_invocations(
+    arguments: list[str], code: int, says: str, dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    words = [a.format(tmp=tmp_path, dataset=dataset) for a in arguments]
+    try:
+        result = ortf_main(["review", *words])
+    except SystemExit as exc:  # the parser's own refusals
+        result = int(exc.code or 0)
+    err = capsys.readouterr().err
+    assert (result, err.count("\n")) == (code, 1) and says in err and err.startswith("ortf review: "), err
 
 
 def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
