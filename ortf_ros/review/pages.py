@@ -172,7 +172,6 @@ def _decision(data: dict[str, Any], read_only: bool) -> str:
         " flag this episode</label>"
         '<div class="actions">'
         f'<button type="button" data-testid="save"{disabled}>Save</button>'
-        '<span class="saved" data-testid="saved" hidden>saved</span>'
         '<span class="error" data-testid="save-error" hidden></span>'
         f'<button type="button" class="danger" data-testid="delete"{disabled}>Delete episode…</button>'
         "</div>"

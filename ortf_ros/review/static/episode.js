@@ -252,8 +252,20 @@
   }
 
   // ---------------------------------------------------------------- decisions
-  const saved = byTestId("saved");
+  // "saved" exists only while what the form shows is what is on disk: made when a save
+  // returns, removed by the next change (so automation may wait for it to appear)
   const error = byTestId("save-error");
+  function setSaved(on) {
+    const saved = byTestId("saved");
+    if (saved && !on) saved.remove();
+    if (!saved && on) {
+      const mark = document.createElement("span");
+      mark.className = "saved";
+      mark.dataset.testid = "saved";
+      mark.textContent = "saved";
+      byTestId("save").after(mark);
+    }
+  }
   const dialog = byTestId("delete-dialog");
 
   function fail(message) {
@@ -280,14 +292,14 @@
   }
 
   for (const control of document.querySelectorAll("form.decision input, form.decision textarea")) {
-    control.addEventListener("input", () => (saved.hidden = true));
+    control.addEventListener("input", () => setSaved(false));
   }
   byTestId("save").addEventListener("click", async () => {
-    saved.hidden = true;
+    setSaved(false);
     error.hidden = true;
     try {
       await post(`${api}/labels`, decision());
-      saved.hidden = false;
+      setSaved(true);
     } catch (problem) {
       fail(problem.message);
     }

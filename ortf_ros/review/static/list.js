@@ -60,6 +60,12 @@
     document.querySelector("header").appendChild(note);
   }
   for (const control of [task, outcome, withFindings]) control.addEventListener("change", apply);
+  for (const row of rows) {  // the whole row opens the episode, not only its id
+    row.addEventListener("click", (event) => {
+      if (event.target.closest("a")) return;
+      window.location.href = row.querySelector("a").href;
+    });
+  }
   apply();
 
   async function poll() {
