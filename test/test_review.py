@@ -99,9 +99,18 @@ def write_dataset(root: Path, episodes: int = 3) -> None:
                     demo_action(episode, step, FPS),
                     images,
                     samples={"wrist_ft": sample},
-                    alignment_ms={"cam_wrist": 2.0 * (step % 3), "wrist_ft": (t - sample / WRENCH_HZ) * 1000},
+                    alignment_ms={"cam_wrist": camera_late(episode, step), "wrist_ft": (t - sample / WRENCH_HZ) * 1000},
                 )
             writer.end_episode(success=episode != 2, failure_reason="gripper slipped" if episode == 2 else None)
+
+
+LATE_STEP = 47
+"""The step of episode 000001 whose frame came 15 ms late (within the 20 ms tolerance: no
+finding), where no decimation keeping every k-th row would land."""
+
+
+def camera_late(episode: int, step: int) -> float:
+    return 15.0 if (episode, step) == (1, LATE_STEP) else 2.0 * (step % 3)
 
 
 class Server:
@@ -213,13 +222,16 @@ def test_plot_data_is_bounded_and_true_to_the_dataset(dataset: Path, monkeypatch
         "alignment error per stream",
     ]
     for panel in data["panels"]:
-        assert 15 <= len(panel["time"]) <= 21 and panel["time"][0] == 0.0, (panel["title"], len(panel["time"]))
+        assert 15 <= len(panel["time"]) <= 41 and panel["time"][0] == 0.0, (panel["title"], len(panel["time"]))
         assert all(len(series["values"]) == len(panel["time"]) for series in panel["series"])
     force = data["panels"][2]
     times = wrench["timestamp"].to_numpy()
     for t, fx in zip(force["time"], force["series"][0]["values"], strict=True):  # each point a real sample
         row = int(np.searchsorted(times, t))
         assert times[row] == t and abs(wrench["force"][row].as_py()[0] - fx) < 1e-6
+    late = data["panels"][3]  # the one late frame is on the alignment plot, at its time
+    at = late["time"].index(LATE_STEP / FPS)
+    assert late["series"][0]["name"] == "cam_wrist" and late["series"][0]["values"][at] == 15.0
     wrist = data["cameras"]["cam_wrist"]
     assert wrist["fps"] == FPS and wrist["frame"][0] == 0 and len(wrist["frame"]) <= 21
 

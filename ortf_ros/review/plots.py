@@ -3,7 +3,9 @@ receives is bounded (``MAX_POINTS`` per series) whatever the episode's length.
 
 Read a row group at a time (``Episode.step_batches`` / ``stream_batches``): the time
 axis is cut into ``MAX_POINTS`` equal buckets over the episode's duration and the first
-row of each bucket is kept, so memory is one row group plus the kept points. The same
+row of each bucket is kept, and for the step table also the row with the bucket's largest
+alignment error (a spike must not fall between two kept rows); memory is one row group
+plus the kept points (at most twice ``MAX_POINTS`` per series). The same
 pass keeps, for each camera, the step times at which its frame index changes (decimated
 alike): the page maps a video's ``currentTime`` to the episode's time with them.
 """
@@ -105,24 +107,36 @@ def _vectors(batch: pa.RecordBatch, column: str, rows: np.ndarray) -> list[list[
 
 
 class _Buckets:
-    """Which rows to keep: the first of each of ``points`` equal spans of the time axis."""
+    """Which rows to keep: the first of each of ``points`` equal spans of the time axis, and,
+    given a score per row, the row of each span that scores highest (so that one late step
+    in an hour still shows on the alignment plot)."""
 
     def __init__(self, start: float, duration: float, points: int) -> None:
         self.start = start
         self.width = max(duration, 1e-9) / points
         self.last = -1
 
-    def keep(self, times: np.ndarray) -> np.ndarray:
+    def keep(self, times: np.ndarray, score: np.ndarray | None = None) -> np.ndarray:
         buckets = np.floor((times - self.start) / self.width).astype(np.int64)
-        firsts = np.flatnonzero(np.diff(buckets, prepend=self.last) > 0)
+        rows = np.flatnonzero(np.diff(buckets, prepend=self.last) > 0)
+        if score is not None and len(buckets):
+            spans = np.split(np.arange(len(buckets)), np.flatnonzero(np.diff(buckets) != 0) + 1)
+            peaks = [int(span[np.argmax(score[span])]) for span in spans]
+            rows = np.union1d(rows, np.array(peaks, dtype=np.int64))
         if len(buckets):
             self.last = max(self.last, int(buckets[-1]))
-        return firsts
+        return rows
 
 
-def _fill(panel: Panel, batches: Iterator[pa.RecordBatch], buckets: _Buckets) -> None:
+def _fill(panel: Panel, batches: Iterator[pa.RecordBatch], buckets: _Buckets, peaks: Sequence[str] = ()) -> None:
+    """Keep the panel's points of these batches; ``peaks``: columns whose largest value in
+    each span is kept too."""
     for batch in batches:
-        rows = buckets.keep(batch.column("timestamp").to_numpy())
+        score = None
+        if peaks:
+            values = np.column_stack([column_array(batch.column(c)).astype(np.float64) for c in peaks])
+            score = np.max(np.where(np.isfinite(values), values, -np.inf), axis=1)
+        rows = buckets.keep(batch.column("timestamp").to_numpy(), score)
         if len(rows) == 0:
             continue
         panel.time.extend(float(t) for t in batch.column("timestamp").to_numpy()[rows])
@@ -165,7 +179,9 @@ def episode_plots(episode: Episode) -> dict[str, Any]:
     duration = episode.record.duration_seconds
     step_panels = [p for p in (_state_panel(manifest), _action_panel(manifest), _alignment_panel(manifest)) if p]
     merged = Panel("", "", {c: n for p in step_panels for c, n in p.columns.items()})
-    _fill(merged, episode.step_batches(["timestamp", *merged.columns]), _Buckets(start, duration, MAX_POINTS))
+    alignment = [c for p in step_panels[2:] for c in p.columns]
+    batches = episode.step_batches(["timestamp", *merged.columns])
+    _fill(merged, batches, _Buckets(start, duration, MAX_POINTS), peaks=alignment)
     for panel in step_panels:
         panel.time = merged.time
         panel.values = {c: merged.values.get(c, []) for c in panel.columns}
