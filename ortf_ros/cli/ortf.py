@@ -18,8 +18,8 @@ from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
 from ortf_ros.cli.doctor_command import add_doctor
 from ortf_ros.cli.episodes_command import add_episodes
-from ortf_ros.dataset.episode_info import episode_info
 from ortf_ros.cli.review_command import add_review
+from ortf_ros.dataset.episode_info import episode_info
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
