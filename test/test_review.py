@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import cv2
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -365,6 +366,16 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
     finally:
         inside.unlink()
         shutil.move(outside, inside)
+    # depth: the frame a step saw, decoded and colourised on the server (not grey, and moving)
+    pictures = []
+    for t in (0.1, 2.5):
+        status, headers, body = server.request("GET", f"/episodes/000000/depth/depth?t={t}")
+        assert (status, headers["content-type"]) == (200, "image/jpeg")
+        picture = cv2.imdecode(np.frombuffer(body, np.uint8), cv2.IMREAD_COLOR)
+        assert picture.shape == (HEIGHT, WIDTH, 3)
+        assert float(np.abs(picture[..., 0].astype(int) - picture[..., 2]).mean()) > 20  # blue != red: colour
+        pictures.append(picture.astype(int))
+    assert float(np.abs(pictures[0] - pictures[1]).mean()) > 5  # the bump moved between the two
     # the episode handed to Rerun, as a download made on request
     status, headers, body = server.request("GET", "/episodes/000000.rrd")
     assert (status, headers["content-disposition"]) == (200, 'attachment; filename="episode_000000.rrd"')
