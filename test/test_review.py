@@ -372,7 +372,7 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
         status, headers, body = server.request("GET", f"/episodes/000000/depth/depth?t={t}")
         assert (status, headers["content-type"]) == (200, "image/jpeg")
         picture = cv2.imdecode(np.frombuffer(body, np.uint8), cv2.IMREAD_COLOR)
-        assert picture.shape == (HEIGHT, WIDTH, 3)
+        assert picture is not None and picture.shape == (HEIGHT, WIDTH, 3)
         assert float(np.abs(picture[..., 0].astype(int) - picture[..., 2]).mean()) > 20  # blue != red: colour
         pictures.append(picture.astype(int))
     assert float(np.abs(pictures[0] - pictures[1]).mean()) > 5  # the bump moved between the two
