@@ -28,6 +28,7 @@ from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.fleet.run_lock import run_lock
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
 from ortf_ros.synthetic import (
@@ -404,6 +405,8 @@ def test_read_only_while_a_writer_holds_the_dataset(server: Server, browser: Any
         assert server.post_json("/api/episodes/000000/delete", {})[0] == 409
     finally:
         unlock_dataset(dataset, handle)
+    with run_lock(dataset):  # an ortf-bag2ortf run into the dataset, between two recordings
+        assert server.post_json("/api/episodes/000000/labels", {"success": False})[0] == 409
     assert episodes_table(dataset)["000000"]["success"] is True
 
 

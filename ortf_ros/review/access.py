@@ -14,6 +14,7 @@ import fcntl
 from pathlib import Path, PurePosixPath
 
 from ortf_ros.dataset.staging import LOCK_FILE, staging_root
+from ortf_ros.fleet.run_lock import run_lock_path
 
 
 class OutsideDatasetError(Exception):
@@ -36,12 +37,17 @@ def dataset_file(root: Path, relative: str) -> Path:
 
 
 def writer_active(root: Path) -> bool:
-    """Whether a writer (a recorder, a conversion, ``ortf recover``) holds the dataset's lock.
+    """Whether a writer holds the dataset: its writer lock (a recorder, a conversion writing
+    a recording, ``ortf recover``, an edit) or the lock of an ``ortf-bag2ortf`` run into it
+    (held between its recordings too)."""
+    return _held(staging_root(root) / LOCK_FILE) or _held(run_lock_path(root))
 
-    Asked with a shared lock taken and dropped at once, on the lock file only if it exists:
-    the review never creates it, and a writer starting at that instant waits for it the few
-    microseconds it lasts (``staging.lock_dataset`` retries)."""
-    path = staging_root(root) / LOCK_FILE
+
+def _held(path: Path) -> bool:
+    """Whether another process holds ``path`` locked, asked with a shared lock taken and
+    dropped at once, on the file only if it exists: the review never creates it, and a
+    writer starting at that instant waits for it the few microseconds it lasts
+    (``staging.lock_dataset`` retries)."""
     try:
         handle = open(path, "rb")  # noqa: SIM115 - closed below
     except FileNotFoundError:
