@@ -29,13 +29,14 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
+from ortf_ros.dataset.edits import delete_episodes, set_episode_labels
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.errors import DatasetBusyError, OrtfError, UnknownEpisodeError, UsageError, os_error_line
 from ortf_ros.review import pages
 from ortf_ros.review.access import OutsideDatasetError, dataset_file, writer_active
 from ortf_ros.review.catalog import DatasetView, Snapshot
 from ortf_ros.review.depth import DepthPictures
-from ortf_ros.review.findings import Findings, doctor
+from ortf_ros.review.findings import Findings
 from ortf_ros.review.plots import episode_plots
 
 STATIC = {
@@ -66,6 +67,8 @@ def plotly_js() -> Path:
 
 
 def rerun_available() -> bool:
+    """Whether the episode page may offer the episode as a Rerun recording (the ``rerun``
+    extra and the exporter both installed)."""
     try:
         return (
             importlib.util.find_spec("rerun") is not None
@@ -79,11 +82,10 @@ class Review:
     """The state behind the routes: the dataset as last read, the doctor's worker, the
     depth decoders."""
 
-    def __init__(self, root: Path, host: str = "127.0.0.1") -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self.host = host
         self.view = DatasetView(root)
-        self.findings = Findings(root, doctor())
+        self.findings = Findings(root)
         self.depth = DepthPictures()
         self.reading = threading.Lock()  # one reader at a time: the reader's table cache is not thread-safe
         self.rerun = rerun_available()
@@ -118,7 +120,7 @@ class Review:
     def list_page(self, request: Request) -> Response:
         snapshot = self.view.current()
         self.findings.request(e.episode_id for e in snapshot.dataset.episodes)
-        return HTMLResponse(pages.list_page(snapshot, self.read_only(), self.findings.available))
+        return HTMLResponse(pages.list_page(snapshot, self.read_only()))
 
     def episode_page(self, request: Request) -> Response:
         snapshot, episode = self.episode(request)
@@ -163,7 +165,7 @@ class Review:
         return JSONResponse(self.findings.state(episode.episode_id))
 
     def all_findings(self, request: Request) -> Response:
-        return JSONResponse({"available": self.findings.available, "counts": self.findings.counts()})
+        return JSONResponse({"counts": self.findings.counts(), "failed": self.findings.failures()})
 
     def rerun_recording(self, request: Request) -> Response:
         _, episode = self.episode(request)
@@ -205,7 +207,7 @@ class Review:
         labels = decision_labels(body)
         _, episode = self.episode(request)
         episode_id = episode.episode_id
-        await _in_thread(lambda: _edits().set_episode_labels(self.root, episode_id, **labels))
+        await _in_thread(lambda: set_episode_labels(self.root, episode_id, **labels))
         self.findings.forget(episode_id)
         snapshot = self.view.current()
         return JSONResponse(
@@ -216,17 +218,9 @@ class Review:
         self._writable(request)
         _, episode = self.episode(request)
         episode_id = episode.episode_id
-        await _in_thread(lambda: _edits().delete_episodes(self.root, [episode_id]))
+        await _in_thread(lambda: delete_episodes(self.root, [episode_id]))
         self.findings.forget(episode_id)
         return JSONResponse({"deleted": episode_id})
-
-
-def _edits() -> Any:
-    """``ortf_ros.dataset.edits``, which writes decisions with a commit's guarantees."""
-    try:
-        return importlib.import_module("ortf_ros.dataset.edits")
-    except ImportError:
-        raise HttpError(501, "this ortf_ros has no ortf_ros.dataset.edits: decisions cannot be saved") from None
 
 
 def decision_labels(body: object) -> dict[str, Any]:
@@ -280,7 +274,7 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
     def run(request: Request) -> Response:
         try:
             return handler(request)  # type: ignore[no-any-return]
-        except (HttpError, OrtfError) as exc:
+        except (HttpError, OrtfError, OSError) as exc:
             return answer(exc)
 
     return run
@@ -299,7 +293,7 @@ def allowed_hosts(host: str) -> list[str]:
 
 
 def create_app(root: Path, host: str = "127.0.0.1") -> Starlette:
-    review = Review(root, host)
+    review = Review(root)
     routes = [
         Route("/", _guarded(review.list_page)),
         Route("/episodes/{episode_id}.rrd", _guarded(review.rerun_recording)),

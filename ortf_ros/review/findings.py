@@ -5,50 +5,29 @@ list asks for every episode and shows counts as they come, an episode page moves
 episode to the front. One worker thread; the findings of the last ``CACHED_EPISODES``
 episodes are kept whole, the counts of all (an integer per episode). A save or a delete
 forgets what was found for that episode (an outcome label is one of the checks).
-
-Until ``ortf_ros.quality.doctor`` is installed the state of every episode is
-``unavailable`` and the pages say so.
 """
 
 from __future__ import annotations
 
-import importlib
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ortf_ros.dataset.reader import Dataset, load_dataset
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.errors import OrtfError
+from ortf_ros.quality.doctor import examine
 
 CACHED_EPISODES = 64
 
-Examine = Callable[[Dataset, Sequence[str]], Iterator[Any]]
-
-
-def doctor() -> Examine | None:
-    """The doctor's ``examine`` (default settings), or None where it is not installed."""
-    try:
-        module = importlib.import_module("ortf_ros.quality.doctor")
-    except ImportError:
-        return None
-    examine = module.examine
-    settings = module.DoctorSettings()
-
-    def run(dataset: Dataset, episode_ids: Sequence[str]) -> Iterator[Any]:
-        return iter(examine(dataset, episode_ids, settings))
-
-    return run
-
 
 class Findings:
-    """Per episode: ``pending`` (queued or running), ``done`` with its findings, ``failed``
-    with the reason, or ``unavailable``."""
+    """Per episode: ``pending`` (queued or running), ``done`` with its findings, or
+    ``failed`` with the reason."""
 
-    def __init__(self, root: Path, examine: Examine | None) -> None:
+    def __init__(self, root: Path) -> None:
         self.root = root
-        self._examine = examine
         self._lock = threading.Condition()
         self._queue: list[str] = []
         self._counts: dict[str, dict[str, int]] = {}
@@ -57,15 +36,9 @@ class Findings:
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    @property
-    def available(self) -> bool:
-        return self._examine is not None
-
     def request(self, episode_ids: Iterable[str], *, first: bool = False) -> None:
         """Queue the episodes not known yet; ``first`` (an episode page): ahead of the
         others, and again if its findings were counted but have left the cache."""
-        if self._examine is None:
-            return
         with self._lock:
             if first:
                 wanted = [e for e in episode_ids if e not in self._found and e not in self._failed]
@@ -87,8 +60,6 @@ class Findings:
     def state(self, episode_id: str) -> dict[str, Any]:
         """What is known of one episode, for the page (``findings`` only while cached)."""
         with self._lock:
-            if self._examine is None:
-                return {"state": "unavailable"}
             if episode_id in self._failed:
                 return {"state": "failed", "reason": self._failed[episode_id]}
             found = self._found.get(episode_id)
@@ -100,6 +71,11 @@ class Findings:
         """Findings by severity of the episodes examined so far."""
         with self._lock:
             return dict(self._counts)
+
+    def failures(self) -> dict[str, str]:
+        """Why the doctor could not examine these episodes."""
+        with self._lock:
+            return dict(self._failed)
 
     def stop(self) -> None:
         with self._lock:
@@ -113,10 +89,9 @@ class Findings:
             return None if self._stopping else self._queue.pop(0)
 
     def _work(self) -> None:
-        assert self._examine is not None
         while (episode_id := self._next()) is not None:
             try:
-                found = [f.to_dict() for f in self._examine(load_dataset(self.root), [episode_id])]
+                found = [f.to_dict() for f in examine(load_dataset(self.root), [episode_id])]
             except (OrtfError, OSError, ValueError) as exc:
                 with self._lock:
                     self._failed[episode_id] = str(exc)

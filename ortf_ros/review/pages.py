@@ -39,7 +39,7 @@ def _task(snapshot: Snapshot, record: EpisodeRecord) -> str:
     return task.instruction if task is not None else f"task {record.task_id}"
 
 
-def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> str:
+def list_page(snapshot: Snapshot, read_only: bool) -> str:
     dataset = snapshot.dataset
     rows = []
     for record in dataset.episodes:
@@ -55,7 +55,7 @@ def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> 
             f'<td><a href="/episodes/{episode_id}" data-testid="episode-link">{episode_id}</a></td>'
             f'<td>{escape(task)}</td><td class="number">{record.duration_seconds:.2f} s</td>'
             f'<td class="outcome {outcome}">{outcome}</td>'
-            f'<td class="number findings" data-testid="findings-count">{"…" if findings_available else "n/a"}</td>'
+            f'<td class="number findings" data-testid="findings-count">…</td>'
             f'<td class="number">{"n/a" if drops is None else drops}</td>'
             f"<td>{flag_word(flag)}</td></tr>"
         )
@@ -84,7 +84,7 @@ def list_page(snapshot: Snapshot, read_only: bool, findings_available: bool) -> 
         f'<label>Outcome <select data-testid="filter-outcome"><option value="">all</option>{outcomes}</select></label>'
         '<label><input type="checkbox" data-testid="filter-findings"> has findings</label>'
         '<span data-testid="shown-count"></span>'
-        f'<span class="doctor" data-testid="doctor-state">{"" if findings_available else "doctor not installed"}</span>'
+        '<span class="doctor" data-testid="doctor-state"></span>'
         "</section>"
         f'<table class="episodes" data-testid="episode-table"><thead><tr>{header}</tr></thead>'
         f"<tbody>{''.join(rows)}</tbody></table>"

@@ -217,10 +217,6 @@
       setTimeout(loadFindings, 1500);
       return;
     }
-    if (answer.state === "unavailable") {
-      state.textContent = "doctor not installed: no findings";
-      return;
-    }
     if (answer.state === "failed") {
       state.textContent = `the doctor failed: ${answer.reason}`;
       return;

@@ -76,11 +76,16 @@
     } catch (error) {
       return;
     }
-    if (!data.available) return;
     let pending = 0;
     for (const row of rows) {
       const counts = data.counts[row.dataset.episodeId];
       const cell = row.querySelector('[data-testid="findings-count"]');
+      const failed = data.failed[row.dataset.episodeId];
+      if (failed) {
+        cell.textContent = "failed";
+        cell.title = failed;
+        continue;
+      }
       if (!counts) {
         pending += 1;
         continue;
