@@ -30,6 +30,7 @@ from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.fleet.run_lock import run_lock
 from ortf_ros.format import layout
+from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
 from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
 from ortf_ros.synthetic import (
     DEPTH_CAMERA,
@@ -103,7 +104,15 @@ def write_dataset(root: Path, episodes: int = 3) -> None:
                     samples={"wrist_ft": sample},
                     alignment_ms={"cam_wrist": camera_late(episode, step), "wrist_ft": (t - sample / WRENCH_HZ) * 1000},
                 )
-            writer.end_episode(success=episode != 2, failure_reason="gripper slipped" if episode == 2 else None)
+            # The failed one lost 3 wrist frames to a full queue, as its accounting says.
+            dropped = [
+                StreamAccount("cam_wrist", "camera", "/wrist/image_raw", STEPS + 3, 0, STEPS, 0, {QUEUE_FULL: 3})
+            ]
+            writer.end_episode(
+                success=episode != 2,
+                failure_reason="gripper slipped" if episode == 2 else None,
+                accounting=dropped if episode == 2 else None,
+            )
 
 
 LATE_STEP = 47
@@ -282,9 +291,11 @@ def test_list_filters_and_sorts(server: Server, browser: Any) -> None:
     # the doctor's counts arrive in the background: only episode 000000 has findings
     wait_for(browser, lambda d: all(r.get_attribute("data-findings") != "" for r in rows), timeout=15)
     counts = {r.get_attribute("data-episode-id"): int(r.get_attribute("data-findings")) for r in rows}
-    assert counts["000000"] > 0 and counts["000001"] == counts["000002"] == 0, counts
+    assert counts["000000"] > 0 and counts["000001"] == 0 and counts["000002"] == 1, counts  # (its drops)
+    drops = {r.get_attribute("data-episode-id"): r.get_attribute("data-drops") for r in rows}
+    assert drops == {"000000": "0", "000001": "0", "000002": "3"}
     by_testid(browser, "filter-findings").click()
-    assert [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()] == ["000000"]
+    assert [r.get_attribute("data-episode-id") for r in rows if r.is_displayed()] == ["000000", "000002"]
     screenshot(browser, "list")
 
 
@@ -329,8 +340,14 @@ def test_findings_on_the_timeline(server: Server, browser: Any) -> None:
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-testid="finding"]'), timeout=15)
     found = browser.find_elements(By.CSS_SELECTOR, '[data-testid="finding"]')
     assert any(f.get_attribute("data-rule").startswith("robot.") for f in found), [f.text for f in found]
-    spans = browser.execute_script(
-        "return document.getElementById('plot').layout.shapes.filter(s => s.type === 'rect').map(s => [s.x0, s.x1])"
+    spans = wait_for(  # (the plot may still be drawing: its layout exists once it is)
+        browser,
+        lambda d: d.execute_script(
+            "const plot = document.getElementById('plot');"
+            "return plot && plot.layout && plot.layout.shapes"
+            " ? plot.layout.shapes.filter(s => s.type === 'rect').map(s => [s.x0, s.x1]) : null"
+        ),
+        timeout=15,
     )
     assert any(abs(x0 - 1.0) < 0.05 and abs(x1 - 1.5) < 0.05 for x0, x1 in spans), spans
     found[0].click()  # a finding seeks the videos to its start

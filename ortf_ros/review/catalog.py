@@ -13,10 +13,12 @@ from ortf_ros.format.metadata import EpisodeRecord
 
 
 def episode_drops(record: EpisodeRecord) -> int | None:
-    """Frames and messages the recording dropped in this episode; None while the episode
-    index carries no per-stream accounting (issue 25 §1 wires it in)."""
-    del record
-    return None
+    """Messages and frames of this episode that did not become data: dropped (by reason),
+    undecodable or lost in transport, over every stream (``format.accounting``); None when
+    the episode was not counted (another writer's dataset)."""
+    if record.accounting is None:
+        return None
+    return sum(account.losses for account in record.accounting)
 
 
 def outcome_word(success: bool | None) -> str:
