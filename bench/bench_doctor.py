@@ -53,7 +53,7 @@ def decode_floor(dataset: Path) -> int:
 def run_doctor(dataset: Path) -> dict[str, object]:
     """``ortf doctor DATASET --json`` in this process (no interpreter start-up); its document."""
     out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):  # (its note: no labels)
         code = ortf_main(["doctor", str(dataset), "--json"])
     if code != 0:
         raise SystemExit(f"ortf doctor exited {code}: {out.getvalue()[-2000:]}")
