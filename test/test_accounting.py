@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from rosbags.highlevel import AnyReader
@@ -20,11 +21,13 @@ from test_live_recorder import NS, Live, live  # noqa: F401 (the fixture)
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import OUT_OF_ORDER, QUEUE_FULL, StreamAccount, inconsistencies
+from ortf_ros.format.accounting import NOT_FOR_ACTION, OUT_OF_ORDER, QUEUE_FULL, StreamAccount, inconsistencies
 from ortf_ros.io.video import probe
 from ortf_ros.synthetic_bag import (
+    TOPIC_JOINT_COMMAND,
     TOPIC_JOINT_STATES,
     TOPIC_WRIST_IMAGE,
+    typestore,
     write_teleop_bag,
 )
 
@@ -53,6 +56,7 @@ def test_live_a_full_queue_an_undecodable_frame_and_a_throttled_camera_each_land
     tmp_path: Path,
 ) -> None:
     live.feed(1.5)
+    received_before = live.source.received().get(TOPIC_WRIST_IMAGE, 0)
     assert live.start().success
     published = {TOPIC_WRIST_IMAGE: 0, TOPIC_OVERHEAD_IMAGE: 0}
     # A second with the overhead camera throttled to every other frame (a publisher that slowed down).
@@ -83,6 +87,7 @@ def test_live_a_full_queue_an_undecodable_frame_and_a_throttled_camera_each_land
     dropped = live.source.dropped().get(TOPIC_WRIST_IMAGE, 0) - dropped_before
     assert dropped > 0  # (the queue holds LIVE.queue_frames frames; the pipeline encodes each)
     live.drained()
+    received = live.source.received()[TOPIC_WRIST_IMAGE] - received_before  # (its subscription's own count)
     reply = live.recorder.stop()
     assert reply.success and f"{dropped} message(s) dropped" in reply.message, reply.message
 
@@ -91,7 +96,7 @@ def test_live_a_full_queue_an_undecodable_frame_and_a_throttled_camera_each_land
     wrist, overhead = accounts(root)[TOPIC_WRIST_IMAGE], accounts(root)[TOPIC_OVERHEAD_IMAGE]
     assert wrist.undecodable == 1 and wrist.read is not None
     assert wrist.dropped == {QUEUE_FULL: dropped}
-    assert wrist.received == wrist.read + dropped
+    assert wrist.received == wrist.read + dropped == received
     assert wrist.read == published[TOPIC_WRIST_IMAGE] + 1 + burst - dropped
     assert wrist.kept == wrist.frames_encoded == wrist.frames_in_video == wrist.read - 1
     assert overhead.read == overhead.kept == overhead.frames_in_video == published[TOPIC_OVERHEAD_IMAGE]
@@ -111,11 +116,26 @@ def test_live_a_full_queue_an_undecodable_frame_and_a_throttled_camera_each_land
 # -- offline ---------------------------------------------------------------------------------
 
 
+def other_arm_command(stamp: int) -> bytes:
+    """A command on the command topic for joints the action does not have (another arm's)."""
+    store = typestore(False)
+    types = store.types
+    header = types["std_msgs/msg/Header"](
+        stamp=types["builtin_interfaces/msg/Time"](sec=stamp // 10**9, nanosec=stamp % 10**9), frame_id=""
+    )
+    empty = np.zeros(0)
+    message = types["sensor_msgs/msg/JointState"](
+        header=header, name=["left_arm_joint1"], position=np.array([0.1]), velocity=empty, effort=empty
+    )
+    return bytes(store.serialize_cdr(message, "sensor_msgs/msg/JointState"))
+
+
 def rewrite_bag(source: Path, target: Path) -> dict[str, int]:
     """``source`` copied with, on the wrist camera, one frame cut short (undecodable); the
     overhead camera throttled to every other frame; one joint state sent again after later
-    ones (out of order). Returns how many messages of each of those topics were written."""
-    written = {TOPIC_WRIST_IMAGE: 0, TOPIC_OVERHEAD_IMAGE: 0, TOPIC_JOINT_STATES: 0}
+    ones (out of order); a command for another arm's joint. Returns how many messages of
+    each of those topics were written."""
+    written = {TOPIC_WRIST_IMAGE: 0, TOPIC_OVERHEAD_IMAGE: 0, TOPIC_JOINT_STATES: 0, TOPIC_JOINT_COMMAND: 0}
     with AnyReader([source]) as reader, Rosbag2Writer(target, version=9, storage_plugin=StoragePlugin.MCAP) as out:
         connections = {
             c.id: out.add_connection(c.topic, c.msgtype, msgdef=c.msgdef.data, rihs01=c.digest)
@@ -134,6 +154,9 @@ def rewrite_bag(source: Path, target: Path) -> dict[str, int]:
             if connection.topic == TOPIC_JOINT_STATES and seq == 40 and again is not None:
                 out.write(again[0], time_ns, again[2])  # stamped 35 messages ago
                 written[TOPIC_JOINT_STATES] += 1
+            if connection.topic == TOPIC_JOINT_COMMAND and seq == 7:
+                out.write(connections[connection.id], time_ns, other_arm_command(time_ns))
+                written[TOPIC_JOINT_COMMAND] += 1
             out.write(connections[connection.id], time_ns, data)
             if connection.topic in written:
                 written[connection.topic] += 1
@@ -169,6 +192,9 @@ def test_offline_an_undecodable_frame_a_throttled_camera_and_an_old_message_each
     assert overhead.read == overhead.kept == overhead.frames_in_video == written[TOPIC_OVERHEAD_IMAGE]
     assert joints.read == written[TOPIC_JOINT_STATES] and joints.dropped == {OUT_OF_ORDER: 1}
     assert joints.native_samples == joints.kept == joints.read - 1
+    command = rows[TOPIC_JOINT_COMMAND]
+    assert command.read == written[TOPIC_JOINT_COMMAND] and command.dropped == {NOT_FOR_ACTION: 1}
+    assert command.kept == command.read - 1
     assert wrist.received is None and wrist.lost_in_transport is None  # (nothing is received offline)
     info = subprocess.run(
         [sys.executable, "-m", "ortf_ros.cli.ortf", "info", str(root), "--episode", "000000"],

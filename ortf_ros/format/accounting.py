@@ -46,6 +46,9 @@ QUEUE_FULL = "queue full"
 """The reason of a message the live recorder's bounded queue had no room for."""
 OUT_OF_ORDER = "out of order"
 """The reason of a message older than one already used from the same stream."""
+NOT_FOR_ACTION = "not for the action's joints"
+"""The reason of a command that gives no position of the action's joints (a velocity
+command, another arm's command on a shared topic)."""
 
 ROLE_CAMERA = "camera"
 ROLE_DEPTH = "depth"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortf_ros.format.accounting import (
+    NOT_FOR_ACTION,
     OUT_OF_ORDER,
     QUEUE_FULL,
     ROLE_ACTION,
@@ -55,7 +56,7 @@ def data_streams(config: ConversionConfig) -> list[_Stream]:
     return list(first_by_topic.values())
 
 
-_COUNTERS = ("read", "used", "undecodable", "out_of_order", "late", "outside_tolerance")
+_COUNTERS = ("read", "used", "undecodable", "out_of_order", "not_for_action", "late", "outside_tolerance")
 
 
 class EpisodeTally:
@@ -84,7 +85,10 @@ class EpisodeTally:
         for stream in data_streams(config):
             topic = stream.topic
             read = self._since("read", topic)
-            dropped = {OUT_OF_ORDER: self._since("out_of_order", topic)}
+            dropped = {
+                OUT_OF_ORDER: self._since("out_of_order", topic),
+                NOT_FOR_ACTION: self._since("not_for_action", topic),
+            }
             if live:
                 dropped[QUEUE_FULL] = (queue_full or {}).get(topic, 0)
             rows.append(

@@ -112,6 +112,8 @@ class TopicCounts:
     used: Counter[str] = field(default_factory=Counter)
     undecodable: Counter[str] = field(default_factory=Counter)
     out_of_order: Counter[str] = field(default_factory=Counter)
+    # a command that names none of the action's joints, or gives no positions (a velocity command)
+    not_for_action: Counter[str] = field(default_factory=Counter)
     outside_tolerance: Counter[str] = field(default_factory=Counter)
     skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
     outside_episodes: Counter[str] = field(default_factory=Counter)  # messages between episodes
@@ -382,10 +384,18 @@ class Assembler:
 
     def _controller_state(self, sample: ControllerStateSample, topic: str) -> bool:
         """The joint state a controller's feedback is (its topic the joint state's), and the
-        action its reference is (its topic the action's): one message may be both."""
+        action its reference is (its topic the action's): one message may be both, and is
+        counted once: used if either role took it, else not used for the first reason found."""
+        counters = (self.counts.undecodable, self.counts.out_of_order, self.counts.not_for_action)
+        before = [counter[topic] for counter in counters]
         used = topic == self._joint_topic and self._joint_state(sample.state)
         if topic == self.config.action.topic and sample.reference is not None:
             used = self._action(sample.reference) or used
+        counted = False
+        for counter, then in zip(counters, before, strict=True):
+            if counter[topic] > then:
+                counter[topic] = then if used or counted else then + 1
+                counted = True
         return used
 
     def _image(self, sample: ImageSample, topic: str) -> bool:
@@ -538,12 +548,15 @@ class Assembler:
             unnamed = self.layout.unnamed_joints
             names = sample.names or (unnamed if len(sample.position) == len(unnamed) else ())
             if len(sample.position) != len(names):
-                return False  # no positions (a velocity command, say), or unnamed ones of another count
+                # no positions (a velocity command, say), or unnamed ones of another count
+                self.counts.not_for_action[self.config.action.topic or "action"] += 1
+                return False
             by_name = dict(zip(names, sample.position, strict=True))
         else:
             by_name = dict(zip(sample.names, sample.values, strict=True))
         values = np.array([by_name.get(name, np.nan) for name in self.layout.action_names])
         if np.isnan(values).any():
+            self.counts.not_for_action[self.config.action.topic or "action"] += 1
             return False  # a command for other joints
         if not self.action.add(time_ns, values):
             self.counts.out_of_order[self.config.action.topic or "action"] += 1
