@@ -89,6 +89,7 @@ def test_a_rerun_converts_only_what_the_dataset_lacks(
     outcomes = summary["recordings"]
     assert outcomes[0]["skipped"] == "already in the dataset (episode 000000)"
     assert [o["episodes"] for o in outcomes] == [["000000"], ["000001"], ["000002"]]
+    assert [list(o["accounting"]) for o in outcomes[1:]] == [["000001"], ["000002"]]  # (the dataset's ids)
     assert summary["totals"] == {"converted": 2, "skipped": 1, "failed": 0}
     assert dataset_digest(output) == reference
     before = {p: p.stat().st_mtime_ns for p in output.rglob("*") if p.is_file()}

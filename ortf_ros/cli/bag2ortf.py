@@ -227,7 +227,8 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
             for t in topics
         },
         "accounting": {
-            record.episode_id: [account.to_dict() for account in record.accounting or ()] for record in result.episodes
+            episode_id: [account.to_dict() for account in record.accounting or ()]
+            for episode_id, record in zip(_dataset_ids(outcome), result.episodes, strict=True)
         },
         "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
         "steps_outside_tolerance": dict(counts.outside_tolerance),
@@ -238,6 +239,18 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
             for s in result.salvaged
         ],
     }
+
+
+def _dataset_ids(outcome: Outcome) -> list[str]:
+    """The ids in the output dataset of the episodes the conversion gave, in order. A parallel
+    conversion's result holds its scratch dataset's records (numbered from 000000 for each
+    recording); its episodes in the output are the outcome's, unless a place whose episode
+    was deleted from the output was not imported again: then they are named by place."""
+    assert outcome.result is not None
+    records = outcome.result.episodes
+    if len(outcome.episodes) == len(records):
+        return list(outcome.episodes)
+    return [f"{outcome.input.name}#{r.source.episode if r.source else n}" for n, r in enumerate(records)]
 
 
 def _print_summary(summary: dict[str, Any], output: str) -> None:
