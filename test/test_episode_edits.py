@@ -239,6 +239,22 @@ def test_unknown_ids_and_a_busy_dataset_are_refused_before_anything_changes(
     assert len(load_dataset(dataset)) == EPISODES
 
 
+def test_an_index_naming_a_file_outside_the_dataset_is_refused_before_anything_changes(dataset: Path) -> None:
+    """Another tool's index may name any path: a delete never touches one outside the dataset,
+    and refuses before its commit point, so no journal is left that could not be finished."""
+    table = pq.read_table(dataset / layout.EPISODES)
+    rows = table.to_pylist()
+    outside = dataset.parent / "elsewhere.mp4"
+    outside.write_bytes(b"not ours")
+    rows[1]["video_files"] = {**rows[1]["video_files"], "cam_wrist": "../elsewhere.mp4"}
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), dataset / layout.EPISODES)
+    before = (dataset / layout.EPISODES).read_bytes()
+    with pytest.raises(WriterError, match="names ../elsewhere.mp4, outside the dataset; nothing deleted"):
+        edits.delete_episodes(dataset, ["000001"])
+    assert (dataset / layout.EPISODES).read_bytes() == before and outside.read_bytes() == b"not ours"
+    assert not (dataset / layout.STAGING_DIR / "deletion.json").exists()
+
+
 @pytest.mark.parametrize("point", ["plan", "index", "table", "rows", "stats"])
 def test_a_delete_killed_anywhere_is_finished_by_recover(dataset: Path, point: str) -> None:
     before = contents(dataset)

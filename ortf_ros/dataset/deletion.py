@@ -147,6 +147,13 @@ def delete_committed(catalog: Catalog, episode_ids: Sequence[str]) -> list[Episo
     positions = {record.episode_id: position for position, record in enumerate(catalog.episodes)}
     _check_file_names_stay(catalog, min(positions[record.episode_id] for record in doomed))
     plan = [_plan(catalog, record, positions[record.episode_id]) for record in doomed]
+    for planned in plan:
+        for relative in (*planned.tables, *planned.files, *planned.directories):
+            if _inside(catalog.root, relative) is None:
+                raise WriterError(
+                    f"{catalog.root}: episode {planned.episode_id} names {relative}, outside the dataset; "
+                    "nothing deleted"
+                )
     atomic.write_json(journal_path(catalog.root), {"episodes": [p.to_dict() for p in plan]})
     gone = {record.episode_id for record in doomed}
     catalog.rewrite([e for e in catalog.episodes if e.episode_id not in gone])  # the commit point
@@ -214,14 +221,16 @@ def finish_deletion(catalog: Catalog, plan: Sequence[PlannedDeletion]) -> list[s
         for table in planned.tables:
             by_table[table].add(planned.episode_id)
     for table, ids in sorted(by_table.items()):
-        _remove_rows(_inside(catalog.root, table), ids)
+        if (path := _inside(catalog.root, table)) is not None:
+            _remove_rows(path, ids)
     referenced = {path for e in catalog.episodes for path in (*e.video_files.values(), e.audio_file) if path}
     for planned in deleted:
         for file in planned.files:
-            if file not in referenced:
-                _remove_file(_inside(catalog.root, file))
+            if file not in referenced and (path := _inside(catalog.root, file)) is not None:
+                _remove_file(path)
         for directory in planned.directories:
-            _remove_tree(_inside(catalog.root, directory))
+            if (path := _inside(catalog.root, directory)) is not None:
+                _remove_tree(path)
     if deleted:
         catalog.note_numbers_taken([p.episode_id for p in deleted])
         catalog.note_sources_deleted([p.source for p in deleted if p.source is not None])
@@ -234,12 +243,12 @@ def finish_deletion(catalog: Catalog, plan: Sequence[PlannedDeletion]) -> list[s
     return [p.episode_id for p in deleted]
 
 
-def _inside(root: Path, relative: str) -> Path:
-    """``relative`` under ``root``; a path the index names outside the dataset is never touched."""
+def _inside(root: Path, relative: str) -> Path | None:
+    """``relative`` under ``root``; None for a path outside the dataset, which is never touched
+    (a delete naming one is refused before it starts; a journal naming one, skipped, so it can
+    always be finished)."""
     path = root / relative
-    if not path.resolve().is_relative_to(root.resolve()):
-        raise FormatError(f"{relative}: outside the dataset {root}; not removed")
-    return path
+    return path if path.resolve().is_relative_to(root.resolve()) else None
 
 
 def _remove_file(path: Path) -> None:
