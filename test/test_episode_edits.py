@@ -23,6 +23,7 @@ from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset import deletion, edits
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import Annotations, DatasetWriter
@@ -230,6 +231,9 @@ def test_unknown_ids_and_a_busy_dataset_are_refused_before_anything_changes(
         assert ortf(["episodes", "set", str(dataset), "000001", "--flag"]) == 1
     finally:
         unlock_dataset(dataset, lock)
+    # An ortf-bag2ortf run into it, between two recordings:
+    with run_lock(dataset), pytest.raises(DatasetBusyError, match="another ortf-bag2ortf run or an edit"):
+        edits.set_episode_labels(dataset, "000001", review_flag=True)
     staged = dataset / layout.STAGING_DIR / "episode_000005"  # a recording a crash left
     staged.mkdir(parents=True)
     with pytest.raises(WriterError, match="has an unfinished episode .* run `ortf recover"):

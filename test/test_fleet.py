@@ -18,11 +18,11 @@ from test_bag2ortf import RESOURCES, mapping_for
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.run_lock import run_lock, run_lock_path
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import UsageError
 from ortf_ros.fleet.inputs import recordings
-from ortf_ros.fleet.run_lock import run_lock, run_lock_path
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import EpisodeSplit, write_config
 from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
@@ -229,7 +229,7 @@ def test_a_second_run_into_the_same_dataset_stops_at_once(
     with run_lock(output):  # the first run's
         assert bag2ortf(args) == 1
     out, err = capfd.readouterr()
-    assert err == f"ortf-bag2ortf: {output}: another ortf-bag2ortf run is converting into this dataset\n"
+    assert err == f"ortf-bag2ortf: {output}: another ortf-bag2ortf run or an edit is using this dataset\n"
     assert json.loads(out) == {"output": str(output), "recordings": [], "stopped": True}
     assert not output.exists() and not run_lock_path(output).exists()
     assert bag2ortf(args[:-1]) == 0  # once it has ended

@@ -26,9 +26,9 @@ import pytest
 
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.fleet.run_lock import run_lock
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
 from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent

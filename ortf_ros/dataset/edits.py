@@ -22,6 +22,7 @@ from typing import Final, Literal, TypeAlias
 
 from ortf_ros.dataset import deletion
 from ortf_ros.dataset.catalog import Catalog, load_manifest, write_episode_index
+from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import LOCK_WAIT_S, lock_dataset, staged_episode_dirs, unlock_dataset
 from ortf_ros.errors import UnknownEpisodeError, UsageError, WriterError
 from ortf_ros.format.manifest import Manifest
@@ -49,15 +50,18 @@ EDIT_LOCK_WAIT_S = LOCK_WAIT_S
 def _editing(root: Path) -> Iterator[Manifest]:
     """The dataset locked for an edit, any unfinished delete finished first; its manifest."""
     manifest = load_manifest(root)  # not a dataset: said before the lock makes anything in it
-    lock = lock_dataset(root, EDIT_LOCK_WAIT_S)
-    try:
-        # (After the staged episodes, which `ortf recover` settles first: their commits may
-        # have journalled appends to the tables a delete rewrites.)
-        if deletion.pending_deletion(root) is not None and not staged_episode_dirs(root):
-            deletion.finish_pending_deletion(Catalog.load(root))
-        yield manifest
-    finally:
-        unlock_dataset(root, lock)
+    # An ``ortf-bag2ortf`` run decided at its start which recordings the dataset holds, and
+    # holds its run lock until it ends: an edit waits for no run (and no run starts meanwhile).
+    with run_lock(root):
+        lock = lock_dataset(root, EDIT_LOCK_WAIT_S)
+        try:
+            # (After the staged episodes, which `ortf recover` settles first: their commits may
+            # have journalled appends to the tables a delete rewrites.)
+            if deletion.pending_deletion(root) is not None and not staged_episode_dirs(root):
+                deletion.finish_pending_deletion(Catalog.load(root))
+            yield manifest
+        finally:
+            unlock_dataset(root, lock)
 
 
 def set_episode_labels(

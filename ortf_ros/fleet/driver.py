@@ -31,11 +31,11 @@ from typing import Protocol
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import HEADER_FILE, StagedEpisode, lock_dataset, staged_episode_dirs
 from ortf_ros.dataset.writer import DatasetWriter, check_target
 from ortf_ros.errors import OrtfError, WriterError, failure_line
 from ortf_ros.fleet.ledger import Held, Ledger
-from ortf_ros.fleet.run_lock import run_lock
 from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.fleet.task import DATASET_DIR, RecordingTask, TaskResult, part_prefix, run_task, storage_failure
 from ortf_ros.format import layout

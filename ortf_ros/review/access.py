@@ -9,12 +9,10 @@ outside the dataset.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 from pathlib import Path, PurePosixPath
 
+from ortf_ros.dataset.run_lock import lock_held, run_lock_path
 from ortf_ros.dataset.staging import LOCK_FILE, staging_root
-from ortf_ros.fleet.run_lock import run_lock_path
 
 
 class OutsideDatasetError(Exception):
@@ -40,23 +38,4 @@ def writer_active(root: Path) -> bool:
     """Whether a writer holds the dataset: its writer lock (a recorder, a conversion writing
     a recording, ``ortf recover``, an edit) or the lock of an ``ortf-bag2ortf`` run into it
     (held between its recordings too)."""
-    return _held(staging_root(root) / LOCK_FILE) or _held(run_lock_path(root))
-
-
-def _held(path: Path) -> bool:
-    """Whether another process holds ``path`` locked, asked with a shared lock taken and
-    dropped at once, on the file only if it exists: the review never creates it, and a
-    writer starting at that instant waits for it the few microseconds it lasts
-    (``staging.lock_dataset`` retries)."""
-    try:
-        handle = open(path, "rb")  # noqa: SIM115 - closed below
-    except FileNotFoundError:
-        return False
-    with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        with contextlib.suppress(OSError):
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-    return False
+    return lock_held(staging_root(root) / LOCK_FILE) or lock_held(run_lock_path(root))

@@ -1,4 +1,4 @@
-"""One ``ortf-bag2ortf`` run a dataset at a time.
+"""One ``ortf-bag2ortf`` run a dataset at a time (and no edit of the dataset during one).
 
 Two runs over the same recordings into one dataset (an hourly job whose run took more
 than an hour) would each find the same recordings missing and convert them twice: what
@@ -13,10 +13,47 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 from ortf_ros.errors import DatasetBusyError, WriterError
+
+PROBE_WAIT_S = 0.5
+"""How long taking the lock retries: ``lock_held`` (``ortf review`` asking whether a run is
+going on) holds it shared for a few microseconds, which must not stop a run."""
+
+
+def _lock_soon(handle: IO[bytes]) -> bool:
+    """The exclusive lock on ``handle``, retried for ``PROBE_WAIT_S``; whether it was taken."""
+    deadline = time.monotonic() + PROBE_WAIT_S
+    while True:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
+
+def lock_held(path: Path) -> bool:
+    """Whether another process holds ``path`` locked, asked with a shared lock taken and
+    dropped at once, on the file only if it exists (it is never created here); a writer
+    starting at that instant waits for it the few microseconds it lasts."""
+    try:
+        handle = open(path, "rb")  # noqa: SIM115 - closed below
+    except FileNotFoundError:
+        return False
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        with contextlib.suppress(OSError):
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    return False
 
 
 def run_lock_path(output: Path) -> Path:
@@ -36,11 +73,9 @@ def run_lock(output: Path) -> Iterator[None]:
             handle = open(path, "ab")  # noqa: SIM115 - held for the block
         except OSError as exc:
             raise WriterError(f"{path}: cannot take the run lock ({exc.strerror or exc})") from None
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _lock_soon(handle):
             handle.close()
-            raise DatasetBusyError(f"{output}: another ortf-bag2ortf run is converting into this dataset") from None
+            raise DatasetBusyError(f"{output}: another ortf-bag2ortf run or an edit is using this dataset") from None
         try:
             current = os.stat(path).st_ino
         except FileNotFoundError:
