@@ -398,6 +398,8 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
     status, headers, body = server.request("GET", "/episodes/000000.rrd")
     assert (status, headers["content-disposition"]) == (200, 'attachment; filename="episode_000000.rrd"')
     assert body[:4] == b"RRF2" and len(body) > 10_000, body[:16]
+    # ... for the page's own link only: another site's page pointing an <img> here is refused
+    assert server.request("GET", "/episodes/000000.rrd", headers={"Sec-Fetch-Site": "cross-site"})[0] == 403
     # another site's page cannot post here, nor reach the server under another name
     assert server.post_json("/api/episodes/000000/labels", {"success": False}, Origin="http://evil.example")[0] == 403
     status, _, _ = server.request(

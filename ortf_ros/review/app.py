@@ -88,6 +88,7 @@ class Review:
         self.findings = Findings(root)
         self.depth = DepthPictures()
         self.reading = threading.Lock()  # one reader at a time: the reader's table cache is not thread-safe
+        self.exporting = threading.Lock()  # one Rerun export at a time
         self.rerun = rerun_available()
 
     def read_only(self) -> bool:
@@ -168,9 +169,16 @@ class Review:
         return JSONResponse({"counts": self.findings.counts(), "failed": self.findings.failures()})
 
     def rerun_recording(self, request: Request) -> Response:
+        """The episode as a Rerun recording, made on request: a whole export, so one at a time,
+        and only for the page's own links (a GET another site's page makes, an ``<img>``
+        pointing here, says so in ``Sec-Fetch-Site`` and is refused)."""
         _, episode = self.episode(request)
         if not self.rerun:
             raise HttpError(404, "Rerun export needs pip install 'ortf_ros[rerun]'")
+        if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
+            raise HttpError(403, "a Rerun export is made for this page's own links only")
+        if not self.exporting.acquire(blocking=False):
+            raise HttpError(429, "a Rerun export is being made; try again when it is done")
         from ortf_ros.convert.rerun_export import export_rerun
 
         folder = Path(tempfile.mkdtemp(prefix="ortf-review-"))
@@ -180,6 +188,8 @@ class Review:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)
             raise
+        finally:
+            self.exporting.release()
         return FileResponse(
             out,
             media_type="application/octet-stream",

@@ -114,10 +114,13 @@ class _Buckets:
     def __init__(self, start: float, duration: float, points: int) -> None:
         self.start = start
         self.width = max(duration, 1e-9) / points
+        self.points = points
         self.last = -1
 
     def keep(self, times: np.ndarray, score: np.ndarray | None = None) -> np.ndarray:
-        buckets = np.floor((times - self.start) / self.width).astype(np.int64)
+        # Clipped: a duration another writer got wrong (0, too short) or times past it put the
+        # rows in the end buckets, never in more of them: the bound holds whatever the index says.
+        buckets = np.clip(np.floor((times - self.start) / self.width), 0, self.points - 1).astype(np.int64)
         rows = np.flatnonzero(np.diff(buckets, prepend=self.last) > 0)
         if score is not None and len(buckets):
             spans = np.split(np.arange(len(buckets)), np.flatnonzero(np.diff(buckets) != 0) + 1)
