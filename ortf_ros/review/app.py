@@ -215,11 +215,14 @@ class Review:
         except ValueError:
             raise HttpError(400, "the body is not valid JSON") from None
         labels = decision_labels(body)
-        _, episode = self.episode(request)
+        before, episode = self.episode(request)
         episode_id = episode.episode_id
         await _in_thread(lambda: set_episode_labels(self.root, episode_id, **labels))
-        self.findings.forget(episode_id)
         snapshot = self.view.current()
+        if _labelled(before) != _labelled(snapshot):  # (whether any episode is labelled decides a rule of all)
+            self.findings.forget_all()
+        else:
+            self.findings.forget(episode_id)
         return JSONResponse(
             {"saved": True, "episode": pages.episode_json(snapshot, snapshot.dataset.episode(episode_id))}
         )
@@ -231,6 +234,12 @@ class Review:
         await _in_thread(lambda: delete_episodes(self.root, [episode_id]))
         self.findings.forget(episode_id)
         return JSONResponse({"deleted": episode_id})
+
+
+def _labelled(snapshot: Snapshot) -> bool:
+    """Whether some episode has an outcome: the doctor's ``episode.unlabelled`` is a finding
+    only then (``quality.episode.check_outcome``)."""
+    return any(record.success is not None for record in snapshot.dataset.episodes)
 
 
 def decision_labels(body: object) -> dict[str, Any]:

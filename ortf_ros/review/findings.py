@@ -35,6 +35,7 @@ class Findings:
         self._found: OrderedDict[str, list[dict[str, Any]]] = OrderedDict()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._changes: dict[str, int] = {}  # episode -> times forgotten (an examination from before is stale)
 
     def request(self, episode_ids: Iterable[str], *, first: bool = False) -> None:
         """Queue the episodes not known yet; ``first`` (an episode page): ahead of the
@@ -52,10 +53,22 @@ class Findings:
             self._lock.notify()
 
     def forget(self, episode_id: str) -> None:
+        """What was found for the episode is stale (it was saved, or deleted); an examination
+        of it under way when it changed is not kept either."""
         with self._lock:
-            self._counts.pop(episode_id, None)
-            self._failed.pop(episode_id, None)
-            self._found.pop(episode_id, None)
+            self._forget(episode_id)
+
+    def forget_all(self) -> None:
+        """Everything found is stale (a change that decides a rule of every episode)."""
+        with self._lock:
+            for episode_id in {*self._counts, *self._failed, *self._found}:
+                self._forget(episode_id)
+
+    def _forget(self, episode_id: str) -> None:
+        self._counts.pop(episode_id, None)
+        self._failed.pop(episode_id, None)
+        self._found.pop(episode_id, None)
+        self._changes[episode_id] = self._changes.get(episode_id, 0) + 1
 
     def state(self, episode_id: str) -> dict[str, Any]:
         """What is known of one episode, for the page (``findings`` only while cached)."""
@@ -90,16 +103,23 @@ class Findings:
 
     def _work(self) -> None:
         while (episode_id := self._next()) is not None:
+            with self._lock:
+                changes = self._changes.get(episode_id, 0)
             try:
                 found = [f.to_dict() for f in examine(load_dataset(self.root), [episode_id])]
-            except (OrtfError, OSError, ValueError) as exc:
+            except Exception as exc:  # (a bug too: the worker goes on, and the page says why)
                 with self._lock:
-                    self._failed[episode_id] = str(exc)
+                    if self._changes.get(episode_id, 0) == changes:
+                        self._failed[episode_id] = (
+                            str(exc) if isinstance(exc, OrtfError) else f"{type(exc).__name__}: {exc}"
+                        )
                 continue
             counts: dict[str, int] = {}
             for finding in found:
                 counts[finding["severity"]] = counts.get(finding["severity"], 0) + 1
             with self._lock:
+                if self._changes.get(episode_id, 0) != changes:  # saved meanwhile: examined again when asked
+                    continue
                 self._counts[episode_id] = counts
                 self._found[episode_id] = found
                 while len(self._found) > CACHED_EPISODES:
