@@ -342,3 +342,13 @@ def test_findings_beyond_max_per_rule_are_counted(clean: Path, tmp_path: Path) -
     assert [f.rule for f in found] == ["doctor.truncated", "value.non_finite"], [f.line() for f in found]
     assert found[0].severity == "info" and found[0].message.startswith("2 more value.non_finite")
     assert_found(found, "value.non_finite", "observation.state.joint_positions", 10 / FPS, 10 / FPS)
+
+
+def test_a_video_that_does_not_decode_stops_the_run_with_a_valid_document(clean: Path, tmp_path: Path) -> None:
+    root = copy_of(clean, tmp_path)
+    video = load_dataset(root).episode(0).video_path(WRIST)
+    video.write_bytes(b"not a video")
+    result = ortf_doctor(str(root), "--json")
+    assert result.returncode == 1 and "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "cannot decode the video" in result.stderr
+    assert json.loads(result.stdout) == {"dataset": str(root), "findings": [], "stopped": True}

@@ -4,6 +4,7 @@ one line each and a summary, or ``--json``; exit 1 when one is at or above ``--f
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 from collections import Counter
 from typing import Any
@@ -12,12 +13,12 @@ from ortf_ros.cli.arguments import bounded
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, say
 from ortf_ros.cli.conversions import DATASET
 from ortf_ros.dataset.reader import load_dataset
-from ortf_ros.errors import UsageError
+from ortf_ros.errors import OrtfError, UsageError
 from ortf_ros.io import paths
 from ortf_ros.quality import settings as bounds
 from ortf_ros.quality.doctor import DoctorSettings, examine
 from ortf_ros.quality.episode import unlabelled_note
-from ortf_ros.quality.findings import SEVERITY_RANK, QualityFinding
+from ortf_ros.quality.findings import SEVERITY_RANK
 
 SEVERITIES = ("error", "warning", "info")
 
@@ -72,33 +73,48 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
         if episode_id not in {e.episode_id for e in dataset.episodes}:
             raise UsageError(f"{root}: no episode with id {episode_id!r}; `ortf info {root}` lists its episodes")
     episodes = len(ids) if ids else len(dataset.episodes)
-    findings: list[QualityFinding] = []
-    for item in examine(dataset, ids, settings):
-        findings.append(item)
-        if not args.json:
-            print(item.line(), flush=True)
+    # Findings are written as they are found and only counted here: memory does not grow
+    # with the dataset (``--json`` streams its document, the findings array first).
+    counts: Counter[str] = Counter()
+    by_rule: Counter[str] = Counter()
+    failing = 0
+    if args.json:
+        print(f'{{\n  "dataset": {json.dumps(str(root))},\n  "findings": [', end="")
+    try:
+        for item in examine(dataset, ids, settings):
+            if args.json:
+                text = json.dumps(item.to_dict())
+                print(("\n    " if not counts.total() else ",\n    ") + text, end="", flush=True)
+            else:
+                print(item.line(), flush=True)
+            counts[item.severity] += 1
+            by_rule[item.rule] += 1
+            failing += SEVERITY_RANK[item.severity] >= SEVERITY_RANK[args.fail_on]
+    except OrtfError:
+        if args.json:  # the document closed, valid, saying it stopped (the error line says why)
+            with contextlib.suppress(OSError):
+                print('\n  ],\n  "stopped": true\n}', flush=True)
+        raise
     note = unlabelled_note(dataset.episodes)
     if note is not None:
         say("ortf doctor", f"{root}: {note}")  # (not a finding: one line on standard error)
-    counts: Counter[str] = Counter(f.severity for f in findings)
-    failing = sum(1 for f in findings if SEVERITY_RANK[f.severity] >= SEVERITY_RANK[args.fail_on])
     if args.json:
-        document = {
-            "dataset": str(root),
+        rest = {
             "episodes": episodes,
             "fail_on": args.fail_on,
             "ok": failing == 0,
             "totals": {
-                "findings": len(findings),
+                "findings": counts.total(),
                 **{s: counts[s] for s in SEVERITIES},
-                "by_rule": dict(sorted(Counter(f.rule for f in findings).items())),
+                "by_rule": dict(sorted(by_rule.items())),
             },
-            "findings": [f.to_dict() for f in findings],
             "notes": [] if note is None else [note],
         }
-        print(json.dumps(document, indent=2))
+        tail = json.dumps(rest, indent=2)[1:]  # (the object's members, after the findings)
+        print(f"\n  ],{tail}")
     else:
-        verdict = "clean" if not findings else ("FAILED" if failing else "passed")
+        found = counts.total()
+        verdict = "clean" if not found else ("FAILED" if failing else "passed")
         totals = ", ".join(f"{counts[s]} {s}(s)" for s in SEVERITIES)
-        print(f"{verdict}: {episodes} episode(s), {len(findings)} finding(s): {totals} (--fail-on {args.fail_on})")
+        print(f"{verdict}: {episodes} episode(s), {found} finding(s): {totals} (--fail-on {args.fail_on})")
     return EXIT_FAILED if failing else EXIT_OK
