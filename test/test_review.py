@@ -49,6 +49,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ortf_ros.review import chromium, plots
+from ortf_ros.review.access import OutsideDatasetError, dataset_file
 from ortf_ros.review.chromium import headless_chromium
 
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "review"
@@ -409,6 +410,21 @@ def test_ranges_and_paths_outside_the_dataset(server: Server, dataset: Path) -> 
     assert server.request("GET", "/", headers={"Host": "evil.example"})[0] == 400
     assert server.post_json("/api/episodes/000000/labels", {"success": "yes"})[0] == 400
     assert episodes_table(dataset)["000000"]["success"] is True
+
+
+def test_a_path_the_index_names_outside_the_dataset_is_refused(tmp_path: Path) -> None:
+    """Requests name episodes and cameras, but the index (another writer's) may name any path."""
+    root = tmp_path / "ds"
+    (root / "videos").mkdir(parents=True)
+    (root / "videos" / "a.mp4").write_bytes(b"ok")
+    (tmp_path / "secret.mp4").write_bytes(b"not the dataset's")
+    assert dataset_file(root, "videos/a.mp4") == (root / "videos" / "a.mp4").resolve()
+    for relative in ("../secret.mp4", "videos/../../secret.mp4", str(tmp_path / "secret.mp4"), "", "videos\\a.mp4"):
+        with pytest.raises(OutsideDatasetError):
+            dataset_file(root, relative)
+    (root / "videos" / "link.mp4").symlink_to(tmp_path / "secret.mp4")
+    with pytest.raises(OutsideDatasetError):
+        dataset_file(root, "videos/link.mp4")
 
 
 def test_read_only_while_a_writer_holds_the_dataset(server: Server, browser: Any, dataset: Path) -> None:

@@ -77,7 +77,12 @@ def set_episode_labels(
     as committed. ``success``: True, False, or None (not evaluated). An outcome other than
     False clears ``failure_reason``, and giving one with it is a UsageError (the spec's
     failure_reason is null unless the episode failed). Empty or blank text is stored as
-    null, as a form's empty field means. An unknown ``episode_id`` is a UsageError naming it."""
+    null, as a form's empty field means. An unknown ``episode_id`` is a UsageError naming it.
+
+    Only the index changes: the steps' ``is_terminal`` stays as the commit set it (true on the
+    last step of an episode evaluated when it was recorded). It says how the episode ended,
+    which a label given later does not change, and rewriting a chunk's step table for a label
+    would make a label cost as much as a delete."""
     _check_types(success=success, review_flag=review_flag)
     _check_text(failure_reason=failure_reason, operator_notes=operator_notes)
     root = Path(root)
