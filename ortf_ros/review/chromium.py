@@ -1,6 +1,10 @@
 """Debian's chromium, headless and offline, driven by Selenium: how this project's tests
 and benchmark load the review pages, and a start for users' own automation of them
 (the controls carry ``data-testid`` attributes). Selenium comes with the ``test`` extra.
+
+``--no-sandbox`` is there because CI runs as root, where Chromium's sandbox does not
+start; the browser loads only the review's own pages on loopback. Drop it (``FLAGS``)
+to point this launcher at anything else.
 """
 
 from __future__ import annotations
