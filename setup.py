@@ -17,9 +17,10 @@ setup(
     description="ROS 2 teleoperation to ORTF v0.2 training datasets",
     license="Apache-2.0",
     python_requires=">=3.11",
-    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*"]),
+    # ortf: the spec's own Python API (`from ortf import load_dataset`), a thin face over ortf_ros
+    packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*", "ortf"]),
     # the review page's own HTML assets (ortf_ros/review/static), served from the installed package
-    package_data={PACKAGE: ["py.typed"], f"{PACKAGE}.review": ["static/*.js", "static/*.css"]},
+    package_data={PACKAGE: ["py.typed"], "ortf": ["py.typed"], f"{PACKAGE}.review": ["static/*.js", "static/*.css"]},
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
