@@ -13,6 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_spec_api import spec_snippets, staged
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -37,6 +38,8 @@ def test_wheel_has_ament_resources_config_and_cli(wheel: Path) -> None:
     for installed in ("config/writer.yaml", "config/playback.yaml", "launch/playback.launch.py"):
         assert f"{data}ortf_ros/{installed}" in names, installed
     assert "ortf_ros/py.typed" in names
+    for module in ("__init__.py", "convert.py", "py.typed"):  # the spec's own API: `from ortf import load_dataset`
+        assert f"ortf/{module}" in names, module
     assert "ortf_ros/ros/player_node.py" in names
     for asset in ("episode.js", "list.js", "review.css"):  # the review page's, served from the package
         assert f"ortf_ros/review/static/{asset}" in names, asset
@@ -68,7 +71,12 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     env_dir = tmp_path / "venv"
     venv.EnvBuilder(with_pip=True).create(env_dir)
     python = env_dir / "bin" / "python"
-    clean_env = {k: v for k, v in os.environ.items() if not k.startswith(("ROS_", "AMENT_", "_ROS_", "LD_LIBRARY"))}
+    # (PYTHONPATH too: a source tree on it would be taken for an installed ortf_ros, through its egg-info)
+    clean_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ROS_", "AMENT_", "_ROS_", "LD_LIBRARY")) and k not in ("PYTHONPATH", "PYTHONHOME")
+    }
     subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, env=clean_env)
     assert subprocess.run([str(python), "-c", "import rclpy"], env=clean_env, capture_output=True).returncode != 0
     demo = ["demo", str(tmp_path / "demo"), "--episodes", "1", "--seconds", "0.5", "--width", "64", "--height", "48"]
@@ -80,6 +88,12 @@ def test_pip_install_without_ros_gives_a_working_ortf(wheel: Path, tmp_path: Pat
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "valid (strict)" in result.stdout and "episodes  1" in result.stdout
+    # The spec's LeRobot snippet, as the spec prints it, against the installed `ortf` package.
+    snippet = spec_snippets()["to_lerobot"]
+    dataset, out = staged(snippet, tmp_path / "demo" / "dataset", tmp_path / "snippet")
+    ran = subprocess.run([str(python), "-c", snippet], cwd=tmp_path / "snippet", env=clean_env, capture_output=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert (out / "meta" / "info.json").is_file() and dataset.is_dir()
     # An optional extra not installed (the Rerun SDK): the pip command in one line, exit 2.
     rerun = subprocess.run(
         [str(env_dir / "bin" / "ortf"), "export", "rerun", str(tmp_path / "demo" / "dataset"), str(tmp_path / "x.rrd")],
