@@ -126,7 +126,7 @@ def test_episode_metadata_and_dataset_info(source: Dataset, dump: Any) -> None:
 
 def test_the_core_never_imports_tensorflow(tfds_python: Path) -> None:
     code = (
-        "import sys, ortf_ros.cli.ortf, ortf_ros.dataset.reader, ortf_ros.convert.rlds_export; "
+        "import sys, ortf_ros.cli.ortf, ortf_ros.dataset.reader, ortf_ros.convert.rlds_export, ortf.convert; "
         "assert 'tensorflow' not in sys.modules, 'imported'; "
         "import ortf_ros.convert as c; c.to_rlds; print(sorted(m for m in sys.modules if m.startswith('tensorflow')))"
     )

@@ -39,7 +39,8 @@ ROS_ONLY = frozenset(
 ROS_FREE_ENTRY_MODULES = (ROS_SIDE / "__init__.py", ROS_SIDE / "entry.py")
 """Loaded by the console scripts before they know whether ROS is there."""
 
-MODULES = sorted(PACKAGE.rglob("*.py"))
+MODULES = sorted([*PACKAGE.rglob("*.py"), *(REPO / "ortf").rglob("*.py")])
+"""ortf_ros and ``ortf``, the spec's API over it (ROS-free as the rest of the core)."""
 
 
 def module_name(path: Path, root: Path = REPO) -> str:
