@@ -103,6 +103,7 @@ def test_the_lerobot_snippet_writes_what_ortf_export_lerobot_writes(
     assert len(frames) == 3 * STEPS
 
 
+@pytest.mark.timeout(900)  # run first on a fresh clone, the fixture builds the TFDS venv (1-3 minutes)
 def test_the_rlds_snippet_writes_what_tfds_reads_back_as_the_source(
     tfds_python: Path,  # noqa: F811 (the fixture)
     source: Path,
