@@ -58,14 +58,16 @@ def test_sourced_workspace_is_found_by_ament_index_and_imported_from_the_install
     assert Path(get_package_share_directory(PACKAGE)) == workspace.share
     assert Path(get_package_prefix(PACKAGE)) == workspace.prefix
     where = subprocess.run(
-        [sys.executable, "-c", "import ortf_ros.ros.player_node as m; print(m.__file__)"],
+        # ortf: the spec's Python API, installed beside ortf_ros
+        [sys.executable, "-c", "import ortf_ros.ros.player_node as m, ortf; print(m.__file__); print(ortf.__file__)"],
         cwd=workspace.root,  # as a user in the workspace; from the repository, '' would find its ortf_ros first
         env=sourced,
         capture_output=True,
         text=True,
         check=True,
     )
-    assert Path(where.stdout.strip()).is_relative_to(workspace.prefix), "must not run the source tree's copy"
+    files = where.stdout.split()
+    assert len(files) == 2 and all(Path(f).is_relative_to(workspace.prefix) for f in files), "not the source tree's"
 
 
 def test_installed_player_publishes_the_configured_topics_and_stops_on_sigint(
