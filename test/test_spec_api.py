@@ -101,6 +101,10 @@ def test_the_lerobot_snippet_writes_what_ortf_export_lerobot_writes(
     expected = np.concatenate([episode.array("action") for episode in load_dataset(dataset)])
     assert np.array_equal(np.stack(frames.column("action").to_numpy(zero_copy_only=False)), expected)
     assert len(frames) == 3 * STEPS
+    # A path does as well as a loaded dataset (the spec's `ds`).
+    by_path = ortf.convert.to_lerobot(str(dataset), tmp_path / "by-path")
+    assert (by_path.episodes, by_path.frames, by_path.path) == (3, 3 * STEPS, tmp_path / "by-path")
+    assert pq.read_table(tmp_path / "by-path/data/chunk-000/file-000.parquet").equals(frames)
 
 
 @pytest.mark.timeout(900)  # run first on a fresh clone, the fixture builds the TFDS venv (1-3 minutes)
