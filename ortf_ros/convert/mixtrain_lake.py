@@ -1,0 +1,247 @@
+"""``ortf export mixtrain --table delta|iceberg``: the Mixtrain rows in a data lake table.
+
+Mixtrain says a dataset works "cloud-native with open table formats", its metadata held
+by the table property ``mixtrain`` instead of ``mixtrain.json``. The rows are those of the
+standalone export (``mixtrain_export.episode_row``), with two differences the lakes force:
+
+- Trajectories are ``list<list<float32>>`` without the fixed inner size: neither Delta
+  nor Iceberg has a fixed-size list type. The size stays in the property (``dim``).
+- Videos are copied to ``_files/<dataset_id>/<camera>/ep_<id>.<ext>`` under OUT and
+  referenced relative to OUT (the dataset root Mixtrain resolves paths against). The
+  leading ``_`` keeps them out of Delta's ``vacuum(full=True)``, which deletes every file
+  not in its log except under ``_``/``.`` directories; the dataset id keeps a second
+  dataset's episode 0 from replacing the first's.
+
+Both tables are partitioned by ``task`` (Iceberg: identity transform), and a second
+export into the same OUT appends: one new Delta version, one new Iceberg snapshot. An
+append needs the same columns and column semantics; the property keeps the first
+export's JSON (its ``ortf`` block names that first dataset).
+
+Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
+catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
+the warehouse ``warehouse/`` with table ``ortf.mixtrain``.
+
+Memory: rows are produced one episode at a time; Delta takes them as a stream
+(delta-rs buffers up to its target file size), Iceberg in groups of ``batch_bytes``
+written as data files of one snapshot.
+
+What holds after a crash:
+- A new Delta table is built in a scratch directory beside OUT and renamed onto it, so
+  OUT is a whole table or nothing. (delta-rs refuses other keys than ``delta.*`` when it
+  creates a table, so the property is set by a second commit: a new table starts at
+  version 1; that happens before the rename.)
+- A new Iceberg table is created and filled in one catalog commit: until it, the catalog
+  has no such table. Its metadata holds absolute paths, so it is not built elsewhere and
+  renamed; data and video files written before a failed commit stay as orphans.
+- An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
+  Its videos are copied before it (Mixtrain: "write the file first, then insert the
+  row"): a failed append leaves them as orphans, never a row without its file.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from ortf_ros.convert.extras import optional_module
+from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
+from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.dataset.reader import Dataset, Episode
+from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.format.manifest import Manifest
+
+TABLE_KINDS = ("delta", "iceberg")
+PROPERTY = "mixtrain"
+PARTITION = "task"
+FILES_DIR = "_files"
+DELTA_LOG = "_delta_log"
+CATALOG_FILE = "catalog.db"
+WAREHOUSE_DIR = "warehouse"
+ICEBERG_TABLE = ("ortf", "mixtrain")
+BATCH_BYTES = 64 * 1024 * 1024
+EXTRA = "lake"
+
+
+@dataclass(frozen=True)
+class LakeResult:
+    path: Path
+    kind: str
+    episodes: int
+    steps: int
+    created: bool
+    version: int  # Delta: the table version; Iceberg: how many snapshots the table has
+
+
+def to_mixtrain_table(
+    dataset: Dataset | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    kind: str,
+    *,
+    catalog: str | None = None,
+    batch_bytes: int = BATCH_BYTES,
+) -> LakeResult:
+    """Create the ``kind`` table at ``out`` (new or empty) or append the dataset to it."""
+    if kind not in TABLE_KINDS:
+        raise UsageError(f"--table {kind}: unknown table kind; expected one of {', '.join(TABLE_KINDS)}")
+    if catalog is not None and kind != "iceberg":
+        raise UsageError(f"--catalog {catalog}: a catalog is only for --table iceberg (Delta needs none)")
+    source = open_source(dataset)
+    target = Path(out)
+    rows = LakeRows(source, batch_bytes)
+    if kind == "delta":
+        created, version = _write_delta(rows, target)
+    else:
+        created, version = _write_iceberg(rows, target, catalog)
+    return LakeResult(target, kind, rows.episodes, rows.steps, created, version)
+
+
+def lake_schema(manifest: Manifest) -> pa.Schema:
+    """The standalone export's row schema with plain lists in place of fixed-size ones."""
+    return pa.schema([field.with_type(_plain_lists(field.type)) for field in row_schema(manifest)])
+
+
+def _plain_lists(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind):
+        return pa.list_(_plain_lists(kind.value_type))
+    return kind
+
+
+class LakeRows:
+    """The dataset's rows for a lake table at ``root``, one episode at a time; counts what it gave."""
+
+    def __init__(self, source: Dataset, batch_bytes: int) -> None:
+        self.source = source
+        self.batch_bytes = batch_bytes
+        self.schema = lake_schema(source.manifest)
+        self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
+        self.episodes = self.steps = 0
+
+    def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
+        files_dir = f"{FILES_DIR}/{self.source.manifest.dataset_id}"
+        standalone = row_schema(self.source.manifest)
+        for record in self.source.episodes:
+            with Episode(self.source, record) as episode:
+                row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
+            self.episodes += 1
+            self.steps += record.length
+            yield from row.to_batches()
+
+    def reader(self, root: Path) -> pa.RecordBatchReader:
+        return pa.RecordBatchReader.from_batches(self.schema, self.batches(root))
+
+    def groups(self, root: Path) -> Iterator[pa.Table]:
+        """The rows in tables of about ``batch_bytes`` each (one row more than that at most)."""
+        held: list[pa.RecordBatch] = []
+        for batch in self.batches(root):
+            held.append(batch)
+            if sum(b.nbytes for b in held) >= self.batch_bytes:
+                yield pa.Table.from_batches(held, self.schema)
+                held = []
+        if held:
+            yield pa.Table.from_batches(held, self.schema)
+
+    def check_compatible(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> None:
+        """An append needs the table's columns and their Mixtrain semantics; one line names the first difference."""
+        have = {f.name: _normal(f.type) for f in schema}
+        want = {f.name: _normal(f.type) for f in self.schema}
+        missing = [name for name in want if name not in have]
+        extra = [name for name in have if name not in want]
+        if missing or extra:
+            raise ConversionError(
+                f"{target}: this {kind} table's columns differ from the dataset's rows "
+                f"(table lacks {missing or 'none'}, has no counterpart for {extra or 'none'}); "
+                "expected the same columns to append"
+            )
+        for name, kind_wanted in want.items():
+            if have[name] != kind_wanted:
+                raise ConversionError(
+                    f"{target}: column {name} is {have[name]} in the table, {kind_wanted} in the dataset's rows"
+                )
+        ours = json.loads(self.property)["column_types"]
+        theirs = json.loads(stored or "{}").get("column_types", {})
+        for name in sorted(set(ours) | set(theirs)):
+            if ours.get(name) != theirs.get(name):
+                raise ConversionError(
+                    f"{target}: column {name} means {theirs.get(name)} in the table's '{PROPERTY}' property, "
+                    f"{ours.get(name)} in this dataset"
+                )
+
+
+def _normal(kind: pa.DataType) -> str:
+    """A type as both lakes hand it back: large strings and lists as plain ones, no field names."""
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return f"list<{_normal(kind.value_type)}>"
+    if pa.types.is_large_string(kind):
+        return str(pa.string())
+    return str(kind)
+
+
+def _refuse_foreign(target: Path, is_table: bool, what: str) -> None:
+    if target.is_dir() and any(target.iterdir()) and not is_table:
+        raise UsageError(f"{target}: exists and is neither empty nor {what}; expected a new or empty directory or {what}")
+
+
+def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
+    deltalake = optional_module("deltalake", "a Delta Lake table needs deltalake", EXTRA)
+    existing = (target / DELTA_LOG).is_dir()
+    _refuse_foreign(target, existing, "a Delta table")
+    if existing:
+        table = deltalake.DeltaTable(str(target))
+        rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), table.metadata().configuration.get(PROPERTY))
+        deltalake.write_deltalake(str(target), rows.reader(target), mode="append")
+        return False, int(deltalake.DeltaTable(str(target)).version())
+    with staged_directory(target) as scratch:
+        # Paths in the log are relative to the table: the scratch directory renames whole.
+        deltalake.write_deltalake(str(scratch), rows.reader(scratch), partition_by=[PARTITION], mode="error")
+        built = deltalake.DeltaTable(str(scratch))
+        built.alter.set_table_properties({PROPERTY: rows.property}, raise_if_not_exists=False)
+        version = int(deltalake.DeltaTable(str(scratch)).version())
+    return True, version
+
+
+def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
+    sql = optional_module("pyiceberg.catalog.sql", "an Iceberg table needs pyiceberg with SQLite support", EXTRA)
+    writer = optional_module("pyiceberg.io.pyarrow", "an Iceberg table needs pyiceberg", EXTRA)
+    target = target.absolute()
+    if catalog_uri is None:
+        _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
+    target.mkdir(parents=True, exist_ok=True)
+    uri = catalog_uri or f"sqlite:///{target / CATALOG_FILE}"
+    try:
+        catalog = sql.SqlCatalog("ortf", uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
+        catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])
+        exists = catalog.table_exists(ICEBERG_TABLE)
+    except Exception as exc:  # SQLAlchemy's errors for a URI it cannot open, by driver
+        raise UsageError(f"--catalog {uri}: cannot open this SQL catalog ({exc.__class__.__name__})") from None
+    if exists:
+        table = catalog.load_table(ICEBERG_TABLE)
+        rows.check_compatible(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
+        with table.transaction() as transaction:
+            _append(transaction, rows.groups(target), writer)
+    else:
+        properties = {PROPERTY: rows.property}
+        with catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties) as transaction:
+            with transaction.update_spec() as spec:
+                spec.add_identity(PARTITION)
+            _append(transaction, rows.groups(target), writer)
+    return not exists, len(catalog.load_table(ICEBERG_TABLE).snapshots())
+
+
+def _append(transaction: Any, groups: Iterable[pa.Table], writer: Any) -> None:
+    """All groups as data files of one snapshot. pyiceberg's own ``append`` takes one
+    in-memory table (a stream only for unpartitioned tables), so this does what it does,
+    group by group: its ``_dataframe_to_data_files`` splits each by partition."""
+    counter = itertools.count(0)  # one sequence of file numbers across the groups
+    with transaction.update_snapshot().fast_append() as append:
+        for group in groups:
+            for data_file in writer._dataframe_to_data_files(
+                transaction.table_metadata, group, transaction._table.io, append.commit_uuid, counter
+            ):
+                append.append_data_file(data_file)
