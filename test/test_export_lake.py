@@ -1,0 +1,141 @@
+"""`ortf export mixtrain --table delta|iceberg`: the tables read back with deltalake's and
+pyiceberg's own readers, row for row equal to the standalone export's Parquet rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import av
+import pyarrow.parquet as pq
+import pytest
+from cli_errors import one_line_error
+from deltalake import DeltaTable
+from pyiceberg.catalog.sql import SqlCatalog
+
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic_bag import write_teleop_bag
+
+LAKE_FILES = "_files"
+
+
+@pytest.fixture(scope="module")
+def datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    """(a demo dataset of three episodes, its standalone Mixtrain export, a dataset converted from an MCAP bag)."""
+    tmp = tmp_path_factory.mktemp("lake")
+    demo = tmp / "demo"
+    write_demo_dataset(demo, episodes=3, steps=10, width=64, height=48)
+    standalone = tmp / "standalone"
+    assert ortf(["export", "mixtrain", str(demo), str(standalone)]) == 0
+    bag = write_teleop_bag(tmp / "teleop", "mcap", duration_s=1.0)
+    converted = tmp / "converted"
+    assert bag2ortf([str(bag.path), "-o", str(converted)]) == 0
+    return demo, standalone, converted
+
+
+def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
+    """The standalone export's rows as the lake holds them: videos under _files/<dataset id>."""
+    rows = pq.read_table(standalone / "data").to_pylist()
+    for row in rows:
+        for name, value in row.items():
+            if name.startswith("video_") and isinstance(value, str):
+                row[name] = f"{LAKE_FILES}/{dataset_id}/{value.removeprefix('files/')}"
+    return rows
+
+
+def by_id(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda row: row["sequence_id"])
+
+
+def dataset_id(root: Path) -> str:
+    return str(json.loads((root / "meta" / "manifest.json").read_text())["dataset_id"])
+
+
+def test_delta_table_holds_the_rows_the_property_and_appends(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    demo, standalone, converted = datasets
+    out = tmp_path / "delta"
+    assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
+    table = DeltaTable(str(out))
+    first_version = table.version()
+    assert table.metadata().partition_columns == ["task"]
+    assert json.loads(table.metadata().configuration["mixtrain"]) == json.loads(
+        (standalone / "mixtrain.json").read_text()
+    )
+    rows = by_id(table.to_pyarrow_table().to_pylist())
+    assert rows == by_id(standalone_rows(standalone, dataset_id(demo)))
+    assert {p.name.split("=")[0] for p in out.iterdir() if "=" in p.name} == {"task"}
+    for row in rows:
+        with av.open(str(out / row["video_cam_wrist"])) as video:
+            assert video.streams.video[0].codec_context.name == "h264"
+    assert all(row["mcap"] is None for row in rows)  # synthetic episodes: no source recording
+
+    assert ortf(["export", "mixtrain", str(converted), str(out), "--table", "delta"]) == 1  # other columns
+    assert DeltaTable(str(out)).version() == first_version
+    assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
+    appended = DeltaTable(str(out))
+    assert appended.version() == first_version + 1
+    assert appended.history(1)[0]["operation"] == "WRITE"
+    assert appended.to_pyarrow_table().num_rows == 6
+    assert DeltaTable(str(out), version=first_version).to_pyarrow_table().num_rows == 3  # time travel
+
+
+def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    demo, standalone, _ = datasets
+    out = tmp_path / "iceberg"
+    for _ in range(2):
+        assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "iceberg"]) == 0
+    catalog = SqlCatalog("ortf", uri=f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
+    table = catalog.load_table("ortf.mixtrain")
+    assert len(table.snapshots()) == 2
+    [partition] = table.spec().fields
+    assert (table.schema().find_field(partition.source_id).name, str(partition.transform)) == ("task", "identity")
+    assert json.loads(table.properties["mixtrain"]) == json.loads((standalone / "mixtrain.json").read_text())
+    expected = by_id(standalone_rows(standalone, dataset_id(demo)))
+    first = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).to_arrow().to_pylist()
+    assert by_id(first) == expected
+    assert by_id(table.scan().to_arrow().to_pylist()) == by_id(expected * 2)
+    failed = table.scan(row_filter="success = false").to_arrow()
+    assert failed.column("failure_reason").to_pylist() == ["gripper slipped"] * 2
+    for row in first:
+        assert (out / row["video_depth"]).is_file()
+
+
+def test_mcap_column_names_the_source_recording(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    _, _, converted = datasets
+    standalone, lake = tmp_path / "standalone", tmp_path / "lake"
+    assert ortf(["export", "mixtrain", str(converted), str(standalone)]) == 0
+    assert ortf(["export", "mixtrain", str(converted), str(lake), "--table", "delta"]) == 0
+    bag = next(converted.parent.glob("teleop*"))
+    sources = pq.read_table(converted / "meta" / "episodes.parquet").column("source").to_pylist()
+    assert all(Path(source["path"]) == bag.absolute() for source in sources) and sources
+    expected = [str(bag.absolute())] * len(sources)
+    assert pq.read_table(standalone / "data").column("mcap").to_pylist() == expected
+    assert DeltaTable(str(lake)).to_pyarrow_table().column("mcap").to_pylist() == expected
+    assert json.loads((standalone / "mixtrain.json").read_text())["column_types"]["mcap"] == {"type": "mcap"}
+
+
+def test_bad_table_arguments_are_one_line(
+    datasets: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo, _, _ = datasets
+    a_file = tmp_path / "file"
+    a_file.write_bytes(b"keep")
+    err = one_line_error(capsys, "export mixtrain", demo, a_file, "--table", "delta", code=2)
+    assert "is a file; expected a new or empty directory or a delta table" in err and a_file.read_bytes() == b"keep"
+    err = one_line_error(capsys, "export mixtrain", demo, tmp_path / "d", "--catalog", "sqlite:///x.db", code=2)
+    assert "--catalog" in err and "iceberg" in err
+    err = one_line_error(capsys, "export mixtrain", demo, tmp_path / "d", "--table", "delta", "--catalog", "x", code=2)
+    assert "--catalog" in err and "iceberg" in err
+    assert "--table parquet: unknown table kind" in one_line_error(
+        capsys, "export mixtrain", demo, tmp_path / "d", "--table", "parquet", code=2
+    )
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep me")
+    err = one_line_error(capsys, "export mixtrain", demo, other, "--table", "iceberg", code=2)
+    assert "neither empty nor an Iceberg warehouse" in err
+    assert [p.name for p in other.iterdir()] == ["keep.txt"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "other"]  # nothing half-made
