@@ -13,9 +13,12 @@ import pytest
 from cli_errors import one_line_error
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import NoSuchTableError
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.synthetic_bag import write_teleop_bag
 
@@ -54,7 +57,9 @@ def dataset_id(root: Path) -> str:
     return str(json.loads((root / "meta" / "manifest.json").read_text())["dataset_id"])
 
 
-def test_delta_table_holds_the_rows_the_property_and_appends(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_delta_table_holds_the_rows_the_property_and_appends(
+    datasets: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     demo, standalone, converted = datasets
     out = tmp_path / "delta"
     assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
@@ -72,7 +77,8 @@ def test_delta_table_holds_the_rows_the_property_and_appends(datasets: tuple[Pat
             assert video.streams.video[0].codec_context.name == "h264"
     assert all(row["mcap"] is None for row in rows)  # synthetic episodes: no source recording
 
-    assert ortf(["export", "mixtrain", str(converted), str(out), "--table", "delta"]) == 1  # other columns
+    err = one_line_error(capsys, "export mixtrain", converted, out, "--table", "delta")
+    assert "columns differ from the dataset's rows" in err  # a teleop bag has other cameras and state
     assert DeltaTable(str(out)).version() == first_version
     assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
     appended = DeltaTable(str(out))
@@ -87,8 +93,7 @@ def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], 
     out = tmp_path / "iceberg"
     for _ in range(2):
         assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "iceberg"]) == 0
-    catalog = SqlCatalog("ortf", uri=f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
-    table = catalog.load_table("ortf.mixtrain")
+    table = iceberg_table(out)
     assert len(table.snapshots()) == 2
     [partition] = table.spec().fields
     assert (table.schema().find_field(partition.source_id).name, str(partition.transform)) == ("task", "identity")
@@ -101,6 +106,37 @@ def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], 
     assert failed.column("failure_reason").to_pylist() == ["gripper slipped"] * 2
     for row in first:
         assert (out / row["video_depth"]).is_file()
+
+
+def iceberg_table(out: Path) -> Any:
+    catalog = SqlCatalog("ortf", uri=f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
+    return catalog.load_table("ortf.mixtrain")
+
+
+def test_iceberg_rows_in_groups_make_one_snapshot(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    demo, standalone, _ = datasets
+    out = tmp_path / "grouped"
+    result = to_mixtrain_table(demo, out, "iceberg", batch_bytes=1)  # every row a group of its own
+    assert (result.created, result.version, result.episodes, result.steps) == (True, 1, 3, 30)
+    table = iceberg_table(out)
+    assert len(table.inspect.files()) == 3 and len(table.snapshots()) == 1
+    assert by_id(table.scan().to_arrow().to_pylist()) == by_id(standalone_rows(standalone, dataset_id(demo)))
+
+
+def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken"
+    write_demo_dataset(broken, episodes=2, steps=4, width=32, height=24)
+    load_dataset(broken).episode(1).video_path("cam_wrist").unlink()
+    delta, iceberg = tmp_path / "delta", tmp_path / "iceberg"
+    assert "missing" in one_line_error(capsys, "export mixtrain", broken, delta, "--table", "delta")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]  # built aside, never renamed in
+    assert "missing" in one_line_error(capsys, "export mixtrain", broken, iceberg, "--table", "iceberg")
+    with pytest.raises(NoSuchTableError):
+        iceberg_table(iceberg)  # the catalog registers the table at its only commit
+    good = tmp_path / "good"
+    write_demo_dataset(good, episodes=1, steps=4, width=32, height=24)
+    assert ortf(["export", "mixtrain", str(good), str(iceberg), "--table", "iceberg"]) == 0
+    assert iceberg_table(iceberg).scan().to_arrow().num_rows == 1
 
 
 def test_mcap_column_names_the_source_recording(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:

@@ -40,6 +40,7 @@ What holds after a crash:
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -122,16 +123,36 @@ class LakeRows:
         self.schema = lake_schema(source.manifest)
         self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
         self.episodes = self.steps = 0
+        self.failure: Exception | None = None
 
     def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
         files_dir = f"{FILES_DIR}/{self.source.manifest.dataset_id}"
         standalone = row_schema(self.source.manifest)
         for record in self.source.episodes:
-            with Episode(self.source, record) as episode:
-                row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
+            try:
+                with Episode(self.source, record) as episode:
+                    row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
+            except Exception as exc:
+                self.failure = exc  # delta-rs hands it back wrapped in its own error
+                raise
             self.episodes += 1
             self.steps += record.length
             yield from row.to_batches()
+
+    @contextlib.contextmanager
+    def writing(self, target: Path, kind: str, lake_errors: tuple[type[Exception], ...]) -> Iterator[None]:
+        """Errors in a lake library's write as one line: a failure reading the dataset as
+        it was raised (a missing video, a bad episode), the lake's own refusal as a failed
+        conversion naming OUT."""
+        try:
+            yield
+        except Exception as exc:
+            if self.failure is not None:
+                raise self.failure from None
+            if isinstance(exc, lake_errors):
+                reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+                raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
+            raise
 
     def reader(self, root: Path) -> pa.RecordBatchReader:
         return pa.RecordBatchReader.from_batches(self.schema, self.batches(root))
@@ -195,13 +216,15 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     if existing:
         table = deltalake.DeltaTable(str(target))
         rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), table.metadata().configuration.get(PROPERTY))
-        deltalake.write_deltalake(str(target), rows.reader(target), mode="append")
+        with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
+            deltalake.write_deltalake(str(target), rows.reader(target), mode="append")
         return False, int(deltalake.DeltaTable(str(target)).version())
     with staged_directory(target) as scratch:
         # Paths in the log are relative to the table: the scratch directory renames whole.
-        deltalake.write_deltalake(str(scratch), rows.reader(scratch), partition_by=[PARTITION], mode="error")
-        built = deltalake.DeltaTable(str(scratch))
-        built.alter.set_table_properties({PROPERTY: rows.property}, raise_if_not_exists=False)
+        with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
+            deltalake.write_deltalake(str(scratch), rows.reader(scratch), partition_by=[PARTITION], mode="error")
+            built = deltalake.DeltaTable(str(scratch))
+            built.alter.set_table_properties({PROPERTY: rows.property}, raise_if_not_exists=False)
         version = int(deltalake.DeltaTable(str(scratch)).version())
     return True, version
 
@@ -220,14 +243,16 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
         exists = catalog.table_exists(ICEBERG_TABLE)
     except Exception as exc:  # SQLAlchemy's errors for a URI it cannot open, by driver
         raise UsageError(f"--catalog {uri}: cannot open this SQL catalog ({exc.__class__.__name__})") from None
+    lake_errors = (optional_module("pyiceberg.exceptions", "pyiceberg", EXTRA).CommitFailedException,)
     if exists:
         table = catalog.load_table(ICEBERG_TABLE)
         rows.check_compatible(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
-        with table.transaction() as transaction:
+        with rows.writing(target, "Iceberg", lake_errors), table.transaction() as transaction:
             _append(transaction, rows.groups(target), writer)
     else:
         properties = {PROPERTY: rows.property}
-        with catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties) as transaction:
+        create = catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties)
+        with rows.writing(target, "Iceberg", lake_errors), create as transaction:
             with transaction.update_spec() as spec:
                 spec.add_identity(PARTITION)
             _append(transaction, rows.groups(target), writer)
