@@ -41,7 +41,7 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
 
 def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
     """The standalone export's rows as the lake holds them: videos under _files/<dataset id>."""
-    rows = pq.read_table(standalone / "data").to_pylist()
+    rows: list[dict[str, Any]] = pq.read_table(standalone / "data").to_pylist()
     for row in rows:
         for name, value in row.items():
             if name.startswith("video_") and isinstance(value, str):
@@ -49,7 +49,7 @@ def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
     return rows
 
 
-def by_id(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def by_id(rows: list[Any]) -> list[Any]:
     return sorted(rows, key=lambda row: row["sequence_id"])
 
 

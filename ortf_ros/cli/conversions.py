@@ -198,9 +198,7 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "pip install 'ortf_ros[lake]'.",
         existing=_lake_target,
     )
-    p.add_argument(
-        "--table", metavar="KIND", help="delta or iceberg: OUT_DIR is a lake table, created or appended to"
-    )
+    p.add_argument("--table", metavar="KIND", help="delta or iceberg: OUT_DIR is a lake table, created or appended to")
     p.add_argument(
         "--catalog", metavar="URI", help="--table iceberg: a SQL catalog URI (default: OUT_DIR/catalog.db, SQLite)"
     )

@@ -206,7 +206,9 @@ def _normal(kind: pa.DataType) -> str:
 
 def _refuse_foreign(target: Path, is_table: bool, what: str) -> None:
     if target.is_dir() and any(target.iterdir()) and not is_table:
-        raise UsageError(f"{target}: exists and is neither empty nor {what}; expected a new or empty directory or {what}")
+        raise UsageError(
+            f"{target}: exists and is neither empty nor {what}; expected a new or empty directory or {what}"
+        )
 
 
 def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
@@ -215,7 +217,9 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     _refuse_foreign(target, existing, "a Delta table")
     if existing:
         table = deltalake.DeltaTable(str(target))
-        rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), table.metadata().configuration.get(PROPERTY))
+        rows.check_compatible(
+            target, "Delta", pa.schema(table.schema().to_arrow()), table.metadata().configuration.get(PROPERTY)
+        )
         with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
             deltalake.write_deltalake(str(target), rows.reader(target), mode="append")
         return False, int(deltalake.DeltaTable(str(target)).version())
