@@ -4,6 +4,8 @@ pyiceberg's own readers, row for row equal to the standalone export's Parquet ro
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -108,9 +110,34 @@ def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], 
         assert (out / row["video_depth"]).is_file()
 
 
-def iceberg_table(out: Path) -> Any:
-    catalog = SqlCatalog("ortf", uri=f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
+def iceberg_table(out: Path, uri: str | None = None) -> Any:
+    """The export's table, through a catalog named ``ortf`` (the SQL catalog keys its tables by catalog name)."""
+    catalog = SqlCatalog("ortf", uri=uri or f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
     return catalog.load_table("ortf.mixtrain")
+
+
+def test_iceberg_with_a_catalog_of_its_own(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    demo, _, _ = datasets
+    uri = f"sqlite:///{tmp_path / 'shared-catalog.db'}"
+    out = tmp_path / "warehouse-root"
+    assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "iceberg", "--catalog", uri]) == 0
+    assert not (out / "catalog.db").exists() and (out / "warehouse").is_dir()
+    table = iceberg_table(out, uri)
+    assert table.scan().to_arrow().num_rows == 3 and "mixtrain" in table.properties
+
+
+def test_without_the_lake_extra_the_pip_command_and_exit_2(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    demo, _, _ = datasets
+    for kind, module in (("delta", "deltalake"), ("iceberg", "pyiceberg")):
+        code = (
+            f"import sys; sys.modules[{module!r}] = None\n"  # as if not installed: importing it raises ImportError
+            "from ortf_ros.cli.entry import ortf\n"
+            f"sys.argv = ['ortf', 'export', 'mixtrain', {str(demo)!r}, {str(tmp_path / kind)!r}, '--table', {kind!r}]\n"
+            "sys.exit(ortf())\n"
+        )
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+        assert "pip install 'ortf_ros[lake]'" in run.stderr and not (tmp_path / kind).exists()
 
 
 def test_iceberg_rows_in_groups_make_one_snapshot(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
@@ -165,6 +192,10 @@ def test_bad_table_arguments_are_one_line(
     assert "--catalog" in err and "iceberg" in err
     err = one_line_error(capsys, "export mixtrain", demo, tmp_path / "d", "--table", "delta", "--catalog", "x", code=2)
     assert "--catalog" in err and "iceberg" in err
+    err = one_line_error(
+        capsys, "export mixtrain", demo, tmp_path / "i", "--table", "iceberg", "--catalog", "nodb://x", code=2
+    )
+    assert "--catalog nodb://x: cannot open this SQL catalog" in err
     assert "--table parquet: unknown table kind" in one_line_error(
         capsys, "export mixtrain", demo, tmp_path / "d", "--table", "parquet", code=2
     )

@@ -65,6 +65,7 @@ FILES_DIR = "_files"
 DELTA_LOG = "_delta_log"
 CATALOG_FILE = "catalog.db"
 WAREHOUSE_DIR = "warehouse"
+CATALOG_NAME = "ortf"  # a SQL catalog keys its tables by catalog name: readers open it by this one
 ICEBERG_TABLE = ("ortf", "mixtrain")
 BATCH_BYTES = 64 * 1024 * 1024
 EXTRA = "lake"
@@ -239,10 +240,13 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
     target = target.absolute()
     if catalog_uri is None:
         _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
-    target.mkdir(parents=True, exist_ok=True)
+    else:
+        _refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
+    if catalog_uri is None:
+        target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
     uri = catalog_uri or f"sqlite:///{target / CATALOG_FILE}"
     try:
-        catalog = sql.SqlCatalog("ortf", uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
+        catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
         catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])
         exists = catalog.table_exists(ICEBERG_TABLE)
     except Exception as exc:  # SQLAlchemy's errors for a URI it cannot open, by driver
