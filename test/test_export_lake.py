@@ -67,6 +67,7 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
     table = DeltaTable(str(out))
     first_version = table.version()
+    assert first_version == 1  # version 0 the rows, version 1 the property (before the rename: never seen)
     assert table.metadata().partition_columns == ["task"]
     assert json.loads(table.metadata().configuration["mixtrain"]) == json.loads(
         (standalone / "mixtrain.json").read_text()
@@ -81,6 +82,14 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
 
     err = one_line_error(capsys, "export mixtrain", converted, out, "--table", "delta")
     assert "columns differ from the dataset's rows" in err  # a teleop bag has other cameras and state
+    other_units = tmp_path / "other_units"  # the same columns, one meaning another thing
+    write_demo_dataset(other_units, episodes=1, steps=4, width=64, height=48)
+    manifest_file = other_units / "meta" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    manifest["action_space"]["dimensions"][0]["units"] = "furlong"
+    manifest_file.write_text(json.dumps(manifest))
+    err = one_line_error(capsys, "export mixtrain", other_units, out, "--table", "delta")
+    assert "column action: units is ['radians'," in err and "['furlong'," in err
     assert DeltaTable(str(out)).version() == first_version
     assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
     appended = DeltaTable(str(out))
@@ -186,12 +195,15 @@ def test_bad_table_arguments_are_one_line(
     demo, _, _ = datasets
     a_file = tmp_path / "file"
     a_file.write_bytes(b"keep")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "keep.txt").write_text("keep me")
     err = one_line_error(capsys, "export mixtrain", demo, a_file, "--table", "delta", code=2)
     assert "is a file; expected a new or empty directory or a delta table" in err and a_file.read_bytes() == b"keep"
-    err = one_line_error(capsys, "export mixtrain", demo, tmp_path / "d", "--catalog", "sqlite:///x.db", code=2)
-    assert "--catalog" in err and "iceberg" in err
+    err = one_line_error(capsys, "export mixtrain", demo, other, "--catalog", "sqlite:///x.db", code=2)
+    assert "--catalog sqlite:///x.db: only with --table iceberg" in err  # refused before OUT is looked at
     err = one_line_error(capsys, "export mixtrain", demo, tmp_path / "d", "--table", "delta", "--catalog", "x", code=2)
-    assert "--catalog" in err and "iceberg" in err
+    assert "--catalog x: a catalog is only for --table iceberg" in err
     err = one_line_error(
         capsys, "export mixtrain", demo, tmp_path / "i", "--table", "iceberg", "--catalog", "nodb://x", code=2
     )
@@ -199,9 +211,6 @@ def test_bad_table_arguments_are_one_line(
     assert "--table parquet: unknown table kind" in one_line_error(
         capsys, "export mixtrain", demo, tmp_path / "d", "--table", "parquet", code=2
     )
-    other = tmp_path / "other"
-    other.mkdir()
-    (other / "keep.txt").write_text("keep me")
     err = one_line_error(capsys, "export mixtrain", demo, other, "--table", "iceberg", code=2)
     assert "neither empty nor an Iceberg warehouse" in err
     assert [p.name for p in other.iterdir()] == ["keep.txt"]

@@ -117,8 +117,6 @@ def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
 def _export_mixtrain_table(args: argparse.Namespace) -> int:
     from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
 
-    if args.table is None:
-        raise UsageError(f"--catalog {args.catalog}: only with --table iceberg")
     table = to_mixtrain_table(args.dataset, args.output, args.table, catalog=args.catalog)
     done = "created" if table.created else "appended to"
     version = f"version {table.version}" if table.kind == "delta" else f"{table.version} snapshot(s)"
@@ -130,7 +128,10 @@ def _export_mixtrain_table(args: argparse.Namespace) -> int:
 
 
 def _lake_target(args: argparse.Namespace) -> str | None:
-    """What an existing OUT may be: with --table, a table to append to."""
+    """What an existing OUT may be: with --table, a table to append to. (Checked before
+    OUT, so --catalog without --table is refused first, for what it is.)"""
+    if args.table is None and args.catalog is not None:
+        raise UsageError(f"--catalog {args.catalog}: only with --table iceberg")
     return None if args.table is None else f"a new or empty directory or a {args.table} table"
 
 

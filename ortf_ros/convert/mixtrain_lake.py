@@ -161,11 +161,13 @@ class LakeRows:
     def groups(self, root: Path) -> Iterator[pa.Table]:
         """The rows in tables of about ``batch_bytes`` each (one row more than that at most)."""
         held: list[pa.RecordBatch] = []
+        size = 0
         for batch in self.batches(root):
             held.append(batch)
-            if sum(b.nbytes for b in held) >= self.batch_bytes:
+            size += batch.nbytes
+            if size >= self.batch_bytes:
                 yield pa.Table.from_batches(held, self.schema)
-                held = []
+                held, size = [], 0
         if held:
             yield pa.Table.from_batches(held, self.schema)
 
@@ -189,11 +191,13 @@ class LakeRows:
         ours = json.loads(self.property)["column_types"]
         theirs = json.loads(stored or "{}").get("column_types", {})
         for name in sorted(set(ours) | set(theirs)):
-            if ours.get(name) != theirs.get(name):
-                raise ConversionError(
-                    f"{target}: column {name} means {theirs.get(name)} in the table's '{PROPERTY}' property, "
-                    f"{ours.get(name)} in this dataset"
-                )
+            mine, table = ours.get(name) or {}, theirs.get(name) or {}
+            for key in sorted(set(mine) | set(table)):
+                if mine.get(key) != table.get(key):
+                    raise ConversionError(
+                        f"{target}: column {name}: {key} is {table.get(key)} in the table's '{PROPERTY}' property, "
+                        f"{mine.get(key)} in this dataset; expected the same to append"
+                    )
 
 
 def _normal(kind: pa.DataType) -> str:
@@ -217,13 +221,12 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     existing = (target / DELTA_LOG).is_dir()
     _refuse_foreign(target, existing, "a Delta table")
     if existing:
-        table = deltalake.DeltaTable(str(target))
-        rows.check_compatible(
-            target, "Delta", pa.schema(table.schema().to_arrow()), table.metadata().configuration.get(PROPERTY)
-        )
         with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
+            table = deltalake.DeltaTable(str(target))
+            stored = table.metadata().configuration.get(PROPERTY)
+            rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
             deltalake.write_deltalake(str(target), rows.reader(target), mode="append")
-        return False, int(deltalake.DeltaTable(str(target)).version())
+            return False, int(deltalake.DeltaTable(str(target)).version())
     with staged_directory(target) as scratch:
         # Paths in the log are relative to the table: the scratch directory renames whole.
         with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
