@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from cli_errors import one_line_error
@@ -74,7 +75,10 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     )
     rows = by_id(table.to_pyarrow_table().to_pylist())
     assert rows == by_id(standalone_rows(standalone, dataset_id(demo)))
-    assert {p.name.split("=")[0] for p in out.iterdir() if "=" in p.name} == {"task"}
+    files = pa.table(table.get_add_actions(flatten=True)).to_pylist()  # a file per task, the task in the log
+    assert sorted(f["partition.task"] for f in files) == sorted({row["task"] for row in rows})
+    assert sum(f["num_records"] for f in files) == 3
+    assert all("task" not in pq.read_schema(out / f["path"]).names for f in files)
     for row in rows:
         with av.open(str(out / row["video_cam_wrist"])) as video:
             assert video.streams.video[0].codec_context.name == "h264"
