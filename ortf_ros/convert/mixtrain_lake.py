@@ -22,9 +22,11 @@ catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catal
 the warehouse ``warehouse/`` with table ``ortf.mixtrain``.
 
 Memory: rows are produced one episode at a time. Delta: written by pyarrow, one row
-group per episode, and committed by delta-rs as one transaction (delta-rs's own writer
-held a whole file's rows: 32 MB of rows peaked 170 MB above 8 MB of them). Iceberg: in
-groups of ``batch_bytes`` written by pyiceberg as data files of one snapshot.
+group per episode, and committed by delta-rs as one transaction (measured: 8 and 32 MB
+of rows both peak at 245 MB RSS; delta-rs's own ``write_deltalake`` held a whole file's
+rows, 170 MB more for the 32). Iceberg: in groups of ``batch_bytes`` that pyiceberg
+writes as data files of one snapshot (its own ``append`` streams unpartitioned tables
+only); the peak grows with ``batch_bytes``, not with the dataset.
 
 What holds after a crash:
 - A new Delta table is built in a scratch directory beside OUT and renamed onto it, so
@@ -36,7 +38,8 @@ What holds after a crash:
   renamed; data and video files written before a failed commit stay as orphans.
 - An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
   Its videos are copied before it (Mixtrain: "write the file first, then insert the
-  row"): a failed append leaves them as orphans, never a row without its file.
+  row"): a failed append leaves them, and data files its commit did not name, as
+  orphans, never a row without its file.
 """
 
 from __future__ import annotations
