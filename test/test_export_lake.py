@@ -42,6 +42,14 @@ def datasets(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path
     return demo, standalone, converted
 
 
+@pytest.fixture(scope="module")
+def second_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Another demo dataset of three episodes (the same columns, another dataset id)."""
+    root = tmp_path_factory.mktemp("lake2") / "demo2"
+    write_demo_dataset(root, episodes=3, steps=10, width=64, height=48)
+    return root
+
+
 def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
     """The standalone export's rows as the lake holds them: videos under _files/<dataset id>."""
     rows: list[dict[str, Any]] = pq.read_table(standalone / "data").to_pylist()
@@ -61,7 +69,7 @@ def dataset_id(root: Path) -> str:
 
 
 def test_delta_table_holds_the_rows_the_property_and_appends(
-    datasets: tuple[Path, Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    datasets: tuple[Path, Path, Path], second_demo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     demo, standalone, converted = datasets
     out = tmp_path / "delta"
@@ -96,20 +104,29 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     manifest_file.write_text(json.dumps(manifest))
     err = one_line_error(capsys, "export mixtrain", other_units, out, "--table", "delta")
     assert "column action: units is ['radians'," in err and "['furlong'," in err
+    err = one_line_error(capsys, "export mixtrain", demo, out, "--table", "delta", code=2)
+    assert f"dataset {dataset_id(demo)} is already in this table" in err
     assert DeltaTable(str(out)).version() == first_version
-    assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "delta"]) == 0
+    assert ortf(["export", "mixtrain", str(second_demo), str(out), "--table", "delta"]) == 0
     appended = DeltaTable(str(out))
     assert appended.version() == first_version + 1
     assert appended.history(1)[0]["operation"] == "WRITE"
-    assert appended.to_pyarrow_table().num_rows == 6
+    appended_rows = appended.to_pyarrow_table().to_pylist()
+    assert len(appended_rows) == 6
+    assert {row["video_cam_wrist"].split("/")[1] for row in appended_rows} == {
+        dataset_id(demo),
+        dataset_id(second_demo),
+    }
     assert DeltaTable(str(out), version=first_version).to_pyarrow_table().num_rows == 3  # time travel
 
 
-def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_iceberg_table_in_its_sqlite_catalog(
+    datasets: tuple[Path, Path, Path], second_demo: Path, tmp_path: Path
+) -> None:
     demo, standalone, _ = datasets
     out = tmp_path / "iceberg"
-    for _ in range(2):
-        assert ortf(["export", "mixtrain", str(demo), str(out), "--table", "iceberg"]) == 0
+    for dataset in (demo, second_demo):
+        assert ortf(["export", "mixtrain", str(dataset), str(out), "--table", "iceberg"]) == 0
     table = iceberg_table(out)
     assert len(table.snapshots()) == 2
     [partition] = table.spec().fields
@@ -118,7 +135,11 @@ def test_iceberg_table_in_its_sqlite_catalog(datasets: tuple[Path, Path, Path], 
     expected = by_id(standalone_rows(standalone, dataset_id(demo)))
     first = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).to_arrow().to_pylist()
     assert by_id(first) == expected
-    assert by_id(table.scan().to_arrow().to_pylist()) == by_id(expected * 2)
+    every = table.scan().to_arrow().to_pylist()  # the second snapshot: both datasets' rows
+    assert by_id([row for row in every if dataset_id(demo) in row["video_cam_wrist"]]) == by_id(first)
+    assert sorted(row["video_cam_wrist"].split("/")[1] for row in every) == sorted(
+        [dataset_id(demo)] * 3 + [dataset_id(second_demo)] * 3
+    )
     failed = table.scan(row_filter="success = false").to_arrow()
     assert failed.column("failure_reason").to_pylist() == ["gripper slipped"] * 2
     for row in first:
@@ -175,6 +196,7 @@ def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.Ca
     assert "missing" in one_line_error(capsys, "export mixtrain", broken, iceberg, "--table", "iceberg")
     with pytest.raises(NoSuchTableError):
         iceberg_table(iceberg)  # the catalog registers the table at its only commit
+    assert not (iceberg / "_files" / dataset_id(broken)).exists()  # its copies removed: it can be run again
     good = tmp_path / "good"
     write_demo_dataset(good, episodes=1, steps=4, width=32, height=24)
     assert ortf(["export", "mixtrain", str(good), str(iceberg), "--table", "iceberg"]) == 0

@@ -48,6 +48,7 @@ import contextlib
 import itertools
 import json
 import os
+import shutil
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -133,7 +134,7 @@ class LakeRows:
         self.failure: Exception | None = None
 
     def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
-        files_dir = f"{FILES_DIR}/{self.source.manifest.dataset_id}"
+        files_dir = self.files_dir
         standalone = row_schema(self.source.manifest)
         for record in self.source.episodes:
             try:
@@ -159,6 +160,30 @@ class LakeRows:
             if isinstance(exc, lake_errors):
                 reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
                 raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
+            raise
+
+    @property
+    def files_dir(self) -> str:
+        return f"{FILES_DIR}/{self.source.manifest.dataset_id}"
+
+    @contextlib.contextmanager
+    def claiming_files(self, root: Path) -> Iterator[None]:
+        """Make ``_files/<dataset_id>`` for the block: a dataset already in the table is
+        refused (its rows would be there twice, its videos copied over the files its rows
+        name). Removed again when the block fails before its commit, so the export can be
+        run again; after a kill it stays, and the refusal says what to remove."""
+        folder = root / self.files_dir
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            raise UsageError(
+                f"{root}: dataset {self.source.manifest.dataset_id} is already in this table ({self.files_dir}/ "
+                "exists); expected another dataset (remove that directory if an export of it was killed)"
+            ) from None
+        try:
+            yield
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # this export's own copies, which no row names
             raise
 
     def reader(self, root: Path) -> pa.RecordBatchReader:
@@ -232,8 +257,9 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
             table = deltalake.DeltaTable(str(target))
             stored = table.metadata().configuration.get(PROPERTY)
             rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
-            actions = _delta_data_files(rows, target, deltalake)
-            table.create_write_transaction(actions, mode="append", schema=schema, partition_by=[PARTITION])
+            with rows.claiming_files(target):
+                actions = _delta_data_files(rows, target, deltalake)
+                table.create_write_transaction(actions, mode="append", schema=schema, partition_by=[PARTITION])
             return False, int(deltalake.DeltaTable(str(target)).version())
     with staged_directory(target) as scratch:
         # Paths in the log are relative to the table: the scratch directory renames whole.
@@ -302,12 +328,16 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
     if exists:
         table = catalog.load_table(ICEBERG_TABLE)
         rows.check_compatible(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
-        with rows.writing(target, "Iceberg", lake_errors), table.transaction() as transaction:
+        with (
+            rows.writing(target, "Iceberg", lake_errors),
+            rows.claiming_files(target),
+            table.transaction() as transaction,
+        ):
             _append(transaction, rows.groups(target), writer)
     else:
         properties = {PROPERTY: rows.property}
         create = catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties)
-        with rows.writing(target, "Iceberg", lake_errors), create as transaction:
+        with rows.writing(target, "Iceberg", lake_errors), rows.claiming_files(target), create as transaction:
             with transaction.update_spec() as spec:
                 spec.add_identity(PARTITION)
             _append(transaction, rows.groups(target), writer)
