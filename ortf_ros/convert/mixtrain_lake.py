@@ -14,8 +14,9 @@ standalone export (``mixtrain_export.episode_row``), with two differences the la
 
 Both tables are partitioned by ``task`` (Iceberg: identity transform), and a second
 export into the same OUT appends: one new Delta version, one new Iceberg snapshot. An
-append needs the same columns and column semantics; the property keeps the first
-export's JSON (its ``ortf`` block names that first dataset).
+append needs the same columns and column semantics, and another dataset (one already
+there would have its rows twice); the property keeps the first export's JSON (its
+``ortf`` block names that first dataset).
 
 Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
 catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
