@@ -148,7 +148,7 @@ def test_iceberg_table_in_its_sqlite_catalog(
 
 def iceberg_table(out: Path, uri: str | None = None) -> Any:
     """The export's table, through a catalog named ``ortf`` (the SQL catalog keys its tables by catalog name)."""
-    catalog = SqlCatalog("ortf", uri=uri or f"sqlite:///{out / 'catalog.db'}", warehouse=(out / "warehouse").as_uri())
+    catalog = SqlCatalog("ortf", uri=uri or f"sqlite:///{out / 'catalog.db'}")  # as the command's last line says
     return catalog.load_table("ortf.mixtrain")
 
 

@@ -122,7 +122,7 @@ def _export_mixtrain_table(args: argparse.Namespace) -> int:
     version = f"version {table.version}" if table.kind == "delta" else f"{table.version} snapshot(s)"
     print(
         f"{table.path}: Mixtrain {table.kind} table {done} ({version}), {table.episodes} episode(s) as rows, "
-        f"{table.steps} steps, metadata in its table property 'mixtrain'"
+        f"{table.steps} steps, metadata in its table property 'mixtrain'; read it with {table.read_with}"
     )
     return EXIT_OK
 

@@ -87,6 +87,7 @@ class LakeResult:
     steps: int
     created: bool
     version: int  # Delta: the table version; Iceberg: how many snapshots the table has
+    read_with: str  # the library call that reads the table back
 
 
 def to_mixtrain_table(
@@ -107,9 +108,18 @@ def to_mixtrain_table(
     rows = LakeRows(source, batch_bytes)
     if kind == "delta":
         created, version = _write_delta(rows, target)
+        read_with = f"deltalake.DeltaTable({str(target)!r})"
     else:
         created, version = _write_iceberg(rows, target, catalog)
-    return LakeResult(target, kind, rows.episodes, rows.steps, created, version)
+        uri = catalog or _default_catalog(target)
+        name = ".".join(ICEBERG_TABLE)
+        read_with = f"pyiceberg SqlCatalog({CATALOG_NAME!r}, uri={uri!r}).load_table({name!r})"
+    return LakeResult(target, kind, rows.episodes, rows.steps, created, version, read_with)
+
+
+def _default_catalog(target: Path) -> str:
+    """The embedded catalog: SQLite in OUT."""
+    return f"sqlite:///{target.absolute() / CATALOG_FILE}"
 
 
 def lake_schema(manifest: Manifest) -> pa.Schema:
@@ -318,7 +328,7 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
         _refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
     if catalog_uri is None:
         target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
-    uri = catalog_uri or f"sqlite:///{target / CATALOG_FILE}"
+    uri = catalog_uri or _default_catalog(target)
     try:
         catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
         catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])
