@@ -242,4 +242,10 @@ def test_bad_table_arguments_are_one_line(
     err = one_line_error(capsys, "export mixtrain", demo, other, "--table", "iceberg", code=2)
     assert "neither empty nor an Iceberg warehouse" in err
     assert [p.name for p in other.iterdir()] == ["keep.txt"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "other"]  # nothing half-made
+    broken_log = tmp_path / "broken_log" / "_delta_log"  # a table delta-rs cannot read
+    broken_log.mkdir(parents=True)
+    (broken_log / "00000000000000000000.json").write_text("not a commit\n")
+    err = one_line_error(capsys, "export mixtrain", demo, broken_log.parent, "--table", "delta")
+    assert "broken_log: the Delta write failed: " in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken_log", "file", "other"]  # nothing half-made
+    assert [p.name for p in broken_log.parent.iterdir()] == ["_delta_log"]

@@ -142,36 +142,26 @@ class LakeRows:
         self.schema = lake_schema(source.manifest)
         self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
         self.episodes = self.steps = 0
-        self.failure: Exception | None = None
 
     def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
         files_dir = self.files_dir
         standalone = row_schema(self.source.manifest)
         for record in self.source.episodes:
-            try:
-                with Episode(self.source, record) as episode:
-                    row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
-            except Exception as exc:
-                self.failure = exc  # delta-rs hands it back wrapped in its own error
-                raise
+            with Episode(self.source, record) as episode:
+                row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
             self.episodes += 1
             self.steps += record.length
             yield from row.to_batches()
 
     @contextlib.contextmanager
     def writing(self, target: Path, kind: str, lake_errors: tuple[type[Exception], ...]) -> Iterator[None]:
-        """Errors in a lake library's write as one line: a failure reading the dataset as
-        it was raised (a missing video, a bad episode), the lake's own refusal as a failed
-        conversion naming OUT."""
+        """A lake library's refusal (a log it cannot read, a commit that lost a race) as
+        one line naming OUT: a failed conversion, not a traceback."""
         try:
             yield
-        except Exception as exc:
-            if self.failure is not None:
-                raise self.failure from None
-            if isinstance(exc, lake_errors):
-                reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-                raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
-            raise
+        except lake_errors as exc:
+            reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
 
     @property
     def files_dir(self) -> str:
@@ -196,9 +186,6 @@ class LakeRows:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # this export's own copies, which no row names
             raise
-
-    def reader(self, root: Path) -> pa.RecordBatchReader:
-        return pa.RecordBatchReader.from_batches(self.schema, self.batches(root))
 
     def groups(self, root: Path) -> Iterator[pa.Table]:
         """The rows in tables of about ``batch_bytes`` each (one row more than that at most)."""
