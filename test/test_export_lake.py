@@ -87,6 +87,10 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     assert sorted(f["partition.task"] for f in files) == sorted({row["task"] for row in rows})
     assert sum(f["num_records"] for f in files) == 3
     assert all("task" not in pq.read_schema(out / f["path"]).names for f in files)
+    for f in files:  # statistics for skipping files: exact bounds of the scalar columns
+        ids = [row["sequence_id"] for row in rows if row["task"] == f["partition.task"]]
+        assert (f["min.sequence_id"], f["max.sequence_id"], f["null_count.mcap"]) == (min(ids), max(ids), len(ids))
+    assert table.to_pyarrow_table(filters=[("sequence_id", "=", rows[1]["sequence_id"])]).to_pylist() == [rows[1]]
     for row in rows:
         with av.open(str(out / row["video_cam_wrist"])) as video:
             assert video.streams.video[0].codec_context.name == "h264"
