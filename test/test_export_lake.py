@@ -86,7 +86,9 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     files = pa.table(table.get_add_actions(flatten=True)).to_pylist()  # a file per task, the task in the log
     assert sorted(f["partition.task"] for f in files) == sorted({row["task"] for row in rows})
     assert sum(f["num_records"] for f in files) == 3
-    assert all("task" not in pq.read_schema(out / f["path"]).names for f in files)
+    for f in files:  # the task in the log only; a row group per episode, as the standalone export
+        footer = pq.read_metadata(out / f["path"])
+        assert "task" not in footer.schema.names and footer.num_row_groups == footer.num_rows == f["num_records"]
     for f in files:  # statistics for skipping files: exact bounds of the scalar columns
         ids = [row["sequence_id"] for row in rows if row["task"] == f["partition.task"]]
         assert (f["min.sequence_id"], f["max.sequence_id"], f["null_count.mcap"]) == (min(ids), max(ids), len(ids))
@@ -180,14 +182,21 @@ def test_without_the_lake_extra_the_pip_command_and_exit_2(datasets: tuple[Path,
         assert "pip install 'ortf_ros[lake]'" in run.stderr and not (tmp_path / kind).exists()
 
 
-def test_iceberg_rows_in_groups_make_one_snapshot(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+def test_iceberg_data_files_hold_one_episode_per_row_group(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """What bounds the export's memory by one episode: each file is written a row at a time."""
     demo, standalone, _ = datasets
-    out = tmp_path / "grouped"
-    result = to_mixtrain_table(demo, out, "iceberg", batch_bytes=1)  # every row a group of its own
+    out = tmp_path / "files"
+    result = to_mixtrain_table(demo, out, "iceberg")
     assert (result.created, result.version, result.episodes, result.steps) == (True, 1, 3, 30)
     table = iceberg_table(out)
-    assert len(table.inspect.files()) == 3 and len(table.snapshots()) == 1
-    assert by_id(table.scan().to_arrow().to_pylist()) == by_id(standalone_rows(standalone, dataset_id(demo)))
+    files = table.inspect.files().to_pylist()
+    assert len(table.snapshots()) == 1 and sorted(f["partition"]["task"] for f in files) == sorted(
+        {row["task"] for row in standalone_rows(standalone, dataset_id(demo))}
+    )
+    for file in files:
+        footer = pq.read_metadata(file["file_path"].removeprefix("file://"))
+        assert footer.num_row_groups == footer.num_rows == file["record_count"]
+        assert Path(file["file_path"].removeprefix("file://")).is_relative_to(out / "warehouse")
 
 
 def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

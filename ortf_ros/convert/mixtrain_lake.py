@@ -26,9 +26,10 @@ Memory: rows are produced one episode at a time. Delta: written by pyarrow, one 
 group per episode, and committed by delta-rs as one transaction (measured: 8 and 32 MB
 of rows both peak at 245 MB RSS; delta-rs's own ``write_deltalake`` held a whole file's
 rows, 170 MB more for the 32); each file's statistics (null counts, bounds of the scalar
-columns) are read from its footer, so readers can skip files as with delta-rs's. Iceberg: in groups of ``batch_bytes`` that pyiceberg
-writes as data files of one snapshot (its own ``append`` streams unpartitioned tables
-only); the peak grows with ``batch_bytes``, not with the dataset.
+columns) are read from its footer, so readers can skip files as with delta-rs's.
+Iceberg: the same files (with the task column, as Iceberg keeps it), added to one
+snapshot with pyiceberg's ``add_files``, which takes their statistics and partition
+from the footers (pyiceberg's ``append`` streams unpartitioned tables only).
 
 What holds after a crash:
 - A new Delta table is built in a scratch directory beside OUT and renamed onto it, so
@@ -47,13 +48,13 @@ What holds after a crash:
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import shutil
+import urllib.parse
 import uuid
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,6 @@ CATALOG_FILE = "catalog.db"
 WAREHOUSE_DIR = "warehouse"
 CATALOG_NAME = "ortf"  # a SQL catalog keys its tables by catalog name: readers open it by this one
 ICEBERG_TABLE = ("ortf", "mixtrain")
-BATCH_BYTES = 16 * 1024 * 1024  # Iceberg: rows per group of data files (pyiceberg copies a group while writing it)
 EXTRA = "lake"
 
 
@@ -98,7 +98,6 @@ def to_mixtrain_table(
     kind: str,
     *,
     catalog: str | None = None,
-    batch_bytes: int = BATCH_BYTES,
 ) -> LakeResult:
     """Create the ``kind`` table at ``out`` (new or empty) or append the dataset to it."""
     if kind not in TABLE_KINDS:
@@ -107,7 +106,7 @@ def to_mixtrain_table(
         raise UsageError(f"--catalog {catalog}: a catalog is only for --table iceberg (Delta needs none)")
     source = open_source(dataset)
     target = Path(out)
-    rows = LakeRows(source, batch_bytes)
+    rows = LakeRows(source)
     if kind == "delta":
         created, version = _write_delta(rows, target)
         read_with = f"deltalake.DeltaTable({str(target)!r})"
@@ -138,9 +137,8 @@ def _plain_lists(kind: pa.DataType) -> pa.DataType:
 class LakeRows:
     """The dataset's rows for a lake table at ``root``, one episode at a time; counts what it gave."""
 
-    def __init__(self, source: Dataset, batch_bytes: int) -> None:
+    def __init__(self, source: Dataset) -> None:
         self.source = source
-        self.batch_bytes = batch_bytes
         self.schema = lake_schema(source.manifest)
         self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
         self.episodes = self.steps = 0
@@ -188,19 +186,6 @@ class LakeRows:
         except BaseException:
             shutil.rmtree(folder, ignore_errors=True)  # this export's own copies, which no row names
             raise
-
-    def groups(self, root: Path) -> Iterator[pa.Table]:
-        """The rows in tables of about ``batch_bytes`` each (one row more than that at most)."""
-        held: list[pa.RecordBatch] = []
-        size = 0
-        for batch in self.batches(root):
-            held.append(batch)
-            size += batch.nbytes
-            if size >= self.batch_bytes:
-                yield pa.Table.from_batches(held, self.schema)
-                held, size = [], 0
-        if held:
-            yield pa.Table.from_batches(held, self.schema)
 
     def check_compatible(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> None:
         """An append needs the table's columns and their Mixtrain semantics; one line names the first difference."""
@@ -258,13 +243,13 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
             stored = table.metadata().configuration.get(PROPERTY)
             rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
             with rows.claiming_files(target):
-                actions = _delta_data_files(rows, target, deltalake)
+                actions = _delta_actions(_write_data_files(rows, target, target, with_task=False), deltalake)
                 table.create_write_transaction(actions, mode="append", schema=schema, partition_by=[PARTITION])
             return False, int(deltalake.DeltaTable(str(target)).version())
     with staged_directory(target) as scratch:
         # Paths in the log are relative to the table: the scratch directory renames whole.
         with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
-            actions = _delta_data_files(rows, scratch, deltalake)
+            actions = _delta_actions(_write_data_files(rows, scratch, scratch, with_task=False), deltalake)
             deltalake.transaction.create_table_with_add_actions(
                 str(scratch), schema, actions, mode="error", partition_by=[PARTITION]
             )
@@ -274,35 +259,52 @@ def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     return True, version
 
 
-def _delta_data_files(rows: LakeRows, root: Path, deltalake: Any) -> list[Any]:
-    """The rows as Parquet files in ``root`` (one per task, one row group per episode, as
-    the standalone export writes them: memory holds one episode's row) and the Delta add
-    actions that commit them. The task is each file's partition value in the log, not a
-    column of the file, as Delta keeps partitions. (delta-rs's own writer holds every row
-    of a file until the file is written out.)"""
-    file_schema = rows.schema.remove(rows.schema.get_field_index(PARTITION))
+@dataclass(frozen=True)
+class DataFile:
+    path: Path
+    task: str | None
+    rows: int
+
+
+def _write_data_files(rows: LakeRows, root: Path, directory: Path, *, with_task: bool) -> list[DataFile]:
+    """The rows as Parquet files in ``directory``, one per task, one row group per
+    episode, as the standalone export writes them: memory holds one episode's row
+    (delta-rs's and pyiceberg's own writers hold a file's rows, or the whole table when it
+    is partitioned). Videos are copied under ``root``. Delta keeps the task in its log
+    only, Iceberg in the files too (``with_task``). Each file is on disk before it is
+    committed."""
+    schema = rows.schema if with_task else rows.schema.remove(rows.schema.get_field_index(PARTITION))
     prefix = f"part-{uuid.uuid4()}"
-    files: dict[str | None, tuple[str, pq.ParquetWriter]] = {}
-    counts: dict[str | None, int] = {}
+    directory.mkdir(parents=True, exist_ok=True)
+    writers: dict[str | None, pq.ParquetWriter] = {}
+    files: dict[str | None, DataFile] = {}
     try:
         for batch in rows.batches(root):  # one episode's row each
             task = batch.column(PARTITION)[0].as_py()
-            if task not in files:
-                name = f"{prefix}-{len(files):05d}.parquet"
-                files[task] = (name, pq.ParquetWriter(root / name, file_schema))
-            files[task][1].write_batch(batch.drop_columns([PARTITION]))
-            counts[task] = counts.get(task, 0) + batch.num_rows
+            if task not in writers:
+                path = directory / f"{prefix}-{len(writers):05d}.parquet"
+                writers[task] = pq.ParquetWriter(path, schema)
+                files[task] = DataFile(path, task, 0)
+            writers[task].write_batch(batch if with_task else batch.drop_columns([PARTITION]))
+            files[task] = replace(files[task], rows=files[task].rows + batch.num_rows)
     finally:
-        for _, writer in files.values():
+        for writer in writers.values():
             writer.close()
+    for file in files.values():
+        atomic.fsync_file(file.path)
+    return list(files.values())
+
+
+def _delta_actions(files: list[DataFile], deltalake: Any) -> list[Any]:
+    """The add actions that commit ``files`` (in the table's root) to a Delta table."""
     actions = []
-    for task, (name, _) in files.items():
-        atomic.fsync_file(root / name)  # on disk before the log names it
-        stat = (root / name).stat()
-        stats = json.dumps(_delta_stats(pq.read_metadata(root / name), counts[task]))
+    for file in files:
+        stat = file.path.stat()
+        stats = json.dumps(_delta_stats(pq.read_metadata(file.path), file.rows))
+        modified_ms = stat.st_mtime_ns // 1_000_000
         actions.append(
             deltalake.transaction.AddAction(
-                name, stat.st_size, {PARTITION: task}, stat.st_mtime_ns // 1_000_000, True, stats
+                file.path.name, stat.st_size, {PARTITION: file.task}, modified_ms, True, stats
             )
         )
     return actions
@@ -331,7 +333,6 @@ def _delta_stats(metadata: pq.FileMetaData, rows: int) -> dict[str, Any]:
 
 def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
     sql = optional_module("pyiceberg.catalog.sql", "an Iceberg table needs pyiceberg with SQLite support", EXTRA)
-    writer = optional_module("pyiceberg.io.pyarrow", "an Iceberg table needs pyiceberg", EXTRA)
     target = target.absolute()
     if catalog_uri is None:
         _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
@@ -355,25 +356,23 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
             rows.claiming_files(target),
             table.transaction() as transaction,
         ):
-            _append(transaction, rows.groups(target), writer)
+            _add_files(transaction, rows, target)
     else:
         properties = {PROPERTY: rows.property}
         create = catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties)
         with rows.writing(target, "Iceberg", lake_errors), rows.claiming_files(target), create as transaction:
             with transaction.update_spec() as spec:
                 spec.add_identity(PARTITION)
-            _append(transaction, rows.groups(target), writer)
+            _add_files(transaction, rows, target)
     return not exists, len(catalog.load_table(ICEBERG_TABLE).snapshots())
 
 
-def _append(transaction: Any, groups: Iterable[pa.Table], writer: Any) -> None:
-    """All groups as data files of one snapshot. pyiceberg's own ``append`` takes one
-    in-memory table (a stream only for unpartitioned tables), so this does what it does,
-    group by group: its ``_dataframe_to_data_files`` splits each by partition."""
-    counter = itertools.count(0)  # one sequence of file numbers across the groups
-    with transaction.update_snapshot().fast_append() as append:
-        for group in groups:
-            for data_file in writer._dataframe_to_data_files(
-                transaction.table_metadata, group, transaction._table.io, append.commit_uuid, counter
-            ):
-                append.append_data_file(data_file)
+def _add_files(transaction: Any, rows: LakeRows, target: Path) -> None:
+    """The rows as data files under the table's location, added in one snapshot (pyiceberg
+    finds each file's partition from its task column, the same in every row)."""
+    location = urllib.parse.urlparse(transaction.table_metadata.location)
+    if location.scheme not in ("", "file"):
+        raise ConversionError(f"{target}: the table lives at {location.geturl()}; expected a local directory")
+    files = _write_data_files(rows, target, Path(location.path) / "data", with_task=True)
+    if files:
+        transaction.add_files([file.path.as_uri() for file in files])
