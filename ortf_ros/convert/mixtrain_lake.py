@@ -29,7 +29,8 @@ rows, 170 MB more for the 32); each file's statistics (null counts, bounds of th
 columns) are read from its footer, so readers can skip files as with delta-rs's.
 Iceberg: the same files (with the task column, as Iceberg keeps it), added to one
 snapshot with pyiceberg's ``add_files``, which takes their statistics and partition
-from the footers (pyiceberg's ``append`` streams unpartitioned tables only).
+from the footers (pyiceberg's ``append`` streams unpartitioned tables only; measured:
+253 MB RSS for 8 and for 32 MB of rows).
 
 What holds after a crash:
 - A new Delta table is built in a scratch directory beside OUT and renamed onto it, so
