@@ -39,11 +39,13 @@ What holds after a crash:
   version 1; that happens before the rename.)
 - A new Iceberg table is created and filled in one catalog commit: until it, the catalog
   has no such table. Its metadata holds absolute paths, so it is not built elsewhere and
-  renamed; data and video files written before a failed commit stay as orphans.
+  renamed.
 - An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
-  Its videos are copied before it (Mixtrain: "write the file first, then insert the
-  row"): a failed append leaves them, and data files its commit did not name, as
-  orphans, never a row without its file.
+- Videos and data files are written before the commit that names them (Mixtrain: "write
+  the file first, then insert the row"): never a row without its file. An export that
+  fails removes its videos (``_files/<dataset_id>``); one killed leaves them, and the
+  next export of that dataset is refused naming the directory. Data files a failed
+  commit did not name stay, unreferenced, for the lake's orphan-file clean-up.
 """
 
 from __future__ import annotations
