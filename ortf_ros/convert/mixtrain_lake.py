@@ -339,10 +339,9 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
     target = target.absolute()
     if catalog_uri is None:
         _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
+        target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
     else:
         _refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
-    if catalog_uri is None:
-        target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
     uri = catalog_uri or _default_catalog(target)
     try:
         catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
