@@ -58,6 +58,10 @@ setup(
         # `ortf review`: a small ASGI app (Starlette on uvicorn); plotly for the plotly.min.js
         # its package ships, which the page loads from this server (no CDN, no network).
         "review": ["starlette>=1.10,<2", "uvicorn>=0.30", "plotly>=5"],
+        # `ortf export mixtrain --table delta|iceberg`: delta-rs (commits the files the export
+        # writes), and pyiceberg with its SQL catalog on SQLite (add_files in a create-table
+        # transaction, as 0.12 has them).
+        "lake": ["deltalake>=1.0,<2", "pyiceberg[sql-sqlite]>=0.12,<1"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
@@ -76,6 +80,9 @@ setup(
             "uvicorn>=0.30",
             "plotly>=5",
             "selenium>=4.20",
+            # the lake tables of `ortf export mixtrain --table`, read back with their own readers
+            "deltalake>=1.0,<2",
+            "pyiceberg[sql-sqlite]>=0.12,<1",
         ],
     },
     zip_safe=True,

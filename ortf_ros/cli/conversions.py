@@ -17,7 +17,7 @@ from dataclasses import replace
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import write_text
 from ortf_ros.cli.progress import progress_bar
-from ortf_ros.errors import naming
+from ortf_ros.errors import UsageError, naming
 from ortf_ros.io import paths
 from ortf_ros.pipeline.config import dump_config
 from ortf_ros.playback.export import export_mcap
@@ -104,12 +104,35 @@ def _cmd_export_lerobot(args: argparse.Namespace) -> int:
 def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
     from ortf_ros.convert.mixtrain_export import MIXTRAIN_VERSION, to_mixtrain
 
+    if args.table is not None or args.catalog is not None:
+        return _export_mixtrain_table(args)
     result = to_mixtrain(args.dataset, args.output)
     print(
         f"{result.path}: Mixtrain {MIXTRAIN_VERSION} dataset, {result.episodes} episode(s) as rows, "
         f"{result.steps} steps, in {', '.join(result.data_files) or 'no data file'} + mixtrain.json"
     )
     return EXIT_OK
+
+
+def _export_mixtrain_table(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+
+    table = to_mixtrain_table(args.dataset, args.output, args.table, catalog=args.catalog)
+    done = "created" if table.created else "appended to"
+    version = f"version {table.version}" if table.kind == "delta" else f"{table.version} snapshot(s)"
+    print(
+        f"{table.path}: Mixtrain {table.kind} table {done} ({version}), {table.episodes} episode(s) as rows, "
+        f"{table.steps} steps, metadata in its table property 'mixtrain'; read it with {table.read_with}"
+    )
+    return EXIT_OK
+
+
+def _lake_target(args: argparse.Namespace) -> str | None:
+    """What an existing OUT may be: with --table, a table to append to. (Checked before
+    OUT, so --catalog without --table is refused first, for what it is.)"""
+    if args.table is None and args.catalog is not None:
+        raise UsageError(f"--catalog {args.catalog}: only with --table iceberg")
+    return None if args.table is None else f"a new or empty directory or a {args.table} table"
 
 
 def _cmd_export_rlds(args: argparse.Namespace) -> int:
@@ -166,12 +189,19 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         default="lerobot",
         help="lerobot: LeRobotDataset v3.0 (default); gr00t: GR00T's LeRobot v2.0 flavour with meta/modality.json",
     )
-    _add_conversion(
+    p = _add_conversion(
         formats,
         "export mixtrain",
         _cmd_export_mixtrain,
         summary="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
-        description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory.",
+        description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory, "
+        "or with --table as a Delta Lake or Iceberg table (created, or appended to); tables need "
+        "pip install 'ortf_ros[lake]'.",
+        existing=_lake_target,
+    )
+    p.add_argument("--table", metavar="KIND", help="delta or iceberg: OUT_DIR is a lake table, created or appended to")
+    p.add_argument(
+        "--catalog", metavar="URI", help="--table iceberg: a SQL catalog URI (default: OUT_DIR/catalog.db, SQLite)"
     )
     _add_conversion(
         formats,
@@ -191,9 +221,11 @@ def _add_conversion(
     summary: str,
     description: str,
     source: tuple[str, str, str] = ("dataset", "DATASET", DATASET),
+    existing: Callable[[argparse.Namespace], str | None] = lambda _: None,
 ) -> OneLineParser:
     """One ``ortf export|import FORMAT`` subcommand: a source directory (``source``: its
-    argument, metavar and what it must be), a new (or empty) output directory."""
+    argument, metavar and what it must be), a new (or empty) output directory (or, where
+    ``existing`` says what for these arguments, an existing one of that kind)."""
     p = formats.add_parser(command.split()[-1], help=summary, description=description)
     name, metavar, expected = source
     p.add_argument(name, metavar=metavar)
@@ -202,7 +234,7 @@ def _add_conversion(
     def checked(args: argparse.Namespace) -> int:
         source = paths.input_dir(getattr(args, name), expected)
         what = f"the {command.split()[-1]} output"
-        paths.output_dir(args.output, what, existing=None, inputs=[source])
+        paths.output_dir(args.output, what, existing=existing(args), inputs=[source])
         with naming(args.output):
             return run(args)
 

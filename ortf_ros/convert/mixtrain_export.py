@@ -9,6 +9,9 @@ their scalar columns and trainers slice windows out of whole trajectories. Mappi
 - Trajectories ``list<list<float32>>`` of shape [T, dim] (inner lists fixed-size, so they
   convert to tensors without copying): ``action`` and ``obs_<component>`` for each
   state component, float32 exactly as in ORTF.
+- ``mcap``: the episode's source recording (``source.path`` in episodes.parquet, as
+  ``ortf-bag2ortf`` kept it: absolute, so it resolves from any dataset root); null for a
+  live episode or a dataset that does not know it.
 - ``timestamp``: [T] float64 step times in seconds (ORTF's real capture times).
 - ``video_<camera>``: the episode's video copied, unchanged, to
   ``files/<camera>/ep_<id>.<ext>`` and referenced relative to the dataset root (colour
@@ -112,6 +115,7 @@ def row_schema(manifest: Manifest) -> pa.Schema:
         pa.field("length", pa.int64()),
         pa.field("recorded_at", pa.string()),
         pa.field("robot", pa.string()),
+        pa.field("mcap", pa.string()),
         pa.field("timestamp", pa.list_(pa.float64())),
         pa.field("action", pa.list_(pa.list_(pa.float32(), manifest.action_space.dim))),
     ]
@@ -123,8 +127,8 @@ def row_schema(manifest: Manifest) -> pa.Schema:
     return pa.schema(fields)
 
 
-def episode_row(episode: Episode, schema: pa.Schema, root: Path) -> pa.Table:
-    """One episode as one row; its video files are copied under ``root``."""
+def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str = FILES_DIR) -> pa.Table:
+    """One episode as one row; its video files are copied under ``root``/``files_dir``."""
     manifest = episode.dataset.manifest
     record = episode.record
     sources = {"timestamp": "timestamp", "action": "action"}
@@ -141,10 +145,11 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path) -> pa.Table:
         "length": steps.num_rows,
         "recorded_at": record.recorded_at,
         "robot": manifest.robot.name,
+        "mcap": None if record.source is None else record.source.path,
     }
     columns = {name: _one_row_list(steps[column].combine_chunks()) for name, column in sources.items()}
     for camera in manifest.cameras:
-        values[video_column(camera)] = _copy_video(episode, camera, root)
+        values[video_column(camera)] = _copy_video(episode, camera, root, files_dir)
     return pa.table(
         [columns[f.name] if f.name in columns else pa.array([values[f.name]], f.type) for f in schema],
         schema=schema,
@@ -156,11 +161,11 @@ def _one_row_list(values: pa.Array) -> pa.Array:
     return pa.ListArray.from_arrays(pa.array([0, len(values)], pa.int32()), values)
 
 
-def _copy_video(episode: Episode, camera: str, root: Path) -> str | None:
+def _copy_video(episode: Episode, camera: str, root: Path, files_dir: str) -> str | None:
     if not episode.record.video_files.get(camera):
         return None
     source = episode.video_path(camera)
-    relative = f"{FILES_DIR}/{camera}/ep_{episode.episode_id}{source.suffix}"
+    relative = f"{files_dir}/{camera}/ep_{episode.episode_id}{source.suffix}"
     (root / relative).parent.mkdir(parents=True, exist_ok=True)
     try:
         shutil.copyfile(source, root / relative)
@@ -175,6 +180,7 @@ def sidecar(manifest: Manifest) -> dict[str, Any]:
     action = manifest.action_space
     column_types: dict[str, Any] = {
         "timestamp": {"type": "timestamps", "units": "s", "reference": manifest.timestamp_reference},
+        "mcap": {"type": "mcap"},
         "action": _drop_none(
             {
                 "type": "trajectory",

@@ -1,0 +1,380 @@
+"""``ortf export mixtrain --table delta|iceberg``: the Mixtrain rows in a data lake table.
+
+Mixtrain says a dataset works "cloud-native with open table formats", its metadata held
+by the table property ``mixtrain`` instead of ``mixtrain.json``. The rows are those of the
+standalone export (``mixtrain_export.episode_row``), with two differences the lakes force:
+
+- Trajectories are ``list<list<float32>>`` without the fixed inner size: neither Delta
+  nor Iceberg has a fixed-size list type. The size stays in the property (``dim``).
+- Videos are copied to ``_files/<dataset_id>/<camera>/ep_<id>.<ext>`` under OUT and
+  referenced relative to OUT (the dataset root Mixtrain resolves paths against). The
+  leading ``_`` keeps them out of Delta's ``vacuum(full=True)``, which deletes every file
+  not in its log except under ``_``/``.`` directories; the dataset id keeps a second
+  dataset's episode 0 from replacing the first's.
+
+Both tables are partitioned by ``task`` (Iceberg: identity transform), and a second
+export into the same OUT appends: one new Delta version, one new Iceberg snapshot. An
+append needs the same columns and column semantics, and another dataset (one already
+there would have its rows twice); the property keeps the first export's JSON (its
+``ortf`` block names that first dataset).
+
+Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
+catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
+the warehouse ``warehouse/`` with table ``ortf.mixtrain``.
+
+Memory: rows are produced one episode at a time. Delta: written by pyarrow, one row
+group per episode, and committed by delta-rs as one transaction (measured: 8 and 32 MB
+of rows both peak at 245 MB RSS; delta-rs's own ``write_deltalake`` held a whole file's
+rows, 170 MB more for the 32); each file's statistics (null counts, bounds of the scalar
+columns) are read from its footer, so readers can skip files as with delta-rs's.
+Iceberg: the same files (with the task column, as Iceberg keeps it), added to one
+snapshot with pyiceberg's ``add_files``, which takes their statistics and partition
+from the footers (pyiceberg's ``append`` streams unpartitioned tables only; measured:
+253 MB RSS for 8 and for 32 MB of rows).
+
+What holds after a crash:
+- A new Delta table is built in a scratch directory beside OUT and renamed onto it, so
+  OUT is a whole table or nothing. (delta-rs refuses other keys than ``delta.*`` when it
+  creates a table, so the property is set by a second commit: a new table starts at
+  version 1; that happens before the rename.)
+- A new Iceberg table is created and filled in one catalog commit: until it, the catalog
+  has no such table. Its metadata holds absolute paths, so it is not built elsewhere and
+  renamed.
+- An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
+- Videos and data files are written before the commit that names them (Mixtrain: "write
+  the file first, then insert the row"): never a row without its file. An export that
+  fails removes its videos (``_files/<dataset_id>``); one killed leaves them, and the
+  next export of that dataset is refused naming the directory. Data files a failed
+  commit did not name stay, unreferenced, for the lake's orphan-file clean-up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import urllib.parse
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ortf_ros.convert.extras import optional_module
+from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
+from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.dataset.reader import Dataset, Episode
+from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.io import atomic
+
+TABLE_KINDS = ("delta", "iceberg")
+PROPERTY = "mixtrain"
+PARTITION = "task"
+FILES_DIR = "_files"
+DELTA_LOG = "_delta_log"
+CATALOG_FILE = "catalog.db"
+WAREHOUSE_DIR = "warehouse"
+CATALOG_NAME = "ortf"  # a SQL catalog keys its tables by catalog name: readers open it by this one
+ICEBERG_TABLE = ("ortf", "mixtrain")
+EXTRA = "lake"
+
+
+@dataclass(frozen=True)
+class LakeResult:
+    path: Path
+    kind: str
+    episodes: int
+    steps: int
+    created: bool
+    version: int  # Delta: the table version; Iceberg: how many snapshots the table has
+    read_with: str  # the library call that reads the table back
+
+
+def to_mixtrain_table(
+    dataset: Dataset | str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    kind: str,
+    *,
+    catalog: str | None = None,
+) -> LakeResult:
+    """Create the ``kind`` table at ``out`` (new or empty) or append the dataset to it."""
+    if kind not in TABLE_KINDS:
+        raise UsageError(f"--table {kind}: unknown table kind; expected one of {', '.join(TABLE_KINDS)}")
+    if catalog is not None and kind != "iceberg":
+        raise UsageError(f"--catalog {catalog}: a catalog is only for --table iceberg (Delta needs none)")
+    source = open_source(dataset)
+    target = Path(out)
+    rows = LakeRows(source)
+    if kind == "delta":
+        created, version = _write_delta(rows, target)
+        read_with = f"deltalake.DeltaTable({str(target)!r})"
+    else:
+        created, version = _write_iceberg(rows, target, catalog)
+        uri = catalog or _default_catalog(target)
+        name = ".".join(ICEBERG_TABLE)
+        read_with = f"pyiceberg SqlCatalog({CATALOG_NAME!r}, uri={uri!r}).load_table({name!r})"
+    return LakeResult(target, kind, rows.episodes, rows.steps, created, version, read_with)
+
+
+def _default_catalog(target: Path) -> str:
+    """The embedded catalog: SQLite in OUT."""
+    return f"sqlite:///{target.absolute() / CATALOG_FILE}"
+
+
+def lake_schema(manifest: Manifest) -> pa.Schema:
+    """The standalone export's row schema with plain lists in place of fixed-size ones."""
+    return pa.schema([field.with_type(_plain_lists(field.type)) for field in row_schema(manifest)])
+
+
+def _plain_lists(kind: pa.DataType) -> pa.DataType:
+    if pa.types.is_list(kind) or pa.types.is_fixed_size_list(kind):
+        return pa.list_(_plain_lists(kind.value_type))
+    return kind
+
+
+class LakeRows:
+    """The dataset's rows for a lake table at ``root``, one episode at a time; counts what it gave."""
+
+    def __init__(self, source: Dataset) -> None:
+        self.source = source
+        self.schema = lake_schema(source.manifest)
+        self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
+        self.episodes = self.steps = 0
+
+    def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
+        files_dir = self.files_dir
+        standalone = row_schema(self.source.manifest)
+        for record in self.source.episodes:
+            with Episode(self.source, record) as episode:
+                row = episode_row(episode, standalone, root, files_dir).cast(self.schema)
+            self.episodes += 1
+            self.steps += record.length
+            yield from row.to_batches()
+
+    @contextlib.contextmanager
+    def writing(self, target: Path, kind: str, lake_errors: tuple[type[Exception], ...]) -> Iterator[None]:
+        """A lake library's refusal (a log it cannot read, a commit that lost a race) as
+        one line naming OUT: a failed conversion, not a traceback."""
+        try:
+            yield
+        except lake_errors as exc:
+            reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+            raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
+
+    @property
+    def files_dir(self) -> str:
+        return f"{FILES_DIR}/{self.source.manifest.dataset_id}"
+
+    @contextlib.contextmanager
+    def claiming_files(self, root: Path) -> Iterator[None]:
+        """Make ``_files/<dataset_id>`` for the block: a dataset already in the table is
+        refused (its rows would be there twice, its videos copied over the files its rows
+        name). Removed again when the block fails before its commit, so the export can be
+        run again; after a kill it stays, and the refusal says what to remove."""
+        folder = root / self.files_dir
+        try:
+            folder.mkdir(parents=True)
+        except FileExistsError:
+            raise UsageError(
+                f"{root}: dataset {self.source.manifest.dataset_id} is already in this table ({self.files_dir}/ "
+                "exists); expected another dataset (remove that directory if an export of it was killed)"
+            ) from None
+        try:
+            yield
+        except BaseException:
+            shutil.rmtree(folder, ignore_errors=True)  # this export's own copies, which no row names
+            raise
+
+    def check_compatible(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> None:
+        """An append needs the table's columns and their Mixtrain semantics; one line names the first difference."""
+        have = {f.name: _normal(f.type) for f in schema}
+        want = {f.name: _normal(f.type) for f in self.schema}
+        missing = [name for name in want if name not in have]
+        extra = [name for name in have if name not in want]
+        if missing or extra:
+            raise ConversionError(
+                f"{target}: this {kind} table's columns differ from the dataset's rows "
+                f"(table lacks {missing or 'none'}, has no counterpart for {extra or 'none'}); "
+                "expected the same columns to append"
+            )
+        for name, kind_wanted in want.items():
+            if have[name] != kind_wanted:
+                raise ConversionError(
+                    f"{target}: column {name} is {have[name]} in the table, {kind_wanted} in the dataset's rows"
+                )
+        ours = json.loads(self.property)["column_types"]
+        theirs = json.loads(stored or "{}").get("column_types", {})
+        for name in sorted(set(ours) | set(theirs)):
+            mine, table = ours.get(name) or {}, theirs.get(name) or {}
+            for key in sorted(set(mine) | set(table)):
+                if mine.get(key) != table.get(key):
+                    raise ConversionError(
+                        f"{target}: column {name}: {key} is {table.get(key)} in the table's '{PROPERTY}' property, "
+                        f"{mine.get(key)} in this dataset; expected the same to append"
+                    )
+
+
+def _normal(kind: pa.DataType) -> str:
+    """A type as both lakes hand it back: large strings and lists as plain ones, no field names."""
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return f"list<{_normal(kind.value_type)}>"
+    if pa.types.is_large_string(kind):
+        return str(pa.string())
+    return str(kind)
+
+
+def _refuse_foreign(target: Path, is_table: bool, what: str) -> None:
+    if target.is_dir() and any(target.iterdir()) and not is_table:
+        raise UsageError(
+            f"{target}: exists and is neither empty nor {what}; expected a new or empty directory or {what}"
+        )
+
+
+def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
+    deltalake = optional_module("deltalake", "a Delta Lake table needs deltalake", EXTRA)
+    existing = (target / DELTA_LOG).is_dir()
+    _refuse_foreign(target, existing, "a Delta table")
+    schema = deltalake.Schema.from_arrow(rows.schema)
+    if existing:
+        with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
+            table = deltalake.DeltaTable(str(target))
+            stored = table.metadata().configuration.get(PROPERTY)
+            rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
+            with rows.claiming_files(target):
+                actions = _delta_actions(_write_data_files(rows, target, target, with_task=False), deltalake)
+                table.create_write_transaction(actions, mode="append", schema=schema, partition_by=[PARTITION])
+            return False, int(deltalake.DeltaTable(str(target)).version())
+    with staged_directory(target) as scratch:
+        # Paths in the log are relative to the table: the scratch directory renames whole.
+        with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
+            actions = _delta_actions(_write_data_files(rows, scratch, scratch, with_task=False), deltalake)
+            deltalake.transaction.create_table_with_add_actions(
+                str(scratch), schema, actions, mode="error", partition_by=[PARTITION]
+            )
+            built = deltalake.DeltaTable(str(scratch))
+            built.alter.set_table_properties({PROPERTY: rows.property}, raise_if_not_exists=False)
+        version = int(deltalake.DeltaTable(str(scratch)).version())
+    return True, version
+
+
+@dataclass(frozen=True)
+class DataFile:
+    path: Path
+    task: str | None
+    rows: int
+
+
+def _write_data_files(rows: LakeRows, root: Path, directory: Path, *, with_task: bool) -> list[DataFile]:
+    """The rows as Parquet files in ``directory``, one per task, one row group per
+    episode, as the standalone export writes them: memory holds one episode's row
+    (delta-rs's and pyiceberg's own writers hold a file's rows, or the whole table when it
+    is partitioned). Videos are copied under ``root``. Delta keeps the task in its log
+    only, Iceberg in the files too (``with_task``). Each file is on disk before it is
+    committed."""
+    schema = rows.schema if with_task else rows.schema.remove(rows.schema.get_field_index(PARTITION))
+    prefix = f"part-{uuid.uuid4()}"
+    directory.mkdir(parents=True, exist_ok=True)
+    writers: dict[str | None, pq.ParquetWriter] = {}
+    files: dict[str | None, DataFile] = {}
+    try:
+        for batch in rows.batches(root):  # one episode's row each
+            task = batch.column(PARTITION)[0].as_py()
+            if task not in writers:
+                path = directory / f"{prefix}-{len(writers):05d}.parquet"
+                writers[task] = pq.ParquetWriter(path, schema)
+                files[task] = DataFile(path, task, 0)
+            writers[task].write_batch(batch if with_task else batch.drop_columns([PARTITION]))
+            files[task] = replace(files[task], rows=files[task].rows + batch.num_rows)
+    finally:
+        for writer in writers.values():
+            writer.close()
+    for file in files.values():
+        atomic.fsync_file(file.path)
+    return list(files.values())
+
+
+def _delta_actions(files: list[DataFile], deltalake: Any) -> list[Any]:
+    """The add actions that commit ``files`` (in the table's root) to a Delta table."""
+    actions = []
+    for file in files:
+        stat = file.path.stat()
+        stats = json.dumps(_delta_stats(pq.read_metadata(file.path), file.rows))
+        modified_ms = stat.st_mtime_ns // 1_000_000
+        actions.append(
+            deltalake.transaction.AddAction(
+                file.path.name, stat.st_size, {PARTITION: file.task}, modified_ms, True, stats
+            )
+        )
+    return actions
+
+
+def _delta_stats(metadata: pq.FileMetaData, rows: int) -> dict[str, Any]:
+    """A file's Delta statistics from its Parquet footer: null counts, and minimum and
+    maximum of the scalar columns (what lets a reader skip the file on ``success`` or
+    ``robot``). A column is left out where a row group has no statistics for it, as
+    Delta allows: a bound that is not exact would make readers skip rows."""
+    stats: dict[str, Any] = {"numRecords": rows, "minValues": {}, "maxValues": {}, "nullCount": {}}
+    for index in range(metadata.num_columns):
+        chunks = [metadata.row_group(g).column(index) for g in range(metadata.num_row_groups)]
+        if not chunks or chunks[0].path_in_schema.count(".") or chunks[0].physical_type == "BOOLEAN":
+            continue  # list columns have no file-level bounds in Delta; booleans: none kept either
+        if not all(c.is_stats_set and c.statistics.has_null_count for c in chunks):
+            continue
+        name = chunks[0].path_in_schema
+        stats["nullCount"][name] = sum(c.statistics.null_count for c in chunks)
+        bounded = [c.statistics for c in chunks if c.statistics.has_min_max]
+        if bounded and len(bounded) == sum(1 for c in chunks if c.statistics.null_count < c.num_values):
+            stats["minValues"][name] = min(b.min for b in bounded)
+            stats["maxValues"][name] = max(b.max for b in bounded)
+    return stats
+
+
+def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
+    sql = optional_module("pyiceberg.catalog.sql", "an Iceberg table needs pyiceberg with SQLite support", EXTRA)
+    target = target.absolute()
+    if catalog_uri is None:
+        _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
+        target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
+    else:
+        _refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
+    uri = catalog_uri or _default_catalog(target)
+    try:
+        catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
+        catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])
+        exists = catalog.table_exists(ICEBERG_TABLE)
+    except Exception as exc:  # SQLAlchemy's errors for a URI it cannot open, by driver
+        raise UsageError(f"--catalog {uri}: cannot open this SQL catalog ({exc.__class__.__name__})") from None
+    lake_errors = (optional_module("pyiceberg.exceptions", "pyiceberg", EXTRA).CommitFailedException,)
+    if exists:
+        table = catalog.load_table(ICEBERG_TABLE)
+        rows.check_compatible(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
+        with (
+            rows.writing(target, "Iceberg", lake_errors),
+            rows.claiming_files(target),
+            table.transaction() as transaction,
+        ):
+            _add_files(transaction, rows, target)
+    else:
+        properties = {PROPERTY: rows.property}
+        create = catalog.create_table_transaction(ICEBERG_TABLE, schema=rows.schema, properties=properties)
+        with rows.writing(target, "Iceberg", lake_errors), rows.claiming_files(target), create as transaction:
+            with transaction.update_spec() as spec:
+                spec.add_identity(PARTITION)
+            _add_files(transaction, rows, target)
+    return not exists, len(catalog.load_table(ICEBERG_TABLE).snapshots())
+
+
+def _add_files(transaction: Any, rows: LakeRows, target: Path) -> None:
+    """The rows as data files under the table's location, added in one snapshot (pyiceberg
+    finds each file's partition from its task column, the same in every row)."""
+    location = urllib.parse.urlparse(transaction.table_metadata.location)
+    if location.scheme not in ("", "file"):
+        raise ConversionError(f"{target}: the table lives at {location.geturl()}; expected a local directory")
+    files = _write_data_files(rows, target, Path(location.path) / "data", with_task=True)
+    if files:
+        transaction.add_files([file.path.as_uri() for file in files])
