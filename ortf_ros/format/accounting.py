@@ -35,7 +35,7 @@ the dataset-side counts with the files.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -124,6 +124,13 @@ class StreamAccount:
         """Messages that did not become data: undecodable, dropped and lost on the way."""
         return (self.undecodable or 0) + self.dropped_total + (self.lost_in_transport or 0)
 
+    def loss_phrases(self) -> list[str]:
+        """``losses`` said part by part (``2 dropped (queue full)``, ``1 undecodable``, ...)."""
+        phrases = [f"{count} dropped ({reason})" for reason, count in sorted(self.dropped.items())]
+        phrases += [f"{self.undecodable} undecodable"] if self.undecodable else []
+        phrases += [f"{self.lost_in_transport} lost in transport"] if self.lost_in_transport else []
+        return phrases
+
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"stream": self.stream, "topic": self.topic, "role": self.role}
         for name in _COUNTS:
@@ -163,16 +170,6 @@ def accounts_from_rows(rows: Iterable[Mapping[str, Any]] | None) -> tuple[Stream
     return None if rows is None else tuple(StreamAccount.from_dict(row) for row in rows)
 
 
-def with_counts(accounts: Sequence[StreamAccount], stream: str, **counts: int | None) -> list[StreamAccount]:
-    """``accounts`` with ``counts`` set on ``stream``'s row (a row added when it has none)."""
-    rows = list(accounts)
-    for position, account in enumerate(rows):
-        if account.stream == stream:
-            rows[position] = replace(account, **counts)  # type: ignore[arg-type]
-            return rows
-    raise KeyError(stream)
-
-
 def inconsistencies(account: StreamAccount) -> list[str]:
     """What does not add up between the stages of one row, each as a phrase; [] when every
     loss is a counted one. Stages not seen (None) are not compared."""
@@ -208,15 +205,7 @@ def accounted(accounts: Iterable[StreamAccount]) -> str:
     problems = [f"{a.stream}: {problem}" for a in rows for problem in inconsistencies(a)]
     frames = sum(a.frames_in_video or 0 for a in rows)
     samples = sum(a.native_samples or 0 for a in rows)
-    losses = [
-        f"{a.stream} {what}"
-        for a in rows
-        for what in (
-            *(f"{count} dropped ({reason})" for reason, count in sorted(a.dropped.items())),
-            *([f"{a.undecodable} undecodable"] if a.undecodable else []),
-            *([f"{a.lost_in_transport} lost in transport"] if a.lost_in_transport else []),
-        )
-    ]
+    losses = [f"{a.stream} {what}" for a in rows for what in a.loss_phrases()]
     line = f"{len(rows)} streams, {frames} frames in videos, {samples} native samples; "
     line += ", ".join(losses) if losses else "nothing lost"
     return line + ("; DOES NOT ADD UP: " + "; ".join(problems) if problems else "; every stage adds up")

@@ -49,10 +49,7 @@ def check_drops(record: EpisodeRecord, report: EpisodeFindings) -> None:
     says were lost (undecodable, dropped, lost in transport) or arrived late. Nothing when the
     episode was not counted (another writer's dataset)."""
     for account in record.accounting or ():
-        what = [f"{count} dropped ({reason})" for reason, count in sorted(account.dropped.items())]
-        what += [f"{account.undecodable} undecodable"] if account.undecodable else []
-        what += [f"{account.lost_in_transport} lost in transport"] if account.lost_in_transport else []
-        what += [f"{account.late} late"] if account.late else []
+        what = account.loss_phrases() + ([f"{account.late} late"] if account.late else [])
         if what:
             of = f" of {account.read} read" if account.read is not None else ""
             report.add("episode.drops", account.stream, None, None, f"{', '.join(what)}{of} (`ortf info --episode`)")
