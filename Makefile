@@ -1,6 +1,6 @@
 # The two commands of the README: `make demo` and `make test`. Both set up the
 # cached environment first (scripts/setup-env.sh: a venv with the project, a real
-# ROS 2 Jazzy from PyPI and a built tf2_msgs; seconds when nothing changed).
+# ROS 2 Jazzy from PyPI and the interface packages under ros/ built; seconds when nothing changed).
 VENV := .venv
 PY := $(VENV)/bin/python
 

@@ -6,10 +6,12 @@
 # Without a sourced ROS 2 install (no ROS_DISTRO), it builds:
 #   .venv/   python3.11 venv (python3 if 3.11 is missing) with the ROS 2 Jazzy wheels
 #            from PyPI (rclpy + Fast DDS, std/sensor/geometry msgs, std_srvs,
-#            rosgraph_msgs, diagnostic_msgs), tf2_msgs built from ros/tf2_msgs and
-#            installed into the venv prefix, this project installed editable with its
+#            rosgraph_msgs, diagnostic_msgs), the interface packages under ros/
+#            (tf2_msgs, and the upstream definitions of the other message types the
+#            recorder subscribes to and tests publish) built with scripts/build-interface.sh
+#            and installed into the venv prefix, this project installed editable with its
 #            "test" extra, and colcon (the minimal set that builds an ament_python package).
-#   .cache/  the tf2_msgs CMake build tree, the log of the last run (setup-env.log).
+#   .cache/  the interface packages' CMake build trees, the log of the last run (setup-env.log).
 #   chromium and chromium-driver (Debian packages, apt-get as root) when missing: the
 #            browser tests of `ortf review`.
 # Afterwards `.venv/bin/python -c "import rclpy; from tf2_msgs.msg import TFMessage"`
@@ -32,8 +34,6 @@ cd "$ROOT"
 VENV="$ROOT/.venv"
 CACHE="$ROOT/.cache"
 LOG="$CACHE/setup-env.log"
-TF2_SRC="$ROOT/ros/tf2_msgs"
-TF2_BUILD="$CACHE/tf2_msgs-build"
 ROS_STAMP="$VENV/.setup-env-ros.stamp"
 PROJECT_STAMP="$VENV/.setup-env-project.stamp"
 MODE_FILE="$VENV/.setup-env-mode"
@@ -103,7 +103,7 @@ hash_files() { # hash_files FILE... : one digest over names and contents
 }
 ros_inputs_hash() {
   local files
-  mapfile -t files < <(find ros/tf2_msgs -type f | LC_ALL=C sort)
+  mapfile -t files < <(find ros scripts/build-interface.sh -type f | LC_ALL=C sort)
   { echo "$MODE"; hash_files scripts/setup-env.sh "${files[@]}"; } | sha256sum | cut -d' ' -f1
 }
 project_inputs_hash() {
@@ -250,19 +250,18 @@ fix_wheel_build_paths() {
   fi
 }
 
-build_tf2_msgs() {
-  # A build tree configured for another source dir (moved checkout) is useless.
-  if [[ -f "$TF2_BUILD/CMakeCache.txt" ]] \
-    && ! grep -qxF "CMAKE_HOME_DIRECTORY:INTERNAL=$TF2_SRC" "$TF2_BUILD/CMakeCache.txt"; then
-    rm -rf "$TF2_BUILD"
-  fi
-  CMAKE_PREFIX_PATH="$VENV" AMENT_PREFIX_PATH="$VENV" cmake -S "$TF2_SRC" -B "$TF2_BUILD" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_INSTALL_PREFIX="$VENV" \
-    -DPython3_EXECUTABLE="$VENV/bin/python" \
-    -DBUILD_TESTING=OFF
-  cmake --build "$TF2_BUILD" -j "$(nproc)"
-  cmake --install "$TF2_BUILD"
+build_interfaces() {
+  # Dependencies first: a package that uses another one's messages names it in
+  # ros/BUILD_ORDER (one package per line); the others follow in name order.
+  local pkg
+  for pkg in $(interface_packages); do
+    CACHE="$CACHE" bash "$ROOT/scripts/build-interface.sh" "$VENV" "$ROOT/ros/$pkg"
+  done
+}
+interface_packages() {
+  { grep -v '^#' ros/BUILD_ORDER 2>/dev/null || true
+    find ros -mindepth 2 -maxdepth 2 -name package.xml -printf '%h\n' | xargs -r -n1 basename | LC_ALL=C sort
+  } | awk 'NF && !seen[$0]++'
 }
 
 # Runs first in every venv python (.pth files are processed in name order, before
@@ -325,17 +324,17 @@ else
 fi
 if [[ "$MODE" == wheels ]]; then
   if stamp_matches "$ROS_STAMP" "$ROS_HASH"; then
-    echo "==> ROS 2 wheels + tf2_msgs: up to date"
+    echo "==> ROS 2 wheels + interface packages: up to date"
   else
     rm -f "$ROS_STAMP" "$PROJECT_STAMP"
     stage "ROS 2 Jazzy wheels (pip)" install_ros_wheels
     stage "CMake exports: $WHEEL_BUILD_PY paths" fix_wheel_build_paths
-    stage "tf2_msgs: build ros/tf2_msgs into $VENV" build_tf2_msgs
+    stage "interface packages: build ros/* into $VENV" build_interfaces
     stage "environment hook (.pth)" install_env_hook
     echo "$ROS_HASH" >"$ROS_STAMP"
   fi
 else
-  echo "==> ROS_DISTRO=$ROS_DISTRO: using the sourced ROS 2 (no wheels, no tf2_msgs build)"
+  echo "==> ROS_DISTRO=$ROS_DISTRO: using the sourced ROS 2 (no wheels, no interface builds)"
 fi
 rm -f "$PROJECT_STAMP"
 stage "project: pip install -e .[test], colcon" install_project
