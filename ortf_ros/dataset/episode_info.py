@@ -3,6 +3,7 @@ of its streams delivered at every stage (``format.accounting``), from the episod
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,7 +84,7 @@ def _cell(account: StreamAccount, attribute: str) -> str:
     return "-" if value is None else str(value)
 
 
-def _table(accounts: tuple[StreamAccount, ...]) -> list[str]:
+def _table(accounts: Sequence[StreamAccount]) -> list[str]:
     rows = [["stream", *(heading for heading, _ in _COLUMNS)]]
     rows += [[a.stream, *(_cell(a, attribute) for _, attribute in _COLUMNS)] for a in accounts]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
@@ -96,7 +97,7 @@ def _table(accounts: tuple[StreamAccount, ...]) -> list[str]:
     ]
 
 
-def _drops(accounts: tuple[StreamAccount, ...]) -> list[str]:
+def _drops(accounts: Sequence[StreamAccount]) -> list[str]:
     """Why messages were dropped, per stream and reason."""
     return [f"{a.stream}: {count} dropped ({reason})" for a in accounts for reason, count in sorted(a.dropped.items())]
 

@@ -7,7 +7,7 @@ datasets from other writers), so both agree on column names, types and nulls.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import StreamAccount, accounts_from_rows, accounts_to_rows
+from ortf_ros.format.accounting import ACCOUNTING_COLUMN, StreamAccount, accounts_to_rows, stored_accounts
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
 from ortf_ros.io.text import read_text
@@ -111,7 +111,7 @@ class EpisodeRecord:
     source: EpisodeSource | None = None
     # Per stream, what it delivered at each stage (``format.accounting``); None: not counted
     # (another writer's dataset, an older one).
-    accounting: tuple[StreamAccount, ...] | None = None
+    accounting: Sequence[StreamAccount] | None = None
     review_flag: bool | None = None  # an extension (``schema.REVIEW_FLAG_COLUMN``); None: not reviewed
 
 
@@ -159,9 +159,11 @@ def read_episodes(root: Path) -> list[EpisodeRecord]:
     for column in REQUIRED_EPISODE_COLUMNS:
         if column not in table.column_names:
             raise FormatError(f"{layout.EPISODES}: column {column!r} is missing")
-    rows = table.to_pylist()
+    # (The accounting stays Arrow until it is read: ``StoredAccounts``.)
+    rows = table.drop_columns([c for c in (ACCOUNTING_COLUMN,) if c in table.column_names]).to_pylist()
+    accounting = stored_accounts(table, [str(row["episode_id"]) for row in rows])
     records = []
-    for row in rows:
+    for row, accounts in zip(rows, accounting, strict=True):
         try:
             records.append(
                 EpisodeRecord(
@@ -179,7 +181,7 @@ def read_episodes(root: Path) -> list[EpisodeRecord]:
                     video_files=dict(row.get("video_files") or {}),
                     audio_file=row.get("audio_file"),
                     source=EpisodeSource.from_dict(row.get("source")),
-                    accounting=accounts_from_rows(row.get("accounting")),
+                    accounting=accounts,
                     review_flag=_flag(row.get("review_flag")),
                 )
             )
