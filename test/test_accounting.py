@@ -5,6 +5,7 @@ that was doctored."""
 from __future__ import annotations
 
 import json
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
@@ -20,8 +22,17 @@ from test_live_recorder import NS, Live, live  # noqa: F401 (the fixture)
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import NOT_FOR_ACTION, OUT_OF_ORDER, QUEUE_FULL, StreamAccount, inconsistencies
+from ortf_ros.format.accounting import (
+    NOT_FOR_ACTION,
+    OUT_OF_ORDER,
+    QUEUE_FULL,
+    StoredAccounts,
+    StreamAccount,
+    inconsistencies,
+)
+from ortf_ros.format.metadata import read_episodes
 from ortf_ros.io.video import probe
 from ortf_ros.synthetic_bag import (
     TOPIC_JOINT_COMMAND,
@@ -229,3 +240,34 @@ def test_validate_flags_a_count_doctored_to_hide_a_lost_frame(tmp_path: Path) ->
     )
     assert result.returncode == 1
     assert "episodes.accounting_files" in result.stdout and "stream wrist_camera: frames_in_video" in result.stdout
+
+
+# -- the index's accounting, decoded when read -------------------------------------------------
+
+
+def test_the_index_accounting_is_decoded_when_read_and_a_malformed_row_says_where(tmp_path: Path) -> None:
+    """``read_episodes`` keeps each row's accounting as Arrow (``StoredAccounts``): equal to the
+    decoded counts, pickled as them, and a malformed row fails with one line naming the episode
+    only where it is read, so ``ortf info`` of the dataset still works."""
+    bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
+    root = tmp_path / "ds"
+    converted = subprocess.run([sys.executable, "-m", "ortf_ros.cli.bag2ortf", str(bag.path), "-o", str(root)])
+    assert converted.returncode == 0
+    table = pq.read_table(root / layout.EPISODES)
+    rows = table.to_pylist()
+    expected = tuple(StreamAccount.from_dict(row) for row in rows[0]["accounting"])
+    (record,) = read_episodes(root)
+    assert isinstance(record.accounting, StoredAccounts)
+    assert record.accounting == expected and list(record.accounting) == list(expected)
+    unpickled = pickle.loads(pickle.dumps(record))
+    assert type(unpickled.accounting) is tuple and unpickled == record
+
+    rows[0]["accounting"][0]["kept"] = -3  # not a count
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), root / layout.EPISODES)
+    (broken,) = read_episodes(root)
+    with pytest.raises(FormatError, match=r"meta/episodes.parquet: episode '000000': accounting: bad value: kept"):
+        len(broken.accounting or ())
+    info = subprocess.run(
+        [sys.executable, "-m", "ortf_ros.cli.ortf", "info", str(root)], capture_output=True, text=True
+    )
+    assert info.returncode == 0, info.stderr
