@@ -47,6 +47,7 @@ class Defects:
     late_steps: tuple[int, int] | None = None  # alignment 30 ms (tolerance 16.7) for these steps
     steps: int = STEPS
     success: bool | None = True
+    steps_follow_joints: bool = False  # the steps' joint positions are the joint samples' (as a converter makes them)
 
 
 def manifest() -> Manifest:
@@ -83,9 +84,12 @@ def write(root: Path, defects: Defects = Defects()) -> Path:
             if not (defects.camera_silent and defects.camera_silent[0] <= step <= defects.camera_silent[1]):
                 images[OVERHEAD] = demo_rgb(1, step, W, H)
             late = defects.late_steps and defects.late_steps[0] <= step <= defects.late_steps[1]
+            state = demo_state(0, step, FPS)
+            if defects.steps_follow_joints:
+                state["joint_positions"] = joint_position(t, defects).astype(np.float32)
             writer.add_step(
                 t,
-                demo_state(0, step, FPS),
+                state,
                 demo_action(0, step, FPS),
                 images,
                 samples={"joint_states": last_sample} if last_sample is not None else None,
@@ -176,6 +180,15 @@ def test_joint_beyond_its_limit_and_over_speed(tmp_path: Path) -> None:
     assert {f.message.split()[1] for f in speed} == {"demo_joint3", "demo_joint4"}  # the jump, and into the limit
     assert all("velocity limit 2.1/s" in f.message for f in speed)  # the URDF's <limit velocity>
     assert_found(found, "robot.velocity_limit", "joint_states", 1.49, 1.51)
+
+
+def test_an_excursion_in_steps_and_native_stream_alike_is_one_finding(tmp_path: Path) -> None:
+    """A converter's steps take their joint positions from the native stream: the excursion is
+    judged there, once, not again in the step table."""
+    found = doctor(write(tmp_path / "d", Defects(beyond_limit=(2.0, 2.1), steps_follow_joints=True)))
+    limit = only(found, "robot.position_limit")
+    assert len(limit) == 1, [f.line() for f in found]
+    assert_found(found, "robot.position_limit", "joint_states", 2.0, 2.09)
 
 
 def test_alignment_beyond_tolerance(tmp_path: Path) -> None:

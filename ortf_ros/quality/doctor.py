@@ -86,7 +86,7 @@ def _scan_videos(episode: Episode, settings: DoctorSettings) -> dict[str, VideoS
 
 
 def _native_joints(episode: Episode) -> set[str]:
-    """Joints whose positions a native-rate stream holds: their speed is judged there."""
+    """Joints whose positions a native-rate stream holds: their limits are judged there."""
     manifest = episode.dataset.manifest
     joints: set[str] = set()
     for stream in manifest.native_streams.values():
@@ -113,7 +113,12 @@ def _step_pass(
     non_finite = {c: NonFiniteChecker(c, c, report) for c in ["timestamp", *vectors, *aligned.values()]}
     frames = {c: StepFrames(c, manifest.cameras[c], videos.get(c), settings) for c in cameras}
     alignment = {s: _alignment_runs(s, manifest.sync_tolerance_ms, report) for s in aligned}
-    step_limits = JointLimits(limits.positions, {j: v for j, v in limits.velocities.items() if j not in covered})
+    # A joint a native stream holds is judged there, where every sample is: the steps' values of
+    # it come from those samples, and would report the same excursion a second time.
+    step_limits = JointLimits(
+        {j: b for j, b in limits.positions.items() if j not in covered},
+        {j: v for j, v in limits.velocities.items() if j not in covered},
+    )
     joints: dict[str, JointChecker] = {}
     for name, component in manifest.observation_space.state.items():
         names = position_joints(name, component, manifest)

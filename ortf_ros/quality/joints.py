@@ -3,9 +3,10 @@ consecutive samples within its velocity limits.
 
 Limits come from the dataset's URDF (``robot/robot.urdf``, read by the converter's own
 ``robot_from_urdf``), or, without one, from the manifest's joints (positions only). The
-positions checked are every native-rate stream's ``position`` column and every step state
-component that names joints and holds positions (``joint_positions``); speed is taken
-between native samples when a stream has the joint, else between steps.
+positions checked are every native-rate stream's ``position`` column, and the step state
+components that name joints and hold positions (``joint_positions``) for the joints no
+native stream holds: a joint's limits and speed are judged on its native samples when a
+stream has it (the steps' values of it come from them), else on the steps.
 """
 
 from __future__ import annotations
