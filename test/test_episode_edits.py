@@ -215,6 +215,24 @@ def test_deleting_several_at_once_from_the_per_chunk_stream_layout(tmp_path: Pat
     assert_strictly_valid(root)
 
 
+def test_a_dropped_task_id_is_not_given_again(tmp_path: Path) -> None:
+    """Deleting every episode of the newest task drops it from tasks.jsonl; the next new task
+    (here the same instruction again) takes a new id, so ids named elsewhere (an export, a
+    note) never come to mean another task."""
+    root = tmp_path / "ds"
+    record_episodes(root, 2)  # tasks 0 and 1
+    edits.delete_episodes(root, ["000001"])
+    assert [json.loads(line)["task_id"] for line in (root / layout.TASKS).read_text().splitlines()] == [0]
+    record_episodes(root, 1)  # TASKS[1] again
+    tasks = {
+        json.loads(line)["instruction"]: json.loads(line)["task_id"]
+        for line in (root / layout.TASKS).read_text().splitlines()
+    }
+    assert tasks == {TASKS[0]: 0, TASKS[1]: 2}
+    assert index_rows(root)["000002"]["task_id"] == 2
+    assert_strictly_valid(root)
+
+
 def test_unknown_ids_and_a_busy_dataset_are_refused_before_anything_changes(
     dataset: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

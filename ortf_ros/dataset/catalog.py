@@ -90,6 +90,11 @@ NUMBERED_UP_TO_KEY = "episode_numbers_taken"
 """Manifest key: how many episode numbers were given, once the last of them was deleted."""
 
 
+TASK_IDS_TAKEN_KEY = "task_ids_taken"
+"""Manifest key: how many task ids were given, once the last of them was dropped with the
+episodes that used it, so that a new task does not take the id of a dropped one."""
+
+
 DELETED_SOURCES_KEY = "deleted_sources"
 """Manifest key: the recordings' episodes that were converted and then deleted (``source``
 structs), so that converting the same recordings again does not bring them back
@@ -227,7 +232,10 @@ class Catalog:
         for task in self.tasks:
             if task.instruction == instruction:
                 return task.task_id
-        task = Task(max((t.task_id for t in self.tasks), default=-1) + 1, instruction, task_type, description)
+        taken = self.manifest.extra.get(TASK_IDS_TAKEN_KEY, 0)
+        taken = taken if isinstance(taken, int) and not isinstance(taken, bool) else 0
+        number = max(max((t.task_id for t in self.tasks), default=-1) + 1, taken)
+        task = Task(number, instruction, task_type, description)
         self.tasks.append(task)
         atomic.write_text(self.root / layout.TASKS, tasks_jsonl(self.tasks))
         return task.task_id
@@ -273,10 +281,17 @@ class Catalog:
 
     def drop_unused_tasks(self) -> None:
         """Tasks.jsonl without the tasks no episode uses any more (after a delete; the
-        episodes' task ids stay as they are)."""
+        episodes' task ids stay as they are, and a dropped task's id is not given again:
+        ``TASK_IDS_TAKEN_KEY``)."""
         used = {e.task_id for e in self.episodes}
         kept = [t for t in self.tasks if t.task_id in used]
         if len(kept) != len(self.tasks):
+            # The ids given so far go into the manifest before the tasks leave tasks.jsonl: a
+            # crash in between leaves the delete's journal to drop them, with the ids remembered.
+            taken = max(t.task_id for t in self.tasks) + 1
+            if taken > max((t.task_id + 1 for t in kept), default=0):
+                self.manifest = replace(self.manifest, extra={**self.manifest.extra, TASK_IDS_TAKEN_KEY: taken})
+                self._write_manifest()
             self.tasks = kept
             atomic.write_text(self.root / layout.TASKS, tasks_jsonl(kept))
 
