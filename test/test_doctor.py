@@ -357,11 +357,18 @@ def test_findings_beyond_max_per_rule_are_counted(clean: Path, tmp_path: Path) -
     assert_found(found, "value.non_finite", "observation.state.joint_positions", 10 / FPS, 10 / FPS)
 
 
-def test_a_video_that_does_not_decode_stops_the_run_with_a_valid_document(clean: Path, tmp_path: Path) -> None:
+def test_a_video_that_does_not_decode_is_a_finding_and_the_rest_is_still_examined(clean: Path, tmp_path: Path) -> None:
     root = copy_of(clean, tmp_path)
-    video = load_dataset(root).episode(0).video_path(WRIST)
-    video.write_bytes(b"not a video")
+    episode = load_dataset(root).episode(0)
+    episode.video_path(WRIST).write_bytes(b"not a video")
+    episode.video_path(OVERHEAD).unlink()
     result = ortf_doctor(str(root), "--json")
-    assert result.returncode == 1 and "Traceback" not in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1 and "cannot decode the video" in result.stderr
-    assert json.loads(result.stdout) == {"dataset": str(root), "findings": [], "stopped": True}
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    document = json.loads(result.stdout)
+    unreadable = {f["stream"]: f for f in document["findings"] if f["rule"] == "camera.unreadable"}
+    assert sorted(unreadable) == sorted([WRIST, OVERHEAD]), document
+    assert all(f["severity"] == "error" and f["episode_id"] == "000000" for f in unreadable.values())
+    assert "cannot decode the video" in unreadable[WRIST]["message"]
+    assert unreadable[OVERHEAD]["message"].endswith(": missing")
+    assert str(root) not in unreadable[WRIST]["message"]  # the dataset-relative path
+    assert not document.get("stopped")

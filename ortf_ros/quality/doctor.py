@@ -56,7 +56,7 @@ def _examine_episode(
     report = EpisodeFindings(episode.episode_id, settings.max_per_rule)
     check_outcome(episode.record, report, dataset_labelled=dataset_labelled)
     check_drops(episode.record, report)
-    videos = _scan_videos(episode, settings)
+    videos = _scan_videos(episode, settings, report)
     covered = _native_joints(episode)
     span = _step_pass(episode, videos, limits, covered, settings, report)
     for stream in episode.dataset.manifest.native_streams:
@@ -70,17 +70,27 @@ def _direct(report: EpisodeFindings, stream: str) -> Report:
     return lambda rule, run, message: report.add(rule, stream, run.start_s, run.end_s, message)
 
 
-def _scan_videos(episode: Episode, settings: DoctorSettings) -> dict[str, VideoScan | None]:
+def _scan_videos(episode: Episode, settings: DoctorSettings, report: EpisodeFindings) -> dict[str, VideoScan | None]:
+    """Each camera's video decoded once; None for a camera whose video is not looked at
+    (``.npz`` depth) or cannot be read (a ``camera.unreadable`` finding: the other cameras,
+    tables and episodes are still examined)."""
     videos: dict[str, VideoScan | None] = {}
     for camera, sensor in episode.dataset.manifest.cameras.items():
         path = episode.video_path(camera)
         if path.suffix == ".npz":  # a depth stack loads whole: not within the doctor's memory bound
             videos[camera] = None
             continue
+        videos[camera] = None  # (until it is read through: a video that is not is a finding)
+        where = path.relative_to(episode.dataset.root)
         if not path.is_file():
-            raise ReaderError(f"{path.relative_to(episode.dataset.root)}: missing (episode {episode.episode_id})")
+            report.add("camera.unreadable", camera, None, None, f"{where}: missing")
+            continue
         scan = VideoScan(camera, sensor, settings)
-        scan.scan(path)
+        try:
+            scan.scan(path)
+        except ReaderError as exc:
+            report.add("camera.unreadable", camera, None, None, str(exc).replace(str(path), str(where)))
+            continue
         videos[camera] = scan
     return videos
 
