@@ -21,6 +21,7 @@ import os
 import shutil
 import struct
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -207,11 +208,13 @@ def staged_audio(directory: Path, microphone: str) -> Path:
     return directory / "audio" / f"{microphone}.wav"
 
 
-def commit_audio(staged_dir: Path, root: Path, microphones: list[str], chunk_id: int, episode_index: int) -> list[str]:
+def commit_audio(
+    staged_dir: Path, root: Path, microphones: list[str], chunk_id: int, episode_index: int
+) -> dict[str, tuple[str, int]]:
     """Each microphone's staged WAV and chunk table moved to their places in the dataset
-    (every microphone has both, empty when it delivered nothing); the WAVs' paths. A file
-    already moved (a commit rolled forward) stays."""
-    paths = []
+    (every microphone has both, empty when it delivered nothing); per microphone, its WAV's
+    path and the rows of its chunk table. A file already moved (a commit rolled forward) stays."""
+    paths = {}
     for microphone in microphones:
         wav = staged_audio(staged_dir, microphone)
         relative = layout.audio_path(microphone, chunk_id, episode_index)
@@ -224,7 +227,8 @@ def commit_audio(staged_dir: Path, root: Path, microphones: list[str], chunk_id:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 source.replace(target)
                 atomic.fsync_dir(target.parent)
-        paths.append(relative)
+        table = root / layout.audio_chunks_path(microphone, chunk_id, episode_index)
+        paths[microphone] = (relative, pq.ParquetFile(table).metadata.num_rows)
     return paths
 
 
@@ -233,3 +237,44 @@ def discard_audio(root: Path, microphones: list[str], chunk_id: int, episode_ind
     for microphone in microphones:
         (root / layout.audio_path(microphone, chunk_id, episode_index)).unlink(missing_ok=True)
         (root / layout.audio_chunks_path(microphone, chunk_id, episode_index)).unlink(missing_ok=True)
+
+
+@dataclass(frozen=True)
+class WavInfo:
+    """What a WAV file's header says: its format and how many frames its data holds."""
+
+    is_float: bool
+    channels: int
+    sample_rate: int
+    bit_depth: int
+    frames: int
+    data_offset: int  # where the samples begin
+
+
+def wav_info(path: Path) -> WavInfo:
+    """A WAV file's header read (ValueError naming what is wrong when it is none); the
+    frames are those its data chunk really holds, whatever the header claims."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        riff = f.read(12)
+        if len(riff) < 12 or riff[:4] != b"RIFF" or riff[8:] != b"WAVE":
+            raise ValueError("not a RIFF/WAVE file")
+        fmt: tuple[int, ...] | None = None
+        while True:
+            head = f.read(8)
+            if len(head) < 8:
+                raise ValueError("no data chunk")
+            kind, length = head[:4], struct.unpack("<I", head[4:])[0]
+            if kind == b"fmt ":
+                fmt = struct.unpack("<HHIIHH", f.read(16))
+                f.seek(length - 16 + (length & 1), os.SEEK_CUR)
+            elif kind == b"data":
+                if fmt is None:
+                    raise ValueError("data chunk before the fmt chunk")
+                tag, channels, rate, _, block, bits = fmt
+                if block <= 0 or channels <= 0:
+                    raise ValueError(f"fmt chunk: {channels} channels, {block} bytes per frame")
+                available = min(length, size - f.tell())
+                return WavInfo(tag == _WAVE_FLOAT, channels, rate, bits, available // block, f.tell())
+            else:
+                f.seek(length + (length & 1), os.SEEK_CUR)

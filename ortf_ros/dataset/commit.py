@@ -329,7 +329,7 @@ def _put_in_place(
         operator_notes=outcome.operator_notes,
         recorded_at=header.recorded_at,
         video_files=relatives,
-        audio_file=audio[0] if audio else None,
+        audio_file=next((path for path, _ in audio.values()), None),  # the spec's: the first microphone's
         source=header.source,
         accounting=committed_accounts(
             accounts_from_rows(outcome.accounting),
@@ -338,6 +338,7 @@ def _put_in_place(
             frames_in_video={camera: limits[layout.image_column(camera)] for camera in relatives},
             native_samples={stream: limits[column] for column, stream in sample_columns.items()},
             steps_referencing=referencing,
+            audio_chunks={microphone: chunks for microphone, (_, chunks) in audio.items()},
         ),
     )
     return record, episode_stats
