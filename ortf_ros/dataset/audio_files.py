@@ -278,3 +278,14 @@ def wav_info(path: Path) -> WavInfo:
                 return WavInfo(tag == _WAVE_FLOAT, channels, rate, bits, available // block, f.tell())
             else:
                 f.seek(length + (length & 1), os.SEEK_CUR)
+
+
+def read_wav(path: Path, sample_format: str) -> np.ndarray:
+    """Every sample of a WAV file this module wrote, interleaved, as it was given
+    (``file_samples``); the whole file at once, for readers that want it so."""
+    info = wav_info(path)
+    block = SAMPLE_FORMATS[sample_format].bit_depth // 8 * info.channels
+    with path.open("rb") as f:
+        f.seek(info.data_offset)
+        data = f.read(info.frames * block)
+    return file_samples(data, sample_format)
