@@ -6,13 +6,17 @@ validates strictly."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import wave
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import av
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -170,18 +174,60 @@ def test_manifest_episode_row_accounting_and_strict_validation(converted: tuple[
     assert report.ok, "\n".join(f.line() for f in report.findings)
 
 
-def test_the_validator_finds_a_truncated_or_missing_audio_file(tmp_path: Path) -> None:
-    bag = write_scene_bag(tmp_path / "bag", scene("mcap", "ros2", "s16le", 1))
-    episode = convert(bag, tmp_path / "ds")
-    wav, table = episode.audio_files("microphone")
-    data = wav.read_bytes()
-    wav.write_bytes(data[:-2048])  # a chunk's samples lost
-    rules = {f.rule for f in validate(episode.dataset.root).findings}
-    assert "audio.chunks" in rules
-    table.unlink()
-    wav.unlink()
-    findings = validate(episode.dataset.root).findings
-    assert {"audio.file", "episodes.audio_file"} <= {f.rule for f in findings}
+WAV = layout.audio_path("microphone", 0, 0)
+CHUNKS = layout.audio_chunks_path("microphone", 0, 0)
+
+
+def _truncate(relative: str, drop: int) -> Callable[[Path], None]:
+    def cut(root: Path) -> None:
+        data = (root / relative).read_bytes()
+        (root / relative).write_bytes(data[:-drop])
+
+    return cut
+
+
+def _manifest_channels(root: Path) -> None:
+    path = root / layout.MANIFEST
+    manifest = json.loads(path.read_text())
+    next(s for s in manifest["sensors"] if s["type"] == "audio")["channels"] = 2
+    path.write_text(json.dumps(manifest))
+
+
+def _accounted_chunks(root: Path) -> None:
+    path = root / layout.EPISODES
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    for account in rows[0]["accounting"]:
+        if account["stream"] == "microphone":
+            account["native_samples"] += 1
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+
+
+AUDIO_BREAKAGES: list[tuple[str, Callable[[Path], object]]] = [
+    ("audio.file", lambda root: (root / WAV).unlink()),
+    ("audio.file", lambda root: (root / WAV).write_bytes(b"RIFF")),
+    ("audio.format", _manifest_channels),
+    ("audio.chunks", _truncate(WAV, 2048)),  # a chunk's samples lost
+    ("audio.chunks", lambda root: (root / CHUNKS).write_bytes(b"not parquet")),
+    ("episodes.accounting_files", _accounted_chunks),
+]
+"""A breakage of each audio rule (``test_validate.test_every_rule_has_a_breakage`` counts these)."""
+
+
+@pytest.fixture(scope="module")
+def audio_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("audio-rules")
+    bag = write_scene_bag(tmp / "bag", scene("mcap", "ros2", "s16le", 1))
+    return convert(bag, tmp / "ds").dataset.root
+
+
+@pytest.mark.parametrize(("rule", "breaker"), AUDIO_BREAKAGES, ids=[r for r, _ in AUDIO_BREAKAGES])
+def test_audio_rule(audio_dataset: Path, tmp_path: Path, rule: str, breaker: Callable[[Path], object]) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(audio_dataset, root)
+    breaker(root)
+    found = {f.rule for f in validate(root).findings}
+    assert rule in found, found
 
 
 def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> None:
