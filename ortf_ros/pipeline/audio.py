@@ -39,7 +39,6 @@ from ortf_ros.pipeline.samples import (
 
 if TYPE_CHECKING:
     from ortf_ros.dataset.writer import DatasetWriter
-    from ortf_ros.pipeline.assemble import TopicCounts
 
 _NS = 1_000_000_000
 
@@ -231,15 +230,14 @@ class AudioRouter:
     microphone's file, as published, with its time (``stream_time`` of the mapping's time
     source: ``time_of`` is ``assemble.stream_time``) on the steps' clock (``clock_ns``:
     ``Assembler._clock_ns``). The format is the
-    manifest's; a message in another one is counted as undecodable, with the reason, and
-    not written (the file has one format)."""
+    manifest's; a message in another one is not written (the file has one format): the
+    assembler counts it as undecodable, with the reason."""
 
     def __init__(
         self,
         config: ConversionConfig,
         manifest: Manifest,
         writer: DatasetWriter,
-        counts: TopicCounts,
         clock_ns: Callable[[int], int],
         time_of: Callable[[Stamps, TimeSource], int],
     ) -> None:
@@ -247,25 +245,19 @@ class AudioRouter:
         self._microphones = {a.topic: (a, sensors[a.name]) for a in config.audio if a.name in sensors}
         self._info_topics = {t for a, _ in self._microphones.values() for t in a.info_topics}
         self.writer = writer
-        self.counts = counts
         self._clock_ns = clock_ns
         self._time_of = time_of
 
     def route(self, sample: AudioChunkSample | AudioInfoSample, topic: str) -> bool:
-        """Whether the sample was used (written, or an AudioInfo of a microphone's)."""
+        """Whether the sample was used (written, or an AudioInfo of a microphone's);
+        AudioError when its samples cannot be what the file holds (the caller counts it)."""
         if isinstance(sample, AudioInfoSample):
             return topic in self._info_topics
         found = self._microphones.get(topic)
         if found is None:
             return False
         mapping, sensor = found
-        stored = sensor_format(sensor)
-        try:
-            samples = self._samples(sample, sensor, stored)
-        except AudioError as exc:
-            self.counts.undecodable[topic] += 1
-            self.counts.reasons.setdefault(topic, f"{topic}: {exc}")
-            return False
+        samples = self._samples(sample, sensor, sensor_format(sensor))
         time_ns = self._time_of(sample.stamps, mapping.time)
         stamps = sample.stamps
         timestamp = (time_ns - self._clock_ns(time_ns)) / _NS
