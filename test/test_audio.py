@@ -329,3 +329,30 @@ def test_mcap_export_publishes_the_chunks_and_converts_back(audio_dataset: Path,
     assert bag2ortf([str(out), "-o", str(tmp_path / "back"), "--config", str(mapping)]) == 0
     back = load_dataset(tmp_path / "back").episode(0)
     np.testing.assert_array_equal(read_wav(back.audio_files("microphone")[0], "s16le"), written)
+
+
+def test_mixtrain_fills_the_audio_column(audio_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mixtrain"
+    assert ortf(["export", "mixtrain", str(audio_dataset), str(out)]) == 0
+    sidecar = json.loads((out / "mixtrain.json").read_text())
+    entry = sidecar["column_types"]["audio"]
+    assert (entry["type"], entry["sample_rate"], entry["channels"], entry["codec"]) == ("audio", 16000, 1, "pcm_s16le")
+    rows = pq.read_table(next(out.glob("data/*.parquet")) if (out / "data").is_dir() else next(out.glob("*.parquet")))
+    relative = rows.column("audio")[0].as_py()
+    wav, chunks = load_dataset(audio_dataset).episode(0).audio_files("microphone")
+    assert (out / relative).read_bytes() == wav.read_bytes()
+    assert (out / relative.replace(".wav", ".chunks.parquet")).read_bytes() == chunks.read_bytes()
+
+
+def test_lerobot_export_keeps_the_audio_beside_it_and_says_so(
+    audio_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "lerobot"
+    assert ortf(["export", "lerobot", str(audio_dataset), str(out)]) == 0
+    assert "1 audio file(s) kept beside it under audio/" in capsys.readouterr().out
+    info = json.loads((out / "meta" / "info.json").read_text())
+    entry = info["ortf"]["audio"]["microphone"]
+    assert entry["path"] == "audio/microphone/episode_{episode_index:06d}.wav" and entry["sample_rate"] == 16000
+    wav, _ = load_dataset(audio_dataset).episode(0).audio_files("microphone")
+    assert (out / "audio/microphone/episode_000000.wav").read_bytes() == wav.read_bytes()
+    assert (out / "audio/microphone/episode_000000.chunks.parquet").is_file()
