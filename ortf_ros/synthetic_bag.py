@@ -36,7 +36,11 @@ test can compute what a converter must produce:
   ``sensor_msgs/CompressedImage`` on ``<camera>/image_raw/compressed``: all of them
   (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw;
 - each camera publishes ``camera_info`` with ``camera_intrinsics`` and ``CAMERA_DISTORTION``
-  at its frame rate, except those listed in ``without_camera_info``.
+  at its frame rate, except those listed in ``without_camera_info``;
+- with ``audio`` a microphone publishes ``audio_samples`` on ``TOPIC_AUDIO``, a message of
+  ``audio_chunk`` frames each: ``audio_common_msgs/AudioStamped`` (the ROS 2 layout), or
+  the older layout's ``AudioData`` bytes with one latched ``AudioInfo`` on
+  ``TOPIC_AUDIO_INFO``; the messages listed in ``audio_dropped`` are not recorded.
 
 Writing streams: messages are generated, serialized and written one at a time in
 receive-time order, so a 10-minute bag takes no more memory than a 10-second one.
@@ -63,8 +67,11 @@ from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from ortf_ros.dataset.audio_files import file_bytes
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.jpeg import JpegEncoder
+from ortf_ros.pipeline.audio_definitions import AudioLayout
+from ortf_ros.pipeline.audio_definitions import register as register_audio
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
 ControllerLayout = Literal["jazzy", "humble"]
@@ -121,6 +128,10 @@ TOPIC_DEPTH_CAMERA_INFO = "/depth_camera/camera_info"
 TOPIC_DEPTH_IMAGE = "/depth_camera/image_raw"
 TOPIC_WRENCH = "/ft_sensor/wrench"
 TOPIC_CONTROLLER_STATE = "/arm_controller/state"  # only with TeleopConfig.controller_state
+TOPIC_AUDIO = "/microphone/audio"  # only with TeleopConfig.audio
+TOPIC_AUDIO_INFO = "/microphone/audio_info"  # only with TeleopConfig.audio "older"
+AUDIO_FORMAT_CODES = {"f32le": 1, "s32le": 2, "s24le": 4, "s16le": 8, "s8": 16, "u8": 32}  # PortAudio's
+AUDIO_GSTREAMER_NAMES = {"f32le": "F32LE", "s32le": "S32LE", "s24le": "S24LE", "s16le": "S16LE", "s8": "S8", "u8": "U8"}
 CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
 CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}  # the default scene's
@@ -151,6 +162,8 @@ BASE_LATENCY_NS = {
     TOPIC_DEPTH_IMAGE: 12_000_000,
     TOPIC_WRENCH: 200_000,
     TOPIC_CONTROLLER_STATE: 500_000,
+    TOPIC_AUDIO: 2_000_000,
+    TOPIC_AUDIO_INFO: 2_000_000,
 }
 JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
 
@@ -217,6 +230,30 @@ def joint_state_names(seq: int) -> tuple[str, ...]:
 def select_joints(values: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
     """Pick entries of a ``JOINTS``-ordered vector in the order of ``names``."""
     return np.array([values[JOINTS.index(n)] for n in names], dtype=np.float64)
+
+
+SAMPLE_BITS = {"f32le": 32, "s32le": 32, "s24le": 24, "s16le": 16, "s8": 8, "u8": 8}
+
+
+def audio_samples(config: TeleopConfig, seq: int) -> np.ndarray:
+    """Audio message ``seq``'s samples, interleaved (``audio_chunk`` frames of
+    ``audio_channels``), in the dtype of ``audio_format``: a function of each sample's
+    index in the stream, so a file's samples tell where they came from."""
+    count = config.audio_chunk * config.audio_channels
+    index = np.arange(seq * count, (seq + 1) * count, dtype=np.int64)
+    base = (index * 37) % 65536 - 32768  # int16's range
+    fmt = config.audio_format
+    if fmt == "f32le":
+        return (base / 32768.0).astype(np.float32)
+    if fmt == "s32le":
+        return (base * 65536 + index % 65536).astype(np.int32)
+    if fmt == "s24le":
+        return (base * 256 + index % 256).astype(np.int32)
+    if fmt == "s8":
+        return (base >> 8).astype(np.int8)
+    if fmt == "u8":
+        return ((base >> 8) + 128).astype(np.uint8)
+    return base.astype(np.int16)
 
 
 def wrench(t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -507,6 +544,12 @@ class TeleopConfig:
     controller_layout: ControllerLayout = "jazzy"  # of the controller state in a rosbag2 bag
     with_command: bool | None = None  # /joint_command; None: unless controller_state
     unnamed_joints: UnnamedJoints | None = None  # the joint states list no names (see UnnamedJoints)
+    audio: AudioLayout | None = None  # a microphone on TOPIC_AUDIO, in this layout (see audio_samples)
+    audio_format: str = "s16le"  # its sample format (a key of AUDIO_FORMAT_CODES)
+    audio_channels: int = 1
+    audio_rate_hz: int = 16000
+    audio_chunk: int = 1024  # frames per message
+    audio_dropped: tuple[int, ...] = ()  # the audio messages (seq) not recorded: dropped chunks
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
@@ -519,6 +562,9 @@ class TeleopConfig:
             if camera not in self.camera_info_topics():
                 known = ", ".join(self.camera_info_topics())
                 raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
+        object.__setattr__(self, "audio_dropped", tuple(self.audio_dropped))
+        if self.audio is not None and self.audio_format not in AUDIO_FORMAT_CODES:
+            raise ValueError(f"audio_format {self.audio_format!r}: expected one of {', '.join(AUDIO_FORMAT_CODES)}")
         if self.controller_state and self.unnamed_joints == "all":
             raise ValueError("unnamed_joints 'all' with controller_state: the arm controller's joints are the arm's")
 
@@ -581,11 +627,20 @@ class TeleopConfig:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
                 rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
+        if self.audio is not None:
+            rates[TOPIC_AUDIO] = self.audio_rate_hz / self.audio_chunk
+            if self.audio == "older":
+                rates[TOPIC_AUDIO_INFO] = None
         return rates
 
     def count(self, topic: str) -> int:
         rate = self.rates()[topic]
-        return 1 if rate is None else round(self.duration_s * rate)
+        count = 1 if rate is None else round(self.duration_s * rate)
+        return count - len(self.dropped(topic))
+
+    def dropped(self, topic: str) -> frozenset[int]:
+        """The messages of ``topic`` (seq) the recording lacks."""
+        return frozenset(self.audio_dropped) if topic == TOPIC_AUDIO else frozenset()
 
     def msgtypes(self) -> dict[str, str]:
         """Topic -> ROS 2 message type name (a ROS 1 bag's ``tf/tfMessage`` reads as TFMessage)."""
@@ -610,6 +665,11 @@ class TeleopConfig:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
                 types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
+        if self.audio == "ros2":
+            types[TOPIC_AUDIO] = "audio_common_msgs/msg/AudioStamped"
+        elif self.audio == "older":
+            types[TOPIC_AUDIO] = "audio_common_msgs/msg/AudioData"
+            types[TOPIC_AUDIO_INFO] = "audio_common_msgs/msg/AudioInfo"
         return types
 
 
@@ -634,7 +694,10 @@ def schedule(config: TeleopConfig, *, endless: bool = False) -> Iterator[Event]:
 
     def stream(order: int, topic: str, rate: float | None) -> Iterator[Event]:
         n = 1 if rate is None else round(config.duration_s * rate)
+        dropped = config.dropped(topic)
         for seq in itertools.count() if endless and rate is not None else range(n):
+            if seq in dropped:
+                continue
             stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
             yield Event(stamp + receive_latency_ns(topic, seq), order, topic, seq, stamp)
 
@@ -690,14 +753,16 @@ def controller_state_definition(ros1: bool, layout: ControllerLayout = "jazzy") 
     )
 
 
-@lru_cache(maxsize=3)
-def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy") -> Typestore:
+@lru_cache(maxsize=6)
+def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy", audio: AudioLayout | None = None) -> Typestore:
     """ROS 2 Jazzy, or ROS 1 Noetic plus tf2_msgs/TFMessage and the legacy tf/tfMessage;
     both with ``control_msgs/JointTrajectoryControllerState`` (``controller_state_definition``),
-    which neither has."""
+    which neither has, and ``audio_common_msgs`` of the ``audio`` layout, if any."""
     store = get_typestore(Stores.ROS1_NOETIC if ros1 else Stores.ROS2_JAZZY)
     definition = controller_state_definition(ros1, controller_layout)
     store.register(get_types_from_msg(definition, CONTROLLER_STATE_TYPE))
+    if audio is not None:
+        register_audio(store, audio)
     if not ros1:
         return store
     definition = "geometry_msgs/TransformStamped[] transforms"
@@ -712,7 +777,7 @@ class Messages:
     def __init__(self, config: TeleopConfig) -> None:
         self.config = config
         self.ros1 = config.fmt == "ros1"
-        self.store = typestore(self.ros1, config.controller_layout)
+        self.store = typestore(self.ros1, config.controller_layout, config.audio)
         self.types = self.store.types
         self.tf_type = "tf/msg/tfMessage" if self.ros1 and config.legacy_tf else "tf2_msgs/msg/TFMessage"
         any_jpeg = any(config.is_compressed(camera) for camera in config.cameras())
@@ -738,6 +803,9 @@ class Messages:
             TOPIC_DEPTH_IMAGE: ("sensor_msgs/msg/Image", self.depth),
             TOPIC_WRENCH: ("geometry_msgs/msg/WrenchStamped", self.wrench),
         }
+        if config.audio is not None:
+            self.builders[TOPIC_AUDIO] = (config.msgtypes()[TOPIC_AUDIO], self.audio)
+            self.builders[TOPIC_AUDIO_INFO] = ("audio_common_msgs/msg/AudioInfo", self.audio_info)
         for camera in CAMERA_FRAMES:
             compressed = config.is_compressed(camera)
             image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
@@ -861,6 +929,51 @@ class Messages:
             effort=empty,
         )
 
+    def audio(self, seq: int, stamp: int) -> Any:
+        """Audio message ``seq``: ``audio_samples``, as AudioStamped or as AudioData bytes."""
+        config = self.config
+        samples = audio_samples(config, seq)
+        if config.audio == "older":
+            packed = file_bytes(samples, "s24le") if config.audio_format == "s24le" else samples.tobytes()  # (3 bytes)
+            return self.new("audio_common_msgs/msg/AudioData", data=np.frombuffer(packed, np.uint8))
+        arrays = {
+            field: np.array([], dtype)
+            for field, dtype in (
+                ("float32_data", np.float32),
+                ("int32_data", np.int32),
+                ("int24_data", np.int32),
+                ("int16_data", np.int16),
+                ("int8_data", np.int8),
+                ("uint8_data", np.uint8),
+            )
+        }
+        field = {"f32le": "float32_data", "s32le": "int32_data", "s24le": "int24_data", "s16le": "int16_data"}.get(
+            config.audio_format, "int8_data" if config.audio_format == "s8" else "uint8_data"
+        )
+        arrays[field] = samples.astype(arrays[field].dtype)
+        info = self.new(
+            "audio_common_msgs/msg/AudioInfo",
+            format=AUDIO_FORMAT_CODES[config.audio_format],
+            channels=config.audio_channels,
+            rate=config.audio_rate_hz,
+            chunk=config.audio_chunk,
+        )
+        data = self.new("audio_common_msgs/msg/AudioData", **arrays)
+        audio = self.new("audio_common_msgs/msg/Audio", audio_data=data, info=info)
+        return self.new("audio_common_msgs/msg/AudioStamped", header=self.header(stamp, "microphone", seq), audio=audio)
+
+    def audio_info(self, seq: int, stamp: int) -> Any:
+        """The older layout's AudioInfo (published once, latched)."""
+        config = self.config
+        return self.new(
+            "audio_common_msgs/msg/AudioInfo",
+            channels=config.audio_channels,
+            sample_rate=config.audio_rate_hz,
+            sample_format=AUDIO_GSTREAMER_NAMES[config.audio_format],
+            bitrate=config.audio_rate_hz * config.audio_channels * SAMPLE_BITS[config.audio_format],
+            coding_format="wave",
+        )
+
     def wrench(self, seq: int, stamp: int) -> Any:
         force, torque = wrench(seconds(stamp, self.config.start_ns))
         return self.new(
@@ -934,7 +1047,7 @@ class Messages:
 
 # ---------------------------------------------------------------- sinks
 
-_LATCHED = (TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC)
+_LATCHED = (TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC, TOPIC_AUDIO_INFO)
 _INFINITE = QosTime(2147483647, 4294967295)
 
 

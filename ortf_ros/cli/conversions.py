@@ -94,9 +94,10 @@ def _cmd_export_lerobot(args: argparse.Namespace) -> int:
 
     with progress_bar(sys.stderr.isatty(), "frames") as progress:
         result = to_lerobot(args.dataset, args.output, args.flavor, progress=progress)
+    audio = f"; {result.audio_files} audio file(s) kept beside it under audio/" if result.audio_files else ""
     print(
         f"{result.path}: {result.flavor} dataset, {result.episodes} episode(s), {result.frames} frames; "
-        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}"
+        f"videos reused {result.videos_reused}, re-encoded {result.videos_reencoded}{audio}"
     )
     return EXIT_OK
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from ortf_ros.convert import lerobot_columns as cols
 from ortf_ros.convert.episode_video import EpisodeVideo
+from ortf_ros.convert.export_audio import lerobot_audio_info
 from ortf_ros.convert.video_shards import ShardWriter
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ConversionError
@@ -40,6 +41,7 @@ class ExportSummary:
     frames: int = 0
     videos_reused: int = 0
     videos_reencoded: int = 0
+    audio_files: int = 0  # episode WAVs kept beside the dataset (``export_audio``)
 
 
 class FrameProgress:
@@ -121,6 +123,7 @@ def copy_depth(episode: Episode, episode_index: int, cameras: tuple[str, ...], r
 
 def ortf_info(dataset: Dataset, state: cols.StateLayout, depth: tuple[str, ...]) -> dict[str, Any]:
     """``info.json``'s ``ortf`` entry: where the things LeRobot has no field for are."""
+    audio = lerobot_audio_info(dataset.manifest)
     return {
         "dataset_id": dataset.manifest.dataset_id,
         "capture_time_column": cols.CAPTURE_TIME,
@@ -133,6 +136,7 @@ def ortf_info(dataset: Dataset, state: cols.StateLayout, depth: tuple[str, ...])
             }
             for camera in depth
         },
+        **({"audio": audio} if audio else {}),
     }
 
 

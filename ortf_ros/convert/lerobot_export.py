@@ -9,6 +9,8 @@ without re-encoding when ORTF's files allow it (``episode_video``); what LeRobot
 no place for is kept beside its files under ``ortf/``: the manifest, the robot
 description, the tasks with their ids, and lossless 16-bit depth (LeRobot's decoders
 return 8-bit RGB, which would lose it), with a step column pointing at its frames.
+Audio, which LeRobot has no feature for, is kept under ``audio/`` (``export_audio``),
+named in ``info.json``'s ``ortf.audio``.
 
 Everything is written in a scratch directory beside the target and renamed onto it
 at the end (``output_dir``), so a failed export leaves the destination untouched.
@@ -27,6 +29,7 @@ import pyarrow.parquet as pq
 
 from ortf_ros.convert import lerobot_columns as cols
 from ortf_ros.convert.episode_video import episode_video
+from ortf_ros.convert.export_audio import copy_lerobot_audio
 from ortf_ros.convert.gr00t_export import write_gr00t
 from ortf_ros.convert.lerobot_common import (
     CHUNKS_SIZE,
@@ -177,6 +180,7 @@ class _V3Writer:
         row.update({"meta/episodes/chunk_index": 0, "meta/episodes/file_index": 0})
         row.update(episode_extras(episode))
         copy_depth(episode, episode_index, self.depth, self.root)
+        self.summary.audio_files += copy_lerobot_audio(episode, episode_index, self.root)
         self.summary.episodes += 1
         self.summary.frames += record.length
         return row, stats

@@ -22,6 +22,10 @@ their scalar columns and trainers slice windows out of whole trajectories. Mappi
 - ``mixtrain.json``: ``column_types`` for every trajectory, video and index column,
   with dimension names and units from the manifest.
 
+- ``audio`` (the first microphone; ``audio_<name>`` for others): the episode's WAV copied
+  to ``files/<microphone>/ep_<id>.wav``, its chunk table beside it
+  (``.chunks.parquet``), typed ``audio`` with ``sample_rate``, ``channels``, ``codec``.
+
 Native-rate side tables and alignment columns are not exported.
 """
 
@@ -36,10 +40,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.convert.export_audio import audio_column, audio_type, copy_audio
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
+from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
 from ortf_ros.io import atomic
 
@@ -124,6 +130,7 @@ def row_schema(manifest: Manifest) -> pa.Schema:
     for camera in manifest.cameras:
         fields.append(pa.field(video_column(camera), pa.string()))
         fields.append(pa.field(frame_index_column(camera), pa.list_(pa.int64())))
+    fields += [pa.field(audio_column(manifest, sensor), pa.string()) for sensor in audio_sensors(manifest)]
     return pa.schema(fields)
 
 
@@ -150,6 +157,9 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str 
     columns = {name: _one_row_list(steps[column].combine_chunks()) for name, column in sources.items()}
     for camera in manifest.cameras:
         values[video_column(camera)] = _copy_video(episode, camera, root, files_dir)
+    for sensor in audio_sensors(manifest):
+        stem = f"{files_dir}/{sensor.name}/ep_{episode.episode_id}"
+        values[audio_column(manifest, sensor)] = copy_audio(episode, sensor, root, stem)
     return pa.table(
         [columns[f.name] if f.name in columns else pa.array([values[f.name]], f.type) for f in schema],
         schema=schema,
@@ -197,6 +207,8 @@ def sidecar(manifest: Manifest) -> dict[str, Any]:
     for camera, sensor in manifest.cameras.items():
         column_types[video_column(camera)] = _video_type(sensor)
         column_types[frame_index_column(camera)] = {"type": "frame_index", "video": video_column(camera)}
+    for sensor in audio_sensors(manifest):
+        column_types[audio_column(manifest, sensor)] = audio_type(sensor)
     return {
         "mixtrain": MIXTRAIN_VERSION,
         "column_types": column_types,

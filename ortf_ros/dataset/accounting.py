@@ -19,6 +19,7 @@ from dataclasses import replace
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import (
     FRAME_ROLES,
+    ROLE_AUDIO,
     ROLE_CAMERA,
     ROLE_DEPTH,
     ROLE_JOINT_STATES,
@@ -52,6 +53,7 @@ def committed_accounts(
     frames_in_video: Mapping[str, int],
     native_samples: Mapping[str, int],
     steps_referencing: Mapping[str, int],
+    audio_chunks: Mapping[str, int] | None = None,
 ) -> tuple[StreamAccount, ...]:
     """The episode's rows as committed: the staged ones (None: recovered without them) with
     the dataset side counted by the commit. Every camera and native-rate stream has a row.
@@ -59,8 +61,12 @@ def committed_accounts(
     ``frames_in_video``: per camera; ``native_samples`` and ``steps_referencing``: per
     native-rate stream (steps whose sample index is set). Steps take every camera's frame
     and their state and action from their streams, so those streams are referenced by all
-    ``length`` steps."""
+    ``length`` steps. ``audio_chunks``: per microphone, the rows of its chunk table (no
+    step points at one)."""
     rows = {a.stream: a for a in accounts or ()}
+    for microphone, chunks in (audio_chunks or {}).items():
+        account = rows.get(microphone) or StreamAccount(microphone, ROLE_AUDIO)
+        rows[microphone] = replace(account, native_samples=chunks)
     for camera in manifest.cameras:
         account = rows.get(camera) or StreamAccount(camera, camera_role(manifest, camera))
         rows[camera] = replace(account, frames_in_video=frames_in_video.get(camera, 0), steps_referencing=length)
@@ -73,7 +79,7 @@ def committed_accounts(
             steps_referencing=steps_referencing.get(stream, 0),
         )
     for name, account in rows.items():
-        if account.steps_referencing is None and account.role not in {*FRAME_ROLES, ROLE_TF}:
+        if account.steps_referencing is None and account.role not in {*FRAME_ROLES, ROLE_TF, ROLE_AUDIO}:
             rows[name] = replace(account, steps_referencing=length)
     return tuple(rows.values())
 

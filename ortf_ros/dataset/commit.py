@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.dataset.accounting import committed_accounts, native_index_columns
+from ortf_ros.dataset.audio_files import commit_audio, discard_audio
 from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.config import RowGroupLimits
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
@@ -37,6 +38,7 @@ from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import accounts_from_rows
+from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, parquet_append, video
@@ -305,6 +307,8 @@ def _put_in_place(
             yield block
 
     _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
+    microphones = [s.name for s in audio_sensors(manifest)]
+    audio = commit_audio(staged.directory, catalog.root, microphones, chunk_id, header.episode_index)
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)
         shutil.rmtree(target, ignore_errors=True)
@@ -325,6 +329,7 @@ def _put_in_place(
         operator_notes=outcome.operator_notes,
         recorded_at=header.recorded_at,
         video_files=relatives,
+        audio_file=next((path for path, _ in audio.values()), None),  # the spec's: the first microphone's
         source=header.source,
         accounting=committed_accounts(
             accounts_from_rows(outcome.accounting),
@@ -333,6 +338,7 @@ def _put_in_place(
             frames_in_video={camera: limits[layout.image_column(camera)] for camera in relatives},
             native_samples={stream: limits[column] for column, stream in sample_columns.items()},
             steps_referencing=referencing,
+            audio_chunks={microphone: chunks for microphone, (_, chunks) in audio.items()},
         ),
     )
     return record, episode_stats
@@ -350,6 +356,7 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
         for stream in catalog.manifest.native_streams:
             (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
+    discard_audio(catalog.root, [s.name for s in audio_sensors(catalog.manifest)], chunk_id, header.episode_index)
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
 from ortf_ros.format import layout
@@ -234,6 +235,10 @@ class Episode:
     def array(self, column: str) -> np.ndarray:
         """A column as numpy: (steps, dim) for vectors, (steps,) for scalars."""
         return column_array(self.steps([column])[column].combine_chunks())
+
+    def audio_files(self, microphone: str) -> tuple[Path, Path]:
+        """The episode's WAV and chunk table of ``microphone`` (``format.audio``)."""
+        return episode_audio(self.dataset.root, self.record.chunk_id, self.dataset.file_index(self.record), microphone)
 
     def video_path(self, camera: str) -> Path:
         if camera not in self.dataset.manifest.cameras:

@@ -5,12 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
+from ortf_ros.dataset.audio_files import AudioFile, staged_audio
 from ortf_ros.dataset.logs import SampleLog, StepLog, StepRows
 from ortf_ros.dataset.staging import EpisodeHeader, StagedEpisode
 from ortf_ros.errors import WriterError
+from ortf_ros.format.audio import audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io.encoder_process import StagedVideoWriter
@@ -43,6 +46,10 @@ class Recording:
         self.videos: dict[str, StagedVideoWriter | CopiedVideo] = {}
         self.step_log = StepLog(staged.steps_file, self.schema)
         self.stream_logs: dict[str, SampleLog] = {}
+        # A file per microphone from the start: an episode has each one's, empty if it was silent.
+        self.audio = {
+            s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s)) for s in audio_sensors(manifest)
+        }
 
     def clock(self, first: float) -> float:
         """The episode's time origin: the timestamp of its first step or sample (``first``, if
@@ -105,6 +112,8 @@ class Recording:
             attempt(self.step_log.close)
             for log in self.stream_logs.values():
                 attempt(log.close)
+            for audio in self.audio.values():
+                attempt(partial(audio.finish, self.origin or 0.0))  # (its chunk table, on the steps' clock)
         finally:
             videos = list(self.videos.values())
             for number, writer in enumerate(videos):

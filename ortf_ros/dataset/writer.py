@@ -34,6 +34,7 @@ import pyarrow as pa
 from numpy.typing import ArrayLike
 
 from ortf_ros.dataset.accounting import with_frames_encoded
+from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
@@ -398,6 +399,25 @@ class DatasetWriter:
         recording.clock(start)  # only samples kept may start the episode's clock
         return first
 
+    def add_audio(
+        self,
+        microphone: str,
+        samples: np.ndarray,
+        timestamp: float,
+        *,
+        time_ns: int,
+        stamp_ns: int | None = None,
+        receive_ns: int,
+    ) -> int:
+        """Append one audio message's samples (interleaved, in the microphone's sample
+        format) to its file; returns the index of its first frame there. ``timestamp``: its
+        time on the steps' clock (audio does not start the episode's clock)."""
+        files = self._current().audio
+        audio = files.get(microphone)
+        if audio is None:
+            raise WriterError(f"unknown microphone {microphone!r}; the manifest declares {sorted(files)}")
+        return audio.add(samples, timestamp, time_ns=time_ns, stamp_ns=stamp_ns, receive_ns=receive_ns)
+
     def add_step(
         self,
         timestamp: float,
@@ -548,6 +568,9 @@ class DatasetWriter:
                 log = recording.stream_log(self.manifest, stream)
                 for batch in episode.stream_batches(stream):
                     log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
+            for microphone, audio in recording.audio.items():
+                index = source.file_index(episode.record)
+                audio.copy_from(*episode_audio(source.root, record.chunk_id, index, microphone))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)

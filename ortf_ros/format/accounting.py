@@ -59,6 +59,7 @@ ROLE_JOINT_STATES = "joint_states"
 ROLE_WRENCH = "wrench"
 ROLE_ACTION = "action"
 ROLE_TF = "tf"
+ROLE_AUDIO = "audio"  # native_samples: the messages (chunks) in its chunk table; no step points at one
 FRAME_ROLES = frozenset({ROLE_CAMERA, ROLE_DEPTH})
 
 ACCOUNTING_TYPE = pa.list_(

@@ -43,6 +43,16 @@ def video_path(camera: str, chunk_id: int, episode_index: int, suffix: str = ".m
     return f"videos/{camera}/{chunk_dir_name(chunk_id)}/{episode_file_stem(episode_index)}{suffix}"
 
 
+def audio_path(microphone: str, chunk_id: int, episode_index: int, suffix: str = ".wav") -> str:
+    """A microphone's audio of one episode, laid out like the videos."""
+    return f"audio/{microphone}/{chunk_dir_name(chunk_id)}/{episode_file_stem(episode_index)}{suffix}"
+
+
+def audio_chunks_path(microphone: str, chunk_id: int, episode_index: int) -> str:
+    """The table of the messages an episode's audio file was written from, beside it."""
+    return audio_path(microphone, chunk_id, episode_index, ".chunks.parquet")
+
+
 def annotations_dir(episode_index: int) -> str:
     return f"annotations/{episode_file_stem(episode_index)}"
 

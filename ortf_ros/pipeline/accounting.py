@@ -21,6 +21,7 @@ from ortf_ros.format.accounting import (
     OUT_OF_ORDER,
     QUEUE_FULL,
     ROLE_ACTION,
+    ROLE_AUDIO,
     ROLE_CAMERA,
     ROLE_DEPTH,
     ROLE_JOINT_STATES,
@@ -46,6 +47,7 @@ def data_streams(config: ConversionConfig) -> list[_Stream]:
     if config.joint_states is not None:
         found.append(_Stream("joint_states", ROLE_JOINT_STATES, config.joint_states.topic))
     found += [_Stream(w.name, ROLE_WRENCH, w.topic) for w in config.wrenches]
+    found += [_Stream(a.name, ROLE_AUDIO, a.topic) for a in config.audio]
     if config.action.topic is not None:
         found.append(_Stream("action", ROLE_ACTION, config.action.topic))
     for topic in (*config.tf_topics, *config.tf_static_topics):

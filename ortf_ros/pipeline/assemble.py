@@ -26,8 +26,11 @@ import numpy as np
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
+    AudioChunkSample,
+    AudioInfoSample,
     BadMessage,
     ControllerStateSample,
     ImageSample,
@@ -304,6 +307,7 @@ class Assembler:
             name: _NativeBatch(name, {column: c.dim for column, c in stream.columns.items()})
             for name, stream in manifest.native_streams.items()
         }
+        self.audio = AudioRouter(config, manifest, writer, self._clock_ns, stream_time)
         self._clock_started = False  # whether the writer has had a sample (its first starts the clock)
         self._clock_origin_ns: int | None = None  # (``_clock_ns``)
 
@@ -370,6 +374,13 @@ class Assembler:
     def _route(self, sample: Sample, topic: str) -> bool:
         if isinstance(sample, WrenchSample):  # (the most frequent first; the types exclude each other)
             return topic in self._wrench_by_topic and self._wrench(sample, topic)
+        if isinstance(sample, (AudioChunkSample, AudioInfoSample)):
+            try:
+                return self.audio.route(sample, topic)
+            except AudioError as exc:  # (a chunk the microphone's file cannot take)
+                self.counts.undecodable[topic] += 1
+                self.counts.reasons.setdefault(topic, f"{topic}: {exc}")
+                return False
         if isinstance(sample, TransformSample):
             return self.tf.add(sample)
         if isinstance(sample, ImageSample):

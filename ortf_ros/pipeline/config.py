@@ -103,6 +103,34 @@ class WrenchMapping:
     range_torque: float | None = None
 
 
+AudioCodec = Literal["wav", "flac", "aac"]
+AUDIO_CODECS: tuple[AudioCodec, ...] = ("wav", "flac", "aac")
+
+
+@dataclass(frozen=True)
+class AudioMapping:
+    """An ``audio_common_msgs`` topic, the microphone ``name`` (``pipeline.audio``): the
+    ROS 2 layout (``AudioStamped``, which says its format itself) or the older one
+    (``AudioData`` / ``AudioDataStamped`` bytes, described by the ``AudioInfo`` messages
+    on ``info_topic``; None: the sibling ``audio_info`` / ``info`` topic). ``codec``: how
+    the episode's file stores it (``wav``: the PCM as received)."""
+
+    name: str
+    topic: str
+    info_topic: str | None = None
+    time: TimeSource = "header"
+    codec: AudioCodec = "wav"
+
+    @property
+    def info_topics(self) -> tuple[str, ...]:
+        """Where the older layout's ``AudioInfo`` is looked for: ``info_topic``, else the
+        siblings ``audio_info`` and ``info`` (``/mic/audio`` -> ``/mic/audio_info``, ``/mic/info``)."""
+        if self.info_topic is not None:
+            return (self.info_topic,)
+        head = self.topic.rpartition("/")[0]
+        return (f"{head}/audio_info", f"{head}/info")
+
+
 @dataclass(frozen=True)
 class ActionMapping:
     """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
@@ -154,6 +182,7 @@ class ConversionConfig:
     cameras: tuple[CameraMapping, ...] = ()
     joint_states: JointStateMapping | None = None
     wrenches: tuple[WrenchMapping, ...] = ()
+    audio: tuple[AudioMapping, ...] = ()
     action: ActionMapping = ActionMapping()
     tf_topics: tuple[str, ...] = ("/tf",)
     tf_static_topics: tuple[str, ...] = ("/tf_static",)
@@ -181,6 +210,7 @@ class ConversionConfig:
         found += [c.camera_info_topic for c in self.cameras]
         found.append(self.joint_states.topic if self.joint_states else None)
         found += [w.topic for w in self.wrenches]
+        found += [t for a in self.audio for t in (a.topic, *a.info_topics)]
         found += [self.action.topic, *self.tf_topics, *self.tf_static_topics, self.robot_description_topic]
         found += [self.episodes.topic, self.labels.task_topic]
         return list(dict.fromkeys(t for t in found if t))
@@ -340,6 +370,7 @@ MAPPING_KEYS = (
     "cameras",
     "joint_states",
     "wrenches",
+    "audio",
     "action",
     "tf_topics",
     "tf_static_topics",
@@ -356,6 +387,7 @@ MAPPING_KEYS = (
 _CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy")
 _JOINT_KEYS = ("topic", "time", "policy", "native")
 _WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
+_AUDIO_KEYS = ("topic", "info_topic", "time", "codec")
 _ACTION_KEYS = ("topic", "time", "policy")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
@@ -434,6 +466,16 @@ def _wrench(name: str, m: _Map) -> WrenchMapping:
         native=m.boolean("native", True),
         range_force=m.opt_number("range_force", bounds.RATED_RANGE),
         range_torque=m.opt_number("range_torque", bounds.RATED_RANGE),
+    )
+
+
+def _audio(name: str, m: _Map) -> AudioMapping:
+    return AudioMapping(
+        name=name,
+        topic=_required_topic(m),
+        info_topic=m.opt_topic("info_topic"),
+        time=m.choice("time", TIME_SOURCES, "header"),
+        codec=m.choice("codec", AUDIO_CODECS, "wav"),
     )
 
 
@@ -562,11 +604,19 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
     top = _Map({} if data is None else data, "", source, MAPPING_KEYS)
     cameras = tuple(_camera(name, m, relative_to) for name, m in _named(top, "cameras", _CAMERA_KEYS))
     wrenches = tuple(_wrench(name, m) for name, m in _named(top, "wrenches", _WRENCH_KEYS))
+    audio = tuple(_audio(name, m) for name, m in _named(top, "audio", _AUDIO_KEYS))
     camera_names = {c.name for c in cameras}
     for wrench in wrenches:
         if wrench.name in camera_names:
             raise top.error("wrenches", f"{wrench.name!r} is also a camera; sensor names must be unique")
-    for what, topics in (("cameras", [c.topic for c in cameras]), ("wrenches", [w.topic for w in wrenches])):
+    for microphone in audio:
+        if microphone.name in camera_names | {w.name for w in wrenches}:
+            raise top.error("audio", f"{microphone.name!r} is also a camera or a wrench; sensor names must be unique")
+    for what, topics in (
+        ("cameras", [c.topic for c in cameras]),
+        ("wrenches", [w.topic for w in wrenches]),
+        ("audio", [a.topic for a in audio]),
+    ):
         for i, topic in enumerate(topics):
             if topic in topics[:i]:
                 raise top.error(what, f"topic {topic} is mapped twice")
@@ -574,6 +624,7 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
         cameras=cameras,
         joint_states=_joint_states(top.sub("joint_states", _JOINT_KEYS)),
         wrenches=wrenches,
+        audio=audio,
         action=_action(top.sub("action", _ACTION_KEYS)),
         tf_topics=top.topics("tf_topics", ("/tf",)),
         tf_static_topics=top.topics("tf_static_topics", ("/tf_static",)),
@@ -684,6 +735,9 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
             }
             for w in cfg.wrenches
         },
+        "audio": {
+            a.name: {"topic": a.topic, "info_topic": a.info_topic, "time": a.time, "codec": a.codec} for a in cfg.audio
+        },
         "action": {"topic": cfg.action.topic, "time": cfg.action.time, "policy": cfg.action.policy},
         "tf_topics": list(cfg.tf_topics),
         "tf_static_topics": list(cfg.tf_static_topics),
@@ -733,6 +787,11 @@ CONFIG_HEADER = """\
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
 #                      frame null: the messages' header frame; range_force (N) and
 #                      range_torque (N m): the sensor's rated ranges (null: "unknown")
+# audio                name -> audio_common_msgs topic (microphones): AudioStamped (ROS 2
+#                      layout), or AudioData / AudioDataStamped described by the AudioInfo
+#                      messages on info_topic (null: the sibling audio_info or info topic);
+#                      codec wav (default: the PCM as received), flac or aac; every sample is
+#                      kept, a file per episode, with a table of the chunks' times
 # action               the command topic (JointState, JointTrajectory, Float64MultiArray,
 #                      Twist(Stamped), PoseStamped, Float64/Bool), or a controller state
 #                      (its reference/desired); topic null: the next step's joint
@@ -776,6 +835,13 @@ _TRANSPORTS = ("compressed", "compresseddepth")
 _IMAGE_PART = re.compile(r"(\w+_)?image(_\w+)?|color|rgb")
 _WRENCH_PARTS = frozenset({"wrench", "wrench_stamped", "wrench_raw", "wrench_filtered", "raw", "data"})
 _COMMAND_WORDS = ("command", "cmd", "target", "action", "desired", "setpoint")
+AUDIO_TYPES = (
+    "audio_common_msgs/msg/AudioStamped",
+    "audio_common_msgs/msg/AudioData",
+    "audio_common_msgs/msg/AudioDataStamped",
+)
+"""The audio message types a microphone topic may have (``pipeline.audio``)."""
+_AUDIO_PARTS = frozenset({"audio", "audio_raw", "audio_stamped", "data", "raw"})
 
 
 def _parts(topic: str) -> list[str]:
@@ -821,6 +887,31 @@ def wrench_name(topic: str) -> str:
     while parts and parts[-1].lower() in _WRENCH_PARTS:
         parts.pop()
     return _sanitize(parts, "wrench")
+
+
+def audio_name(topic: str) -> str:
+    """A microphone name from its topic: ``/mic/audio`` -> ``mic``, ``/audio`` -> ``audio``."""
+    parts = _parts(topic)
+    while len(parts) > 1 and parts[-1].lower() in _AUDIO_PARTS:
+        parts.pop()
+    return _sanitize(parts, "audio")
+
+
+def _audio_mappings(by_type: Mapping[str, list[TopicInfo]], taken: set[str]) -> tuple[AudioMapping, ...]:
+    """Every audio topic, a microphone; the older layout's with the ``AudioInfo`` topic
+    beside it (``AudioMapping.info_topics``) when one was recorded. ``AudioData`` has no
+    header: its time is the receive time."""
+    infos = {t.topic for t in by_type.get("audio_common_msgs/msg/AudioInfo", [])}
+    topics = sorted((t for k in AUDIO_TYPES for t in by_type.get(k, [])), key=lambda t: t.topic)
+    names = _unique_names([(audio_name(t.topic), _sanitize(_parts(t.topic), "audio")) for t in topics], taken)
+    found = []
+    for name, info in zip(names, topics, strict=True):
+        msgtype = canonical_msgtype(info.msgtype)
+        sibling = next((t for t in AudioMapping(name, info.topic).info_topics if t in infos), None)
+        info_topic = None if msgtype.endswith("/AudioStamped") else sibling
+        time: TimeSource = "receive" if msgtype.endswith("/AudioData") else "header"
+        found.append(AudioMapping(name, info.topic, info_topic=info_topic, time=time))
+    return tuple(found)
 
 
 def _unique_names(wanted: Sequence[tuple[str, str]], taken: set[str]) -> list[str]:
@@ -922,6 +1013,7 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
       or a controller state's reference; none: the next step's joint positions. Headerless
       types use receive time.
     - ``WrenchStamped`` topics are force-torque sensors named by ``wrench_name``.
+    - ``audio_common_msgs`` audio topics are microphones named by ``audio_name``.
     - ``TFMessage`` topics named ``tf`` / ``tf_static``, a ``String`` topic named
       ``robot_description``; steps at ``step_rate_hz``.
 
@@ -950,6 +1042,7 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
         cameras=tuple(cameras),
         joint_states=JointStateMapping(state.topic) if state else None,
         wrenches=tuple(WrenchMapping(name, t.topic) for name, t in zip(wrench_names, wrench_topics, strict=True)),
+        audio=_audio_mappings(by_type, {c.name for c in cameras} | set(wrench_names)),
         action=_action_mapping(by_type, state.topic if state else None),
         tf_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf"),
         tf_static_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf_static"),
@@ -1050,6 +1143,9 @@ def describe_mapping(
         lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy)}{fields}{native})")
     else:
         lines.append("joint state: none")
+    for mic in cfg.audio:
+        info = f", format from {mic.info_topic}" if mic.info_topic else ""
+        lines.append(f"audio {mic.name}: {mic.topic} ({mic.time} time, every sample kept, {mic.codec} file{info})")
     for w in cfg.wrenches:
         frame = f"frame {w.frame}" if w.frame else "frame from the header"
         native = ", every message kept at its native rate" if w.native else ""

@@ -30,6 +30,7 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.pipeline.assemble import StepLayout
+from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
@@ -290,6 +291,7 @@ def build_manifest(
     for camera in config.cameras:
         images[camera.name] = camera.name
         sensors.append(_camera_sensor(prologue, camera, calibrations[camera.name]))
+    sensors += describe_audio(config, prologue.audio)
     return Manifest(
         dataset_id="",
         name=name,

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import av
 import numpy as np
 
+from ortf_ros.pipeline import audio
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import (
     CONTROLLER_STATE_TYPE,
@@ -438,6 +439,15 @@ def _gripper(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
     return _vector(raw, None, ("gripper",), np.array([float(msg.data)], dtype=np.float64))
 
 
+def _audio(handler: audio.AudioHandler) -> Handler:
+    """An ``audio_common_msgs`` message (``pipeline.audio``), its stamps read as every header's are."""
+
+    def extract_audio(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+        return handler(msg, raw.topic, _stamps(raw, getattr(msg, "header", None)))
+
+    return extract_audio
+
+
 _HANDLERS: dict[str, Handler] = {
     "sensor_msgs/msg/Image": _image,
     "sensor_msgs/msg/CompressedImage": _compressed_image,
@@ -456,6 +466,11 @@ _HANDLERS: dict[str, Handler] = {
     "geometry_msgs/msg/Pose": _pose,
     "std_msgs/msg/Float64": _gripper,
     "std_msgs/msg/Bool": _gripper,
+    "audio_common_msgs/msg/AudioStamped": _audio(audio.stamped_audio),
+    "audio_common_msgs/msg/Audio": _audio(audio.stamped_audio),
+    "audio_common_msgs/msg/AudioData": _audio(audio.audio_bytes),
+    "audio_common_msgs/msg/AudioDataStamped": _audio(audio.audio_bytes),
+    "audio_common_msgs/msg/AudioInfo": _audio(audio.audio_info),
 }
 
 SUPPORTED_TYPES: frozenset[str] = frozenset(_HANDLERS)
@@ -481,7 +496,7 @@ def extract(message: object, raw: RawMessage, *, static_tf: bool | None = None) 
     where = f"{raw.topic} ({raw.msgtype})"
     try:
         return handler(message, raw, static_tf)
-    except _InvalidError as exc:
+    except (_InvalidError, audio.AudioError) as exc:
         return [BadMessage(raw.topic, raw.receive_ns, f"{where}: {exc}")]
     except (AttributeError, TypeError, ValueError, IndexError, OverflowError) as exc:
         # A recording's own definition of a standard type may lack fields or hold odd values.

@@ -242,6 +242,7 @@ def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> No
     recorded = {t.topic for t in source.topics() if t.count}
     optional = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
     optional |= {c.camera_info_topic for c in config.cameras if c.camera_info_topic is not None}
+    optional |= {t for a in config.audio if a.info_topic is None for t in a.info_topics}  # (guessed siblings)
     missing = [t for t in config.topics() if t not in recorded and t not in optional]
     if missing:
         raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")
@@ -251,6 +252,7 @@ def mapped_topics(config: ConversionConfig) -> set[str]:
     """The topics whose messages become the episodes' data (TF included)."""
     topics = {*config.tf_topics, *config.tf_static_topics, *(c.topic for c in config.cameras)}
     topics |= {w.topic for w in config.wrenches}
+    topics |= {t for a in config.audio for t in (a.topic, *a.info_topics)}
     if config.joint_states is not None:
         topics.add(config.joint_states.topic)
     if config.action.topic is not None:

@@ -24,11 +24,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ortf_ros.format.audio import AudioFormat
+from ortf_ros.pipeline import audio
 from ortf_ros.pipeline.assemble import NS, stream_time
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.samples import (
+    AudioChunkSample,
+    AudioInfoSample,
     BadMessage,
     CameraInfoSample,
     ControllerStateSample,
@@ -62,6 +66,7 @@ class Prologue:
     problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
+    audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
 
 
 def prologue_topics(config: ConversionConfig) -> set[str]:
@@ -73,7 +78,7 @@ def prologue_topics(config: ConversionConfig) -> set[str]:
         wanted.add(config.joint_states.topic)
     if config.action.topic is not None:
         wanted.add(config.action.topic)
-    return wanted
+    return wanted | audio.prologue_topics(config)
 
 
 class PrologueBuilder:
@@ -140,6 +145,8 @@ class PrologueBuilder:
                 times.append(stream_time(sample.stamps, camera.time))
         elif isinstance(sample, CameraInfoSample) and topic in self._infos:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
+        elif isinstance(sample, (AudioChunkSample, AudioInfoSample)):
+            audio.learn_format(prologue.audio, config, topic, sample)
         else:
             if config.joint_states is not None and topic == config.joint_states.topic:
                 self._learn_joint_state(topic, sample)
@@ -200,7 +207,7 @@ class PrologueBuilder:
         action = config.action.topic
         if action is not None and action in self.present and prologue.action is None:
             lacking.append(f"no action yet on {action}")
-        return lacking
+        return lacking + audio.lacking(config, prologue.audio, self.present)
 
     def optional_topics_lacking(self) -> list[str]:
         """The present topics of what a dataset can go without and has not come yet: the

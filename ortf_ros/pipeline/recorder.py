@@ -105,6 +105,9 @@ class RecorderSettings:
     name: str = "ortf_recorder dataset"
     urdf: str | None = None  # a URDF given by the user (over /robot_description)
     urdf_source: str = "the urdf parameter"
+    # Message definitions (type -> .msg text) of mapped types the Jazzy store lacks, from the
+    # installed interface packages (``ros.interface_definitions``): audio_common_msgs, say.
+    definitions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,7 +177,9 @@ class LiveRecorder:
         self.published = published or (lambda topic: True)
         self.log = log or (lambda level, text: None)
         self.config = settings.mapping
-        self.decoder = SampleDecoder(Decoder())
+        decoder = Decoder()
+        decoder.register_all(settings.definitions, "ros2msg")
+        self.decoder = SampleDecoder(decoder)
         self.topics = mapped_topics(self.config)
         self.builder = PrologueBuilder(
             self.config,

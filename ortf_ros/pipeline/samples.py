@@ -13,6 +13,8 @@ from typing import Literal
 
 import numpy as np
 
+from ortf_ros.format.audio import AudioFormat
+
 Serialization = Literal["cdr", "ros1"]
 # A serialized message: a large one (a camera frame) may be a view of the recording's
 # map, which its decoded image then is too (``io.mapped_file``).
@@ -295,6 +297,27 @@ class RobotDescriptionSample:
 
 
 @dataclass(frozen=True)
+class AudioChunkSample:
+    """One audio message: its samples as published, interleaved, in order (``samples``:
+    a flat array of the format's dtype, ``frames * channels`` long). ``format`` None: the
+    older layout's bytes, which only the ``AudioInfo`` topic describes (``raw`` bytes then)."""
+
+    topic: str
+    stamps: Stamps
+    samples: np.ndarray
+    format: AudioFormat | None
+
+
+@dataclass(frozen=True)
+class AudioInfoSample:
+    """The older layout's ``AudioInfo``: the format of the ``AudioData`` beside it."""
+
+    topic: str
+    stamps: Stamps
+    format: AudioFormat
+
+
+@dataclass(frozen=True)
 class BadMessage:
     """A message that could not be decoded or did not hold what it claimed: counted, never written."""
 
@@ -312,5 +335,7 @@ Sample = (
     | TransformSample
     | VectorSample
     | RobotDescriptionSample
+    | AudioChunkSample
+    | AudioInfoSample
     | BadMessage
 )

@@ -16,6 +16,7 @@ a rosbags message object with its topic, type and time on the playback timeline
   table for it, the action, and per camera ``CameraInfo`` and the frame the step saw
   (``rgb8``, ``16UC1`` depth, or JPEG ``CompressedImage``);
 - at each sample's time: ``WrenchStamped`` from native-rate force-torque tables;
+- at each audio chunk's time: ``AudioStamped`` of its samples (``playback.audio``);
 - closing: ``false`` on the episode topic, just after the last message.
 
 Items come from generators that read the step and native tables a row group at a
@@ -38,10 +39,12 @@ from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.format import layout
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.io.text import read_text
+from ortf_ros.pipeline.audio_definitions import AUDIO_STAMPED
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.pipeline.tf import wxyz_to_xyzw
+from ortf_ros.playback.audio import audio_chunks
 from ortf_ros.playback.frames import StepFrames
-from ortf_ros.playback.publication import ActionOut, CameraOut, Publication, step_columns
+from ortf_ros.playback.publication import ActionOut, AudioOut, CameraOut, Publication, step_columns
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.playback.settings import MessageSettings, StreamKind
 from ortf_ros.playback.timeline import GAP_NS, EpisodeClock, original_start_ns
@@ -142,6 +145,8 @@ class EpisodeMessages:
         self.clock = EpisodeClock(start_ns, float(first.column("timestamp")[0].as_py()), rate)
         steps = self._steps(itertools.chain([first], batches))
         natives = [self._native_wrench(w.name, w.topic, w.frame_id) for w in playlist.publication.wrenches if w.native]
+        pub = playlist.publication
+        natives += [self._audio(microphone) for microphone in pub.audio if pub.enabled("audio")]
         self._merged = heapq.merge(steps, *natives, key=lambda item: item.time_ns)
         self._next: Outgoing | None = next(self._merged, None)
         self.end_ns = self._next.time_ns if self._next is not None else start_ns
@@ -265,6 +270,11 @@ class EpisodeMessages:
                     t = self.clock.sample_ns(float(timestamp))
                     message = ros.wrench(t, frame_id, force, torque)
                     yield self._own(Outgoing(t, "wrench", topic, "geometry_msgs/msg/WrenchStamped", message))
+
+    def _audio(self, microphone: AudioOut) -> Iterator[Outgoing]:
+        ros = self.playlist.ros
+        for t, message in audio_chunks(self.episode, microphone.sensor, ros, self.clock.sample_ns, self.plays_from_s):
+            yield self._own(Outgoing(t, "audio", microphone.topic, AUDIO_STAMPED, message))
 
 
 _RATES = ("joint_velocities", "joint_torques")  # JointState velocity and effort, in this order

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ortf_ros.format import layout
+from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
+from ortf_ros.pipeline.audio_definitions import AUDIO_STAMPED
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.playback.settings import (
     COMPRESSED_SUFFIX,
@@ -54,6 +56,13 @@ class WrenchOut:
 
 
 @dataclass(frozen=True)
+class AudioOut:
+    name: str  # the microphone
+    topic: str
+    sensor: Sensor
+
+
+@dataclass(frozen=True)
 class ActionOut:
     topic: str
     form: ActionForm
@@ -84,6 +93,7 @@ class Publication:
     action: ActionOut | None
     static_transforms: tuple[StaticTransform, ...]
     unpublished_frames: tuple[str, ...]  # dynamic TF frames the dataset has no poses of
+    audio: tuple[AudioOut, ...] = ()  # microphones: AudioStamped at each chunk's time (``playback.audio``)
 
     def enabled(self, kind: StreamKind) -> bool:
         return kind in self.settings.streams
@@ -119,6 +129,7 @@ class Publication:
         if self.ee_frames is not None:
             found.append(("tf", self.settings.topic("tf"), "tf2_msgs/msg/TFMessage"))
         found += [("wrench", w.topic, "geometry_msgs/msg/WrenchStamped") for w in self.wrenches]
+        found += [("audio", a.topic, AUDIO_STAMPED) for a in self.audio]
         if self.action is not None:
             found.append(("action", self.action.topic, self.action.msgtype))
         for camera in self.cameras:
@@ -154,6 +165,7 @@ class Publication:
             action=_action(manifest, settings),
             static_transforms=statics,
             unpublished_frames=tuple(sorted(moving - published)),
+            audio=tuple(AudioOut(s.name, settings.topic("audio", s.name), s) for s in audio_sensors(manifest)),
         )
 
 

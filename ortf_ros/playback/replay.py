@@ -14,6 +14,7 @@ from __future__ import annotations
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.config import (
     ActionMapping,
+    AudioMapping,
     CameraMapping,
     ConversionConfig,
     EpisodeLabels,
@@ -60,6 +61,7 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
         if "joint_states" in streams
         else None,
         wrenches=tuple(WrenchMapping(w.name, w.topic) for w in pub.wrenches if "wrench" in streams),
+        audio=tuple(AudioMapping(a.name, a.topic) for a in pub.audio if "audio" in streams),
         action=action,
         tf_topics=(settings.topic("tf"),),
         tf_static_topics=(settings.topic("tf_static"),),

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.pipeline.audio_definitions import register as register_audio
 from ortf_ros.pipeline.decode import ros2_typestore
 
 NS = 1_000_000_000
@@ -28,6 +29,7 @@ class RosMessages:
 
     def __init__(self) -> None:
         self.store = ros2_typestore()
+        register_audio(self.store, "ros2")  # (AudioStamped, which Jazzy's store lacks)
         self._types = self.store.types
 
     def new(self, msgtype: str, **fields: Any) -> Any:

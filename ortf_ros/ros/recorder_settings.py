@@ -220,6 +220,10 @@ def detected_mapping(topics: Sequence[TopicInfo], step_rate_hz: float, discovery
     return mapping
 
 
+LIVE_AUDIO_TYPES = ("audio_common_msgs/msg/AudioStamped", "audio_common_msgs/msg/Audio")
+"""What a live microphone may publish: the ROS 2 layout, the one installed (``ros/audio_common_msgs``)."""
+
+
 def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:
     """Each mapped topic with the message types it may carry (the pipeline's extractors')."""
     images = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
@@ -241,6 +245,7 @@ def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...
     if config.joint_states is not None:
         found.append((config.joint_states.topic, ("sensor_msgs/msg/JointState",)))
     found += [(w.topic, ("geometry_msgs/msg/WrenchStamped",)) for w in config.wrenches]
+    found += [(a.topic, LIVE_AUDIO_TYPES) for a in config.audio]  # (the older layout is read from bags only)
     if config.action.topic is not None:
         found.append((config.action.topic, actions))
     found += [(t, ("tf2_msgs/msg/TFMessage",)) for t in (*config.tf_topics, *config.tf_static_topics)]

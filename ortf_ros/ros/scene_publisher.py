@@ -152,6 +152,12 @@ def parser() -> argparse.ArgumentParser:
         metavar="TOPIC",
         help="image topics published as JPEG CompressedImage on <topic>/compressed ('all': every camera)",
     )
+    p.add_argument(
+        "--audio", action="store_true", help="a microphone: audio_common_msgs/AudioStamped on /microphone/audio"
+    )
+    p.add_argument(
+        "--audio-drop", type=int, nargs="+", default=[], metavar="SEQ", help="audio messages not published (dropped)"
+    )
     p.add_argument("--start-ns", type=int, default=None, metavar="N", help="header stamp of t = 0 (default: now)")
     p.add_argument(
         "--wait-topic",
@@ -208,6 +214,8 @@ def parse_options(argv: Sequence[str]) -> Options:
             with_depth=not args.no_depth,
             compressed_cameras=tuple(compressed),
             side_camera=args.side_camera,
+            audio="ros2" if args.audio else None,
+            audio_dropped=tuple(args.audio_drop),
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

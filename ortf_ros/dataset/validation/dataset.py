@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ortf_ros.dataset.deletion import pending_deletion
 from ortf_ros.dataset.validation.accounting import check_frames_and_steps
+from ortf_ros.dataset.validation.audio import check_audio
 from ortf_ros.dataset.validation.extras import annotation_dirs, check_annotations, check_staging, check_stats
 from ortf_ros.dataset.validation.findings import Finding, Report, finding
 from ortf_ros.dataset.validation.manifest_rules import check_manifest, check_statistics, load_manifest
@@ -76,6 +77,7 @@ def _check_episodes(
         frame_counts[item.id], found = _check_videos(videos, manifest, item)
         findings += found
         findings += check_frames_and_steps(item, frame_counts[item.id], frozenset(manifest.native_streams))
+        findings += check_audio(root, manifest, item)
     findings += check_steps(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
     findings += check_streams(root, manifest, episodes, only=only, pending=pending)
     return findings

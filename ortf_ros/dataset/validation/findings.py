@@ -60,6 +60,10 @@ RULES: Mapping[str, tuple[Severity, str]] = {
         "each stream's counts add up from stage to stage; every loss is a counted drop",
     ),
     "episodes.accounting_files": ("error", "the counts of frames, samples and steps agree with the files"),
+    # audio/<microphone>/chunk-NNN/episode_NNNNNN.wav and .chunks.parquet
+    "audio.file": ("error", "each microphone has a readable WAV file per episode; audio_file is the first's"),
+    "audio.format": ("error", "an audio file's rate, channels and sample format are the manifest's"),
+    "audio.chunks": ("error", "an audio file's chunk table covers its samples end to end"),
     # meta/tasks.jsonl
     "tasks.missing": ("error", "meta/tasks.jsonl exists when there are episodes"),
     "tasks.invalid": ("error", "each line is an object with an integer task_id and a string instruction"),

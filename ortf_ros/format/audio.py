@@ -1,0 +1,98 @@
+"""A microphone in an ORTF dataset: its manifest sensor, its sample format, its files.
+
+The spec's microphone sensor is ``{"name", "type": "audio", "sample_rate", "channels",
+"codec", "bit_depth"}``; ortf_ros adds ``sample_format`` (how the samples are stored:
+``s16le``, ``f32le``...), ``container`` (``wav``), ``source`` (the topic) and the layout the
+messages had. Each episode has a file per microphone (``layout.audio_path``) holding every
+sample published, in order, and a chunk table beside it (``layout.audio_chunks_path``):
+a row per message, its times and where its samples are in the file, so that any sample
+maps to episode time and a dropped message shows as a gap (``AUDIO_CHUNK_COLUMNS``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ortf_ros.format.manifest import Manifest, Sensor
+
+AUDIO_SENSOR_TYPE = "audio"
+
+
+@dataclass(frozen=True)
+class AudioFormat:
+    """How a microphone's samples are laid out: ``sample_format`` one of ``SAMPLE_FORMATS``
+    (or, for the older message layout, the GStreamer name its ``AudioInfo`` gave: see
+    ``pipeline.audio.stored_format``), channels interleaved."""
+
+    sample_format: str
+    channels: int
+    sample_rate: int
+
+
+@dataclass(frozen=True)
+class SampleFormat:
+    """A stored sample format: the dtype samples are held in, and how a WAV file stores them."""
+
+    dtype: np.dtype[Any]
+    bit_depth: int  # bits per sample in the file
+    is_float: bool
+
+
+SAMPLE_FORMATS: dict[str, SampleFormat] = {
+    "u8": SampleFormat(np.dtype(np.uint8), 8, False),
+    "s8": SampleFormat(np.dtype(np.int8), 8, False),  # (WAV's 8-bit PCM is unsigned: stored +128)
+    "s16le": SampleFormat(np.dtype("<i2"), 16, False),
+    "s24le": SampleFormat(np.dtype("<i4"), 24, False),  # held in int32, as int24_data sends it; 3 bytes in the file
+    "s32le": SampleFormat(np.dtype("<i4"), 32, False),
+    "f32le": SampleFormat(np.dtype("<f4"), 32, True),
+    "f64le": SampleFormat(np.dtype("<f8"), 64, True),
+}
+"""Every sample format a microphone may have, by name (FFmpeg's spelling)."""
+
+AUDIO_CHUNK_SCHEMA = pa.schema(
+    [
+        pa.field("chunk_index", pa.int64(), nullable=False),  # the message's place among the episode's
+        pa.field("first_sample", pa.int64(), nullable=False),  # its first frame's index in the file
+        pa.field("sample_count", pa.int64(), nullable=False),  # its frames (samples per channel)
+        pa.field("timestamp", pa.float64(), nullable=False),  # its first frame's time on the step clock (s)
+        pa.field("time_ns", pa.int64(), nullable=False),  # that time as the mapping's time source gave it
+        pa.field("stamp_ns", pa.int64()),  # the header stamp; null without a header
+        pa.field("receive_ns", pa.int64(), nullable=False),
+        pa.field("gap_samples", pa.int64(), nullable=False),  # frames missing before it, by the times
+    ]
+)
+"""The chunk table of an episode's audio file."""
+
+
+def audio_sensor(name: str, fmt: AudioFormat, *, source: str, layout: str, codec: str = "wav") -> Sensor:
+    """The manifest's microphone; ``layout``: the message type the topic had."""
+    stored = SAMPLE_FORMATS[fmt.sample_format]
+    return Sensor(
+        name=name,
+        type=AUDIO_SENSOR_TYPE,
+        extra={
+            "sample_rate": fmt.sample_rate,
+            "channels": fmt.channels,
+            "codec": f"pcm_{fmt.sample_format}" if codec == "wav" else codec,
+            "bit_depth": stored.bit_depth,
+            "sample_format": fmt.sample_format,
+            "container": codec,
+            "source": source,
+            "message_type": layout,
+        },
+    )
+
+
+def audio_sensors(manifest: Manifest) -> list[Sensor]:
+    """The dataset's microphones, in manifest order (the first's file is ``audio_file``)."""
+    return [s for s in manifest.sensors if s.type == AUDIO_SENSOR_TYPE]
+
+
+def sensor_format(sensor: Sensor) -> AudioFormat:
+    """The format a microphone's file stores."""
+    extra = sensor.extra
+    return AudioFormat(str(extra["sample_format"]), int(extra["channels"]), int(extra["sample_rate"]))

@@ -1,0 +1,358 @@
+"""Audio offline: recordings the tests write (``synthetic_bag`` with ``audio``) in both
+``audio_common_msgs`` layouts, converted by ``ortf-bag2ortf``: every sample published is in
+the episode's WAV, in order, as published (read back with ``wave`` and PyAV), the chunk
+table says when each message was recorded and where a dropped one was, and the dataset
+validates strictly."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import wave
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
+
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.audio_files import read_wav, wav_info
+from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.validation import validate
+from ortf_ros.format import layout
+from ortf_ros.pipeline.audio import describe_audio
+from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT
+from ortf_ros.pipeline.config import (
+    AudioMapping,
+    ConversionConfig,
+    auto_config,
+    config_from_mapping,
+    config_from_parameters,
+    config_to_mapping,
+    describe_mapping,
+    write_config,
+)
+from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.samples import AudioChunkSample, BadMessage, RawMessage
+from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.synthetic_bag import (
+    TOPIC_AUDIO,
+    TOPIC_AUDIO_INFO,
+    TeleopBagInfo,
+    TeleopConfig,
+    audio_samples,
+    stamp_ns,
+    typestore,
+    write_scene_bag,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+DROPPED = 5
+CASES = {
+    # name: (bag format, layout, sample format, channels)
+    "mcap-ros2-s16-mono": ("mcap", "ros2", "s16le", 1),
+    "sqlite3-ros2-f32-stereo": ("sqlite3", "ros2", "f32le", 2),
+    "ros1-older-s16-stereo": ("ros1", "older", "s16le", 2),
+    "mcap-older-s24-mono": ("mcap", "older", "s24le", 1),
+}
+
+
+def scene(fmt: str, audio: str, sample_format: str, channels: int) -> TeleopConfig:
+    return TeleopConfig(
+        fmt=fmt,  # type: ignore[arg-type]
+        duration_s=1.0,
+        with_depth=False,
+        audio=audio,  # type: ignore[arg-type]
+        audio_format=sample_format,
+        audio_channels=channels,
+        audio_dropped=(DROPPED,),
+    )
+
+
+def convert(bag: TeleopBagInfo, out: Path) -> Episode:
+    with BagSource(bag.path) as source:
+        config = auto_config(source.topics())
+    write_config(config, out.parent / "mapping.yaml")
+    assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / "mapping.yaml")]) == 0
+    return load_dataset(out).episode(0)
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def converted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopConfig, Episode]:
+    tmp = tmp_path_factory.mktemp(request.param)
+    config = scene(*CASES[request.param])
+    bag = write_scene_bag(tmp / ("bag.bag" if config.fmt == "ros1" else "bag"), config)
+    return config, convert(bag, tmp / "ds")
+
+
+def published(config: TeleopConfig) -> list[int]:
+    """The audio messages (seq) the recording holds."""
+    total = round(config.duration_s * config.audio_rate_hz / config.audio_chunk)
+    return [seq for seq in range(total) if seq not in config.audio_dropped]
+
+
+def test_the_file_holds_every_sample_published_in_order(converted: tuple[TeleopConfig, Episode]) -> None:
+    config, episode = converted
+    wav, _ = episode.audio_files("microphone")
+    expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+    written = read_wav(wav, config.audio_format)
+    assert written.dtype == expected.dtype
+    np.testing.assert_array_equal(written, expected)  # sample-exact, the dropped chunk's samples absent
+    info = wav_info(wav)
+    assert (info.sample_rate, info.channels) == (config.audio_rate_hz, config.audio_channels)
+    assert info.frames * config.audio_channels == len(expected)
+
+
+def test_an_independent_decoder_reads_the_same_samples(converted: tuple[TeleopConfig, Episode]) -> None:
+    config, episode = converted
+    wav, _ = episode.audio_files("microphone")
+    expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+    if config.audio_format == "s16le":
+        with wave.open(str(wav)) as reader:
+            params = (reader.getnchannels(), reader.getframerate(), reader.getsampwidth())
+            assert params == (config.audio_channels, 16000, 2)
+            data = np.frombuffer(reader.readframes(reader.getnframes()), "<i2")
+        np.testing.assert_array_equal(data, expected)
+    with av.open(str(wav)) as container:
+        stream = container.streams.audio[0]
+        assert (stream.rate, stream.channels) == (config.audio_rate_hz, config.audio_channels)
+        decoded = np.concatenate([frame.to_ndarray().T.reshape(-1) for frame in container.decode(stream)])
+    if config.audio_format == "s24le":
+        decoded = decoded >> 8  # (FFmpeg widens 24-bit PCM to s32)
+    np.testing.assert_array_equal(decoded.astype(expected.dtype), expected)
+
+
+def test_the_chunk_table_maps_samples_to_time_and_shows_the_gap(converted: tuple[TeleopConfig, Episode]) -> None:
+    config, episode = converted
+    _, table_path = episode.audio_files("microphone")
+    table = pq.read_table(table_path).to_pydict()
+    seqs = published(config)
+    chunk = config.audio_chunk
+    assert table["chunk_index"] == list(range(len(seqs)))
+    assert table["sample_count"] == [chunk] * len(seqs)
+    assert table["first_sample"] == [i * chunk for i in range(len(seqs))]
+    rate = config.audio_rate_hz / chunk
+    stamps = [stamp_ns(seq, rate, config.start_ns) for seq in seqs]
+    if config.audio == "ros2":
+        assert table["stamp_ns"] == stamps
+        assert table["time_ns"] == stamps
+    else:  # AudioData has no header: its receive time
+        assert table["stamp_ns"] == [None] * len(seqs)
+        assert table["time_ns"] == table["receive_ns"]
+    gaps = np.array([chunk if seq == DROPPED + 1 else 0 for seq in seqs])
+    # Receive times jitter (0.4 ms here): a gap from them is good to that much.
+    slack = 0 if config.audio == "ros2" else round(0.0004 * config.audio_rate_hz)
+    assert np.abs(np.array(table["gap_samples"]) - gaps).max() <= slack
+    assert (np.array(table["gap_samples"]) > 0).tolist() == (gaps > 0).tolist()
+    # Time on the step clock: the same origin as the native-rate tables'.
+    wrench = episode.stream("ft_sensor", ["timestamp", "stamp_ns"]).to_pydict()
+    origin_ns = wrench["stamp_ns"][0] - round(wrench["timestamp"][0] * 1e9)
+    seconds = [(t - origin_ns) / 1e9 for t in table["time_ns"]]
+    np.testing.assert_allclose(table["timestamp"], seconds, atol=1e-6)
+
+
+def test_manifest_episode_row_accounting_and_strict_validation(converted: tuple[TeleopConfig, Episode]) -> None:
+    config, episode = converted
+    sensor = episode.dataset.manifest.sensor("microphone")
+    assert sensor is not None and sensor.type == "audio"
+    bits = {"s16le": 16, "f32le": 32, "s24le": 24}[config.audio_format]
+    assert sensor.extra["sample_rate"] == 16000
+    assert sensor.extra["channels"] == config.audio_channels
+    assert sensor.extra["bit_depth"] == bits
+    assert sensor.extra["codec"] == f"pcm_{config.audio_format}"
+    assert sensor.extra["source"] == TOPIC_AUDIO
+    assert episode.record.audio_file == layout.audio_path("microphone", 0, 0)
+    account = next(a for a in episode.record.accounting or () if a.stream == "microphone")
+    assert (account.role, account.read, account.kept, account.native_samples) == ("audio", 15, 15, 15)
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+WAV = layout.audio_path("microphone", 0, 0)
+CHUNKS = layout.audio_chunks_path("microphone", 0, 0)
+
+
+def _truncate(relative: str, drop: int) -> Callable[[Path], None]:
+    def cut(root: Path) -> None:
+        data = (root / relative).read_bytes()
+        (root / relative).write_bytes(data[:-drop])
+
+    return cut
+
+
+def _manifest_channels(root: Path) -> None:
+    path = root / layout.MANIFEST
+    manifest = json.loads(path.read_text())
+    next(s for s in manifest["sensors"] if s["type"] == "audio")["channels"] = 2
+    path.write_text(json.dumps(manifest))
+
+
+def _accounted_chunks(root: Path) -> None:
+    path = root / layout.EPISODES
+    table = pq.read_table(path)
+    rows = table.to_pylist()
+    for account in rows[0]["accounting"]:
+        if account["stream"] == "microphone":
+            account["native_samples"] += 1
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), path)
+
+
+AUDIO_BREAKAGES: list[tuple[str, Callable[[Path], object]]] = [
+    ("audio.file", lambda root: (root / WAV).unlink()),
+    ("audio.file", lambda root: (root / WAV).write_bytes(b"RIFF")),
+    ("audio.format", _manifest_channels),
+    ("audio.chunks", _truncate(WAV, 2048)),  # a chunk's samples lost
+    ("audio.chunks", lambda root: (root / CHUNKS).write_bytes(b"not parquet")),
+    ("episodes.accounting_files", _accounted_chunks),
+]
+"""A breakage of each audio rule (``test_validate.test_every_rule_has_a_breakage`` counts these)."""
+
+
+@pytest.fixture(scope="module")
+def audio_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("audio-rules")
+    bag = write_scene_bag(tmp / "bag", scene("mcap", "ros2", "s16le", 1))
+    return convert(bag, tmp / "ds").dataset.root
+
+
+@pytest.mark.parametrize(("rule", "breaker"), AUDIO_BREAKAGES, ids=[r for r, _ in AUDIO_BREAKAGES])
+def test_audio_rule(audio_dataset: Path, tmp_path: Path, rule: str, breaker: Callable[[Path], object]) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(audio_dataset, root)
+    breaker(root)
+    found = {f.rule for f in validate(root).findings}
+    assert rule in found, found
+
+
+def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> None:
+    mapping = {"audio": {"mic": {"topic": "/mic/audio", "info_topic": "/mic/info", "time": "receive", "codec": "wav"}}}
+    config = config_from_mapping(mapping, "test")
+    assert config.audio == (AudioMapping("mic", "/mic/audio", "/mic/info", "receive", "wav"),)
+    assert config_from_mapping(config_to_mapping(config), "again") == config
+    parameters = {"audio.mic.topic": "/mic/audio", "audio.mic.info_topic": "/mic/info", "audio.mic.time": "receive"}
+    assert config_from_parameters(parameters).audio == config.audio
+    assert AudioMapping("m", "/robot/mic/audio").info_topics == ("/robot/mic/audio_info", "/robot/mic/info")
+    assert any(line.startswith("audio mic: /mic/audio") for line in describe_mapping(config, None))
+    with pytest.raises(Exception, match="codec"):
+        config_from_mapping({"audio": {"mic": {"topic": "/a", "codec": "mp3"}}}, "test")
+    bag = write_scene_bag(tmp_path / "bag", scene("mcap", "older", "s16le", 1))
+    with BagSource(bag.path) as source:
+        detected = auto_config(source.topics())
+    assert detected.audio == (AudioMapping("microphone", TOPIC_AUDIO, TOPIC_AUDIO_INFO, "receive"),)
+
+
+def test_definitions_are_the_upstream_files() -> None:
+    """``ROS2_LAYOUT`` is what ``ros/audio_common_msgs`` builds into the venv."""
+    for msgtype, text in ROS2_LAYOUT.items():
+        name = msgtype.rpartition("/")[2]
+        assert (REPO / "ros" / "audio_common_msgs" / "msg" / f"{name}.msg").read_text() == text
+    assert set(OLDER_LAYOUT) == {f"audio_common_msgs/msg/{n}" for n in ("AudioData", "AudioInfo", "AudioDataStamped")}
+
+
+def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None:
+    store = typestore(False, "jazzy", "older")
+    decoder = Decoder()
+    for msgtype, text in OLDER_LAYOUT.items():
+        decoder.register(msgtype, text, "ros2msg")
+    info = store.types["audio_common_msgs/msg/AudioInfo"](
+        channels=1, sample_rate=16000, sample_format="S16LE", bitrate=256000, coding_format="mp3"
+    )
+    serialized = store.serialize_cdr(info, info.__msgtype__)
+    raw = RawMessage(TOPIC_AUDIO_INFO, "audio_common_msgs/msg/AudioInfo", 1, serialized)
+    (found,) = extract(decoder.decode(raw), raw)
+    assert isinstance(found, BadMessage) and "coding_format is 'mp3'" in found.reason
+    stamped = typestore(False, "jazzy", "ros2")
+    data: Any = stamped.types["audio_common_msgs/msg/AudioData"](**{f: np.array([], t) for f, t in _AUDIO_ARRAYS})
+    data.int16_data = np.arange(6, dtype=np.int16)
+    stereo = stamped.types["audio_common_msgs/msg/AudioInfo"](format=8, channels=4, rate=16000, chunk=0)
+    audio: Any = stamped.types["audio_common_msgs/msg/Audio"](audio_data=data, info=stereo)
+    header = stamped.types["std_msgs/msg/Header"](stamped.types["builtin_interfaces/msg/Time"](1, 2), "mic")
+    msg = stamped.types["audio_common_msgs/msg/AudioStamped"](header=header, audio=audio)
+    decoder = Decoder()
+    for msgtype, text in ROS2_LAYOUT.items():
+        decoder.register(msgtype, text, "ros2msg")
+    raw = RawMessage(TOPIC_AUDIO, "audio_common_msgs/msg/AudioStamped", 5, stamped.serialize_cdr(msg, msg.__msgtype__))
+    (found,) = extract(decoder.decode(raw), raw)
+    assert isinstance(found, BadMessage) and "6 samples are not a whole number of 4-channel frames" in found.reason
+    audio.info.channels = 2
+    raw = replace(raw, data=stamped.serialize_cdr(msg, msg.__msgtype__))
+    (chunk,) = extract(decoder.decode(raw), raw)
+    assert isinstance(chunk, AudioChunkSample) and chunk.stamps.header_ns == 1_000_000_002
+    np.testing.assert_array_equal(chunk.samples, np.arange(6, dtype=np.int16))
+
+
+_AUDIO_ARRAYS = (
+    ("float32_data", np.float32),
+    ("int32_data", np.int32),
+    ("int24_data", np.int32),
+    ("int16_data", np.int16),
+    ("int8_data", np.int8),
+    ("uint8_data", np.uint8),
+)
+
+
+def test_an_unknown_format_is_one_line_naming_the_topic() -> None:
+    config = ConversionConfig(audio=(AudioMapping("mic", "/mic/audio"),))
+    with pytest.raises(Exception, match=r"audio mic: /mic/audio: its format is unknown.*audio.mic.info_topic"):
+        describe_audio(config, {})
+
+
+def test_mcap_export_publishes_the_chunks_and_converts_back(audio_dataset: Path, tmp_path: Path) -> None:
+    """``ortf export mcap`` writes an AudioStamped per chunk at its time, read back with
+    ``mcap_ros2`` (the upstream definitions, not ours), and the file converts back to the
+    same samples."""
+    out, mapping = tmp_path / "audio.mcap", tmp_path / "mapping.yaml"
+    assert ortf(["export", "mcap", str(audio_dataset), str(out), "--write-config", str(mapping)]) == 0
+    episode = load_dataset(audio_dataset).episode(0)
+    wav, chunks = episode.audio_files("microphone")
+    table = pq.read_table(chunks).to_pydict()
+    written = read_wav(wav, "s16le")
+    with out.open("rb") as f:
+        reader = make_reader(f, decoder_factories=[DecoderFactory()])
+        messages = list(reader.iter_decoded_messages(topics=["/microphone/audio"]))
+    assert len(messages) == len(table["chunk_index"])
+    for (_, _, _, decoded), first, count in zip(messages, table["first_sample"], table["sample_count"], strict=True):
+        audio = decoded.audio
+        assert (audio.info.format, audio.info.channels, audio.info.rate, audio.info.chunk) == (8, 1, 16000, count)
+        np.testing.assert_array_equal(np.asarray(audio.audio_data.int16_data), written[first : first + count])
+    times = [message.log_time for _, _, message, _ in messages]
+    np.testing.assert_allclose(np.diff(times) / 1e9, np.diff(table["timestamp"]), atol=1e-6)  # gaps kept
+    assert bag2ortf([str(out), "-o", str(tmp_path / "back"), "--config", str(mapping)]) == 0
+    back = load_dataset(tmp_path / "back").episode(0)
+    np.testing.assert_array_equal(read_wav(back.audio_files("microphone")[0], "s16le"), written)
+
+
+def test_mixtrain_fills_the_audio_column(audio_dataset: Path, tmp_path: Path) -> None:
+    out = tmp_path / "mixtrain"
+    assert ortf(["export", "mixtrain", str(audio_dataset), str(out)]) == 0
+    sidecar = json.loads((out / "mixtrain.json").read_text())
+    entry = sidecar["column_types"]["audio"]
+    assert (entry["type"], entry["sample_rate"], entry["channels"], entry["codec"]) == ("audio", 16000, 1, "pcm_s16le")
+    rows = pq.read_table(next(out.glob("data/*.parquet")) if (out / "data").is_dir() else next(out.glob("*.parquet")))
+    relative = rows.column("audio")[0].as_py()
+    wav, chunks = load_dataset(audio_dataset).episode(0).audio_files("microphone")
+    assert (out / relative).read_bytes() == wav.read_bytes()
+    assert (out / relative.replace(".wav", ".chunks.parquet")).read_bytes() == chunks.read_bytes()
+
+
+def test_lerobot_export_keeps_the_audio_beside_it_and_says_so(
+    audio_dataset: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "lerobot"
+    assert ortf(["export", "lerobot", str(audio_dataset), str(out)]) == 0
+    assert "1 audio file(s) kept beside it under audio/" in capsys.readouterr().out
+    info = json.loads((out / "meta" / "info.json").read_text())
+    entry = info["ortf"]["audio"]["microphone"]
+    assert entry["path"] == "audio/microphone/episode_{episode_index:06d}.wav" and entry["sample_rate"] == 16000
+    wav, _ = load_dataset(audio_dataset).episode(0).audio_files("microphone")
+    assert (out / "audio/microphone/episode_000000.wav").read_bytes() == wav.read_bytes()
+    assert (out / "audio/microphone/episode_000000.chunks.parquet").is_file()
