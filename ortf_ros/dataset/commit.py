@@ -32,10 +32,11 @@ import pyarrow.parquet as pq
 from ortf_ros.dataset.accounting import committed_accounts, native_index_columns
 from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.config import RowGroupLimits
+from ortf_ros.dataset.point_clouds import write_cloud_file
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
-from ortf_ros.format import layout
+from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import accounts_from_rows
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
@@ -287,7 +288,17 @@ def _put_in_place(
         counts[layout.stream_index_column(stream)] = workers.submit(
             _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
         )
+    cloud_counts = {
+        name: workers.submit(
+            write_cloud_file,
+            staged.cloud_file(name),
+            catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index),
+            declared,
+        )
+        for name, declared in point_clouds.declarations(manifest).items()
+    }
     limits = _results(counts)
+    clouds = _results(cloud_counts)
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
@@ -333,6 +344,7 @@ def _put_in_place(
             frames_in_video={camera: limits[layout.image_column(camera)] for camera in relatives},
             native_samples={stream: limits[column] for column, stream in sample_columns.items()},
             steps_referencing=referencing,
+            clouds=clouds,
         ),
     )
     return record, episode_stats
@@ -350,6 +362,8 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
         for stream in catalog.manifest.native_streams:
             (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
+    for name in point_clouds.declarations(catalog.manifest):
+        (catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index)).unlink(missing_ok=True)
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

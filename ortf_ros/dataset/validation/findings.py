@@ -60,6 +60,16 @@ RULES: Mapping[str, tuple[Severity, str]] = {
         "each stream's counts add up from stage to stage; every loss is a counted drop",
     ),
     "episodes.accounting_files": ("error", "the counts of frames, samples and steps agree with the files"),
+    # laser scans and point clouds (dataset.validation.lidar)
+    "lidar.scan_columns": (
+        "error",
+        "a laser scan stream's columns are as many ranges (and intensities) as its sensor's",
+    ),
+    "lidar.cloud_declaration": (
+        "error",
+        "a point cloud's declared fields fit point_step, of known datatypes, for a lidar",
+    ),
+    "lidar.cloud_file": ("error", "a point cloud file has the declared schema, clouds 0..n-1 in time order, whole"),
     # meta/tasks.jsonl
     "tasks.missing": ("error", "meta/tasks.jsonl exists when there are episodes"),
     "tasks.invalid": ("error", "each line is an object with an integer task_id and a string instruction"),
