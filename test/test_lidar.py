@@ -6,10 +6,14 @@ accounting; ``ortf validate --strict`` clean; the mapping keys."""
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -175,8 +179,6 @@ def test_accounting_counts_scans_and_clouds(converted: tuple[TeleopBagInfo, Path
 
 
 def test_a_cloud_file_cut_short_is_reported(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
-    import shutil
-
     out = tmp_path / "ds"
     shutil.copytree(converted[1], out)
     path = out / point_clouds.cloud_path("lidar_points", 0, 0)
@@ -260,3 +262,47 @@ def test_cloud_decoding_any_layout(big_endian: bool, height: int, width: int) ->
     for name, expected in values.items():
         np.testing.assert_array_equal(sample.values[name], expected)
         assert sample.values[name].dtype.byteorder in ("=", "<", "|")
+
+
+def _edit_manifest(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    path = out / layout.MANIFEST
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _sensor(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in data["sensors"] if s["name"] == name)
+
+
+def _renumber_clouds(out: Path) -> None:
+    path = out / point_clouds.cloud_path("lidar_points", 0, 0)
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("cloud_index")
+    shifted = pa.array(np.arange(1, table.num_rows + 1), pa.int64())
+    pq.write_table(table.set_column(index, table.schema.field(index), shifted), path)
+
+
+LIDAR_BREAKAGES: list[tuple[str, Callable[[Path], None]]] = [
+    ("lidar.scan_columns", lambda out: _edit_manifest(out, lambda d: _sensor(d, "lidar").update(samples=91))),
+    (
+        "lidar.cloud_declaration",
+        lambda out: _edit_manifest(
+            out, lambda d: d[point_clouds.POINT_CLOUDS_KEY]["lidar_points"].update(point_step=8)
+        ),
+    ),
+    ("lidar.cloud_file", _renumber_clouds),
+]
+"""A breakage of each lidar rule (``test_validate.test_every_rule_has_a_breakage`` counts them)."""
+
+
+@pytest.mark.parametrize(("rule", "breaker"), LIDAR_BREAKAGES, ids=[rule for rule, _ in LIDAR_BREAKAGES])
+def test_rule(
+    converted: tuple[TeleopBagInfo, Path], tmp_path: Path, rule: str, breaker: Callable[[Path], None]
+) -> None:
+    out = tmp_path / "ds"
+    shutil.copytree(converted[1], out)
+    breaker(out)
+    report = validate(out)
+    assert not report.ok
+    assert rule in {f.rule for f in report.findings}
