@@ -18,6 +18,7 @@ from typing import Literal
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
+from ortf_ros.playback.lidar import LASER_SCAN_TYPE, POINT_CLOUD_TYPE, CloudOut, ScanOut, cloud_outputs, scan_outputs
 from ortf_ros.playback.settings import (
     COMPRESSED_SUFFIX,
     DEFAULT_ACTION_TOPIC,
@@ -84,6 +85,8 @@ class Publication:
     action: ActionOut | None
     static_transforms: tuple[StaticTransform, ...]
     unpublished_frames: tuple[str, ...]  # dynamic TF frames the dataset has no poses of
+    scans: tuple[ScanOut, ...] = ()
+    clouds: tuple[CloudOut, ...] = ()
 
     def enabled(self, kind: StreamKind) -> bool:
         return kind in self.settings.streams
@@ -119,6 +122,8 @@ class Publication:
         if self.ee_frames is not None:
             found.append(("tf", self.settings.topic("tf"), "tf2_msgs/msg/TFMessage"))
         found += [("wrench", w.topic, "geometry_msgs/msg/WrenchStamped") for w in self.wrenches]
+        found += [("laser_scan", s.topic, LASER_SCAN_TYPE) for s in self.scans]
+        found += [("point_cloud", c.topic, POINT_CLOUD_TYPE) for c in self.clouds]
         if self.action is not None:
             found.append(("action", self.action.topic, self.action.msgtype))
         for camera in self.cameras:
@@ -154,6 +159,8 @@ class Publication:
             action=_action(manifest, settings),
             static_transforms=statics,
             unpublished_frames=tuple(sorted(moving - published)),
+            scans=scan_outputs(manifest, settings),
+            clouds=cloud_outputs(manifest, settings),
         )
 
 

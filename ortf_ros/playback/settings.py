@@ -40,9 +40,13 @@ StreamKind = Literal[
     "action",
     "task",
     "episode",
+    "laser_scan",
+    "point_cloud",
 ]
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
-PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset({"wrench", "image", "depth", "camera_info"})
+PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset(
+    {"wrench", "image", "depth", "camera_info", "laser_scan", "point_cloud"}
+)
 """Kinds with one topic per camera or sensor: their topic names hold ``{name}``."""
 
 ImageFormat = Literal["raw", "jpeg"]
@@ -115,6 +119,8 @@ _TOPICS: dict[StreamKind, str] = {
     "action": "",
     "task": "/ortf/task",
     "episode": "/ortf/episode",
+    "laser_scan": "/{name}/scan",
+    "point_cloud": "/{name}/points",
 }
 # Reliable everywhere, so a recorder gets every message (a best-effort subscriber still
 # matches a reliable publisher); latched state is transient-local, as ROS publishes it.
@@ -130,6 +136,8 @@ _QOS: dict[StreamKind, tuple[int, Reliability, Durability]] = {
     "action": (100, "reliable", "volatile"),
     "task": (1, "reliable", "transient_local"),
     "episode": (10, "reliable", "volatile"),
+    "laser_scan": (10, "reliable", "volatile"),
+    "point_cloud": (10, "reliable", "volatile"),
 }
 
 PARAMETERS: dict[str, ParameterValue] = {
