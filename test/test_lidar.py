@@ -348,3 +348,27 @@ def test_export_mcap_publishes_every_scan_and_cloud_value_exact(
             np.testing.assert_array_equal(
                 np.array(ours.column(column).to_pylist()), np.array(theirs.column(column).to_pylist())
             )
+
+
+def test_mixtrain_export_references_the_scans_and_clouds(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    out = converted[1]
+    target = tmp_path / "mixtrain"
+    assert ortf(["export", "mixtrain", str(out), str(target)]) == 0
+    row = pq.read_table(target / "data" / "part-00000.parquet").to_pylist()[0]
+    types = json.loads((target / "mixtrain.json").read_text())["column_types"]
+    assert types["lidar_lidar"]["type"] == "3d" and types["lidar_lidar"]["samples"] == SCAN_SAMPLES
+    assert types["point_cloud_lidar_points"]["type"] == "4d"
+    scans = (target / row["lidar_lidar"]).read_bytes()  # (the file itself: NaN ranges compare unequal)
+    assert scans == (out / layout.episode_stream_path(0, "lidar", 0)).read_bytes()
+    steps = pq.read_table(out / layout.steps_path(0))
+    assert row["lidar_lidar_index"] == steps.column(layout.stream_index_column("lidar")).to_pylist()
+    clouds = (target / row["point_cloud_lidar_points"]).read_bytes()
+    assert clouds == (out / point_clouds.cloud_path("lidar_points", 0, 0)).read_bytes()
+
+
+def test_doctor_takes_rep117_ranges_as_meant(
+    converted: tuple[TeleopBagInfo, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+inf, -inf and NaN in a scan's ranges are readings (REP 117), not broken values."""
+    ortf(["doctor", str(converted[1])])
+    assert "value.non_finite" not in capsys.readouterr().out

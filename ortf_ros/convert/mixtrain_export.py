@@ -22,7 +22,10 @@ their scalar columns and trainers slice windows out of whole trajectories. Mappi
 - ``mixtrain.json``: ``column_types`` for every trajectory, video and index column,
   with dimension names and units from the manifest.
 
-Native-rate side tables and alignment columns are not exported.
+- ``lidar_<name>`` (with ``lidar_<name>_index``) and ``point_cloud_<name>``: a lidar's
+  scans and a point cloud stream's clouds, as files (``convert.mixtrain_lidar``).
+
+Other native-rate side tables and alignment columns are not exported.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ortf_ros.convert.mixtrain_lidar import index_sources, lidar_fields, lidar_files, lidar_types
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError
@@ -124,6 +128,7 @@ def row_schema(manifest: Manifest) -> pa.Schema:
     for camera in manifest.cameras:
         fields.append(pa.field(video_column(camera), pa.string()))
         fields.append(pa.field(frame_index_column(camera), pa.list_(pa.int64())))
+    fields += lidar_fields(manifest)
     return pa.schema(fields)
 
 
@@ -134,6 +139,7 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str 
     sources = {"timestamp": "timestamp", "action": "action"}
     sources |= {trajectory_column(n): layout.state_column(n) for n in manifest.observation_space.state}
     sources |= {frame_index_column(c): layout.image_column(c) for c in manifest.cameras}
+    sources |= index_sources(manifest)
     steps = episode.steps(list(sources.values()))
     values: dict[str, Any] = {
         "sequence_id": record.episode_id,
@@ -150,6 +156,7 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str 
     columns = {name: _one_row_list(steps[column].combine_chunks()) for name, column in sources.items()}
     for camera in manifest.cameras:
         values[video_column(camera)] = _copy_video(episode, camera, root, files_dir)
+    values |= lidar_files(episode, root, files_dir)
     return pa.table(
         [columns[f.name] if f.name in columns else pa.array([values[f.name]], f.type) for f in schema],
         schema=schema,
@@ -197,6 +204,7 @@ def sidecar(manifest: Manifest) -> dict[str, Any]:
     for camera, sensor in manifest.cameras.items():
         column_types[video_column(camera)] = _video_type(sensor)
         column_types[frame_index_column(camera)] = {"type": "frame_index", "video": video_column(camera)}
+    column_types |= {name: _drop_none(entry) for name, entry in lidar_types(manifest).items()}
     return {
         "mixtrain": MIXTRAIN_VERSION,
         "column_types": column_types,
