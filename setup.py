@@ -67,6 +67,8 @@ setup(
             "pytest-timeout>=2",
             "duckdb>=1",
             "psutil>=5",
+            # reads back the ROS 2 MCAP that `ortf export mcap` writes with another decoder than ours
+            "mcap-ros2-support>=0.5",
             # Linters pinned: a new release must not fail CI on unchanged code.
             "mypy==2.4.1",
             "ruff==0.17.6",

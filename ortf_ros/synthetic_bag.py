@@ -132,6 +132,9 @@ TOPIC_AUDIO = "/microphone/audio"  # only with TeleopConfig.audio
 TOPIC_AUDIO_INFO = "/microphone/audio_info"  # only with TeleopConfig.audio "older"
 AUDIO_FORMAT_CODES = {"f32le": 1, "s32le": 2, "s24le": 4, "s16le": 8, "s8": 16, "u8": 32}  # PortAudio's
 AUDIO_GSTREAMER_NAMES = {"f32le": "F32LE", "s32le": "S32LE", "s24le": "S24LE", "s16le": "S16LE", "s8": "S8", "u8": "U8"}
+TOPIC_SCAN = "/lidar/scan"  # only with TeleopConfig.lidar
+TOPIC_POINTS = "/lidar/points"  # only with TeleopConfig.lidar
+LIDAR_FRAME = "lidar_link"
 CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
 CAMERAS = {TOPIC_WRIST_IMAGE: WRIST_CAMERA_FRAME, TOPIC_OVERHEAD_IMAGE: OVERHEAD_CAMERA_FRAME}  # the default scene's
@@ -164,6 +167,8 @@ BASE_LATENCY_NS = {
     TOPIC_CONTROLLER_STATE: 500_000,
     TOPIC_AUDIO: 2_000_000,
     TOPIC_AUDIO_INFO: 2_000_000,
+    TOPIC_SCAN: 4_000_000,
+    TOPIC_POINTS: 6_000_000,
 }
 JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
 
@@ -341,6 +346,77 @@ def static_transforms(side_camera: bool = False) -> tuple[Transform, ...]:
 
 
 STATIC_TRANSFORMS = static_transforms()  # the default scene's (no side camera)
+# The lidar (``TeleopConfig.lidar``), on the table's edge, 0.4 m up, turned 90 degrees.
+LIDAR_TRANSFORM = Transform(WORLD, LIDAR_FRAME, (1.0, 0.2, 0.4), quat_from_rpy(0.0, 0.0, math.pi / 2))
+
+# ---------------------------------------------------------------- lidar (TeleopConfig.lidar)
+
+SCAN_RATE_HZ = 10
+SCAN_SAMPLES = 90
+SCAN_ANGLE_MIN, SCAN_ANGLE_INCREMENT = -math.pi / 2, math.pi / 90
+SCAN_RANGE = (0.05, 12.0)
+CLOUD_RATE_HZ = 5
+CLOUD_HEIGHT, CLOUD_WIDTH = 2, 8  # an organized cloud
+CLOUD_POINT_STEP = 32  # x, y, z (float32) at 0, 4, 8; 4 bytes of padding; intensity, ring, time after
+CLOUD_ROW_PADDING = 8  # bytes after each row's points (row_step = width * point_step + this)
+CLOUD_FIELDS = (
+    ("x", 0, 7, 1),
+    ("y", 4, 7, 1),
+    ("z", 8, 7, 1),
+    ("intensity", 16, 7, 1),
+    ("ring", 20, 4, 1),
+    ("time", 24, 8, 1),
+)
+"""(name, offset, datatype, count) of each PointField: float32 xyz and intensity, uint16 ring, float64 time."""
+
+
+def scan_ranges(seq: int) -> np.ndarray:
+    """Scan ``seq``'s ranges (float32): a wall that moves, with REP 117's +inf (no return),
+    -inf (too close) and NaN (invalid) at fixed places."""
+    i = np.arange(SCAN_SAMPLES)
+    ranges = (2.0 + 0.01 * i + 0.05 * math.sin(seq / 3)).astype(np.float32)
+    ranges[7::17] = np.inf
+    ranges[3] = -np.inf
+    ranges[11] = np.nan
+    return ranges
+
+
+def scan_intensities(seq: int) -> np.ndarray:
+    return (np.arange(SCAN_SAMPLES) * 0.5 + seq).astype(np.float32)
+
+
+def cloud_values(seq: int) -> dict[str, np.ndarray]:
+    """Cloud ``seq``'s points, row-major, per field (``CLOUD_FIELDS``); one point is NaN (not dense)."""
+    n = CLOUD_HEIGHT * CLOUD_WIDTH
+    k = np.arange(n)
+    x = (0.5 + 0.1 * k + 0.01 * seq).astype(np.float32)
+    x[5] = np.nan
+    return {
+        "x": x,
+        "y": (np.sin(k + seq) * 2).astype(np.float32),
+        "z": (0.25 * (k // CLOUD_WIDTH)).astype(np.float32),
+        "intensity": (k * 3.0 + seq).astype(np.float32),
+        "ring": (k // CLOUD_WIDTH).astype(np.uint16),
+        "time": (seq / CLOUD_RATE_HZ + k * 1e-5).astype(np.float64),
+    }
+
+
+def cloud_data(seq: int) -> bytes:
+    """Cloud ``seq`` as PointCloud2 ``data``: ``CLOUD_FIELDS`` at their offsets, padding of
+    0xAB between fields and after each row (which must not reach the dataset)."""
+    names = [f[0] for f in CLOUD_FIELDS]
+    formats = ["<" + {4: "u2", 7: "f4", 8: "f8"}[f[2]] for f in CLOUD_FIELDS]
+    dtype = np.dtype(
+        {"names": names, "formats": formats, "offsets": [f[1] for f in CLOUD_FIELDS], "itemsize": CLOUD_POINT_STEP}
+    )
+    raw = np.full((CLOUD_HEIGHT, CLOUD_WIDTH * CLOUD_POINT_STEP + CLOUD_ROW_PADDING), 0xAB, np.uint8)
+    points = raw[:, : CLOUD_WIDTH * CLOUD_POINT_STEP].copy().reshape(-1).view(dtype)
+    for name, values in cloud_values(seq).items():
+        points[name] = values
+    raw[:, : CLOUD_WIDTH * CLOUD_POINT_STEP] = points.view(np.uint8).reshape(CLOUD_HEIGHT, -1)
+    return raw.tobytes()
+
+
 _ELBOW_AXIS = (0.0, 0.0, 1.0)
 _WRIST_AXIS = (0.3, 0.5, 0.8)
 
@@ -550,6 +626,7 @@ class TeleopConfig:
     audio_rate_hz: int = 16000
     audio_chunk: int = 1024  # frames per message
     audio_dropped: tuple[int, ...] = ()  # the audio messages (seq) not recorded: dropped chunks
+    lidar: bool = False  # a LaserScan (TOPIC_SCAN) and a PointCloud2 (TOPIC_POINTS) in LIDAR_FRAME
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
@@ -623,6 +700,8 @@ class TeleopConfig:
         rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
         rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras() if self.has_camera_info(camera)}
         rates[TOPIC_WRENCH] = self.wrench_rate_hz
+        if self.lidar:
+            rates |= {TOPIC_SCAN: SCAN_RATE_HZ, TOPIC_POINTS: CLOUD_RATE_HZ}
         if self.with_depth:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
@@ -661,6 +740,8 @@ class TeleopConfig:
             if self.has_camera_info(camera)
         }
         types[TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
+        if self.lidar:
+            types |= {TOPIC_SCAN: "sensor_msgs/msg/LaserScan", TOPIC_POINTS: "sensor_msgs/msg/PointCloud2"}
         if self.with_depth:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
@@ -802,6 +883,8 @@ class Messages:
             TOPIC_DEPTH_CAMERA_INFO: ("sensor_msgs/msg/CameraInfo", self._camera_info_builder(DEPTH_FRAME)),
             TOPIC_DEPTH_IMAGE: ("sensor_msgs/msg/Image", self.depth),
             TOPIC_WRENCH: ("geometry_msgs/msg/WrenchStamped", self.wrench),
+            TOPIC_SCAN: ("sensor_msgs/msg/LaserScan", self.laser_scan),
+            TOPIC_POINTS: ("sensor_msgs/msg/PointCloud2", self.point_cloud),
         }
         if config.audio is not None:
             self.builders[TOPIC_AUDIO] = (config.msgtypes()[TOPIC_AUDIO], self.audio)
@@ -853,6 +936,8 @@ class Messages:
 
     def tf_static(self, seq: int, stamp: int) -> Any:
         transforms = [self.transform(tf, stamp) for tf in static_transforms(self.config.side_camera)]
+        if self.config.lidar:
+            transforms.append(self.transform(LIDAR_TRANSFORM, stamp))
         return self.new("tf2_msgs/msg/TFMessage", transforms=transforms)
 
     def tf(self, seq: int, stamp: int) -> Any:
@@ -984,6 +1069,39 @@ class Messages:
                 force=self.new("geometry_msgs/msg/Vector3", x=force[0], y=force[1], z=force[2]),
                 torque=self.new("geometry_msgs/msg/Vector3", x=torque[0], y=torque[1], z=torque[2]),
             ),
+        )
+
+    def laser_scan(self, seq: int, stamp: int) -> Any:
+        return self.new(
+            "sensor_msgs/msg/LaserScan",
+            header=self.header(stamp, LIDAR_FRAME, seq),
+            angle_min=SCAN_ANGLE_MIN,
+            angle_max=SCAN_ANGLE_MIN + (SCAN_SAMPLES - 1) * SCAN_ANGLE_INCREMENT,
+            angle_increment=SCAN_ANGLE_INCREMENT,
+            time_increment=1.0 / SCAN_RATE_HZ / SCAN_SAMPLES,
+            scan_time=1.0 / SCAN_RATE_HZ,
+            range_min=SCAN_RANGE[0],
+            range_max=SCAN_RANGE[1],
+            ranges=scan_ranges(seq),
+            intensities=scan_intensities(seq),
+        )
+
+    def point_cloud(self, seq: int, stamp: int) -> Any:
+        fields = [
+            self.new("sensor_msgs/msg/PointField", name=name, offset=offset, datatype=datatype, count=count)
+            for name, offset, datatype, count in CLOUD_FIELDS
+        ]
+        return self.new(
+            "sensor_msgs/msg/PointCloud2",
+            header=self.header(stamp, LIDAR_FRAME, seq),
+            height=CLOUD_HEIGHT,
+            width=CLOUD_WIDTH,
+            fields=fields,
+            is_bigendian=False,
+            point_step=CLOUD_POINT_STEP,
+            row_step=CLOUD_WIDTH * CLOUD_POINT_STEP + CLOUD_ROW_PADDING,
+            data=np.frombuffer(cloud_data(seq), np.uint8),
+            is_dense=False,
         )
 
     def _image_builder(self, camera: str, compressed: bool) -> Callable[[int, int], Any]:
@@ -1228,6 +1346,7 @@ def write_teleop_bag(
     with_command: bool | None = None,
     unnamed_joints: UnnamedJoints | None = None,
     without_camera_info: tuple[str, ...] = (),
+    lidar: bool = False,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -1244,7 +1363,9 @@ def write_teleop_bag(
     unless ``with_command``; ``unnamed_joints``: joint states without names (see the
     module's docstring).
     ``without_camera_info``: these cameras (raw image topics, depth's too) record no
-    camera_info; everything else is as without it.
+    camera_info; everything else is as without it. ``lidar``: a LaserScan on ``TOPIC_SCAN``
+    and a PointCloud2 on ``TOPIC_POINTS`` (``scan_ranges``, ``cloud_values``), in
+    ``LIDAR_FRAME``, whose transform goes to ``/tf_static``.
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -1267,6 +1388,7 @@ def write_teleop_bag(
         with_command=with_command,
         unnamed_joints=unnamed_joints,
         without_camera_info=tuple(without_camera_info),
+        lidar=lidar,
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 

@@ -31,13 +31,14 @@ class Scene:
     joint_rate: int = 100
     command_rate: int = 100  # (at 30 Hz steps, a 50 Hz command is up to 20 ms from a step: past the tolerance)
     compressed: tuple[str, ...] = ("/overhead_camera/image_raw",)
+    lidar: bool = False  # a LaserScan and a PointCloud2 (TeleopConfig.lidar)
 
     def arguments(self) -> list[str]:
         args = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
         args += ["--joint-rate", str(self.joint_rate), "--command-rate", str(self.command_rate)]
         if self.compressed:
             args += ["--compressed-cameras", *self.compressed]
-        return args
+        return args + (["--lidar"] if self.lidar else [])
 
     def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
         """The scene as ``synthetic_bag`` describes it."""
@@ -51,6 +52,7 @@ class Scene:
             command_rate_hz=self.command_rate,
             compressed_cameras=self.compressed,
             start_ns=start_ns,
+            lidar=self.lidar,
         )
 
     def bag(self, path: Path, duration_s: float, start_ns: int) -> TeleopBagInfo:

@@ -16,6 +16,8 @@ from ortf_ros.pipeline.config import (
     EpisodeLabels,
     EpisodeSplit,
     JointStateMapping,
+    LaserScanMapping,
+    PointCloudMapping,
     StepClock,
     WrenchMapping,
     auto_config,
@@ -106,6 +108,8 @@ def test_shipped_mobile_manipulator_config_loads() -> None:
     assert cfg.labels.task_topic == "/task_instruction"
     assert cfg.world_frame == "odom"
     assert cfg.max_latency_ms == 300.0
+    assert cfg.laser_scans == (LaserScanMapping("base_scan", "/base_scan"),)
+    assert cfg.point_clouds == (PointCloudMapping("head_points", "/head_camera/depth/color/points"),)
 
 
 def test_shipped_arm_config_matches_the_synthetic_bag(tmp_path: Path) -> None:

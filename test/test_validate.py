@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 from av.video.stream import VideoStream
 from test_audio import AUDIO_BREAKAGES
+from test_lidar import LIDAR_BREAKAGES
 from test_native_streams import STREAM_BREAKAGES
 
 from ortf_ros.cli.ortf import main as ortf
@@ -572,7 +573,7 @@ BREAKAGES: list[tuple[str, Breaker]] = [
 
 def test_every_rule_has_a_breakage() -> None:
     """Guards the catalogue: a rule nobody can trigger is dead, an untested one unguarded."""
-    broken = BREAKAGES + STREAM_BREAKAGES + AUDIO_BREAKAGES
+    broken = BREAKAGES + STREAM_BREAKAGES + AUDIO_BREAKAGES + LIDAR_BREAKAGES
     untested = set(RULES) - {rule for rule, _ in broken} - {"videos.fps", "episode.not_found"}
     assert not untested
 

@@ -25,8 +25,10 @@ their scalar columns and trainers slice windows out of whole trajectories. Mappi
 - ``audio`` (the first microphone; ``audio_<name>`` for others): the episode's WAV copied
   to ``files/<microphone>/ep_<id>.wav``, its chunk table beside it
   (``.chunks.parquet``), typed ``audio`` with ``sample_rate``, ``channels``, ``codec``.
+- ``lidar_<name>`` (with ``lidar_<name>_index``) and ``point_cloud_<name>``: a lidar's
+  scans and a point cloud stream's clouds, as files (``convert.mixtrain_lidar``).
 
-Native-rate side tables and alignment columns are not exported.
+Other native-rate side tables and alignment columns are not exported.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert.export_audio import audio_column, audio_type, copy_audio
+from ortf_ros.convert.mixtrain_lidar import index_sources, lidar_fields, lidar_files, lidar_types
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError
@@ -131,6 +134,7 @@ def row_schema(manifest: Manifest) -> pa.Schema:
         fields.append(pa.field(video_column(camera), pa.string()))
         fields.append(pa.field(frame_index_column(camera), pa.list_(pa.int64())))
     fields += [pa.field(audio_column(manifest, sensor), pa.string()) for sensor in audio_sensors(manifest)]
+    fields += lidar_fields(manifest)
     return pa.schema(fields)
 
 
@@ -141,6 +145,7 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str 
     sources = {"timestamp": "timestamp", "action": "action"}
     sources |= {trajectory_column(n): layout.state_column(n) for n in manifest.observation_space.state}
     sources |= {frame_index_column(c): layout.image_column(c) for c in manifest.cameras}
+    sources |= index_sources(manifest)
     steps = episode.steps(list(sources.values()))
     values: dict[str, Any] = {
         "sequence_id": record.episode_id,
@@ -160,6 +165,7 @@ def episode_row(episode: Episode, schema: pa.Schema, root: Path, files_dir: str 
     for sensor in audio_sensors(manifest):
         stem = f"{files_dir}/{sensor.name}/ep_{episode.episode_id}"
         values[audio_column(manifest, sensor)] = copy_audio(episode, sensor, root, stem)
+    values |= lidar_files(episode, root, files_dir)
     return pa.table(
         [columns[f.name] if f.name in columns else pa.array([values[f.name]], f.type) for f in schema],
         schema=schema,
@@ -209,6 +215,7 @@ def sidecar(manifest: Manifest) -> dict[str, Any]:
         column_types[frame_index_column(camera)] = {"type": "frame_index", "video": video_column(camera)}
     for sensor in audio_sensors(manifest):
         column_types[audio_column(manifest, sensor)] = audio_type(sensor)
+    column_types |= {name: _drop_none(entry) for name, entry in lidar_types(manifest).items()}
     return {
         "mixtrain": MIXTRAIN_VERSION,
         "column_types": column_types,

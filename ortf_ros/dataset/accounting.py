@@ -23,6 +23,8 @@ from ortf_ros.format.accounting import (
     ROLE_CAMERA,
     ROLE_DEPTH,
     ROLE_JOINT_STATES,
+    ROLE_LIDAR,
+    ROLE_POINT_CLOUD,
     ROLE_TF,
     ROLE_WRENCH,
     StreamAccount,
@@ -54,6 +56,7 @@ def committed_accounts(
     native_samples: Mapping[str, int],
     steps_referencing: Mapping[str, int],
     audio_chunks: Mapping[str, int] | None = None,
+    clouds: Mapping[str, int] | None = None,
 ) -> tuple[StreamAccount, ...]:
     """The episode's rows as committed: the staged ones (None: recovered without them) with
     the dataset side counted by the commit. Every camera and native-rate stream has a row.
@@ -61,8 +64,9 @@ def committed_accounts(
     ``frames_in_video``: per camera; ``native_samples`` and ``steps_referencing``: per
     native-rate stream (steps whose sample index is set). Steps take every camera's frame
     and their state and action from their streams, so those streams are referenced by all
-    ``length`` steps. ``audio_chunks``: per microphone, the rows of its chunk table (no
-    step points at one)."""
+    ``length`` steps. ``audio_chunks``: per microphone, the rows of its chunk table;
+    ``clouds``: rows of each point cloud file (as ``native_samples``; no step points at a
+    chunk or a cloud)."""
     rows = {a.stream: a for a in accounts or ()}
     for microphone, chunks in (audio_chunks or {}).items():
         account = rows.get(microphone) or StreamAccount(microphone, ROLE_AUDIO)
@@ -71,17 +75,28 @@ def committed_accounts(
         account = rows.get(camera) or StreamAccount(camera, camera_role(manifest, camera))
         rows[camera] = replace(account, frames_in_video=frames_in_video.get(camera, 0), steps_referencing=length)
     for stream in manifest.native_streams:
-        role = ROLE_JOINT_STATES if stream == "joint_states" else ROLE_WRENCH
+        role = native_role(manifest, stream)
         account = rows.get(stream) or StreamAccount(stream, role)
         rows[stream] = replace(
             account,
             native_samples=native_samples.get(stream, 0),
             steps_referencing=steps_referencing.get(stream, 0),
         )
+    for cloud, count in (clouds or {}).items():
+        account = rows.get(cloud) or StreamAccount(cloud, ROLE_POINT_CLOUD)
+        rows[cloud] = replace(account, native_samples=count, steps_referencing=0)
     for name, account in rows.items():
         if account.steps_referencing is None and account.role not in {*FRAME_ROLES, ROLE_TF, ROLE_AUDIO}:
             rows[name] = replace(account, steps_referencing=length)
     return tuple(rows.values())
+
+
+def native_role(manifest: Manifest, stream: str) -> str:
+    """The accounting role of a native-rate stream: joint states, a lidar's scans, or a wrench's."""
+    if stream == "joint_states":
+        return ROLE_JOINT_STATES
+    sensor = manifest.sensor(manifest.native_streams[stream].sensor or "")
+    return ROLE_LIDAR if sensor is not None and sensor.type == "lidar" else ROLE_WRENCH
 
 
 def native_index_columns(manifest: Manifest) -> dict[str, str]:

@@ -33,10 +33,11 @@ from ortf_ros.dataset.accounting import committed_accounts, native_index_columns
 from ortf_ros.dataset.audio_files import commit_audio, discard_audio
 from ortf_ros.dataset.catalog import Catalog, empty_stats
 from ortf_ros.dataset.config import RowGroupLimits
+from ortf_ros.dataset.point_clouds import write_cloud_file
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
-from ortf_ros.format import layout
+from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import accounts_from_rows
 from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.metadata import EpisodeRecord
@@ -289,7 +290,17 @@ def _put_in_place(
         counts[layout.stream_index_column(stream)] = workers.submit(
             _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
         )
+    cloud_counts = {
+        name: workers.submit(
+            write_cloud_file,
+            staged.cloud_file(name),
+            catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index),
+            declared,
+        )
+        for name, declared in point_clouds.declarations(manifest).items()
+    }
     limits = _results(counts)
+    clouds = _results(cloud_counts)
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")
@@ -339,6 +350,7 @@ def _put_in_place(
             native_samples={stream: limits[column] for column, stream in sample_columns.items()},
             steps_referencing=referencing,
             audio_chunks={microphone: chunks for microphone, (_, chunks) in audio.items()},
+            clouds=clouds,
         ),
     )
     return record, episode_stats
@@ -357,6 +369,8 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
         for stream in catalog.manifest.native_streams:
             (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
     discard_audio(catalog.root, [s.name for s in audio_sensors(catalog.manifest)], chunk_id, header.episode_index)
+    for name in point_clouds.declarations(catalog.manifest):
+        (catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index)).unlink(missing_ok=True)
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

@@ -41,6 +41,12 @@ def read_log(path: Path, batch_rows: int = 1024) -> Iterator[pa.RecordBatch]:
         yield pa.concat_batches(pending)
 
 
+def read_messages(path: Path) -> Iterator[pa.RecordBatch]:
+    """Every complete record of an append-only log, one batch each (for records too large
+    to merge: a point cloud each)."""
+    return _read_messages(path)
+
+
 def _read_messages(path: Path) -> Iterator[pa.RecordBatch]:
     if not path.exists():
         return
@@ -245,6 +251,8 @@ class SampleLog:
         self._stamp_ns: list[int | None] = []  # one per waiting sample: its length is their count
         self._receive_ns: list[int | None] = []
         self._episode_ids = pa.array([episode_id] * PENDING_SAMPLES_MAX, pa.string())  # sliced by each batch
+        # False for a stream whose values may be non-finite by meaning (a laser scan's ranges)
+        self.finite_only = True
         self._log: StepLog | None = None
 
     def add(
@@ -275,7 +283,7 @@ class SampleLog:
                 f"the previous ({previous})"
             )
         in_range = (np.abs(rows) <= _FLOAT32_MAX).all(axis=1)  # NaN fails too
-        if not in_range.all():
+        if self.finite_only and not in_range.all():
             row = rows[int(np.flatnonzero(~in_range)[0])]
             raise WriterError(
                 f"stream {self.stream!r}: values must be finite, got "

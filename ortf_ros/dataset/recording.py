@@ -11,10 +11,13 @@ import numpy as np
 
 from ortf_ros.dataset.audio_files import AudioFile, staged_audio
 from ortf_ros.dataset.logs import SampleLog, StepLog, StepRows
+from ortf_ros.dataset.point_clouds import CloudLog
 from ortf_ros.dataset.staging import EpisodeHeader, StagedEpisode
 from ortf_ros.errors import WriterError
+from ortf_ros.format import point_clouds
 from ortf_ros.format.audio import audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io.encoder_process import StagedVideoWriter
 
@@ -50,6 +53,7 @@ class Recording:
         self.audio = {
             s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s)) for s in audio_sensors(manifest)
         }
+        self.cloud_logs: dict[str, CloudLog] = {}
 
     def clock(self, first: float) -> float:
         """The episode's time origin: the timestamp of its first step or sample (``first``, if
@@ -71,6 +75,18 @@ class Recording:
             dims = {name: component.dim for name, component in spec.columns.items()}
             log = self.stream_logs[stream] = SampleLog(
                 self.staged.stream_file(stream), stream, stream_schema(manifest, stream), dims, self.header.episode_id
+            )
+            log.finite_only = NON_FINITE_KEY not in spec.extra
+        return log
+
+    def cloud_log(self, manifest: Manifest, name: str) -> CloudLog:
+        log = self.cloud_logs.get(name)
+        if log is None:
+            declared = point_clouds.declarations(manifest)
+            if name not in declared:
+                raise WriterError(f"unknown point cloud {name!r}; the manifest declares {sorted(declared)}")
+            log = self.cloud_logs[name] = CloudLog(
+                self.staged.cloud_file(name), name, declared[name], self.header.episode_id
             )
         return log
 
@@ -114,6 +130,8 @@ class Recording:
                 attempt(log.close)
             for audio in self.audio.values():
                 attempt(partial(audio.finish, self.origin or 0.0))  # (its chunk table, on the steps' clock)
+            for cloud_log in self.cloud_logs.values():
+                attempt(cloud_log.close)
         finally:
             videos = list(self.videos.values())
             for number, writer in enumerate(videos):

@@ -219,6 +219,10 @@ class StagedEpisode:
     def stream_file(self, stream: str) -> Path:
         return self.directory / "streams" / f"{stream}.arrows"
 
+    def cloud_file(self, name: str) -> Path:
+        """Point cloud stream ``name``'s clouds (``dataset.point_clouds``)."""
+        return self.directory / "point_clouds" / f"{name}.arrows"
+
     def read_steps(self) -> Iterator[pa.RecordBatch]:
         return read_log(self.steps_file)
 

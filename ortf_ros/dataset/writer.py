@@ -418,6 +418,38 @@ class DatasetWriter:
             raise WriterError(f"unknown microphone {microphone!r}; the manifest declares {sorted(files)}")
         return audio.add(samples, timestamp, time_ns=time_ns, stamp_ns=stamp_ns, receive_ns=receive_ns)
 
+    def add_point_cloud(
+        self,
+        name: str,
+        timestamp: float,
+        values: Mapping[str, np.ndarray],
+        *,
+        height: int,
+        width: int,
+        is_dense: bool,
+        frame_id: str | None = None,
+        stamp_ns: int | None = None,
+        receive_ns: int | None = None,
+    ) -> int:
+        """Record one cloud of point cloud stream ``name`` (``dataset.point_clouds``):
+        ``values`` per declared field, the ``height x width`` points row-major. ``timestamp``
+        is on the steps' clock, and may start the episode's clock. Returns its index."""
+        recording = self._current()
+        log = recording.cloud_log(self.manifest, name)
+        relative = timestamp - (recording.origin if recording.origin is not None else timestamp)
+        index = log.add(
+            relative,
+            values,
+            height=height,
+            width=width,
+            is_dense=is_dense,
+            frame_id=frame_id,
+            stamp_ns=stamp_ns,
+            receive_ns=receive_ns,
+        )
+        recording.clock(timestamp)
+        return index
+
     def add_step(
         self,
         timestamp: float,

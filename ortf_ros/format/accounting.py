@@ -60,6 +60,8 @@ ROLE_WRENCH = "wrench"
 ROLE_ACTION = "action"
 ROLE_TF = "tf"
 ROLE_AUDIO = "audio"  # native_samples: the messages (chunks) in its chunk table; no step points at one
+ROLE_LIDAR = "lidar"  # a LaserScan: a native-rate table steps point into
+ROLE_POINT_CLOUD = "point_cloud"  # a PointCloud2: the episode's cloud file (no step points at a cloud)
 FRAME_ROLES = frozenset({ROLE_CAMERA, ROLE_DEPTH})
 
 ACCOUNTING_TYPE = pa.list_(

@@ -25,6 +25,8 @@ from ortf_ros.format.accounting import (
     ROLE_CAMERA,
     ROLE_DEPTH,
     ROLE_JOINT_STATES,
+    ROLE_LIDAR,
+    ROLE_POINT_CLOUD,
     ROLE_TF,
     ROLE_WRENCH,
     StreamAccount,
@@ -48,6 +50,8 @@ def data_streams(config: ConversionConfig) -> list[_Stream]:
         found.append(_Stream("joint_states", ROLE_JOINT_STATES, config.joint_states.topic))
     found += [_Stream(w.name, ROLE_WRENCH, w.topic) for w in config.wrenches]
     found += [_Stream(a.name, ROLE_AUDIO, a.topic) for a in config.audio]
+    found += [_Stream(s.name, ROLE_LIDAR, s.topic) for s in config.laser_scans]
+    found += [_Stream(p.name, ROLE_POINT_CLOUD, p.topic) for p in config.point_clouds]
     if config.action.topic is not None:
         found.append(_Stream("action", ROLE_ACTION, config.action.topic))
     for topic in (*config.tf_topics, *config.tf_static_topics):

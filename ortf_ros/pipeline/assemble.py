@@ -28,6 +28,7 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.range_input import CLOUDS_HELD_MAX, RangeInput
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -35,6 +36,8 @@ from ortf_ros.pipeline.samples import (
     ControllerStateSample,
     ImageSample,
     JointStateSample,
+    LaserScanSample,
+    PointCloudSample,
     Sample,
     SampleBlock,
     Stamps,
@@ -277,6 +280,8 @@ class Assembler:
         self.latency_ns = round(config.max_latency_ms * 1e6)
         self._header_timed = {c.topic for c in config.cameras if c.time == "header"}
         self._header_timed |= {w.topic for w in config.wrenches if w.time == "header"}
+        self._header_timed |= {s.topic for s in config.laser_scans if s.time == "header"}
+        self._header_timed |= {p.topic for p in config.point_clouds if p.time == "header"}
         if config.joint_states is not None and config.joint_states.time == "header":
             self._header_timed.add(config.joint_states.topic)
         if config.action.topic is not None and config.action.time == "header":
@@ -292,6 +297,7 @@ class Assembler:
         }
         self.cameras: dict[str, StreamSampler[int]] = {c.name: StreamSampler(c.name, c.policy) for c in config.cameras}
         self.action: StreamSampler[np.ndarray] = StreamSampler("action", config.action.policy, interpolate=lerp_array)
+        self.range = RangeInput(config, manifest, writer, counts)
         self.watermark_ns = -(2**62)
         self.next_step_ns: int | None = None
         self.pending_fallback: _Step | None = None  # a step waiting for the next one's joints
@@ -385,6 +391,20 @@ class Assembler:
             return self.tf.add(sample)
         if isinstance(sample, ImageSample):
             return self._image(sample, topic)
+        if isinstance(sample, LaserScanSample):
+            rows = self.range.scan_rows(sample, topic)
+            if rows is None:
+                return False
+            time_ns, row = rows
+            self._hold(self.range.scan_names[topic], time_ns, row, sample.stamps)
+            return True
+        if isinstance(sample, PointCloudSample):
+            cloud = self.range.cloud(sample, topic)
+            if cloud is not None:
+                self.range.held.append(cloud)
+                if self._clock_started or len(self.range.held) >= CLOUDS_HELD_MAX:
+                    self._send_samples()
+            return cloud is not None
         if isinstance(sample, JointStateSample) and topic == self._joint_topic:
             return self._joint_state(sample)
         if isinstance(sample, ControllerStateSample):
@@ -535,10 +555,20 @@ class Assembler:
         batches = list(self._native.values())
         if not self._clock_started:
             batches.sort(key=lambda batch: batch.first_ns if batch.first_ns is not None else math.inf)
+            self._send_clouds(before_ns=batches[0].first_ns if batches and batches[0].first_ns is not None else None)
         for batch in batches:
             if batch.count:
                 self._send(batch)
                 self._clock_started = True
+        self._send_clouds(before_ns=None)
+
+    def _send_clouds(self, before_ns: int | None) -> None:
+        """The held point clouds (all, or those before ``before_ns``) to the writer; the
+        first starts the episode's clock when nothing has."""
+        held = self.range.held
+        while held and (before_ns is None or held[0].time_ns < before_ns):
+            self.range.write_cloud(held.pop(0), self._clock_ns)
+            self._clock_started = True
 
     def _send(self, batch: _NativeBatch) -> None:
         first_ns = batch.first_ns
@@ -579,6 +609,7 @@ class Assembler:
     def _samplers(self) -> Iterator[tuple[str, StreamSampler[Any]]]:
         yield "joint_states", self.joint_stream
         yield from self.wrenches.items()
+        yield from self.range.scans.items()
         yield from self.cameras.items()
         if self.config.action.topic is not None:
             yield "action", self.action
@@ -689,6 +720,8 @@ class Assembler:
         for mapping in self.config.wrenches:
             if mapping.native:
                 indices[mapping.name] = sampled[mapping.name].index
+        for name in self.range.scans:
+            indices[name] = sampled[name].index
         return indices
 
     def _state(

@@ -132,6 +132,29 @@ class AudioMapping:
 
 
 @dataclass(frozen=True)
+class LaserScanMapping:
+    """A ``sensor_msgs/LaserScan`` topic, the lidar ``name``: every scan kept at its native
+    rate in a side table (``native`` must stay true: a scan is too large for a step), and
+    each step pointing at the scan ``policy`` picks."""
+
+    name: str
+    topic: str
+    time: TimeSource = "header"
+    policy: Policy = "nearest"
+    native: bool = True
+
+
+@dataclass(frozen=True)
+class PointCloudMapping:
+    """A ``sensor_msgs/PointCloud2`` topic, the sensor ``name``: every cloud kept, a row
+    each, in the episode's point cloud file (``pipeline.point_clouds``)."""
+
+    name: str
+    topic: str
+    time: TimeSource = "header"
+
+
+@dataclass(frozen=True)
 class ActionMapping:
     """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
     ``topic`` None is the documented fallback: the next step's joint positions."""
@@ -200,6 +223,8 @@ class ConversionConfig:
     episodes: EpisodeSplit = EpisodeSplit()
     labels: EpisodeLabels = EpisodeLabels()
     writer: Mapping[str, Any] = field(default_factory=dict)  # WriterConfig.from_mapping
+    laser_scans: tuple[LaserScanMapping, ...] = ()
+    point_clouds: tuple[PointCloudMapping, ...] = ()
 
     def camera(self, name: str) -> CameraMapping | None:
         return next((c for c in self.cameras if c.name == name), None)
@@ -211,6 +236,7 @@ class ConversionConfig:
         found.append(self.joint_states.topic if self.joint_states else None)
         found += [w.topic for w in self.wrenches]
         found += [t for a in self.audio for t in (a.topic, *a.info_topics)]
+        found += [s.topic for s in self.laser_scans] + [p.topic for p in self.point_clouds]
         found += [self.action.topic, *self.tf_topics, *self.tf_static_topics, self.robot_description_topic]
         found += [self.episodes.topic, self.labels.task_topic]
         return list(dict.fromkeys(t for t in found if t))
@@ -382,6 +408,8 @@ MAPPING_KEYS = (
     "episodes",
     "labels",
     "writer",
+    "laser_scans",
+    "point_clouds",
 )
 """The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
 _CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy")
@@ -389,6 +417,8 @@ _JOINT_KEYS = ("topic", "time", "policy", "native")
 _WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
 _AUDIO_KEYS = ("topic", "info_topic", "time", "codec")
 _ACTION_KEYS = ("topic", "time", "policy")
+_LASER_SCAN_KEYS = ("topic", "time", "policy", "native")
+_POINT_CLOUD_KEYS = ("topic", "time")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
 _LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
@@ -477,6 +507,21 @@ def _audio(name: str, m: _Map) -> AudioMapping:
         time=m.choice("time", TIME_SOURCES, "header"),
         codec=m.choice("codec", AUDIO_CODECS, "wav"),
     )
+
+
+def _laser_scan(name: str, m: _Map) -> LaserScanMapping:
+    policy = m.choice("policy", POLICIES, "nearest")
+    if policy == "linear":
+        raise m.error("policy", "a step points at one scan: latest or nearest, not linear")
+    if not m.boolean("native", True):
+        raise m.error("native", "a scan is kept only at its native rate (steps point at it); false is not supported")
+    return LaserScanMapping(
+        name=name, topic=_required_topic(m), time=m.choice("time", TIME_SOURCES, "header"), policy=policy
+    )
+
+
+def _point_cloud(name: str, m: _Map) -> PointCloudMapping:
+    return PointCloudMapping(name=name, topic=_required_topic(m), time=m.choice("time", TIME_SOURCES, "header"))
 
 
 def _joint_states(m: _Map | None) -> JointStateMapping | None:
@@ -609,13 +654,24 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
     for wrench in wrenches:
         if wrench.name in camera_names:
             raise top.error("wrenches", f"{wrench.name!r} is also a camera; sensor names must be unique")
-    for microphone in audio:
-        if microphone.name in camera_names | {w.name for w in wrenches}:
-            raise top.error("audio", f"{microphone.name!r} is also a camera or a wrench; sensor names must be unique")
+    scans = tuple(_laser_scan(name, m) for name, m in _named(top, "laser_scans", _LASER_SCAN_KEYS))
+    clouds = tuple(_point_cloud(name, m) for name, m in _named(top, "point_clouds", _POINT_CLOUD_KEYS))
+    taken = camera_names | {w.name for w in wrenches} | {"joint_states", "action", "end_effector"}
+    for what, names in (
+        ("audio", [a.name for a in audio]),
+        ("laser_scans", [s.name for s in scans]),
+        ("point_clouds", [p.name for p in clouds]),
+    ):
+        for name in names:
+            if name in taken:
+                raise top.error(what, f"{name!r} is also the name of another sensor or stream; names must be unique")
+            taken.add(name)
     for what, topics in (
         ("cameras", [c.topic for c in cameras]),
         ("wrenches", [w.topic for w in wrenches]),
         ("audio", [a.topic for a in audio]),
+        ("laser_scans", [s.topic for s in scans]),
+        ("point_clouds", [p.topic for p in clouds]),
     ):
         for i, topic in enumerate(topics):
             if topic in topics[:i]:
@@ -640,6 +696,8 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
         labels=_labels(top.sub("labels", _LABEL_KEYS)),
         writer=_writer(top),
+        laser_scans=scans,
+        point_clouds=clouds,
     )
 
 
@@ -760,6 +818,10 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
             "operator_notes": cfg.labels.operator_notes,
         },
         "writer": _plain(cfg.writer),
+        "laser_scans": {
+            s.name: {"topic": s.topic, "time": s.time, "policy": s.policy, "native": s.native} for s in cfg.laser_scans
+        },
+        "point_clouds": {p.name: {"topic": p.topic, "time": p.time} for p in cfg.point_clouds},
     }
 
 
@@ -792,6 +854,10 @@ CONFIG_HEADER = """\
 #                      messages on info_topic (null: the sibling audio_info or info topic);
 #                      codec wav (default: the PCM as received), flac or aac; every sample is
 #                      kept, a file per episode, with a table of the chunks' times
+# laser_scans          name -> sensor_msgs/LaserScan topic (a 2D lidar): every scan kept at its
+#                      native rate (ranges, intensities), steps point at one (latest/nearest)
+# point_clouds         name -> sensor_msgs/PointCloud2 topic: every cloud kept, a row each, in
+#                      the episode's point_clouds/<name>/chunk-NNN/episode_NNNNNN.parquet
 # action               the command topic (JointState, JointTrajectory, Float64MultiArray,
 #                      Twist(Stamped), PoseStamped, Float64/Bool), or a controller state
 #                      (its reference/desired); topic null: the next step's joint
@@ -1034,6 +1100,16 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     wrench_names = _unique_names(
         [(wrench_name(t.topic), _sanitize(_parts(t.topic), "wrench")) for t in wrench_topics], {c.name for c in cameras}
     )
+    scan_topics = by_type.get("sensor_msgs/msg/LaserScan", [])
+    cloud_topics = by_type.get("sensor_msgs/msg/PointCloud2", [])
+    taken = {c.name for c in cameras} | set(wrench_names) | {"joint_states", "action", "end_effector"}
+    scan_names = _unique_names(
+        [(range_sensor_name(t.topic, "scan"), _sanitize(_parts(t.topic), "scan")) for t in scan_topics], taken
+    )
+    cloud_names = _unique_names(
+        [(range_sensor_name(t.topic, "points"), _sanitize(_parts(t.topic), "points")) for t in cloud_topics],
+        taken | set(scan_names),
+    )
     tf = by_type.get("tf2_msgs/msg/TFMessage", [])
     descriptions = [
         t.topic for t in by_type.get("std_msgs/msg/String", []) if _last_part(t.topic) == "robot_description"
@@ -1048,7 +1124,20 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
         tf_static_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf_static"),
         robot_description_topic=min(descriptions, key=lambda t: (len(t), t), default="/robot_description"),
         step=StepClock(rate_hz=step_rate_hz),
+        laser_scans=tuple(LaserScanMapping(n, t.topic) for n, t in zip(scan_names, scan_topics, strict=True)),
+        point_clouds=tuple(PointCloudMapping(n, t.topic) for n, t in zip(cloud_names, cloud_topics, strict=True)),
     )
+
+
+_RANGE_SENSOR_PARTS = frozenset({"scan", "points", "cloud", "point_cloud", "pointcloud", "raw", "data"})
+
+
+def range_sensor_name(topic: str, fallback: str) -> str:
+    """A lidar's name from its topic: ``/front_lidar/scan`` -> ``front_lidar``, ``/scan`` -> ``scan``."""
+    parts = _parts(topic)
+    while len(parts) > 1 and parts[-1].lower() in _RANGE_SENSOR_PARTS:
+        parts.pop()
+    return _sanitize(parts, fallback)
 
 
 # ---------------------------------------------------------------- sync tolerance
@@ -1084,6 +1173,7 @@ def sync_tolerance(cfg: ConversionConfig, rates: Mapping[str, float]) -> SyncTol
     if cfg.joint_states is not None:
         streams.append(("joint states", cfg.joint_states.topic, cfg.joint_states.policy))
     streams += [(f"force-torque {w.name}", w.topic, w.policy) for w in cfg.wrenches]
+    streams += [(f"laser scan {s.name}", s.topic, s.policy) for s in cfg.laser_scans]
     streams += [(f"camera {c.name}", c.topic, c.policy) for c in cfg.cameras if c is not step_camera]
     if cfg.action.topic is not None:
         streams.append(("action", cfg.action.topic, cfg.action.policy))
@@ -1150,6 +1240,12 @@ def describe_mapping(
         frame = f"frame {w.frame}" if w.frame else "frame from the header"
         native = ", every message kept at its native rate" if w.native else ""
         lines.append(f"force-torque {w.name}: {w.topic} ({_timing(w.time, w.policy)}, {frame}{native})")
+    for s in cfg.laser_scans:
+        lines.append(
+            f"laser scan {s.name}: {s.topic} ({_timing(s.time, s.policy)}, every scan kept at its native rate)"
+        )
+    for p in cfg.point_clouds:
+        lines.append(f"point cloud {p.name}: {p.topic} ({p.time} time, every cloud kept in the episode's cloud file)")
     a = cfg.action
     if a.topic in controllers:
         lines.append(

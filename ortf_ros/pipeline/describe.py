@@ -9,7 +9,7 @@ or ``ortf_recorder``) differ between the two.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import (
@@ -29,16 +29,20 @@ from ortf_ros.format.manifest import (
     StateComponent,
     Transform,
 )
+from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
 from ortf_ros.pipeline.assemble import StepLayout
 from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
+from ortf_ros.pipeline.range_manifest import range_description
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
 from ortf_ros.pipeline.samples import (
     ControllerStateSample,
     JointStateSample,
+    LaserScanSample,
     PinholeCalibration,
+    PointCloudSample,
     VectorSample,
 )
 from ortf_ros.pipeline.tf import Pose
@@ -292,6 +296,10 @@ def build_manifest(
         images[camera.name] = camera.name
         sensors.append(_camera_sensor(prologue, camera, calibrations[camera.name]))
     sensors += describe_audio(config, prologue.audio)
+    range_sensors, range_streams, clouds = range_description(config, prologue.scans, prologue.clouds, prologue.rates)
+    for sensor in range_sensors:
+        sensors.append(replace(sensor, extrinsics=tf_extrinsics(prologue, sensor.extra["frame"], sensor.name)))
+    native.update(range_streams)
     return Manifest(
         dataset_id="",
         name=name,
@@ -304,6 +312,7 @@ def build_manifest(
         sync_tolerance_ms=tolerance_ms,
         native_streams=native,
         alignment=Alignment(streams=_aligned_streams(config, steps)),
+        extra={POINT_CLOUDS_KEY: clouds} if clouds else {},
     )
 
 
@@ -319,6 +328,7 @@ def _robot(robot: UrdfRobot | None, steps: StepLayout) -> Robot:
 
 def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, ...]:
     names = ["joint_states", *(w.name for w in config.wrenches), *(c.name for c in config.cameras)]
+    names += [s.name for s in config.laser_scans]
     if config.action.topic is not None:
         names.append("action")
     if steps.ee_frames is not None:
@@ -414,16 +424,8 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     if first is None:
         raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
     height, width = first.pixels.shape[:2]
-    extrinsics = None
     frame_id = first.stamps.frame_id
-    parent = prologue.tf.frames().get(frame_id)
-    if parent is not None:
-        found = prologue.tf.lookup(parent.parent, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
-        if found is not None:
-            extrinsics = Extrinsics(
-                parent.parent,
-                _transform(found.pose),
-            )
+    extrinsics = _extrinsics(prologue, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
     extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
     if calibration.source is not None:
         extra["calibration_source"] = calibration.source
@@ -442,6 +444,24 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     )
 
 
+def _extrinsics(prologue: Prologue, frame_id: str, at_ns: int) -> Extrinsics | None:
+    """The frame's pose in its TF parent at ``at_ns`` (a sensor's first message); None
+    when TF does not have the frame."""
+    parent = prologue.tf.frames().get(frame_id)
+    if parent is None:
+        return None
+    found = prologue.tf.lookup(parent.parent, frame_id, at_ns)
+    return None if found is None else Extrinsics(parent.parent, _transform(found.pose))
+
+
+def tf_extrinsics(prologue: Prologue, frame_id: object, name: str) -> Extrinsics | None:
+    """A lidar's extrinsics, at its first scan's or cloud's time."""
+    first = prologue.scans.get(name) or prologue.clouds.get(name)
+    if first is None or not isinstance(frame_id, str):
+        return None
+    return _extrinsics(prologue, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
+
+
 def _transform(pose: Pose) -> Transform:
     t, r = pose.translation, pose.rotation
     return Transform((float(t[0]), float(t[1]), float(t[2])), (float(r[0]), float(r[1]), float(r[2]), float(r[3])))
@@ -458,6 +478,11 @@ def _frames(config: ConversionConfig, prologue: Prologue, steps: StepLayout) -> 
             frames[child] = Frame("fixed", parent=edge.parent, transform=_transform(edge.pose))
         else:
             frames[child] = Frame("dynamic", parent=edge.parent, source=prologue.dynamic_sources.get(child, "/tf"))
+    firsts: list[LaserScanSample | PointCloudSample] = [*prologue.scans.values(), *prologue.clouds.values()]
+    for first in firsts:
+        frame_id = first.stamps.frame_id
+        if frame_id and frame_id not in frames:  # (a sensor frame TF does not have: named, placed nowhere)
+            frames[frame_id] = Frame("fixed", description=f"the frame of {first.topic}; TF does not place it")
     world = config.world_frame or (prologue.tf.roots()[0] if prologue.tf.roots() else None)
     if world is not None and "world" not in frames:
         frames["world"] = Frame("fixed", description=f"the TF frame {world!r}", extra={"tf_frame": world})

@@ -34,7 +34,7 @@ from typing import Any, Literal
 import av
 import numpy as np
 
-from ortf_ros.pipeline import audio
+from ortf_ros.pipeline import audio, range_sensors
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import (
     CONTROLLER_STATE_TYPE,
@@ -350,6 +350,20 @@ def _wrench(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
     return [WrenchSample(raw.topic, _stamps(raw, header), _vec3(wrench.force), _vec3(wrench.torque))]
 
 
+def _laser_scan(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    try:
+        return [range_sensors.laser_scan(msg, raw.topic, _stamps(raw, msg.header))]
+    except range_sensors.InvalidRangeDataError as exc:
+        raise _InvalidError(str(exc)) from None
+
+
+def _point_cloud(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    try:
+        return [range_sensors.point_cloud(msg, raw.topic, _stamps(raw, msg.header))]
+    except range_sensors.InvalidRangeDataError as exc:
+        raise _InvalidError(str(exc)) from None
+
+
 def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
     static = static_tf if static_tf is not None else raw.topic.rsplit("/", 1)[-1] == "tf_static"
     where = f"{raw.topic} ({raw.msgtype})"
@@ -457,6 +471,8 @@ _HANDLERS: dict[str, Handler] = {
     "geometry_msgs/msg/WrenchStamped": _wrench,
     "geometry_msgs/msg/Wrench": _wrench,
     "tf2_msgs/msg/TFMessage": _transforms,
+    "sensor_msgs/msg/LaserScan": _laser_scan,
+    "sensor_msgs/msg/PointCloud2": _point_cloud,
     "std_msgs/msg/String": _robot_description,
     "trajectory_msgs/msg/JointTrajectory": _joint_trajectory,
     "std_msgs/msg/Float64MultiArray": _multi_array,

@@ -253,6 +253,7 @@ def mapped_topics(config: ConversionConfig) -> set[str]:
     topics = {*config.tf_topics, *config.tf_static_topics, *(c.topic for c in config.cameras)}
     topics |= {w.topic for w in config.wrenches}
     topics |= {t for a in config.audio for t in (a.topic, *a.info_topics)}
+    topics |= {s.topic for s in config.laser_scans} | {p.topic for p in config.point_clouds}
     if config.joint_states is not None:
         topics.add(config.joint_states.topic)
     if config.action.topic is not None:

@@ -38,6 +38,8 @@ from ortf_ros.pipeline.samples import (
     ControllerStateSample,
     ImageSample,
     JointStateSample,
+    LaserScanSample,
+    PointCloudSample,
     RawMessage,
     RobotDescriptionSample,
     Sample,
@@ -67,6 +69,8 @@ class Prologue:
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
     audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
+    scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
+    clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
 
 
 def prologue_topics(config: ConversionConfig) -> set[str]:
@@ -74,6 +78,7 @@ def prologue_topics(config: ConversionConfig) -> set[str]:
     wanted = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
     wanted |= {c.topic for c in config.cameras}
     wanted |= {c.camera_info_topic for c in config.cameras if c.camera_info_topic is not None}
+    wanted |= {s.topic for s in config.laser_scans} | {p.topic for p in config.point_clouds}
     if config.joint_states is not None:
         wanted.add(config.joint_states.topic)
     if config.action.topic is not None:
@@ -113,6 +118,8 @@ class PrologueBuilder:
         self._measure = rates is None
         self._cameras = {c.topic: c for c in config.cameras}
         self._infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
+        self._range_sensors = {s.topic: s.name for s in config.laser_scans}
+        self._range_sensors |= {p.topic: p.name for p in config.point_clouds}
         self._first_ns: int | None = None
         self._last_ns: int | None = None
         self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
@@ -147,6 +154,10 @@ class PrologueBuilder:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
         elif isinstance(sample, (AudioChunkSample, AudioInfoSample)):
             audio.learn_format(prologue.audio, config, topic, sample)
+        elif isinstance(sample, LaserScanSample) and topic in self._range_sensors:
+            prologue.scans.setdefault(self._range_sensors[topic], sample)
+        elif isinstance(sample, PointCloudSample) and topic in self._range_sensors:
+            prologue.clouds.setdefault(self._range_sensors[topic], sample)
         else:
             if config.joint_states is not None and topic == config.joint_states.topic:
                 self._learn_joint_state(topic, sample)
@@ -201,6 +212,12 @@ class PrologueBuilder:
         for topic, camera in self._cameras.items():
             if topic in self.present and camera.name not in prologue.images:
                 lacking.append(f"no frame yet on {topic}")
+        for scan in config.laser_scans:
+            if scan.topic in self.present and scan.name not in prologue.scans:
+                lacking.append(f"no laser scan yet on {scan.topic}")
+        for cloud in config.point_clouds:
+            if cloud.topic in self.present and cloud.name not in prologue.clouds:
+                lacking.append(f"no point cloud yet on {cloud.topic}")
         joints = config.joint_states
         if joints is not None and joints.topic in self.present and prologue.joint_state is None:
             lacking.append(f"no joint state yet on {joints.topic}")

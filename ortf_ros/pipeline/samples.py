@@ -169,6 +169,52 @@ class WrenchSample:
     torque: np.ndarray  # (3,)
 
 
+@dataclass(frozen=True)
+class LaserScanSample:
+    """A ``sensor_msgs/LaserScan``: its geometry as the message gives it, and its ranges and
+    intensities (float32, as sent: REP 117's +inf, -inf and NaN kept; intensities empty
+    when the scanner gives none)."""
+
+    topic: str
+    stamps: Stamps
+    angle_min: float
+    angle_max: float
+    angle_increment: float
+    time_increment: float
+    scan_time: float
+    range_min: float
+    range_max: float
+    ranges: np.ndarray  # (samples,) float32
+    intensities: np.ndarray  # (samples,) or (0,) float32
+
+
+@dataclass(frozen=True)
+class PointField:
+    """One ``sensor_msgs/PointField``: ``datatype`` is its ROS code (1 INT8 .. 8 FLOAT64)."""
+
+    name: str
+    offset: int
+    datatype: int
+    count: int
+
+
+@dataclass(frozen=True)
+class PointCloudSample:
+    """A ``sensor_msgs/PointCloud2``, decoded: per field, its values for the ``height x
+    width`` points in row-major order (``(n,)``, or ``(n, count)`` for a field of several
+    elements), little-endian, the padding between fields and rows left out. The layout it
+    came in (``fields``, ``point_step``) is kept to rebuild the message."""
+
+    topic: str
+    stamps: Stamps
+    height: int
+    width: int
+    fields: tuple[PointField, ...]
+    point_step: int
+    is_dense: bool
+    values: dict[str, np.ndarray]
+
+
 SampleBlockKind = Literal["joint_state", "wrench"]
 BlockKind = SampleBlockKind | Literal["transform"]  # (a block of TF messages is a ``TransformBlock``)
 
@@ -332,6 +378,8 @@ Sample = (
     | JointStateSample
     | ControllerStateSample
     | WrenchSample
+    | LaserScanSample
+    | PointCloudSample
     | TransformSample
     | VectorSample
     | RobotDescriptionSample

@@ -44,6 +44,7 @@ from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.pipeline.tf import wxyz_to_xyzw
 from ortf_ros.playback.audio import audio_chunks
 from ortf_ros.playback.frames import StepFrames
+from ortf_ros.playback.lidar import cloud_items, scan_items
 from ortf_ros.playback.publication import ActionOut, AudioOut, CameraOut, Publication, step_columns
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.playback.settings import MessageSettings, StreamKind
@@ -147,6 +148,7 @@ class EpisodeMessages:
         natives = [self._native_wrench(w.name, w.topic, w.frame_id) for w in playlist.publication.wrenches if w.native]
         pub = playlist.publication
         natives += [self._audio(microphone) for microphone in pub.audio if pub.enabled("audio")]
+        natives += self._lidar_items()
         self._merged = heapq.merge(steps, *natives, key=lambda item: item.time_ns)
         self._next: Outgoing | None = next(self._merged, None)
         self.end_ns = self._next.time_ns if self._next is not None else start_ns
@@ -258,6 +260,20 @@ class EpisodeMessages:
         yield item
 
     # -- native-rate samples
+
+    def _lidar_items(self) -> list[Iterator[Outgoing]]:
+        """Each lidar's scans and each point cloud stream's clouds (``playback.lidar``)."""
+        pub, ros, at = self.playlist.publication, self.playlist.ros, self.clock.sample_ns
+
+        def emit(kind: StreamKind) -> Callable[[int, str, str, Any], Outgoing]:
+            return lambda t, topic, msgtype, message: self._own(Outgoing(t, kind, topic, msgtype, message))
+
+        found = []
+        if pub.enabled("laser_scan"):
+            found += [scan_items(self.episode, s, ros, at, self.plays_from_s, emit("laser_scan")) for s in pub.scans]
+        if pub.enabled("point_cloud"):
+            found += [cloud_items(self.episode, c, ros, at, self.plays_from_s, emit("point_cloud")) for c in pub.clouds]
+        return found
 
     def _native_wrench(self, name: str, topic: str, frame_id: str) -> Iterator[Outgoing]:
         ros = self.playlist.ros

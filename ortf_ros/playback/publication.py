@@ -20,6 +20,7 @@ from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
 from ortf_ros.pipeline.audio_definitions import AUDIO_STAMPED
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
+from ortf_ros.playback.lidar import LASER_SCAN_TYPE, POINT_CLOUD_TYPE, CloudOut, ScanOut, cloud_outputs, scan_outputs
 from ortf_ros.playback.settings import (
     COMPRESSED_SUFFIX,
     DEFAULT_ACTION_TOPIC,
@@ -94,6 +95,8 @@ class Publication:
     static_transforms: tuple[StaticTransform, ...]
     unpublished_frames: tuple[str, ...]  # dynamic TF frames the dataset has no poses of
     audio: tuple[AudioOut, ...] = ()  # microphones: AudioStamped at each chunk's time (``playback.audio``)
+    scans: tuple[ScanOut, ...] = ()
+    clouds: tuple[CloudOut, ...] = ()
 
     def enabled(self, kind: StreamKind) -> bool:
         return kind in self.settings.streams
@@ -130,6 +133,8 @@ class Publication:
             found.append(("tf", self.settings.topic("tf"), "tf2_msgs/msg/TFMessage"))
         found += [("wrench", w.topic, "geometry_msgs/msg/WrenchStamped") for w in self.wrenches]
         found += [("audio", a.topic, AUDIO_STAMPED) for a in self.audio]
+        found += [("laser_scan", s.topic, LASER_SCAN_TYPE) for s in self.scans]
+        found += [("point_cloud", c.topic, POINT_CLOUD_TYPE) for c in self.clouds]
         if self.action is not None:
             found.append(("action", self.action.topic, self.action.msgtype))
         for camera in self.cameras:
@@ -166,6 +171,8 @@ class Publication:
             static_transforms=statics,
             unpublished_frames=tuple(sorted(moving - published)),
             audio=tuple(AudioOut(s.name, settings.topic("audio", s.name), s) for s in audio_sensors(manifest)),
+            scans=scan_outputs(manifest, settings),
+            clouds=cloud_outputs(manifest, settings),
         )
 
 

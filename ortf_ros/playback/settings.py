@@ -41,9 +41,13 @@ StreamKind = Literal[
     "task",
     "episode",
     "audio",
+    "laser_scan",
+    "point_cloud",
 ]
 STREAM_KINDS: tuple[StreamKind, ...] = get_args(StreamKind)
-PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset({"wrench", "image", "depth", "camera_info", "audio"})
+PER_SENSOR_KINDS: frozenset[StreamKind] = frozenset(
+    {"wrench", "image", "depth", "camera_info", "audio", "laser_scan", "point_cloud"}
+)
 """Kinds with one topic per camera or sensor: their topic names hold ``{name}``."""
 
 ImageFormat = Literal["raw", "jpeg"]
@@ -117,6 +121,8 @@ _TOPICS: dict[StreamKind, str] = {
     "task": "/ortf/task",
     "episode": "/ortf/episode",
     "audio": "/{name}/audio",
+    "laser_scan": "/{name}/scan",
+    "point_cloud": "/{name}/points",
 }
 # Reliable everywhere, so a recorder gets every message (a best-effort subscriber still
 # matches a reliable publisher); latched state is transient-local, as ROS publishes it.
@@ -133,6 +139,8 @@ _QOS: dict[StreamKind, tuple[int, Reliability, Durability]] = {
     "task": (1, "reliable", "transient_local"),
     "episode": (10, "reliable", "volatile"),
     "audio": (100, "reliable", "volatile"),
+    "laser_scan": (10, "reliable", "volatile"),
+    "point_cloud": (10, "reliable", "volatile"),
 }
 
 PARAMETERS: dict[str, ParameterValue] = {

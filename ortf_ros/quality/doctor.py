@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
+from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.format.schema import vector_columns
 from ortf_ros.quality.cameras import StepFrames, VideoScan
 from ortf_ros.quality.episode import check_drops, check_duration, check_outcome
@@ -204,7 +205,9 @@ def _stream_pass(
         return  # no samples of it in this episode: the step table says so, validate checks the rest
     times = IntervalChecker(stream, declared.rate_hz, settings, _direct(report, stream))
     columns = list(declared.columns)
-    non_finite = {c: NonFiniteChecker(stream, c, report) for c in ["timestamp", *columns]}
+    # (a stream that declares non-finite values meaningful, a laser scan's ranges: its timestamps only)
+    finite = ["timestamp", *columns] if NON_FINITE_KEY not in declared.extra else ["timestamp"]
+    non_finite = {c: NonFiniteChecker(stream, c, report) for c in finite}
     joints: dict[str, JointChecker] = {}
     for column, component in declared.columns.items():
         names = position_joints(column, component, manifest)
@@ -218,7 +221,8 @@ def _stream_pass(
         non_finite["timestamp"].feed(t, t)
         for column in columns:
             values: np.ndarray = column_array(batch.column(column))
-            non_finite[column].feed(t, values)
+            if column in non_finite:
+                non_finite[column].feed(t, values)
             if column in joints:
                 joints[column].feed(t, values)
     times.finish()

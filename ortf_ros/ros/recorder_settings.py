@@ -246,6 +246,8 @@ def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...
         found.append((config.joint_states.topic, ("sensor_msgs/msg/JointState",)))
     found += [(w.topic, ("geometry_msgs/msg/WrenchStamped",)) for w in config.wrenches]
     found += [(a.topic, LIVE_AUDIO_TYPES) for a in config.audio]  # (the older layout is read from bags only)
+    found += [(s.topic, ("sensor_msgs/msg/LaserScan",)) for s in config.laser_scans]
+    found += [(p.topic, ("sensor_msgs/msg/PointCloud2",)) for p in config.point_clouds]
     if config.action.topic is not None:
         found.append((config.action.topic, actions))
     found += [(t, ("tf2_msgs/msg/TFMessage",)) for t in (*config.tf_topics, *config.tf_static_topics)]

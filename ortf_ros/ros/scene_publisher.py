@@ -145,6 +145,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--tf-rate", type=_positive(int), default=100, metavar="HZ", help="/tf (default 100)")
     p.add_argument("--side-camera", action="store_true", help="a third RGB camera, /side_camera/image_raw")
     p.add_argument("--no-depth", action="store_true", help="no /depth_camera topics")
+    p.add_argument("--lidar", action="store_true", help="a LaserScan on /lidar/scan and a PointCloud2 on /lidar/points")
     p.add_argument(
         "--compressed-cameras",
         nargs="+",
@@ -216,6 +217,7 @@ def parse_options(argv: Sequence[str]) -> Options:
             side_camera=args.side_camera,
             audio="ros2" if args.audio else None,
             audio_dropped=tuple(args.audio_drop),
+            lidar=args.lidar,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -479,6 +481,7 @@ class ScenePublisher(Node):
                 "tf_rate_hz": c.tf_rate_hz,
                 "with_depth": c.with_depth,
                 "side_camera": c.side_camera,
+                "lidar": c.lidar,
                 "compressed_cameras": list(c.compressed_cameras),
                 "depth": self.options.depth,
             },

@@ -15,7 +15,14 @@ from collections.abc import Mapping
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.dataset.validation.tables import Episode
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import ACCOUNTING_COLUMN, FRAME_ROLES, ROLE_AUDIO, ROLE_TF, StreamAccount
+from ortf_ros.format.accounting import (
+    ACCOUNTING_COLUMN,
+    FRAME_ROLES,
+    ROLE_AUDIO,
+    ROLE_POINT_CLOUD,
+    ROLE_TF,
+    StreamAccount,
+)
 
 
 def _mismatch(episode: Episode, account: StreamAccount, stage: str, stored: int | None, actual: int) -> list[Finding]:
@@ -34,7 +41,7 @@ def check_frames_and_steps(episode: Episode, frame_counts: Mapping[str, int], na
             found += _mismatch(
                 episode, account, "frames_in_video", account.frames_in_video, frame_counts[account.stream]
             )
-        if account.role not in (ROLE_TF, ROLE_AUDIO) and account.stream not in native:
+        if account.role not in (ROLE_TF, ROLE_AUDIO, ROLE_POINT_CLOUD) and account.stream not in native:
             found += _mismatch(episode, account, "steps_referencing", account.steps_referencing, episode.record.length)
     return found
 

@@ -16,6 +16,7 @@ from ortf_ros.dataset.validation.accounting import check_frames_and_steps
 from ortf_ros.dataset.validation.audio import check_audio
 from ortf_ros.dataset.validation.extras import annotation_dirs, check_annotations, check_staging, check_stats
 from ortf_ros.dataset.validation.findings import Finding, Report, finding
+from ortf_ros.dataset.validation.lidar import check_cloud_files, check_lidar_manifest
 from ortf_ros.dataset.validation.manifest_rules import check_manifest, check_statistics, load_manifest
 from ortf_ros.dataset.validation.steps import check_steps
 from ortf_ros.dataset.validation.streams import check_streams
@@ -42,6 +43,7 @@ def validate(root: str | os.PathLike[str], *, strict: bool = False, episode: str
     urdf, found = load_urdf(root, manifest)
     findings += found
     findings += check_manifest(manifest, known_links=urdf.links if urdf is not None else ())
+    findings += check_lidar_manifest(manifest)
     if urdf is not None:
         findings += check_urdf_joints(manifest, urdf)
     pending, found = check_staging(root, episode)
@@ -80,6 +82,7 @@ def _check_episodes(
         findings += check_audio(root, manifest, item)
     findings += check_steps(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
     findings += check_streams(root, manifest, episodes, only=only, pending=pending)
+    findings += check_cloud_files(root, manifest, [only] if only is not None else episodes)
     return findings
 
 

@@ -64,6 +64,16 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "audio.file": ("error", "each microphone has a readable WAV file per episode; audio_file is the first's"),
     "audio.format": ("error", "an audio file's rate, channels and sample format are the manifest's"),
     "audio.chunks": ("error", "an audio file's chunk table covers its samples end to end"),
+    # laser scans and point clouds (dataset.validation.lidar)
+    "lidar.scan_columns": (
+        "error",
+        "a laser scan stream's columns are as many ranges (and intensities) as its sensor's",
+    ),
+    "lidar.cloud_declaration": (
+        "error",
+        "a point cloud's declared fields fit point_step, of known datatypes, for a lidar",
+    ),
+    "lidar.cloud_file": ("error", "a point cloud file has the declared schema, clouds 0..n-1 in time order, whole"),
     # meta/tasks.jsonl
     "tasks.missing": ("error", "meta/tasks.jsonl exists when there are episodes"),
     "tasks.invalid": ("error", "each line is an object with an integer task_id and a string instruction"),

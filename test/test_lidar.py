@@ -1,0 +1,374 @@
+"""Laser scans and point clouds, offline: every scan in its native-rate table and every
+cloud in the episode's cloud file, value-exact against the synthetic recording; steps
+pointing at the nearest scan; the manifest's lidar sensors and ``point_clouds``; the
+accounting; ``ortf validate --strict`` clean; the mapping keys."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from mcap.reader import make_reader
+from mcap_ros2.decoder import DecoderFactory
+
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.validation import validate
+from ortf_ros.format import layout, point_clouds
+from ortf_ros.format.accounting import ROLE_LIDAR, ROLE_POINT_CLOUD, accounts_from_rows
+from ortf_ros.pipeline.config import (
+    ConversionConfig,
+    LaserScanMapping,
+    PointCloudMapping,
+    auto_config,
+    config_from_mapping,
+    config_to_mapping,
+    describe_mapping,
+)
+from ortf_ros.pipeline.range_sensors import cloud_bytes, point_cloud
+from ortf_ros.pipeline.samples import PointField, Stamps
+from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.synthetic_bag import (
+    CLOUD_FIELDS,
+    CLOUD_HEIGHT,
+    CLOUD_POINT_STEP,
+    CLOUD_RATE_HZ,
+    CLOUD_WIDTH,
+    LIDAR_FRAME,
+    LIDAR_TRANSFORM,
+    SCAN_RATE_HZ,
+    SCAN_SAMPLES,
+    TOPIC_POINTS,
+    TOPIC_SCAN,
+    TeleopBagInfo,
+    cloud_data,
+    cloud_values,
+    scan_intensities,
+    scan_ranges,
+    stamp_ns,
+    write_teleop_bag,
+)
+
+DURATION_S = 1.2
+
+
+@pytest.fixture(scope="module", params=["mcap", "ros1"])
+def converted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopBagInfo, Path]:
+    tmp = tmp_path_factory.mktemp(f"lidar-{request.param}")
+    bag = write_teleop_bag(tmp / f"bag-{request.param}", request.param, duration_s=DURATION_S, lidar=True)
+    out = tmp / "ds"
+    assert bag2ortf([str(bag.path), "-o", str(out)]) == 0
+    return bag, out
+
+
+def _manifest(out: Path) -> dict[str, object]:
+    data = json.loads((out / layout.MANIFEST).read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def test_validates_strictly(converted: tuple[TeleopBagInfo, Path]) -> None:
+    report = validate(converted[1], strict=True)
+    assert report.ok, [f.message for f in report.findings]
+    assert not report.findings
+
+
+def test_every_scan_is_kept_value_exact(converted: tuple[TeleopBagInfo, Path]) -> None:
+    bag, out = converted
+    table = pq.read_table(out / layout.episode_stream_path(0, "lidar", 0))
+    count = bag.counts[TOPIC_SCAN]
+    assert count == round(DURATION_S * SCAN_RATE_HZ) and table.num_rows == count
+    ranges = np.array(table.column("ranges").to_pylist(), np.float32)
+    intensities = np.array(table.column("intensities").to_pylist(), np.float32)
+    assert ranges.shape == (count, SCAN_SAMPLES)
+    for seq in range(count):
+        # +inf, -inf and NaN (REP 117) kept as sent, every other value bit for bit
+        np.testing.assert_array_equal(ranges[seq], scan_ranges(seq))
+        np.testing.assert_array_equal(intensities[seq], scan_intensities(seq))
+    stamps = table.column("stamp_ns").to_pylist()
+    assert stamps == [stamp_ns(seq, SCAN_RATE_HZ, bag.config.start_ns) for seq in range(count)]
+    assert np.isposinf(ranges[:, 7]).all() and np.isneginf(ranges[:, 3]).all() and np.isnan(ranges[:, 11]).all()
+
+
+def test_steps_point_at_the_nearest_scan(converted: tuple[TeleopBagInfo, Path]) -> None:
+    out = converted[1]
+    steps = pq.read_table(out / layout.steps_path(0))
+    scans = pq.read_table(out / layout.episode_stream_path(0, "lidar", 0))
+    index = np.array(steps.column(layout.stream_index_column("lidar")).to_pylist())
+    step_times = steps.column("timestamp").to_numpy()
+    scan_times = scans.column("timestamp").to_numpy()
+    nearest = np.abs(scan_times[np.newaxis, :] - step_times[:, np.newaxis]).argmin(axis=1)
+    np.testing.assert_array_equal(index, nearest)
+    error = np.array(steps.column(layout.alignment_column("lidar")).to_pylist())
+    np.testing.assert_allclose(error, np.abs(scan_times[index] - step_times) * 1000, atol=1e-3)
+    assert error.max() <= 1000 / SCAN_RATE_HZ / 2 + 1e-3
+
+
+def test_manifest_declares_the_lidars(converted: tuple[TeleopBagInfo, Path]) -> None:
+    manifest = _manifest(converted[1])
+    sensors = {s["name"]: s for s in manifest["sensors"]}  # type: ignore[attr-defined]
+    scan = sensors["lidar"]
+    assert scan["type"] == "lidar" and scan["channels"] == 1 and scan["scan_rate"] == pytest.approx(SCAN_RATE_HZ, 0.05)
+    assert scan["samples"] == SCAN_SAMPLES and scan["intensities"] is True and scan["angle_units"] == "radians"
+    assert scan["range"] == [pytest.approx(0.05), pytest.approx(12.0)]
+    assert scan["fov_horizontal"] == pytest.approx(scan["angle_max"] - scan["angle_min"])
+    assert scan["frame"] == LIDAR_FRAME
+    extrinsics = scan["extrinsics"]
+    assert extrinsics["parent_frame"] == LIDAR_TRANSFORM.parent
+    np.testing.assert_allclose(extrinsics["translation"], LIDAR_TRANSFORM.translation)
+    assert LIDAR_FRAME in manifest["frames"]  # type: ignore[operator]
+    cloud = sensors["lidar_points"]
+    assert cloud["type"] == "lidar" and cloud["format"] == "point_cloud" and cloud["channels"] == CLOUD_HEIGHT
+    declared = manifest[point_clouds.POINT_CLOUDS_KEY]["lidar_points"]  # type: ignore[index]
+    assert declared["point_step"] == CLOUD_POINT_STEP and declared["organized"] is True
+    assert [(f["name"], f["offset"], f["count"]) for f in declared["fields"]] == [
+        (name, offset, count) for name, offset, _, count in CLOUD_FIELDS
+    ]
+    streams = manifest["native_streams"]["lidar"]  # type: ignore[index]
+    assert streams["columns"]["ranges"]["dim"] == SCAN_SAMPLES and "non_finite" in streams
+
+
+def test_every_cloud_is_kept_value_exact(converted: tuple[TeleopBagInfo, Path]) -> None:
+    bag, out = converted
+    path = out / point_clouds.cloud_path("lidar_points", 0, 0)
+    parquet = pq.ParquetFile(path)
+    count = bag.counts[TOPIC_POINTS]
+    assert count == round(DURATION_S * CLOUD_RATE_HZ) and parquet.metadata.num_rows == count
+    assert parquet.num_row_groups == count  # a row group per cloud: memory is one cloud
+    table = parquet.read()
+    assert table.column("frame_id").to_pylist() == [LIDAR_FRAME] * count
+    assert table.column("height").to_pylist() == [CLOUD_HEIGHT] * count
+    assert table.column("width").to_pylist() == [CLOUD_WIDTH] * count
+    assert table.column("stamp_ns").to_pylist() == [
+        stamp_ns(s, CLOUD_RATE_HZ, bag.config.start_ns) for s in range(count)
+    ]
+    for seq in range(count):
+        expected = cloud_values(seq)
+        for name, values in expected.items():
+            got = np.array(table.column(f"points.{name}")[seq].as_py(), dtype=values.dtype)
+            np.testing.assert_array_equal(got, values)
+        # rebuilt with the declared layout: the same bytes as sent, but for the padding
+        rebuilt = np.frombuffer(cloud_bytes(expected, _fields(), CLOUD_POINT_STEP), np.uint8).reshape(CLOUD_HEIGHT, -1)
+        sent = np.frombuffer(cloud_data(seq), np.uint8).reshape(CLOUD_HEIGHT, -1)[:, : rebuilt.shape[1]]
+        mask = np.zeros(CLOUD_POINT_STEP, bool)
+        for _, offset, datatype, _ in CLOUD_FIELDS:
+            mask[offset : offset + {4: 2, 7: 4, 8: 8}[datatype]] = True
+        np.testing.assert_array_equal(rebuilt[:, np.tile(mask, CLOUD_WIDTH)], sent[:, np.tile(mask, CLOUD_WIDTH)])
+
+
+def _fields() -> tuple[PointField, ...]:
+    return tuple(PointField(name, offset, datatype, count) for name, offset, datatype, count in CLOUD_FIELDS)
+
+
+def test_accounting_counts_scans_and_clouds(converted: tuple[TeleopBagInfo, Path]) -> None:
+    bag, out = converted
+    row = pq.read_table(out / layout.EPISODES).to_pylist()[0]
+    accounts = {a.stream: a for a in accounts_from_rows(row["accounting"]) or ()}
+    scan, cloud = accounts["lidar"], accounts["lidar_points"]
+    assert scan.role == ROLE_LIDAR and scan.read == scan.kept == scan.native_samples == bag.counts[TOPIC_SCAN]
+    assert scan.steps_referencing == row["length"]
+    assert (
+        cloud.role == ROLE_POINT_CLOUD and cloud.read == cloud.kept == cloud.native_samples == bag.counts[TOPIC_POINTS]
+    )
+    assert cloud.steps_referencing == 0
+
+
+def test_a_cloud_file_cut_short_is_reported(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    out = tmp_path / "ds"
+    shutil.copytree(converted[1], out)
+    path = out / point_clouds.cloud_path("lidar_points", 0, 0)
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)
+    rules = {f.rule for f in validate(out).findings}
+    assert "episodes.accounting_files" in rules
+
+
+def test_auto_config_detects_scans_and_clouds(converted: tuple[TeleopBagInfo, Path]) -> None:
+    with BagSource(converted[0].path) as source:
+        config = auto_config(source.topics())
+    assert config.laser_scans == (LaserScanMapping("lidar", TOPIC_SCAN),)
+    assert config.point_clouds == (PointCloudMapping("lidar_points", TOPIC_POINTS),)
+    lines = describe_mapping(config, None)
+    assert any(line.startswith(f"laser scan lidar: {TOPIC_SCAN}") for line in lines)
+    assert any(line.startswith(f"point cloud lidar_points: {TOPIC_POINTS}") for line in lines)
+
+
+def test_mapping_keys_round_trip_and_are_checked() -> None:
+    config = ConversionConfig(
+        laser_scans=(LaserScanMapping("front", "/front/scan", time="receive", policy="latest"),),
+        point_clouds=(PointCloudMapping("top", "/top/points"),),
+    )
+    assert config_from_mapping(config_to_mapping(config), "x") == config
+    with pytest.raises(Exception, match="laser_scans.front.policy: .*latest or nearest"):
+        config_from_mapping({"laser_scans": {"front": {"topic": "/s", "policy": "linear"}}}, "m.yaml")
+    with pytest.raises(Exception, match="native: .*false is not supported"):
+        config_from_mapping({"laser_scans": {"front": {"topic": "/s", "native": False}}}, "m.yaml")
+    with pytest.raises(Exception, match="names must be unique"):
+        config_from_mapping({"laser_scans": {"a": {"topic": "/s"}}, "point_clouds": {"a": {"topic": "/p"}}}, "m.yaml")
+
+
+def _cloud_msg(
+    big_endian: bool, height: int, width: int, row_padding: int
+) -> tuple[SimpleNamespace, dict[str, np.ndarray]]:
+    """A cloud of float64 xyz (count 3), int8 and uint32 fields with padding, in either byte order."""
+    order = ">" if big_endian else "<"
+    n = height * width
+    values: dict[str, np.ndarray] = {
+        "xyz": np.arange(n * 3, dtype=np.float64).reshape(n, 3) / 7,
+        "label": (np.arange(n) - 3).astype(np.int8),
+        "id": (np.arange(n) * 1000003).astype(np.uint32),
+    }
+    dtype = np.dtype(
+        {
+            "names": ["xyz", "label", "id"],
+            "formats": [(order + "f8", (3,)), "i1", order + "u4"],
+            "offsets": [0, 25, 28],
+            "itemsize": 40,
+        }
+    )
+    points = np.zeros(n, dtype)
+    for name, v in values.items():
+        points[name] = v
+    rows = points.view(np.uint8).reshape(height, width * 40)
+    data = np.concatenate([rows, np.full((height, row_padding), 0xEE, np.uint8)], axis=1).tobytes()
+    fields = [
+        SimpleNamespace(name="xyz", offset=0, datatype=8, count=3),
+        SimpleNamespace(name="label", offset=25, datatype=1, count=1),
+        SimpleNamespace(name="id", offset=28, datatype=6, count=1),
+    ]
+    msg = SimpleNamespace(
+        height=height,
+        width=width,
+        fields=fields,
+        is_bigendian=big_endian,
+        point_step=40,
+        row_step=width * 40 + row_padding,
+        data=data,
+        is_dense=True,
+    )
+    return msg, values
+
+
+@pytest.mark.parametrize(("big_endian", "height", "width"), [(False, 1, 7), (True, 3, 4), (False, 0, 0)])
+def test_cloud_decoding_any_layout(big_endian: bool, height: int, width: int) -> None:
+    msg, values = _cloud_msg(big_endian, height, width, row_padding=5)
+    sample = point_cloud(msg, "/c", Stamps(1, 2, "f"))
+    assert (sample.height, sample.width) == (height, width)
+    for name, expected in values.items():
+        np.testing.assert_array_equal(sample.values[name], expected)
+        assert sample.values[name].dtype.byteorder in ("=", "<", "|")
+
+
+def _edit_manifest(out: Path, edit: Callable[[dict[str, Any]], None]) -> None:
+    path = out / layout.MANIFEST
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+def _sensor(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(s for s in data["sensors"] if s["name"] == name)
+
+
+def _renumber_clouds(out: Path) -> None:
+    path = out / point_clouds.cloud_path("lidar_points", 0, 0)
+    table = pq.read_table(path)
+    index = table.schema.get_field_index("cloud_index")
+    shifted = pa.array(np.arange(1, table.num_rows + 1), pa.int64())
+    pq.write_table(table.set_column(index, table.schema.field(index), shifted), path)
+
+
+LIDAR_BREAKAGES: list[tuple[str, Callable[[Path], None]]] = [
+    ("lidar.scan_columns", lambda out: _edit_manifest(out, lambda d: _sensor(d, "lidar").update(samples=91))),
+    (
+        "lidar.cloud_declaration",
+        lambda out: _edit_manifest(
+            out, lambda d: d[point_clouds.POINT_CLOUDS_KEY]["lidar_points"].update(point_step=8)
+        ),
+    ),
+    ("lidar.cloud_file", _renumber_clouds),
+]
+"""A breakage of each lidar rule (``test_validate.test_every_rule_has_a_breakage`` counts them)."""
+
+
+@pytest.mark.parametrize(("rule", "breaker"), LIDAR_BREAKAGES, ids=[rule for rule, _ in LIDAR_BREAKAGES])
+def test_rule(
+    converted: tuple[TeleopBagInfo, Path], tmp_path: Path, rule: str, breaker: Callable[[Path], None]
+) -> None:
+    out = tmp_path / "ds"
+    shutil.copytree(converted[1], out)
+    breaker(out)
+    report = validate(out)
+    assert not report.ok
+    assert rule in {f.rule for f in report.findings}
+
+
+def test_export_mcap_publishes_every_scan_and_cloud_value_exact(
+    converted: tuple[TeleopBagInfo, Path], tmp_path: Path
+) -> None:
+    """Read back with mcap-ros2-support; converted back, the same scans and clouds."""
+    bag, out = converted
+    mcap_path = tmp_path / "lidar.mcap"
+    assert ortf(["export", "mcap", str(out), str(mcap_path)]) == 0
+    scans: list[Any] = []
+    clouds: list[Any] = []
+    with mcap_path.open("rb") as stream:
+        reader = make_reader(stream, decoder_factories=[DecoderFactory()])
+        for _, channel, _, decoded in reader.iter_decoded_messages(topics=["/lidar/scan", "/lidar_points/points"]):
+            (scans if channel.topic == "/lidar/scan" else clouds).append(decoded)
+    assert len(scans) == bag.counts[TOPIC_SCAN] and len(clouds) == bag.counts[TOPIC_POINTS]
+    for seq, scan in enumerate(scans):
+        np.testing.assert_array_equal(np.asarray(scan.ranges, np.float32), scan_ranges(seq))
+        np.testing.assert_array_equal(np.asarray(scan.intensities, np.float32), scan_intensities(seq))
+        assert scan.header.frame_id == LIDAR_FRAME and scan.range_max == pytest.approx(12.0)
+        assert len(scan.ranges) == SCAN_SAMPLES
+    for seq, cloud in enumerate(clouds):
+        decoded = point_cloud(cloud, "/lidar_points/points", Stamps(0))
+        assert (decoded.height, decoded.width, decoded.point_step) == (CLOUD_HEIGHT, CLOUD_WIDTH, CLOUD_POINT_STEP)
+        for name, values in cloud_values(seq).items():
+            np.testing.assert_array_equal(decoded.values[name], values)
+    again = tmp_path / "again"
+    assert bag2ortf([str(mcap_path), "-o", str(again)]) == 0
+    assert validate(again, strict=True).ok
+    first = pq.read_table(out / layout.episode_stream_path(0, "lidar", 0)).column("ranges").to_pylist()
+    second = pq.read_table(again / layout.episode_stream_path(0, "lidar", 0)).column("ranges").to_pylist()
+    np.testing.assert_array_equal(np.array(first, np.float32), np.array(second, np.float32))
+    ours = pq.read_table(out / point_clouds.cloud_path("lidar_points", 0, 0)).drop(["episode_id"])
+    theirs = pq.read_table(again / point_clouds.cloud_path("lidar_points", 0, 0)).drop(["episode_id"])
+    for column in ours.column_names:
+        if column.startswith("points."):
+            np.testing.assert_array_equal(
+                np.array(ours.column(column).to_pylist()), np.array(theirs.column(column).to_pylist())
+            )
+
+
+def test_mixtrain_export_references_the_scans_and_clouds(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    out = converted[1]
+    target = tmp_path / "mixtrain"
+    assert ortf(["export", "mixtrain", str(out), str(target)]) == 0
+    row = pq.read_table(target / "data" / "part-00000.parquet").to_pylist()[0]
+    types = json.loads((target / "mixtrain.json").read_text())["column_types"]
+    assert types["lidar_lidar"]["type"] == "3d" and types["lidar_lidar"]["samples"] == SCAN_SAMPLES
+    assert types["point_cloud_lidar_points"]["type"] == "4d"
+    scans = (target / row["lidar_lidar"]).read_bytes()  # (the file itself: NaN ranges compare unequal)
+    assert scans == (out / layout.episode_stream_path(0, "lidar", 0)).read_bytes()
+    steps = pq.read_table(out / layout.steps_path(0))
+    assert row["lidar_lidar_index"] == steps.column(layout.stream_index_column("lidar")).to_pylist()
+    clouds = (target / row["point_cloud_lidar_points"]).read_bytes()
+    assert clouds == (out / point_clouds.cloud_path("lidar_points", 0, 0)).read_bytes()
+
+
+def test_doctor_takes_rep117_ranges_as_meant(
+    converted: tuple[TeleopBagInfo, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """+inf, -inf and NaN in a scan's ranges are readings (REP 117), not broken values."""
+    ortf(["doctor", str(converted[1])])
+    assert "value.non_finite" not in capsys.readouterr().out
