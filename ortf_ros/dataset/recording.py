@@ -14,6 +14,7 @@ from ortf_ros.errors import WriterError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.packet_video import StagedPacketVideo
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class Recording:
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
-        self.videos: dict[str, StagedVideoWriter | CopiedVideo] = {}
+        self.videos: dict[str, StagedVideoWriter | CopiedVideo | StagedPacketVideo] = {}
         self.step_log = StepLog(staged.steps_file, self.schema)
         self.stream_logs: dict[str, SampleLog] = {}
 

@@ -771,8 +771,8 @@ def write_config(cfg: ConversionConfig, path: str | Path) -> None:
 
 # ---------------------------------------------------------------- auto-detection
 
-_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
-_TRANSPORTS = ("compressed", "compresseddepth")
+_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "foxglove_msgs/msg/CompressedVideo")
+_TRANSPORTS = ("compressed", "compresseddepth", "h264")
 _IMAGE_PART = re.compile(r"(\w+_)?image(_\w+)?|color|rgb")
 _WRENCH_PARTS = frozenset({"wrench", "wrench_stamped", "wrench_raw", "wrench_filtered", "raw", "data"})
 _COMMAND_WORDS = ("command", "cmd", "target", "action", "desired", "setpoint")

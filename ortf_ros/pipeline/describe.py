@@ -29,6 +29,7 @@ from ortf_ros.format.manifest import (
     StateComponent,
     Transform,
 )
+from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.pipeline.assemble import StepLayout
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
@@ -410,7 +411,8 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     name, topic, kind = camera.name, camera.topic, camera.kind
     first = prologue.images.get(name)
     if first is None:
-        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
+        problem = prologue.problems.get(topic)
+        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame" + (f": {problem}" if problem else ""))
     height, width = first.pixels.shape[:2]
     extrinsics = None
     frame_id = first.stamps.frame_id
@@ -425,6 +427,8 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
     if calibration.source is not None:
         extra["calibration_source"] = calibration.source
+    if name in prologue.encoded:
+        extra[PUBLISHED_ENCODING_KEY] = prologue.encoded[name]  # (stored as published: ``io.packet_video``)
     if kind == "depth":
         extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
     return Sensor(

@@ -35,6 +35,7 @@ import av
 import numpy as np
 
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, compressed_video, encoded_frame, is_h264_format
 from ortf_ros.pipeline.samples import (
     CONTROLLER_STATE_TYPE,
     BadMessage,
@@ -225,6 +226,8 @@ def _compressed_image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     key = fmt.lower()
     data = _u8(msg.data).tobytes()
     stamps = _stamps(raw, msg.header)
+    if is_h264_format(fmt):
+        return [encoded_frame(raw, stamps, data)]
     if "compresseddepth" in key:
         kind, pixels = _compressed_depth(fmt, data)
         return [ImageSample(raw.topic, stamps, kind, pixels)]
@@ -441,6 +444,7 @@ def _gripper(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
 _HANDLERS: dict[str, Handler] = {
     "sensor_msgs/msg/Image": _image,
     "sensor_msgs/msg/CompressedImage": _compressed_image,
+    COMPRESSED_VIDEO_TYPE: compressed_video,
     "sensor_msgs/msg/CameraInfo": _camera_info,
     "sensor_msgs/msg/JointState": _joint_state,
     CONTROLLER_STATE_TYPE: _controller_state,

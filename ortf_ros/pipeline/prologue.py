@@ -26,17 +26,20 @@ import numpy as np
 
 from ortf_ros.pipeline.assemble import NS, stream_time
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
-from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.h264_camera import first_image
 from ortf_ros.pipeline.samples import (
     BadMessage,
     CameraInfoSample,
     ControllerStateSample,
+    EncodedFrameSample,
     ImageSample,
     JointStateSample,
     RawMessage,
     RobotDescriptionSample,
     Sample,
+    Stamps,
     TransformSample,
     VectorSample,
 )
@@ -62,6 +65,7 @@ class Prologue:
     problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
+    encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)
 
 
 def prologue_topics(config: ConversionConfig) -> set[str]:
@@ -135,9 +139,9 @@ class PrologueBuilder:
         elif isinstance(sample, ImageSample) and topic in self._cameras:
             camera = self._cameras[topic]
             prologue.images.setdefault(camera.name, sample)
-            times = prologue.frame_times.setdefault(camera.name, [])
-            if len(times) < FPS_MAX_FRAMES:
-                times.append(stream_time(sample.stamps, camera.time))
+            self._frame_time(camera, sample.stamps)
+        elif isinstance(sample, EncodedFrameSample) and topic in self._cameras:
+            self._learn_encoded(self._cameras[topic], sample)
         elif isinstance(sample, CameraInfoSample) and topic in self._infos:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
         else:
@@ -145,6 +149,23 @@ class PrologueBuilder:
                 self._learn_joint_state(topic, sample)
             if topic == config.action.topic:  # (a controller state may be both)
                 self._learn_action(topic, sample)
+
+    def _frame_time(self, camera: CameraMapping, stamps: Stamps) -> None:
+        times = self.prologue.frame_times.setdefault(camera.name, [])
+        if len(times) < FPS_MAX_FRAMES:
+            times.append(stream_time(stamps, camera.time))
+
+    def _learn_encoded(self, camera: CameraMapping, sample: EncodedFrameSample) -> None:
+        """A published H.264 frame: its time; the first keyframe, decoded, is the camera's first frame."""
+        self._frame_time(camera, sample.stamps)
+        if camera.name in self.prologue.images or not sample.facts.keyframe:
+            return
+        try:
+            self.prologue.images[camera.name] = first_image(sample)
+        except ValueError as exc:
+            self._problem(camera.topic, str(exc))
+            return
+        self.prologue.encoded[camera.name] = sample.codec
 
     def _learn_joint_state(self, topic: str, sample: Sample) -> None:
         state = sample.state if isinstance(sample, ControllerStateSample) else sample
