@@ -926,16 +926,26 @@ class Messages:
 
     def _h264_builder(self, camera: str) -> Callable[[int, int], Any]:
         """Camera ``camera``'s frames through an ``AnnexBEncoder``, one per message in
-        order; with ``h264_lead`` the encoder has had frames before the recording's first."""
+        order from message 0 (built again, it starts the stream anew); with ``h264_lead``
+        the encoder has had frames before the recording's first."""
         config = self.config
         frame_id = CAMERA_FRAMES[camera]
-        encoder = AnnexBEncoder(config.width, config.height, H264_GOP)
-        if config.h264_lead:
-            for _ in range(H264_GOP - config.h264_lead):
-                encoder.encode(rgb_frame(camera, 0, config.width, config.height))
+        encoders: list[AnnexBEncoder] = []  # the current one; a new one whenever message 0 is built (again)
+        built = [0]  # the messages it has made
+
+        def packet(seq: int) -> bytes:
+            if seq == 0:
+                encoders[:] = [AnnexBEncoder(config.width, config.height, H264_GOP)]
+                for _ in range(H264_GOP - config.h264_lead if config.h264_lead else 0):
+                    encoders[0].encode(rgb_frame(camera, 0, config.width, config.height))
+                built[0] = 0
+            if seq != built[0]:
+                raise ValueError(f"{camera}: H.264 message {seq} built after message {built[0] - 1}: in order only")
+            built[0] += 1
+            return encoders[0].encode(rgb_frame(camera, seq, config.width, config.height))
 
         def build(seq: int, stamp: int) -> Any:
-            data = np.frombuffer(encoder.encode(rgb_frame(camera, seq, config.width, config.height)), np.uint8)
+            data = np.frombuffer(packet(seq), np.uint8)
             if config.h264_message == "CompressedImage":
                 header = self.header(stamp, frame_id, seq)
                 return self.new("sensor_msgs/msg/CompressedImage", header=header, format="h264", data=data)

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset import writer as writer_module
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
@@ -24,7 +25,9 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import BEFORE_KEYFRAME
 from ortf_ros.format.manifest import Resolution
+from ortf_ros.io.encoder_process import Prestart
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units, packet_facts
+from ortf_ros.io.video import FrameKind
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.h264_camera import EncodedCameraGate, is_h264_format
@@ -192,3 +195,20 @@ def test_packets_written_one_by_one_commit_or_recover(tmp_path: Path, finish: st
     stored = [episode.frame(camera, i) for i in range(12)]
     assert all(np.array_equal(a, b) for a, b in zip(stored, decoded(packets), strict=True))
     episode.close()
+
+
+def test_no_encoder_process_is_started_for_an_h264_camera(
+    converted: tuple[TeleopBagInfo, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, root = converted
+    asked: list[tuple[int, int, str]] = []
+
+    def prestart(videos: list[tuple[int, int, FrameKind]], queue_frames: int) -> Prestart:
+        asked.extend(videos)
+        return Prestart([], queue_frames)
+
+    monkeypatch.setattr(writer_module, "Prestart", prestart)
+    with DatasetWriter(root) as writer:
+        writer.start_encoders()
+        cameras = writer.manifest.cameras
+    assert len(asked) == len(cameras) - 1 and (64, 48, "depth") in asked
