@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset import writer as writer_module
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
@@ -32,7 +33,7 @@ from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.h264_camera import EncodedCameraGate, is_h264_format
 from ortf_ros.pipeline.offline import register_types
-from ortf_ros.pipeline.samples import EncodedFrameSample, Stamps
+from ortf_ros.pipeline.samples import EncodedFrameSample, ImageSample, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.synthetic_bag import (
@@ -212,3 +213,25 @@ def test_no_encoder_process_is_started_for_an_h264_camera(
         writer.start_encoders()
         cameras = writer.manifest.cameras
     assert len(asked) == len(cameras) - 1 and (64, 48, "depth") in asked
+
+
+def test_validate_playback_export_show_the_stored_frames(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    """``ortf validate`` passes it, and ``ortf export mcap`` (the player's messages) publishes
+    each step's frame of the H.264 camera as an Image holding the frame the video decodes to."""
+    _, root = converted
+    assert ortf(["validate", "--strict", str(root)]) == 0
+    out = tmp_path / "export.mcap"
+    assert ortf(["export", "mcap", str(root), str(out)]) == 0
+    episode = load_dataset(root).episode(0)
+    indices = episode.steps([layout.image_column(CAMERA)])[0].to_numpy()
+    decoder = Decoder()
+    with BagSource(out) as source:
+        register_types(source, decoder)
+        images = []
+        for raw in source.messages(["/wrist_camera/image_raw"]):
+            (sample,) = extract(decoder.decode(raw), raw)
+            assert isinstance(sample, ImageSample)
+            images.append(sample.pixels)
+    assert len(images) == len(indices)
+    assert all(np.array_equal(image, episode.frame(CAMERA, int(i))) for image, i in zip(images, indices, strict=True))
+    episode.close()
