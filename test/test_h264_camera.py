@@ -31,9 +31,9 @@ from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefi
 from ortf_ros.io.video import FrameKind
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.h264_camera import EncodedCameraGate, is_h264_format
+from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, EncodedCameraGate, encoded_frame, is_h264_format
 from ortf_ros.pipeline.offline import register_types
-from ortf_ros.pipeline.samples import EncodedFrameSample, ImageSample, Stamps
+from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.synthetic_bag import (
@@ -235,3 +235,14 @@ def test_validate_playback_export_show_the_stored_frames(converted: tuple[Teleop
     assert len(images) == len(indices)
     assert all(np.array_equal(image, episode.frame(CAMERA, int(i))) for image, i in zip(images, indices, strict=True))
     episode.close()
+
+
+def test_a_packet_that_is_not_annex_b_is_undecodable() -> None:
+    raw = RawMessage("/cam/h264", COMPRESSED_VIDEO_TYPE, 5, b"")
+    length_prefixed = b"\x00\x00\x00\x05" + bytes([0x65, 1, 2, 3, 4])
+    sample = encoded_frame(raw, Stamps(5), length_prefixed)
+    assert isinstance(sample, BadMessage)
+    assert (
+        sample.reason
+        == f"/cam/h264 ({COMPRESSED_VIDEO_TYPE}): H.264 data must be Annex B (00 00 01), starts 00 00 00 05"
+    )

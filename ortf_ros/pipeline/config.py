@@ -728,6 +728,7 @@ CONFIG_HEADER = """\
 #                      (16-bit, stored losslessly); the intrinsics come from camera_info_topic,
 #                      else from camera_info_url (a camera_calibration YAML: file:///abs.yaml,
 #                      package://pkg/calib.yaml or a path relative to this file), else unknown
+#                      (H.264: foxglove_msgs CompressedVideo, CompressedImage h264: stored as published)
 # joint_states         the robot's state: a sensor_msgs/JointState topic, or a ros_control
 #                      control_msgs/JointTrajectoryControllerState one (its feedback/actual)
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
