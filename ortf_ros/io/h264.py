@@ -22,6 +22,8 @@ from fractions import Fraction
 import av
 import numpy as np
 
+from ortf_ros.io.still import decode_alone
+
 H264_FORMAT = "h264"
 PUBLISHED_ENCODING_KEY = "published_encoding"
 """Manifest sensor ``extra`` key of a camera whose video holds the packets it published
@@ -114,17 +116,7 @@ class DecodedKeyframe:
 def decode_keyframe(data: bytes) -> DecodedKeyframe:
     """Decode one IDR packet on its own (ValueError naming why it does not decode): what
     tells a camera's size and first frame without decoding its stream."""
-    context = av.CodecContext.create("h264", "r")
-    context.options = {"err_detect": "explode"}
-    try:
-        frames = context.decode(av.Packet(data))
-        frames += context.decode(None)
-    except av.FFmpegError as exc:
-        raise ValueError(f"{len(data)} bytes of a keyframe do not decode as H.264: {exc.strerror or exc}") from None
-    if not frames:
-        raise ValueError(f"{len(data)} bytes of a keyframe decode to no H.264 frame")
-    frame = frames[0]
-    assert isinstance(frame, av.VideoFrame)
+    frame = decode_alone("h264", data, "an H.264 keyframe")
     return DecodedKeyframe(np.ascontiguousarray(frame.to_ndarray(format="rgb24")), frame.format.name)
 
 
