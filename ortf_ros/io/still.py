@@ -10,6 +10,7 @@ def decode_alone(codec: str, data: bytes, name: str) -> av.VideoFrame:
     decodes to; ValueError saying why when it does not decode. Errors are not concealed:
     FFmpeg would otherwise return a half-grey frame for a truncated JPEG."""
     context = av.CodecContext.create(codec, "r")
+    assert isinstance(context, av.VideoCodecContext)
     context.options = {"err_detect": "explode"}
     try:
         frames = context.decode(av.Packet(data))
