@@ -28,6 +28,7 @@ from ortf_ros.format.accounting import BEFORE_KEYFRAME
 from ortf_ros.format.manifest import Resolution
 from ortf_ros.io.encoder_process import Prestart
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units, packet_facts
+from ortf_ros.io.h264_bits import frame_num, sequence_facts
 from ortf_ros.io.video import FrameKind
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
@@ -146,18 +147,32 @@ def test_b_frames_and_a_resolution_change_are_refused() -> None:
         gate.admit("cam", gate_sample(large.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 96, 48))))
 
 
-def test_after_a_lost_packet_the_next_keyframe_is_waited_for() -> None:
+@pytest.mark.parametrize("lost", ["dropped by the pipeline", "never came"])
+def test_after_a_lost_packet_the_next_keyframe_is_waited_for(lost: str) -> None:
+    """A packet the pipeline drops (out of order, undecodable) is told to the gate; one that
+    never came shows as a gap in ``frame_num``; either way what follows waits for a keyframe."""
     encoder = AnnexBEncoder(64, 48, gop=4)
     packets = [encoder.encode(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48)) for i in range(9)]
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
     admitted = []
     for seq, packet in enumerate(packets):
         if seq == 2:
-            gate.lost("cam")
+            if lost == "dropped by the pipeline":
+                gate.lost("cam")
             continue
         admitted.append(gate.admit("cam", gate_sample(packet, seq)))
     # 0 1 | lost 2 | 3 waits | 4 (keyframe) 5 6 7 8
     assert admitted == [True, True, False, True, True, True, True, True]
+
+
+def test_frame_num_counts_the_reference_frames() -> None:
+    encoder = AnnexBEncoder(64, 48, gop=4)
+    facts = [packet_facts(encoder.encode(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48))) for i in range(6)]
+    assert facts[0].sps is not None
+    sequence = sequence_facts(facts[0].sps)
+    assert sequence is not None and not sequence.gaps_allowed
+    assert all(f.reference and f.first_slice is not None for f in facts)
+    assert [frame_num(f.first_slice or b"", sequence) for f in facts] == [0, 1, 2, 3, 0, 1]
 
 
 def test_h264_formats() -> None:

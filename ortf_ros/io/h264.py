@@ -4,10 +4,10 @@ A camera that compresses on board (Isaac ROS's encoder, Foxglove's ``CompressedV
 ffmpeg's libx264) publishes each frame as an Annex B access unit: NAL units behind
 ``00 00 01`` start codes, the SPS and PPS in front of every IDR frame. What the recorder
 must know of a packet, without decoding it, is read from its NAL headers and its first
-slice header (``PacketFacts``): whether a clean episode can start there (an IDR frame
-carrying its SPS and PPS), which SPS it refers to (a new one may change the size), and
-whether the stream reorders frames (a B slice), which the episode video's one
-timestamp per frame cannot hold.
+slice header (``PacketFacts``, ``h264_bits``): whether a clean episode can start there (an
+IDR frame carrying its SPS and PPS), which SPS it refers to (a new one may change the
+size), whether the stream reorders frames (a B slice), which the episode video's one
+timestamp per frame cannot hold, and its ``frame_num`` (a gap: a reference frame lost).
 
 MP4 keeps the same NAL units with a 4-byte length in front of each instead of a start
 code (and the SPS/PPS once more in its ``avcC`` box): ``length_prefixed_units`` reads
@@ -22,6 +22,7 @@ from fractions import Fraction
 import av
 import numpy as np
 
+from ortf_ros.io.h264_bits import SLICE_HEADER_BYTES, slice_type
 from ortf_ros.io.still import decode_alone
 
 H264_FORMAT = "h264"
@@ -34,7 +35,6 @@ NAL_IDR = 5
 NAL_SPS = 7
 NAL_PPS = 8
 _B_SLICE = 1  # slice_type % 5
-_SLICE_HEADER_BYTES = 16  # first_mb_in_slice and slice_type fit well within this
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,8 @@ class PacketFacts:
     idr: bool  # an IDR frame (with or without parameter sets)
     sps: bytes | None  # its SPS NAL unit, if it carries one
     b_slice: bool  # its first slice is a B slice: the stream reorders frames
+    first_slice: bytes | None  # the start of its first slice NAL unit (``h264_bits.frame_num`` reads it)
+    reference: bool  # other frames may refer to it (its nal_ref_idc is not 0)
 
 
 def is_annex_b(data: bytes) -> bool:
@@ -86,23 +88,15 @@ def packet_facts(data: bytes) -> PacketFacts:
     sps = next((unit for unit, kind in zip(units, types, strict=True) if kind == NAL_SPS), None)
     idr = NAL_IDR in types
     first_slice = next((unit for unit, kind in zip(units, types, strict=True) if kind in (NAL_SLICE, NAL_IDR)), None)
-    b_slice = first_slice is not None and _slice_type(first_slice) % 5 == _B_SLICE
-    return PacketFacts(keyframe=idr and sps is not None and NAL_PPS in types, idr=idr, sps=sps, b_slice=b_slice)
-
-
-def _slice_type(unit: bytes) -> int:
-    """``slice_type`` of a slice NAL unit: the second Exp-Golomb number of its header."""
-    rbsp = unit[1 : 1 + _SLICE_HEADER_BYTES].replace(b"\x00\x00\x03", b"\x00\x00")
-    bits = "".join(f"{byte:08b}" for byte in rbsp)
-    at = 0
-    value = 0
-    for _ in range(2):  # first_mb_in_slice, slice_type
-        zeros = bits.find("1", at) - at
-        if zeros < 0:
-            return -1
-        value = int(bits[at + zeros : at + 2 * zeros + 1], 2) - 1
-        at += 2 * zeros + 1
-    return value
+    b_slice = first_slice is not None and slice_type(first_slice) % 5 == _B_SLICE
+    return PacketFacts(
+        keyframe=idr and sps is not None and NAL_PPS in types,
+        idr=idr,
+        sps=sps,
+        b_slice=b_slice,
+        first_slice=None if first_slice is None else first_slice[:SLICE_HEADER_BYTES],
+        reference=first_slice is not None and bool(first_slice[0] & 0x60),
+    )
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,10 @@ packet kept as published; the camera's video is made of those packets
 What the episode keeps (``EncodedCameraGate``, one per episode):
 - its video starts at a keyframe (an IDR frame carrying its SPS and PPS): packets before
   the first one are dropped and counted (``BEFORE_KEYFRAME``), as are those after a packet
-  that was lost (out of order, undecodable) until the next keyframe, since they refer to it;
+  that was lost until the next keyframe, since they refer to it: one the pipeline drops
+  (out of order, undecodable), or one that never came (a gap in ``frame_num``, the count
+  of reference frames: a live queue that overflowed, DDS that lost it, a recording that
+  lacks it);
 - a stream that reorders frames (a B slice) is refused: the episode video holds one time
   per frame, in the order the frames are shown, which a copied stream with B-frames
   does not have;
@@ -26,6 +29,7 @@ from typing import Any
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Resolution
 from ortf_ros.io.h264 import H264_FORMAT, decode_keyframe, is_annex_b, packet_facts
+from ortf_ros.io.h264_bits import SequenceFacts, frame_num, sequence_facts
 from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Sample, Stamps
 
 COMPRESSED_VIDEO_TYPE = "foxglove_msgs/msg/CompressedVideo"
@@ -79,6 +83,8 @@ def first_image(sample: EncodedFrameSample) -> ImageSample:
 class _CameraState:
     waiting: bool = True  # no keyframe yet, or a packet was lost since the last one
     sps: bytes | None = None  # the last SPS whose size was checked
+    sequence: SequenceFacts | None = None  # what frame_num needs of it (None: not checked)
+    last: tuple[int, bool] | None = None  # the last packet kept: its frame_num, whether a reference
 
 
 @dataclass
@@ -103,9 +109,17 @@ class EncodedCameraGate:
         if facts.sps is not None and facts.sps != state.sps and facts.idr:
             self._check_size(camera, sample, at)
             state.sps = facts.sps
-        if state.waiting and not facts.keyframe:
+            found = sequence_facts(facts.sps)
+            state.sequence = found if found is not None and not found.gaps_allowed else None
+        number = None
+        if state.sequence is not None and facts.first_slice is not None:
+            number = frame_num(facts.first_slice, state.sequence)
+        if facts.keyframe:
+            state.waiting = False
+        elif state.waiting or (not facts.idr and _gap(state, number)):
+            state.waiting = True
             return False
-        state.waiting = False
+        state.last = None if number is None else (number, facts.reference)
         return True
 
     def lost(self, camera: str) -> None:
@@ -123,3 +137,14 @@ class EncodedCameraGate:
                 f"{at}: the camera's resolution changed from {expected.width}x{expected.height} "
                 f"to {width}x{height} mid-recording"
             )
+
+
+def _gap(state: _CameraState, number: int | None) -> bool:
+    """Whether a reference frame is missing before the packet whose ``frame_num`` is
+    ``number``: it is not the one after the last reference frame kept. (A non-reference
+    frame lost is no gap: nothing refers to it.)"""
+    if state.sequence is None or state.last is None or number is None:
+        return False
+    last, reference = state.last
+    expected = (last + 1) % (1 << state.sequence.frame_num_bits) if reference else last
+    return number != expected
