@@ -9,6 +9,7 @@ the published stream decodes to.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import av
@@ -30,6 +31,7 @@ from ortf_ros.io.encoder_process import Prestart
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units, packet_facts
 from ortf_ros.io.h264_bits import frame_num, sequence_facts
 from ortf_ros.io.video import FrameKind
+from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, EncodedCameraGate, encoded_frame, is_h264_format
@@ -261,3 +263,19 @@ def test_a_packet_that_is_not_annex_b_is_undecodable() -> None:
         sample.reason
         == f"/cam/h264 ({COMPRESSED_VIDEO_TYPE}): H.264 data must be Annex B (00 00 01), starts 00 00 00 05"
     )
+
+
+def test_an_h264_camera_mapped_as_depth_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = TeleopConfig("mcap", duration_s=0.4, h264_cameras=(TOPIC_WRIST_IMAGE,), with_depth=False)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    with BagSource(bag.path) as source:
+        mapping = auto_config(source.topics())
+    cameras = tuple(replace(c, kind="depth") if c.name == CAMERA else c for c in mapping.cameras)
+    write_config(replace(mapping, cameras=cameras), tmp_path / "mapping.yaml")
+    assert bag2ortf([str(bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "mapping.yaml")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert error.endswith(
+        "/wrist_camera/image_raw/h264: camera 'wrist_camera' is mapped as depth but publishes h264 "
+        "(lossy, 8-bit colour): map it with kind rgb"
+    )
+    assert len(error.splitlines()) == 1 and not (tmp_path / "ds").exists()

@@ -298,6 +298,8 @@ class DatasetWriter:
         recording = self._current()
         if camera not in self.manifest.cameras:
             raise WriterError(f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}")
+        if self.manifest.cameras[camera].is_depth:
+            raise WriterError(f"camera {camera!r}: a depth camera is stored losslessly; it takes no H.264 packets")
         writer = recording.videos.get(camera)
         if writer is None:
             fps = self.manifest.cameras[camera].fps

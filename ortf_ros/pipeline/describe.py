@@ -428,6 +428,11 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     if calibration.source is not None:
         extra["calibration_source"] = calibration.source
     if name in prologue.encoded:
+        if kind == "depth":
+            raise ConversionError(
+                f"{topic}: camera {name!r} is mapped as depth but publishes {prologue.encoded[name]} "
+                "(lossy, 8-bit colour): map it with kind rgb"
+            )
         extra[PUBLISHED_ENCODING_KEY] = prologue.encoded[name]  # (stored as published: ``io.packet_video``)
     if kind == "depth":
         extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
