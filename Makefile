@@ -30,6 +30,7 @@ bench: setup
 	@$(PY) bench/bench_fleet.py
 	@$(PY) bench/bench_doctor.py
 	@$(PY) bench/bench_review.py
+	@$(PY) bench/bench_h264.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log

@@ -35,6 +35,11 @@ test can compute what a converter must produce:
 - cameras publish raw ``sensor_msgs/Image`` rgb8 on ``<camera>/image_raw``, or JPEG
   ``sensor_msgs/CompressedImage`` on ``<camera>/image_raw/compressed``: all of them
   (``compressed``) or the ones listed in ``compressed_cameras``; depth is always raw;
+- ``h264_cameras`` publish H.264 instead (``AnnexBEncoder``: libx264, no B-frames, an IDR
+  frame with its SPS and PPS every ``H264_GOP`` frames) on ``<camera>/image_raw/h264``, as
+  ``foxglove_msgs/msg/CompressedVideo`` or ``sensor_msgs/CompressedImage`` of format
+  ``h264`` (``h264_message``; ROS 2 recordings only); with ``h264_lead`` the recording
+  begins that many packets before the first keyframe (the encoder started earlier);
 - each camera publishes ``camera_info`` with ``camera_intrinsics`` and ``CAMERA_DISTORTION``
   at its frame rate, except those listed in ``without_camera_info``;
 - with ``audio`` a microphone publishes ``audio_samples`` on ``TOPIC_AUDIO``, a message of
@@ -69,6 +74,7 @@ from rosbags.typesys.store import Typestore
 
 from ortf_ros.dataset.audio_files import file_bytes
 from ortf_ros.errors import ConversionError
+from ortf_ros.io.h264 import AnnexBEncoder
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.pipeline.audio_definitions import AudioLayout
 from ortf_ros.pipeline.audio_definitions import register as register_audio
@@ -147,6 +153,12 @@ CAMERA_INFO_TOPICS = {
 }
 DEPTH_FRAME = OVERHEAD_CAMERA_FRAME  # the depth camera is co-located with the overhead one
 JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
+H264_SUFFIX = "/h264"  # an H.264 camera's topic: <image topic>/h264
+H264_GOP = 10  # an H.264 camera's keyframe interval
+COMPRESSED_VIDEO_TYPE = "foxglove_msgs/msg/CompressedVideo"
+COMPRESSED_VIDEO_DEFINITION = "builtin_interfaces/Time timestamp\nstring frame_id\nuint8[] data\nstring format\n"
+"""foxglove_msgs' CompressedVideo, field for field (ros/foxglove_msgs/msg/CompressedVideo.msg)."""
+H264Message = Literal["CompressedVideo", "CompressedImage"]
 
 # Fixed part of each topic's receive latency (publish -> bag), nanoseconds.
 BASE_LATENCY_NS = {
@@ -183,7 +195,7 @@ def stamp_ns(seq: int, rate_hz: float, start_ns: int = START_NS) -> int:
 
 def receive_latency_ns(topic: str, seq: int) -> int:
     """Receive time minus header stamp: a fixed per-topic latency plus 0..0.4 ms of jitter."""
-    base = BASE_LATENCY_NS[topic.removesuffix(COMPRESSED_SUFFIX)]
+    base = BASE_LATENCY_NS[topic.removesuffix(COMPRESSED_SUFFIX).removesuffix(H264_SUFFIX)]
     return base + ((seq * 7919) % 11) * JITTER_STEP_NS
 
 
@@ -627,8 +639,19 @@ class TeleopConfig:
     audio_chunk: int = 1024  # frames per message
     audio_dropped: tuple[int, ...] = ()  # the audio messages (seq) not recorded: dropped chunks
     lidar: bool = False  # a LaserScan (TOPIC_SCAN) and a PointCloud2 (TOPIC_POINTS) in LIDAR_FRAME
+    h264_cameras: tuple[str, ...] = ()  # image topics (of cameras()) published H.264 on <topic>/h264
+    h264_message: H264Message = "CompressedVideo"  # what carries their packets
+    h264_lead: int = 0  # packets each publishes before its first keyframe (< H264_GOP)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "h264_cameras", tuple(self.h264_cameras))
+        for camera in self.h264_cameras:
+            if camera not in self.cameras() or self.is_compressed(camera):
+                raise ValueError(f"H.264 camera {camera!r}: expected one of the image topics not published JPEG")
+        if self.h264_cameras and self.fmt == "ros1":
+            raise ValueError("H.264 cameras: ROS 2 recordings only")
+        if not 0 <= self.h264_lead < H264_GOP:
+            raise ValueError(f"h264_lead: expected 0 .. {H264_GOP - 1}, got {self.h264_lead}")
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
         for camera in self.compressed_cameras:
             if camera not in self.cameras():
@@ -685,7 +708,16 @@ class TeleopConfig:
 
     def image_topic(self, topic: str) -> str:
         """The topic camera ``topic`` (its raw image topic) publishes on."""
+        if topic in self.h264_cameras:
+            return topic + H264_SUFFIX
         return topic + COMPRESSED_SUFFIX if self.is_compressed(topic) else topic
+
+    def image_type(self, camera: str) -> str:
+        """The message type camera ``camera`` (its raw image topic) publishes."""
+        if camera in self.h264_cameras:
+            video = self.h264_message == "CompressedVideo"
+            return COMPRESSED_VIDEO_TYPE if video else "sensor_msgs/msg/CompressedImage"
+        return "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
 
     def rates(self) -> dict[str, float | None]:
         """Topic -> publish rate (None: published once, at t = 0)."""
@@ -732,8 +764,7 @@ class TeleopConfig:
         if self.records_command():
             types[TOPIC_JOINT_COMMAND] = "sensor_msgs/msg/JointState"
         for camera in self.cameras():
-            image = "sensor_msgs/msg/CompressedImage" if self.is_compressed(camera) else "sensor_msgs/msg/Image"
-            types[self.image_topic(camera)] = image
+            types[self.image_topic(camera)] = self.image_type(camera)
         types |= {
             CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo"
             for camera in self.cameras()
@@ -845,6 +876,7 @@ def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy", audio: 
     if audio is not None:
         register_audio(store, audio)
     if not ros1:
+        store.register(get_types_from_msg(COMPRESSED_VIDEO_DEFINITION, COMPRESSED_VIDEO_TYPE))
         return store
     definition = "geometry_msgs/TransformStamped[] transforms"
     store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
@@ -891,8 +923,9 @@ class Messages:
             self.builders[TOPIC_AUDIO_INFO] = ("audio_common_msgs/msg/AudioInfo", self.audio_info)
         for camera in CAMERA_FRAMES:
             compressed = config.is_compressed(camera)
-            image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
-            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera, compressed))
+            build = self._h264_builder(camera) if camera in config.h264_cameras else None
+            build = build or self._image_builder(camera, compressed)
+            self.builders[config.image_topic(camera)] = (config.image_type(camera), build)
 
     def new(self, msgtype: str, **fields: Any) -> Any:
         """An instance of the typestore's class for ``msgtype``."""
@@ -1119,6 +1152,36 @@ class Messages:
                     data=data,
                 )
             return self.image(stamp, frame_id, seq, rgb, "rgb8")
+
+        return build
+
+    def _h264_builder(self, camera: str) -> Callable[[int, int], Any]:
+        """Camera ``camera``'s frames through an ``AnnexBEncoder``, one per message in
+        order from message 0 (built again, it starts the stream anew); with ``h264_lead``
+        the encoder has had frames before the recording's first."""
+        config = self.config
+        frame_id = CAMERA_FRAMES[camera]
+        encoders: list[AnnexBEncoder] = []  # the current one; a new one whenever message 0 is built (again)
+        built = [0]  # the messages it has made
+
+        def packet(seq: int) -> bytes:
+            if seq == 0:
+                encoders[:] = [AnnexBEncoder(config.width, config.height, H264_GOP)]
+                for _ in range(H264_GOP - config.h264_lead if config.h264_lead else 0):
+                    encoders[0].encode(rgb_frame(camera, 0, config.width, config.height))
+                built[0] = 0
+            if seq != built[0]:
+                raise ValueError(f"{camera}: H.264 message {seq} built after message {built[0] - 1}: in order only")
+            built[0] += 1
+            return encoders[0].encode(rgb_frame(camera, seq, config.width, config.height))
+
+        def build(seq: int, stamp: int) -> Any:
+            data = np.frombuffer(packet(seq), np.uint8)
+            if config.h264_message == "CompressedImage":
+                header = self.header(stamp, frame_id, seq)
+                return self.new("sensor_msgs/msg/CompressedImage", header=header, format="h264", data=data)
+            timestamp = self.header(stamp, frame_id).stamp
+            return self.new(COMPRESSED_VIDEO_TYPE, timestamp=timestamp, frame_id=frame_id, data=data, format="h264")
 
         return build
 

@@ -16,7 +16,7 @@ import rclpy
 from child_process import kill_if_running
 
 from ortf_ros.ros.recorder_client import RecorderClient
-from ortf_ros.synthetic_bag import TeleopBagInfo, TeleopConfig, write_scene_bag
+from ortf_ros.synthetic_bag import H264Message, TeleopBagInfo, TeleopConfig, write_scene_bag
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,13 +32,19 @@ class Scene:
     command_rate: int = 100  # (at 30 Hz steps, a 50 Hz command is up to 20 ms from a step: past the tolerance)
     compressed: tuple[str, ...] = ("/overhead_camera/image_raw",)
     lidar: bool = False  # a LaserScan and a PointCloud2 (TeleopConfig.lidar)
+    h264: tuple[str, ...] = ()  # image topics published H.264 on <topic>/h264
+    h264_message: H264Message = "CompressedVideo"
 
     def arguments(self) -> list[str]:
         args = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
         args += ["--joint-rate", str(self.joint_rate), "--command-rate", str(self.command_rate)]
         if self.compressed:
             args += ["--compressed-cameras", *self.compressed]
-        return args + (["--lidar"] if self.lidar else [])
+        if self.lidar:
+            args += ["--lidar"]
+        if self.h264:
+            args += ["--h264-cameras", *self.h264, "--h264-message", self.h264_message]
+        return args
 
     def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
         """The scene as ``synthetic_bag`` describes it."""
@@ -51,6 +57,8 @@ class Scene:
             joint_rate_hz=self.joint_rate,
             command_rate_hz=self.command_rate,
             compressed_cameras=self.compressed,
+            h264_cameras=self.h264,
+            h264_message=self.h264_message,
             start_ns=start_ns,
             lidar=self.lidar,
         )

@@ -30,6 +30,7 @@ ROS_ONLY = frozenset(
         "rosgraph_msgs",
         "diagnostic_msgs",
         "tf2_msgs",
+        "foxglove_msgs",
         "ament_index_python",
         "launch",
         "launch_ros",

@@ -20,6 +20,7 @@ from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.packet_video import StagedPacketVideo
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Recording:
         self.steps = 0
         self.origin: float | None = None
         self.last_timestamp = -np.inf
-        self.videos: dict[str, StagedVideoWriter | CopiedVideo] = {}
+        self.videos: dict[str, StagedVideoWriter | CopiedVideo | StagedPacketVideo] = {}
         self.step_log = StepLog(staged.steps_file, self.schema)
         self.stream_logs: dict[str, SampleLog] = {}
         # A file per microphone from the start: an episode has each one's, empty if it was silent.

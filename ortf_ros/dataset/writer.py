@@ -58,6 +58,8 @@ from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
+from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
+from ortf_ros.io.packet_video import StagedPacketVideo
 from ortf_ros.io.segment import VideoSegment, stage_segment
 from ortf_ros.io.video import (
     LOSSLESS_DEPTH_ENCODING,
@@ -246,6 +248,8 @@ class DatasetWriter:
         videos = []
         for sensor in self.manifest.cameras.values():
             assert sensor.resolution is not None  # checked at open
+            if PUBLISHED_ENCODING_KEY in sensor.extra:
+                continue  # (its published packets are muxed as they are: no encoder)
             videos.append((sensor.resolution.width, sensor.resolution.height, frame_kind(sensor)))
         return Prestart(videos, self.config.encoder_queue_frames)
 
@@ -269,7 +273,7 @@ class DatasetWriter:
         recording = self._current()
         image = self._checked_image(camera, image)
         writer = recording.videos.get(camera)
-        if isinstance(writer, CopiedVideo):
+        if isinstance(writer, (CopiedVideo, StagedPacketVideo)):
             raise WriterError(f"camera {camera!r}: this episode's video was added encoded; it takes no more frames")
         if writer is None:
             sensor = self.manifest.cameras[camera]
@@ -287,6 +291,25 @@ class DatasetWriter:
             )
             recording.videos[camera] = writer
         return writer.write(image)
+
+    def add_packet(self, camera: str, data: bytes, keyframe: bool) -> int:
+        """Mux one published H.264 packet (Annex B, a frame) as the camera's next frame,
+        unchanged (``io.packet_video``); returns its frame index. The episode's first
+        packet of a camera must be a ``keyframe`` (an IDR with its SPS and PPS)."""
+        recording = self._current()
+        if camera not in self.manifest.cameras:
+            raise WriterError(f"unknown camera {camera!r}; the manifest declares {sorted(self.manifest.cameras)}")
+        if self.manifest.cameras[camera].is_depth:
+            raise WriterError(f"camera {camera!r}: a depth camera is stored losslessly; it takes no H.264 packets")
+        writer = recording.videos.get(camera)
+        if writer is None:
+            fps = self.manifest.cameras[camera].fps
+            assert fps is not None  # checked at open
+            writer = StagedPacketVideo(recording.staged.video_file(camera), fps, camera=camera)
+            recording.videos[camera] = writer
+        if not isinstance(writer, StagedPacketVideo):
+            raise WriterError(f"camera {camera!r}: this episode's video is encoded from frames; it takes no packets")
+        return writer.write(data, keyframe)
 
     def add_encoded_video(self, camera: str, segment: VideoSegment) -> int:
         """Stage ``segment`` of an already-encoded video as the camera's whole video in this

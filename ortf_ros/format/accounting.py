@@ -53,6 +53,10 @@ NOT_FOR_ACTION = "not for the action's joints"
 """The reason of a command that gives no position of the action's joints (a velocity
 command, another arm's command on a shared topic)."""
 
+BEFORE_KEYFRAME = "before a keyframe"
+"""The reason of an H.264 camera's packet that no keyframe preceded in the episode (or
+since a packet was lost): it refers to frames the episode video does not hold."""
+
 ROLE_CAMERA = "camera"
 ROLE_DEPTH = "depth"
 ROLE_JOINT_STATES = "joint_states"

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortf_ros.format.accounting import (
+    BEFORE_KEYFRAME,
     NOT_FOR_ACTION,
     OUT_OF_ORDER,
     QUEUE_FULL,
@@ -62,7 +63,16 @@ def data_streams(config: ConversionConfig) -> list[_Stream]:
     return list(first_by_topic.values())
 
 
-_COUNTERS = ("read", "used", "undecodable", "out_of_order", "not_for_action", "late", "outside_tolerance")
+_COUNTERS = (
+    "read",
+    "used",
+    "undecodable",
+    "out_of_order",
+    "not_for_action",
+    "before_keyframe",
+    "late",
+    "outside_tolerance",
+)
 
 
 class EpisodeTally:
@@ -94,6 +104,7 @@ class EpisodeTally:
             dropped = {
                 OUT_OF_ORDER: self._since("out_of_order", topic),
                 NOT_FOR_ACTION: self._since("not_for_action", topic),
+                BEFORE_KEYFRAME: self._since("before_keyframe", topic),
             }
             if live:
                 dropped[QUEUE_FULL] = (queue_full or {}).get(topic, 0)

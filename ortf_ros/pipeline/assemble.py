@@ -28,12 +28,14 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.h264_camera import EncodedCameraGate
 from ortf_ros.pipeline.range_input import CLOUDS_HELD_MAX, RangeInput
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
     BadMessage,
     ControllerStateSample,
+    EncodedFrameSample,
     ImageSample,
     JointStateSample,
     LaserScanSample,
@@ -124,6 +126,7 @@ class TopicCounts:
     skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
     outside_episodes: Counter[str] = field(default_factory=Counter)  # messages between episodes
     late: Counter[str] = field(default_factory=Counter)  # stamped more than max_latency_ms before recorded
+    before_keyframe: Counter[str] = field(default_factory=Counter)  # H.264 packets no keyframe preceded
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
@@ -303,6 +306,7 @@ class Assembler:
         self.pending_fallback: _Step | None = None  # a step waiting for the next one's joints
         self.steps_written = 0
         self._camera_by_topic = {c.topic: c for c in config.cameras}
+        self._encoded = EncodedCameraGate({name: sensor.resolution for name, sensor in manifest.cameras.items()})
         self._wrench_by_topic = {w.topic: w for w in config.wrenches}
         self._joint_topic = joint_config.topic if joint_config else None
         self._driving = config.step.camera
@@ -326,6 +330,8 @@ class Assembler:
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
+            if topic in self._camera_by_topic:
+                self._encoded.lost(self._camera_by_topic[topic].name)  # (an H.264 camera's next packets refer to it)
             return
         if isinstance(sample, TransformBlock):
             self._advance_watermark(int(sample.receive_ns.max()))
@@ -405,6 +411,8 @@ class Assembler:
                 if self._clock_started or len(self.range.held) >= CLOUDS_HELD_MAX:
                     self._send_samples()
             return cloud is not None
+        if isinstance(sample, EncodedFrameSample):
+            return self._encoded_frame(sample, topic)
         if isinstance(sample, JointStateSample) and topic == self._joint_topic:
             return self._joint_state(sample)
         if isinstance(sample, ControllerStateSample):
@@ -442,10 +450,33 @@ class Assembler:
                 f"{resolution.width}x{resolution.height} to {width}x{height} mid-recording"
             )
         sampler = self.cameras[camera.name]
+        if not self._in_order(sampler, time_ns, topic):
+            return False
+        index = self.writer.add_frame(camera.name, sample.pixels)
+        sampler.add(time_ns, index)
+        return True
+
+    def _in_order(self, sampler: StreamSampler[int], time_ns: int, topic: str) -> bool:
+        """Whether a camera frame comes after the camera's newest (else it is counted out of order)."""
         if sampler.newest_ns is not None and time_ns < sampler.newest_ns:
             self.counts.out_of_order[topic] += 1
             return False
-        index = self.writer.add_frame(camera.name, sample.pixels)
+        return True
+
+    def _encoded_frame(self, sample: EncodedFrameSample, topic: str) -> bool:
+        """A published H.264 packet, muxed into the camera's video as it is (``h264_camera``)."""
+        camera = self._camera_by_topic.get(topic)
+        if camera is None:
+            return False
+        time_ns = stream_time(sample.stamps, camera.time)
+        sampler = self.cameras[camera.name]
+        if not self._in_order(sampler, time_ns, topic):
+            self._encoded.lost(camera.name)
+            return False
+        if not self._encoded.admit(camera.name, sample):
+            self.counts.before_keyframe[topic] += 1
+            return False
+        index = self.writer.add_packet(camera.name, sample.data, sample.facts.keyframe)
         sampler.add(time_ns, index)
         return True
 

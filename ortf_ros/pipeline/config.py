@@ -844,6 +844,7 @@ CONFIG_HEADER = """\
 #                      (16-bit, stored losslessly); the intrinsics come from camera_info_topic,
 #                      else from camera_info_url (a camera_calibration YAML: file:///abs.yaml,
 #                      package://pkg/calib.yaml or a path relative to this file), else unknown
+#                      (H.264: foxglove_msgs CompressedVideo, CompressedImage h264: stored as published)
 # joint_states         the robot's state: a sensor_msgs/JointState topic, or a ros_control
 #                      control_msgs/JointTrajectoryControllerState one (its feedback/actual)
 # wrenches             name -> geometry_msgs/WrenchStamped topic (force-torque sensors);
@@ -896,8 +897,8 @@ def write_config(cfg: ConversionConfig, path: str | Path) -> None:
 
 # ---------------------------------------------------------------- auto-detection
 
-_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
-_TRANSPORTS = ("compressed", "compresseddepth")
+_IMAGE_TYPES = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", "foxglove_msgs/msg/CompressedVideo")
+_TRANSPORTS = ("compressed", "compresseddepth", "h264")
 _IMAGE_PART = re.compile(r"(\w+_)?image(_\w+)?|color|rgb")
 _WRENCH_PARTS = frozenset({"wrench", "wrench_stamped", "wrench_raw", "wrench_filtered", "raw", "data"})
 _COMMAND_WORDS = ("command", "cmd", "target", "action", "desired", "setpoint")

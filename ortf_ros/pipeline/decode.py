@@ -63,6 +63,13 @@ KNOWN_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
         ("ROS 2 Foxy's and Galactic's (desired, actual)", _controller_state_msg(_OLD_POINTS, multi_dof=False)),
         ("ROS 2 Iron's and Jazzy's (reference, feedback)", _controller_state_msg(_NEW_POINTS, multi_dof=True)),
     ),
+    # (not in ROS 2 Jazzy; a live recorder's subscription brings no definition either)
+    "foxglove_msgs/msg/CompressedVideo": (
+        (
+            "foxglove_msgs' (timestamp, frame_id, data, format)",
+            "builtin_interfaces/Time timestamp\nstring frame_id\nuint8[] data\nstring format\n",
+        ),
+    ),
 }
 """ROS 2 types the Jazzy store lacks that recordings carry without a definition (rosbag2
 sqlite3 files before Iron hold none): the layouts they had upstream (a label, the ``.msg``

@@ -30,6 +30,7 @@ from ortf_ros.format.manifest import (
     Transform,
 )
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
+from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.pipeline.assemble import StepLayout
 from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
@@ -422,13 +423,21 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     name, topic, kind = camera.name, camera.topic, camera.kind
     first = prologue.images.get(name)
     if first is None:
-        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame")
+        problem = prologue.problems.get(topic)
+        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame" + (f": {problem}" if problem else ""))
     height, width = first.pixels.shape[:2]
     frame_id = first.stamps.frame_id
     extrinsics = _extrinsics(prologue, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
     extra: dict[str, object] = {"source": topic, "frame_id": frame_id}
     if calibration.source is not None:
         extra["calibration_source"] = calibration.source
+    if name in prologue.encoded:
+        if kind == "depth":
+            raise ConversionError(
+                f"{topic}: camera {name!r} is mapped as depth but publishes {prologue.encoded[name]} "
+                "(lossy, 8-bit colour): map it with kind rgb"
+            )
+        extra[PUBLISHED_ENCODING_KEY] = prologue.encoded[name]  # (stored as published: ``io.packet_video``)
     if kind == "depth":
         extra.update(bit_depth=16, depth_units="millimeters", depth_range=[0.0, 65.535])
     return Sensor(

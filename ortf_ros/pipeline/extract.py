@@ -34,8 +34,10 @@ from typing import Any, Literal
 import av
 import numpy as np
 
+from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline import audio, range_sensors
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, compressed_video, encoded_frame, is_h264_format
 from ortf_ros.pipeline.samples import (
     CONTROLLER_STATE_TYPE,
     BadMessage,
@@ -179,18 +181,10 @@ def _image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
 
 
 def _decode_still(codec: Literal["mjpeg", "png"], data: bytes) -> av.VideoFrame:
-    ctx = av.CodecContext.create(codec, "r")
-    # Without "explode" FFmpeg conceals errors and returns a half-grey frame for a truncated JPEG.
-    ctx.options = {"err_detect": "explode"}
-    name = "JPEG" if codec == "mjpeg" else "PNG"
     try:
-        frames = ctx.decode(av.Packet(data))
-        frames += ctx.decode(None)
-    except av.FFmpegError as exc:
-        raise _InvalidError(f"{len(data)} bytes do not decode as {name}: {exc.strerror or exc}") from None
-    if not frames:
-        raise _InvalidError(f"{len(data)} bytes do not decode as {name}: no frame")
-    return frames[0]
+        return decode_alone(codec, data, "JPEG" if codec == "mjpeg" else "PNG")
+    except ValueError as exc:
+        raise _InvalidError(str(exc)) from None
 
 
 def _is_gray16(frame: av.VideoFrame) -> bool:
@@ -226,6 +220,8 @@ def _compressed_image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     key = fmt.lower()
     data = _u8(msg.data).tobytes()
     stamps = _stamps(raw, msg.header)
+    if is_h264_format(fmt):
+        return [encoded_frame(raw, stamps, data)]
     if "compresseddepth" in key:
         kind, pixels = _compressed_depth(fmt, data)
         return [ImageSample(raw.topic, stamps, kind, pixels)]
@@ -465,6 +461,7 @@ def _audio(handler: audio.AudioHandler) -> Handler:
 _HANDLERS: dict[str, Handler] = {
     "sensor_msgs/msg/Image": _image,
     "sensor_msgs/msg/CompressedImage": _compressed_image,
+    COMPRESSED_VIDEO_TYPE: compressed_video,
     "sensor_msgs/msg/CameraInfo": _camera_info,
     "sensor_msgs/msg/JointState": _joint_state,
     CONTROLLER_STATE_TYPE: _controller_state,

@@ -28,14 +28,16 @@ from ortf_ros.format.audio import AudioFormat
 from ortf_ros.pipeline import audio
 from ortf_ros.pipeline.assemble import NS, stream_time
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
-from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.h264_camera import first_image
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
     BadMessage,
     CameraInfoSample,
     ControllerStateSample,
+    EncodedFrameSample,
     ImageSample,
     JointStateSample,
     LaserScanSample,
@@ -43,6 +45,7 @@ from ortf_ros.pipeline.samples import (
     RawMessage,
     RobotDescriptionSample,
     Sample,
+    Stamps,
     TransformSample,
     VectorSample,
 )
@@ -71,6 +74,7 @@ class Prologue:
     audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
     scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
     clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
+    encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)
 
 
 def prologue_topics(config: ConversionConfig) -> set[str]:
@@ -147,9 +151,9 @@ class PrologueBuilder:
         elif isinstance(sample, ImageSample) and topic in self._cameras:
             camera = self._cameras[topic]
             prologue.images.setdefault(camera.name, sample)
-            times = prologue.frame_times.setdefault(camera.name, [])
-            if len(times) < FPS_MAX_FRAMES:
-                times.append(stream_time(sample.stamps, camera.time))
+            self._frame_time(camera, sample.stamps)
+        elif isinstance(sample, EncodedFrameSample) and topic in self._cameras:
+            self._learn_encoded(self._cameras[topic], sample)
         elif isinstance(sample, CameraInfoSample) and topic in self._infos:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
         elif isinstance(sample, (AudioChunkSample, AudioInfoSample)):
@@ -163,6 +167,23 @@ class PrologueBuilder:
                 self._learn_joint_state(topic, sample)
             if topic == config.action.topic:  # (a controller state may be both)
                 self._learn_action(topic, sample)
+
+    def _frame_time(self, camera: CameraMapping, stamps: Stamps) -> None:
+        times = self.prologue.frame_times.setdefault(camera.name, [])
+        if len(times) < FPS_MAX_FRAMES:
+            times.append(stream_time(stamps, camera.time))
+
+    def _learn_encoded(self, camera: CameraMapping, sample: EncodedFrameSample) -> None:
+        """A published H.264 frame: its time; the first keyframe, decoded, is the camera's first frame."""
+        self._frame_time(camera, sample.stamps)
+        if camera.name in self.prologue.images or not sample.facts.keyframe:
+            return
+        try:
+            self.prologue.images[camera.name] = first_image(sample)
+        except ValueError as exc:
+            self._problem(camera.topic, str(exc))
+            return
+        self.prologue.encoded[camera.name] = sample.codec
 
     def _learn_joint_state(self, topic: str, sample: Sample) -> None:
         state = sample.state if isinstance(sample, ControllerStateSample) else sample

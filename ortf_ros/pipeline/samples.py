@@ -14,6 +14,7 @@ from typing import Literal
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
+from ortf_ros.io.h264 import PacketFacts
 
 Serialization = Literal["cdr", "ros1"]
 # A serialized message: a large one (a camera frame) may be a view of the recording's
@@ -99,6 +100,18 @@ class ImageSample:
     stamps: Stamps
     kind: Literal["rgb", "depth"]
     pixels: np.ndarray
+
+
+@dataclass(frozen=True)
+class EncodedFrameSample:
+    """A frame a camera published encoded (H.264, Annex B; ``io.h264``): its packet as
+    published, stored without decoding it."""
+
+    topic: str
+    stamps: Stamps
+    codec: str  # "h264"
+    data: bytes
+    facts: PacketFacts
 
 
 @dataclass(frozen=True)
@@ -374,6 +387,7 @@ class BadMessage:
 
 Sample = (
     ImageSample
+    | EncodedFrameSample
     | CameraInfoSample
     | JointStateSample
     | ControllerStateSample

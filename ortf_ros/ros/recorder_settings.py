@@ -27,6 +27,7 @@ from ortf_ros.pipeline.config import (
     load_config,
 )
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.ros.qos import adapt_to_offers
@@ -226,7 +227,7 @@ LIVE_AUDIO_TYPES = ("audio_common_msgs/msg/AudioStamped", "audio_common_msgs/msg
 
 def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:
     """Each mapped topic with the message types it may carry (the pipeline's extractors')."""
-    images = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage")
+    images = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", COMPRESSED_VIDEO_TYPE)
     actions = (
         "sensor_msgs/msg/JointState",
         "trajectory_msgs/msg/JointTrajectory",

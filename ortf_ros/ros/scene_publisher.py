@@ -73,6 +73,7 @@ from ortf_ros.synthetic_bag import (
     CAMERA_FRAMES,
     CAMERAS,
     COMPRESSED_SUFFIX,
+    H264_SUFFIX,
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_TF_STATIC,
     Event,
@@ -159,6 +160,19 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--audio-drop", type=int, nargs="+", default=[], metavar="SEQ", help="audio messages not published (dropped)"
     )
+    p.add_argument(
+        "--h264-cameras",
+        nargs="+",
+        default=[],
+        metavar="TOPIC",
+        help="image topics published as H.264 on <topic>/h264 (libx264, no B-frames, keyframe every 10 frames)",
+    )
+    p.add_argument(
+        "--h264-message",
+        choices=("CompressedVideo", "CompressedImage"),
+        default="CompressedVideo",
+        help="what carries the H.264 packets: foxglove_msgs CompressedVideo (default) or CompressedImage 'h264'",
+    )
     p.add_argument("--start-ns", type=int, default=None, metavar="N", help="header stamp of t = 0 (default: now)")
     p.add_argument(
         "--wait-topic",
@@ -218,6 +232,8 @@ def parse_options(argv: Sequence[str]) -> Options:
             audio="ros2" if args.audio else None,
             audio_dropped=tuple(args.audio_drop),
             lidar=args.lidar,
+            h264_cameras=tuple(name.removesuffix(H264_SUFFIX) for name in args.h264_cameras),
+            h264_message=args.h264_message,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
@@ -483,6 +499,7 @@ class ScenePublisher(Node):
                 "side_camera": c.side_camera,
                 "lidar": c.lidar,
                 "compressed_cameras": list(c.compressed_cameras),
+                "h264_cameras": list(c.h264_cameras),
                 "depth": self.options.depth,
             },
             "topics": {topic: tally.to_dict() for topic, tally in self.tallies.items()},

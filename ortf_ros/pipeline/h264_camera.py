@@ -1,0 +1,150 @@
+"""Cameras that publish H.264: their messages as samples, and what an episode keeps of them.
+
+Two message types carry H.264 as robots publish it: Foxglove's
+``foxglove_msgs/msg/CompressedVideo`` (``format`` ``h264``; Isaac ROS's recorder, the
+Foxglove bridge) and ``sensor_msgs/msg/CompressedImage`` whose ``format`` is ``h264``
+(Isaac ROS's H.264 encoder; also ``h264; ...`` with anything after a ``;``, the way
+image_transport plugins append details). Either becomes an ``EncodedFrameSample``, its
+packet kept as published; the camera's video is made of those packets
+(``io.packet_video``), never decoded and encoded again.
+
+What the episode keeps (``EncodedCameraGate``, one per episode):
+- its video starts at a keyframe (an IDR frame carrying its SPS and PPS): packets before
+  the first one are dropped and counted (``BEFORE_KEYFRAME``), as are those after a packet
+  that was lost until the next keyframe, since they refer to it: one the pipeline drops
+  (out of order, undecodable), or one that never came (a gap in ``frame_num``, the count
+  of reference frames: a live queue that overflowed, DDS that lost it, a recording that
+  lacks it);
+- a stream that reorders frames (a B slice) is refused: the episode video holds one time
+  per frame, in the order the frames are shown, which a copied stream with B-frames
+  does not have;
+- a new SPS that changes the frame size is refused, as for a raw camera.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ortf_ros.errors import ConversionError
+from ortf_ros.format.manifest import Resolution
+from ortf_ros.io.h264 import H264_FORMAT, decode_keyframe, is_annex_b, packet_facts
+from ortf_ros.io.h264_bits import SequenceFacts, frame_num, sequence_facts
+from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Sample, Stamps
+
+COMPRESSED_VIDEO_TYPE = "foxglove_msgs/msg/CompressedVideo"
+ACCEPTED_PIXEL_FORMATS = ("yuv420p", "yuvj420p")
+"""How a published stream may store its pixels: what the episode videos of other cameras
+hold, and what decodes everywhere (LeRobot, browsers)."""
+_NS = 1_000_000_000
+
+
+def is_h264_format(fmt: str) -> bool:
+    """Whether a ``format`` field says H.264: ``h264`` (any case), alone or before a ``;``."""
+    return fmt.partition(";")[0].strip().lower() == H264_FORMAT
+
+
+def encoded_frame(raw: RawMessage, stamps: Stamps, data: bytes) -> Sample:
+    """A published H.264 packet as a sample, or a BadMessage saying why it is not one."""
+    where = f"{raw.topic} ({raw.msgtype})"
+    if not is_annex_b(data):
+        start = data[:4].hex(" ")
+        return BadMessage(raw.topic, raw.receive_ns, f"{where}: H.264 data must be Annex B (00 00 01), starts {start}")
+    try:
+        facts = packet_facts(data)
+    except ValueError as exc:
+        return BadMessage(raw.topic, raw.receive_ns, f"{where}: {exc}")
+    return EncodedFrameSample(raw.topic, stamps, H264_FORMAT, data, facts)
+
+
+def compressed_video(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    """``foxglove_msgs/msg/CompressedVideo``: its ``timestamp`` is the frame's stamp."""
+    fmt = str(msg.format)
+    if not is_h264_format(fmt):
+        reason = f"{raw.topic} ({raw.msgtype}): format {fmt!r} is not supported (supported: h264)"
+        return [BadMessage(raw.topic, raw.receive_ns, reason)]
+    stamp = msg.timestamp
+    stamps = Stamps(raw.receive_ns, int(stamp.sec) * _NS + int(stamp.nanosec), str(msg.frame_id).lstrip("/"))
+    return [encoded_frame(raw, stamps, bytes(msg.data))]
+
+
+def first_image(sample: EncodedFrameSample) -> ImageSample:
+    """A keyframe decoded: the camera's size and first frame for the manifest (ValueError
+    when it does not decode, or stores its pixels in a way not accepted)."""
+    decoded = decode_keyframe(sample.data)
+    if decoded.pix_fmt not in ACCEPTED_PIXEL_FORMATS:
+        raise ValueError(
+            f"the H.264 stream stores its pixels as {decoded.pix_fmt}; expected {' or '.join(ACCEPTED_PIXEL_FORMATS)}"
+        )
+    return ImageSample(sample.topic, sample.stamps, "rgb", decoded.rgb)
+
+
+@dataclass
+class _CameraState:
+    waiting: bool = True  # no keyframe yet, or a packet was lost since the last one
+    sps: bytes | None = None  # the last SPS whose size was checked
+    sequence: SequenceFacts | None = None  # what frame_num needs of it (None: not checked)
+    last: tuple[int, bool] | None = None  # the last packet kept: its frame_num, whether a reference
+
+
+@dataclass
+class EncodedCameraGate:
+    """Which of an episode's H.264 packets its cameras' videos take (see the module)."""
+
+    resolutions: dict[str, Resolution | None]  # camera -> its size in the manifest
+    _states: dict[str, _CameraState] = field(default_factory=dict)
+
+    def admit(self, camera: str, sample: EncodedFrameSample) -> bool:
+        """Whether the packet goes into the video (False: dropped, before a keyframe);
+        ConversionError for a stream the video cannot hold as it is."""
+        facts = sample.facts
+        at = f"{sample.topic} at {sample.stamps.receive_ns / _NS:.6f} s"
+        if facts.b_slice:
+            raise ConversionError(
+                f"{at}: the H.264 stream has B-frames (frames reordered); published H.264 is stored as it is, "
+                "one frame per packet in the order shown, so the camera must publish without B-frames "
+                "(x264 bframes=0, NVENC's default)"
+            )
+        state = self._states.setdefault(camera, _CameraState())
+        if facts.sps is not None and facts.sps != state.sps and facts.idr:
+            self._check_size(camera, sample, at)
+            state.sps = facts.sps
+            found = sequence_facts(facts.sps)
+            state.sequence = found if found is not None and not found.gaps_allowed else None
+        number = None
+        if state.sequence is not None and facts.first_slice is not None:
+            number = frame_num(facts.first_slice, state.sequence)
+        if facts.keyframe:
+            state.waiting = False
+        elif state.waiting or (not facts.idr and _gap(state, number)):
+            state.waiting = True
+            return False
+        state.last = None if number is None else (number, facts.reference)
+        return True
+
+    def lost(self, camera: str) -> None:
+        """A packet of the camera was lost: the next ones need a keyframe first."""
+        self._states.setdefault(camera, _CameraState()).waiting = True
+
+    def _check_size(self, camera: str, sample: EncodedFrameSample, at: str) -> None:
+        expected = self.resolutions.get(camera)
+        try:
+            height, width = decode_keyframe(sample.data).rgb.shape[:2]
+        except ValueError as exc:
+            raise ConversionError(f"{at}: {exc}") from None
+        if expected is not None and (width, height) != (expected.width, expected.height):
+            raise ConversionError(
+                f"{at}: the camera's resolution changed from {expected.width}x{expected.height} "
+                f"to {width}x{height} mid-recording"
+            )
+
+
+def _gap(state: _CameraState, number: int | None) -> bool:
+    """Whether a reference frame is missing before the packet whose ``frame_num`` is
+    ``number``: it is not the one after the last reference frame kept. (A non-reference
+    frame lost is no gap: nothing refers to it.)"""
+    if state.sequence is None or state.last is None or number is None:
+        return False
+    last, reference = state.last
+    expected = (last + 1) % (1 << state.sequence.frame_num_bits) if reference else last
+    return number != expected
