@@ -65,6 +65,7 @@ from rosbags.typesys.store import Typestore
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.jpeg import JpegEncoder
+from ortf_ros.synthetic_detections import DETECTIONS_TYPE, TOPIC_DETECTIONS, detections_message, register_vision_msgs
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
 ControllerLayout = Literal["jazzy", "humble"]
@@ -151,6 +152,7 @@ BASE_LATENCY_NS = {
     TOPIC_DEPTH_IMAGE: 12_000_000,
     TOPIC_WRENCH: 200_000,
     TOPIC_CONTROLLER_STATE: 500_000,
+    TOPIC_DETECTIONS: 20_000_000,  # a detector runs on the wrist frames after they are published
 }
 JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
 
@@ -507,6 +509,7 @@ class TeleopConfig:
     controller_layout: ControllerLayout = "jazzy"  # of the controller state in a rosbag2 bag
     with_command: bool | None = None  # /joint_command; None: unless controller_state
     unnamed_joints: UnnamedJoints | None = None  # the joint states list no names (see UnnamedJoints)
+    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame on TOPIC_DETECTIONS (ROS 2 only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "compressed_cameras", tuple(self.compressed_cameras))
@@ -519,6 +522,8 @@ class TeleopConfig:
             if camera not in self.camera_info_topics():
                 known = ", ".join(self.camera_info_topics())
                 raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
+        if self.detections and self.fmt == "ros1":
+            raise ValueError("detections: vision_msgs are recorded in ROS 2 recordings only")
         if self.controller_state and self.unnamed_joints == "all":
             raise ValueError("unnamed_joints 'all' with controller_state: the arm controller's joints are the arm's")
 
@@ -581,6 +586,8 @@ class TeleopConfig:
             rates[TOPIC_DEPTH_IMAGE] = self.fps
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
                 rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
+        if self.detections:
+            rates[TOPIC_DETECTIONS] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -610,6 +617,8 @@ class TeleopConfig:
             types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
             if self.has_camera_info(TOPIC_DEPTH_IMAGE):
                 types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
+        if self.detections:
+            types[TOPIC_DETECTIONS] = DETECTIONS_TYPE
         return types
 
 
@@ -699,6 +708,7 @@ def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy") -> Type
     definition = controller_state_definition(ros1, controller_layout)
     store.register(get_types_from_msg(definition, CONTROLLER_STATE_TYPE))
     if not ros1:
+        register_vision_msgs(store)  # (for TeleopConfig.detections; other recordings do not use them)
         return store
     definition = "geometry_msgs/TransformStamped[] transforms"
     store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
@@ -742,6 +752,8 @@ class Messages:
             compressed = config.is_compressed(camera)
             image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
             self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera, compressed))
+        if config.detections:
+            self.builders[TOPIC_DETECTIONS] = (DETECTIONS_TYPE, self.detections)
 
     def new(self, msgtype: str, **fields: Any) -> Any:
         """An instance of the typestore's class for ``msgtype``."""
@@ -890,6 +902,10 @@ class Messages:
             return self.image(stamp, frame_id, seq, rgb, "rgb8")
 
         return build
+
+    def detections(self, seq: int, stamp: int) -> Any:
+        header = self.header(stamp, WRIST_CAMERA_FRAME, seq)
+        return detections_message(self.store, header, seq, self.config.width, self.config.height)
 
     def image(self, stamp: int, frame_id: str, seq: int, pixels: np.ndarray, encoding: str) -> Any:
         height, width = pixels.shape[:2]
@@ -1115,6 +1131,7 @@ def write_teleop_bag(
     with_command: bool | None = None,
     unnamed_joints: UnnamedJoints | None = None,
     without_camera_info: tuple[str, ...] = (),
+    detections: bool = False,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -1131,7 +1148,8 @@ def write_teleop_bag(
     unless ``with_command``; ``unnamed_joints``: joint states without names (see the
     module's docstring).
     ``without_camera_info``: these cameras (raw image topics, depth's too) record no
-    camera_info; everything else is as without it.
+    camera_info; everything else is as without it. ``detections``: a
+    ``vision_msgs/Detection2DArray`` per wrist frame on ``TOPIC_DETECTIONS`` (``synthetic_detections``).
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -1154,6 +1172,7 @@ def write_teleop_bag(
         with_command=with_command,
         unnamed_joints=unnamed_joints,
         without_camera_info=tuple(without_camera_info),
+        detections=detections,
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 

@@ -7,18 +7,31 @@ from __future__ import annotations
 import json
 import re
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
 import numpy as np
 import pytest
 
+from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
+from ortf_ros.pipeline.config import (
+    DetectionsMapping,
+    auto_config,
+    config_from_mapping,
+    config_to_mapping,
+    write_config,
+)
+from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import DEPTH_CAMERA, TASKS, demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic_detections import TOPIC_DETECTIONS, detected_objects
 
 WIDTH, HEIGHT, STEPS, FPS = 64, 48, 6, 30
 DEPTH = DEPTH_CAMERA[0]
@@ -183,3 +196,80 @@ def test_depth_colorized_is_written_at_commit(recorded: Path) -> None:
         assert far[0] > far[2] + 60, far  # 9.5 m: its red end
         assert nothing.max() < 40, nothing
     assert_strictly_valid(recorded)
+
+
+# -- a conversion: depth_colorized.jpg, and detections as scene objects ------------------------
+
+
+@pytest.fixture(scope="module")
+def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A recording with detections on the wrist camera, converted with a mapping naming them."""
+    tmp = tmp_path_factory.mktemp("converted")
+    bag = write_teleop_bag(tmp / "bag", "mcap", duration_s=0.5, detections=True)
+    with BagSource(bag.path) as source:
+        config = auto_config(source.topics())
+    detections = DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera", {"1": "block"})
+    write_config(replace(config, detections=detections), tmp / "mapping.yaml")
+    assert bag2ortf([str(bag.path), "-o", str(tmp / "ds"), "--config", str(tmp / "mapping.yaml")]) == 0
+    return tmp / "ds"
+
+
+def assert_detections_annotated(root: Path) -> None:
+    """The synthetic detections (``synthetic_detections``) of the wrist camera's first frame,
+    as scene objects and drawn on that frame."""
+    with load_dataset(root).episode(0) as episode:
+        objects = episode.scene_objects()
+        width, height = WIDTH, HEIGHT
+        first = episode.frame("wrist_camera", 0)
+        directory = episode.annotations_dir
+    assert objects is not None and objects.camera == "wrist_camera" and objects.annotated_frame == 0
+    expected = detected_objects(0, width, height)
+    assert [(o.label, o.object_class) for o in objects.objects] == [("block A", "block"), ("2 A", "2")]
+    for found, item in zip(objects.objects, expected, strict=True):
+        box = found.bounding_box
+        left, top = max(round(item.center_x - item.size / 2), 0), max(round(item.center_y - item.size / 2), 0)
+        assert (box.x, box.y) == (left, top)
+        assert (box.x + box.width, box.y + box.height) == (round(item.center_x + item.size / 2), 18)
+    picture = decoded(directory / "first_frame.jpg")
+    assert picture.shape == first.shape
+    right = objects.objects[1].bounding_box  # its right edge, below the label tab, in its colour
+    x, y = int(right.x + right.width - 1), 14
+    assert np.abs(picture[y, x].astype(int) - objects.objects[1].rgb).max() < 60, picture[y, x]
+    assert np.abs(picture[30, 40].astype(int) - first[30, 40]).max() < 40  # outside the boxes: the frame
+
+
+def assert_depth_colorized(root: Path) -> None:
+    """The first depth frame's picture: its size, and the nearer a reading the bluer its colour."""
+    with load_dataset(root).episode(0) as episode:
+        depth = episode.frame("depth_camera", 0)
+        picture = decoded(episode.annotations_dir / "depth_colorized.jpg")
+    assert picture.shape == (*depth.shape, 3)
+    near = np.unravel_index(np.argmin(np.abs(depth.astype(int) - np.percentile(depth, 10))), depth.shape)
+    far = np.unravel_index(np.argmin(np.abs(depth.astype(int) - np.percentile(depth, 90))), depth.shape)
+    near_rgb, far_rgb = picture[near].astype(int), picture[far].astype(int)
+    assert near_rgb[2] > near_rgb[0] and far_rgb[0] > far_rgb[2], (near_rgb, far_rgb)
+
+
+def test_a_conversion_annotates_the_first_frame_with_its_detections(converted: Path) -> None:
+    assert_detections_annotated(converted)
+    assert_strictly_valid(converted)
+
+
+def test_a_conversion_writes_depth_colorized(converted: Path) -> None:
+    assert_depth_colorized(converted)
+
+
+def test_detections_mapping_is_checked(tmp_path: Path) -> None:
+    base = {"cameras": {"wrist": {"topic": "/wrist/image", "kind": "rgb"}}}
+    good = config_from_mapping({**base, "detections": {"topic": "/det", "camera": "wrist", "labels": {1: "cup"}}}, "m")
+    assert good.detections == DetectionsMapping("/det", "wrist", {"1": "cup"})
+    assert config_from_mapping(config_to_mapping(good), "again") == good
+    for detections, message in (
+        ({"topic": "/det", "camera": "elbow"}, "m: detections.camera: 'elbow' is not one of the cameras (wrist)"),
+        ({"topic": "/det"}, "m: detections.camera: required key is missing"),
+        ({"camera": "wrist"}, "m: detections.topic: required key is missing"),
+        ({"topic": "/det", "camera": "wrist", "labels": ["cup"]}, "m: detections.labels: expected a mapping"),
+    ):
+        with pytest.raises(ConversionError) as caught:
+            config_from_mapping({**base, "detections": detections}, "m")
+        assert str(caught.value).startswith(message), caught.value

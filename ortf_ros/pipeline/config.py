@@ -104,6 +104,19 @@ class WrenchMapping:
 
 
 @dataclass(frozen=True)
+class DetectionsMapping:
+    """A ``vision_msgs/Detection2DArray`` topic of detections in camera ``camera``'s frames:
+    those nearest in time to each episode's first frame of that camera become its
+    ``scene_objects.json`` and ``first_frame.jpg`` (``pipeline.detections``). ``labels``:
+    class id -> the name stored as the object's class (a detector's ids are often numbers)."""
+
+    topic: str
+    camera: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    time: TimeSource = "header"
+
+
+@dataclass(frozen=True)
 class ActionMapping:
     """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
     ``topic`` None is the documented fallback: the next step's joint positions."""
@@ -155,6 +168,7 @@ class ConversionConfig:
     joint_states: JointStateMapping | None = None
     wrenches: tuple[WrenchMapping, ...] = ()
     action: ActionMapping = ActionMapping()
+    detections: DetectionsMapping | None = None
     tf_topics: tuple[str, ...] = ("/tf",)
     tf_static_topics: tuple[str, ...] = ("/tf_static",)
     robot_description_topic: str = "/robot_description"
@@ -183,6 +197,7 @@ class ConversionConfig:
         found += [w.topic for w in self.wrenches]
         found += [self.action.topic, *self.tf_topics, *self.tf_static_topics, self.robot_description_topic]
         found += [self.episodes.topic, self.labels.task_topic]
+        found.append(self.detections.topic if self.detections else None)
         return list(dict.fromkeys(t for t in found if t))
 
 
@@ -341,6 +356,7 @@ MAPPING_KEYS = (
     "joint_states",
     "wrenches",
     "action",
+    "detections",
     "tf_topics",
     "tf_static_topics",
     "robot_description_topic",
@@ -357,6 +373,7 @@ _CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time",
 _JOINT_KEYS = ("topic", "time", "policy", "native")
 _WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
 _ACTION_KEYS = ("topic", "time", "policy")
+_DETECTIONS_KEYS = ("topic", "camera", "labels", "time")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
 _LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
@@ -434,6 +451,29 @@ def _wrench(name: str, m: _Map) -> WrenchMapping:
         native=m.boolean("native", True),
         range_force=m.opt_number("range_force", bounds.RATED_RANGE),
         range_torque=m.opt_number("range_torque", bounds.RATED_RANGE),
+    )
+
+
+def _detections(m: _Map | None, cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
+    if m is None:
+        return None
+    camera = m.opt_string("camera")
+    if camera is None:
+        raise m.error("camera", "required key is missing (the camera whose frames the boxes are in)")
+    if camera not in {c.name for c in cameras}:
+        names = ", ".join(c.name for c in cameras) or "none"
+        raise m.error("camera", f"{camera!r} is not one of the cameras ({names})")
+    labels = m.data.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, (str, int)) and not isinstance(k, bool) and isinstance(v, str) and v.strip()
+        for k, v in labels.items()
+    ):
+        raise m.fail("labels", "a mapping of class id -> label", labels)
+    return DetectionsMapping(
+        topic=_required_topic(m),
+        camera=camera,
+        labels={str(k): v for k, v in labels.items()},
+        time=m.choice("time", TIME_SOURCES, "header"),
     )
 
 
@@ -575,6 +615,7 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
         joint_states=_joint_states(top.sub("joint_states", _JOINT_KEYS)),
         wrenches=wrenches,
         action=_action(top.sub("action", _ACTION_KEYS)),
+        detections=_detections(top.sub("detections", _DETECTIONS_KEYS), cameras),
         tf_topics=top.topics("tf_topics", ("/tf",)),
         tf_static_topics=top.topics("tf_static_topics", ("/tf_static",)),
         robot_description_topic=top.topic("robot_description_topic", "/robot_description"),
@@ -685,6 +726,14 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
             for w in cfg.wrenches
         },
         "action": {"topic": cfg.action.topic, "time": cfg.action.time, "policy": cfg.action.policy},
+        "detections": None
+        if cfg.detections is None
+        else {
+            "topic": cfg.detections.topic,
+            "camera": cfg.detections.camera,
+            "labels": dict(cfg.detections.labels),
+            "time": cfg.detections.time,
+        },
         "tf_topics": list(cfg.tf_topics),
         "tf_static_topics": list(cfg.tf_static_topics),
         "robot_description_topic": cfg.robot_description_topic,
@@ -737,6 +786,10 @@ CONFIG_HEADER = """\
 #                      Twist(Stamped), PoseStamped, Float64/Bool), or a controller state
 #                      (its reference/desired); topic null: the next step's joint
 #                      positions; the manifest says which
+# detections           a vision_msgs/Detection2DArray topic (topic) of boxes in a camera's
+#                      frames (camera: its name); those nearest the episode's first frame
+#                      become annotations/episode_N/scene_objects.json and first_frame.jpg;
+#                      labels: class id -> name stored as the object's class
 # time                 header: the message's header stamp; receive: when it was recorded
 #                      (use receive for messages without a header)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
@@ -1064,6 +1117,9 @@ def describe_mapping(
         lines.append(f"action: {a.topic} ({_timing(a.time, a.policy)})")
     else:
         lines.append("action: none recorded; the next step's joint positions (declared so in the manifest)")
+    if cfg.detections is not None:
+        d = cfg.detections
+        lines.append(f"detections: {d.topic} (boxes in camera {d.camera}'s first frame -> scene_objects.json)")
     lines.append(f"tf: {', '.join(cfg.tf_topics) or 'none'}; static: {', '.join(cfg.tf_static_topics) or 'none'}")
     lines.append(f"robot description: {cfg.robot_description_topic}")
     frames = [
