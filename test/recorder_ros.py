@@ -31,12 +31,15 @@ class Scene:
     joint_rate: int = 100
     command_rate: int = 100  # (at 30 Hz steps, a 50 Hz command is up to 20 ms from a step: past the tolerance)
     compressed: tuple[str, ...] = ("/overhead_camera/image_raw",)
+    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame (synthetic_detections)
 
     def arguments(self) -> list[str]:
         args = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
         args += ["--joint-rate", str(self.joint_rate), "--command-rate", str(self.command_rate)]
         if self.compressed:
             args += ["--compressed-cameras", *self.compressed]
+        if self.detections:
+            args.append("--detections")
         return args
 
     def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
@@ -51,6 +54,7 @@ class Scene:
             command_rate_hz=self.command_rate,
             compressed_cameras=self.compressed,
             start_ns=start_ns,
+            detections=self.detections,
         )
 
     def bag(self, path: Path, duration_s: float, start_ns: int) -> TeleopBagInfo:

@@ -146,6 +146,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--side-camera", action="store_true", help="a third RGB camera, /side_camera/image_raw")
     p.add_argument("--no-depth", action="store_true", help="no /depth_camera topics")
     p.add_argument(
+        "--detections", action="store_true", help="vision_msgs/Detection2DArray per wrist frame (needs vision_msgs)"
+    )
+    p.add_argument(
         "--compressed-cameras",
         nargs="+",
         default=[],
@@ -208,6 +211,7 @@ def parse_options(argv: Sequence[str]) -> Options:
             with_depth=not args.no_depth,
             compressed_cameras=tuple(compressed),
             side_camera=args.side_camera,
+            detections=args.detections,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None
