@@ -208,6 +208,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     bag = write_teleop_bag(tmp / "bag", "mcap", duration_s=0.5, detections=True)
     with BagSource(bag.path) as source:
         config = auto_config(source.topics())
+    assert config.detections == DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera")  # by the topics' namespace
     detections = DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera", {"1": "block"})
     write_config(replace(config, detections=detections), tmp / "mapping.yaml")
     assert bag2ortf([str(bag.path), "-o", str(tmp / "ds"), "--config", str(tmp / "mapping.yaml")]) == 0

@@ -977,6 +977,9 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     - ``WrenchStamped`` topics are force-torque sensors named by ``wrench_name``.
     - ``TFMessage`` topics named ``tf`` / ``tf_static``, a ``String`` topic named
       ``robot_description``; steps at ``step_rate_hz``.
+    - A ``vision_msgs/Detection2DArray`` topic, when the recording has one, is the detections
+      of the camera whose topic shares most of its namespace (``/wrist_camera/detections``:
+      ``/wrist_camera/image_raw``'s); none shares any: no detections.
 
     Only topics with messages are used, so the mapping names no topic the recording lacks
     (except ``robot_description_topic``, which keeps its default when none is recorded).
@@ -1008,7 +1011,25 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
         tf_static_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf_static"),
         robot_description_topic=min(descriptions, key=lambda t: (len(t), t), default="/robot_description"),
         step=StepClock(rate_hz=step_rate_hz),
+        detections=_detections_mapping(by_type.get("vision_msgs/msg/Detection2DArray", []), cameras),
     )
+
+
+def _detections_mapping(topics: Sequence[TopicInfo], cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
+    """The only detections topic, with the camera sharing most of its namespace (``auto_config``)."""
+    if len(topics) != 1:
+        return None
+    namespace = _parts(topics[0].topic)[:-1]
+
+    def shared(camera: CameraMapping) -> int:
+        parts = _parts(camera.topic)
+        common = min(len(namespace), len(parts))
+        return next((i for i in range(common) if namespace[i] != parts[i]), common)
+
+    best = max(cameras, key=shared, default=None)
+    if best is None or shared(best) == 0:
+        return None
+    return DetectionsMapping(topics[0].topic, best.name)
 
 
 # ---------------------------------------------------------------- sync tolerance
