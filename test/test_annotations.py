@@ -274,3 +274,18 @@ def test_detections_mapping_is_checked(tmp_path: Path) -> None:
         with pytest.raises(ConversionError) as caught:
             config_from_mapping({**base, "detections": detections}, "m")
         assert str(caught.value).startswith(message), caught.value
+
+
+def test_the_review_page_shows_the_annotated_frame(dataset: Path, tmp_path: Path) -> None:
+    testclient = pytest.importorskip("starlette.testclient", reason="the review extra: pip install -e '.[review]'")
+    from ortf_ros.review.app import create_app
+
+    assert ortf(["annotate", str(dataset), "--episode", "000001", "--objects", str(objects_file(tmp_path))]) == 0
+    with testclient.TestClient(create_app(dataset), base_url="http://127.0.0.1") as client:
+        page = client.get("/episodes/000001").text
+        assert 'src="/episodes/000001/annotations/first_frame.jpg"' in page
+        picture = client.get("/episodes/000001/annotations/first_frame.jpg")
+        assert picture.status_code == 200 and picture.headers["content-type"] == "image/jpeg"
+        assert picture.content == (dataset / layout.annotations_dir(1) / "first_frame.jpg").read_bytes()
+        assert 'data-testid="first-frame"' not in client.get("/episodes/000000").text
+        assert client.get("/episodes/000000/annotations/first_frame.jpg").status_code == 404
