@@ -17,6 +17,7 @@ import pytest
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
@@ -25,6 +26,7 @@ from ortf_ros.pipeline.config import (
     DetectionsMapping,
     auto_config,
     config_from_mapping,
+    config_from_parameters,
     config_to_mapping,
     write_config,
 )
@@ -265,6 +267,14 @@ def test_detections_mapping_is_checked(tmp_path: Path) -> None:
     good = config_from_mapping({**base, "detections": {"topic": "/det", "camera": "wrist", "labels": {1: "cup"}}}, "m")
     assert good.detections == DetectionsMapping("/det", "wrist", {"1": "cup"})
     assert config_from_mapping(config_to_mapping(good), "again") == good
+    parameters = {  # the recorder's: the same keys as ROS parameters
+        "cameras.wrist.topic": "/wrist/image",
+        "cameras.wrist.kind": "rgb",
+        "detections.topic": "/det",
+        "detections.camera": "wrist",
+        "detections.labels.1": "cup",
+    }
+    assert config_from_parameters(parameters).detections == good.detections
     for detections, message in (
         ({"topic": "/det", "camera": "elbow"}, "m: detections.camera: 'elbow' is not one of the cameras (wrist)"),
         ({"topic": "/det"}, "m: detections.camera: required key is missing"),
@@ -289,3 +299,20 @@ def test_the_review_page_shows_the_annotated_frame(dataset: Path, tmp_path: Path
         assert picture.content == (dataset / layout.annotations_dir(1) / "first_frame.jpg").read_bytes()
         assert 'data-testid="first-frame"' not in client.get("/episodes/000000").text
         assert client.get("/episodes/000000/annotations/first_frame.jpg").status_code == 404
+
+
+def test_ortf_recover_commits_the_staged_depth_picture(tmp_path: Path) -> None:
+    """A writer that stopped mid-episode (``close`` without ``end_episode``, as a crash leaves
+    it): the picture staged with the first depth frame is committed by ``ortf recover``."""
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, demo_manifest(WIDTH, HEIGHT, FPS, depth=True)).open()
+    writer.begin_episode(TASKS[0])
+    for step in range(STEPS):
+        images = {"cam_wrist": demo_rgb(0, step, WIDTH, HEIGHT), "cam_overhead": demo_rgb(1, step, WIDTH, HEIGHT)}
+        writer.add_step(step / FPS, demo_state(0, step), demo_action(0, step), {**images, DEPTH: depth_frame(step)})
+    writer.close()
+    assert not (root / layout.annotations_dir(0)).exists()
+    recover(root)
+    picture = decoded(root / layout.annotations_dir(0) / "depth_colorized.jpg")
+    assert picture.shape == (HEIGHT, WIDTH, 3) and picture[30, 50, 0] > picture[30, 50, 2]  # far: red
+    assert_strictly_valid(root)
