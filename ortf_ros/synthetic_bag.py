@@ -78,6 +78,7 @@ from ortf_ros.io.h264 import AnnexBEncoder
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.pipeline.audio_definitions import AudioLayout
 from ortf_ros.pipeline.audio_definitions import register as register_audio
+from ortf_ros.synthetic_detections import DETECTIONS_TYPE, TOPIC_DETECTIONS, detections_message, register_vision_msgs
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
 ControllerLayout = Literal["jazzy", "humble"]
@@ -181,6 +182,7 @@ BASE_LATENCY_NS = {
     TOPIC_AUDIO_INFO: 2_000_000,
     TOPIC_SCAN: 4_000_000,
     TOPIC_POINTS: 6_000_000,
+    TOPIC_DETECTIONS: 20_000_000,  # a detector runs on the wrist frames after they are published
 }
 JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function of seq
 
@@ -642,6 +644,7 @@ class TeleopConfig:
     h264_cameras: tuple[str, ...] = ()  # image topics (of cameras()) published H.264 on <topic>/h264
     h264_message: H264Message = "CompressedVideo"  # what carries their packets
     h264_lead: int = 0  # packets each publishes before its first keyframe (< H264_GOP)
+    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame on TOPIC_DETECTIONS (ROS 2 only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "h264_cameras", tuple(self.h264_cameras))
@@ -665,6 +668,8 @@ class TeleopConfig:
         object.__setattr__(self, "audio_dropped", tuple(self.audio_dropped))
         if self.audio is not None and self.audio_format not in AUDIO_FORMAT_CODES:
             raise ValueError(f"audio_format {self.audio_format!r}: expected one of {', '.join(AUDIO_FORMAT_CODES)}")
+        if self.detections and self.fmt == "ros1":
+            raise ValueError("detections: vision_msgs are recorded in ROS 2 recordings only")
         if self.controller_state and self.unnamed_joints == "all":
             raise ValueError("unnamed_joints 'all' with controller_state: the arm controller's joints are the arm's")
 
@@ -742,6 +747,8 @@ class TeleopConfig:
             rates[TOPIC_AUDIO] = self.audio_rate_hz / self.audio_chunk
             if self.audio == "older":
                 rates[TOPIC_AUDIO_INFO] = None
+        if self.detections:
+            rates[TOPIC_DETECTIONS] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -782,6 +789,8 @@ class TeleopConfig:
         elif self.audio == "older":
             types[TOPIC_AUDIO] = "audio_common_msgs/msg/AudioData"
             types[TOPIC_AUDIO_INFO] = "audio_common_msgs/msg/AudioInfo"
+        if self.detections:
+            types[TOPIC_DETECTIONS] = DETECTIONS_TYPE
         return types
 
 
@@ -877,6 +886,7 @@ def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy", audio: 
         register_audio(store, audio)
     if not ros1:
         store.register(get_types_from_msg(COMPRESSED_VIDEO_DEFINITION, COMPRESSED_VIDEO_TYPE))
+        register_vision_msgs(store)  # (for TeleopConfig.detections; other recordings do not use them)
         return store
     definition = "geometry_msgs/TransformStamped[] transforms"
     store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
@@ -926,6 +936,10 @@ class Messages:
             build = self._h264_builder(camera) if camera in config.h264_cameras else None
             build = build or self._image_builder(camera, compressed)
             self.builders[config.image_topic(camera)] = (config.image_type(camera), build)
+            image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
+            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera, compressed))
+        if config.detections:
+            self.builders[TOPIC_DETECTIONS] = (DETECTIONS_TYPE, self.detections)
 
     def new(self, msgtype: str, **fields: Any) -> Any:
         """An instance of the typestore's class for ``msgtype``."""
@@ -1185,6 +1199,10 @@ class Messages:
 
         return build
 
+    def detections(self, seq: int, stamp: int) -> Any:
+        header = self.header(stamp, WRIST_CAMERA_FRAME, seq)
+        return detections_message(self.store, header, seq, self.config.width, self.config.height)
+
     def image(self, stamp: int, frame_id: str, seq: int, pixels: np.ndarray, encoding: str) -> Any:
         height, width = pixels.shape[:2]
         return self.new(
@@ -1410,6 +1428,7 @@ def write_teleop_bag(
     unnamed_joints: UnnamedJoints | None = None,
     without_camera_info: tuple[str, ...] = (),
     lidar: bool = False,
+    detections: bool = False,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -1429,6 +1448,8 @@ def write_teleop_bag(
     camera_info; everything else is as without it. ``lidar``: a LaserScan on ``TOPIC_SCAN``
     and a PointCloud2 on ``TOPIC_POINTS`` (``scan_ranges``, ``cloud_values``), in
     ``LIDAR_FRAME``, whose transform goes to ``/tf_static``.
+    camera_info; everything else is as without it. ``detections``: a
+    ``vision_msgs/Detection2DArray`` per wrist frame on ``TOPIC_DETECTIONS`` (``synthetic_detections``).
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -1452,6 +1473,7 @@ def write_teleop_bag(
         unnamed_joints=unnamed_joints,
         without_camera_info=tuple(without_camera_info),
         lidar=lidar,
+        detections=detections,
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 

@@ -34,6 +34,7 @@ class Scene:
     lidar: bool = False  # a LaserScan and a PointCloud2 (TeleopConfig.lidar)
     h264: tuple[str, ...] = ()  # image topics published H.264 on <topic>/h264
     h264_message: H264Message = "CompressedVideo"
+    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame (synthetic_detections)
 
     def arguments(self) -> list[str]:
         args = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
@@ -44,6 +45,8 @@ class Scene:
             args += ["--lidar"]
         if self.h264:
             args += ["--h264-cameras", *self.h264, "--h264-message", self.h264_message]
+        if self.detections:
+            args.append("--detections")
         return args
 
     def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
@@ -61,6 +64,7 @@ class Scene:
             h264_message=self.h264_message,
             start_ns=start_ns,
             lidar=self.lidar,
+            detections=self.detections,
         )
 
     def bag(self, path: Path, duration_s: float, start_ns: int) -> TeleopBagInfo:

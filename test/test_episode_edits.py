@@ -62,7 +62,9 @@ def record_episodes(root: Path, count: int) -> None:
                     images,
                     samples={"wrist_ft": sample},
                 )
-            writer.end_episode(success=True, annotations=Annotations(scene_objects={"objects": [number]}))
+            box = {"x": number, "y": 0, "width": 8, "height": 8}
+            scene = {"objects": [{"label": f"box {number}", "class": "box", "bounding_box": box, "color": "#ef4444"}]}
+            writer.end_episode(success=True, annotations=Annotations(scene_objects=scene))
 
 
 @pytest.fixture(scope="module")

@@ -266,7 +266,9 @@ def build_dataset(root: Path) -> None:
     (root / "robot").mkdir()
     (root / "robot/robot.urdf").write_text(URDF)
     (root / "annotations/episode_000000").mkdir(parents=True)
-    scene = {"annotated_frame": 0, "objects": [{"label": "cube", "bounding_box": {"x": 1, "y": 2, "width": 3}}]}
+    box = {"x": 1, "y": 2, "width": 3, "height": 4}
+    cube = {"label": "cube", "class": "box", "bounding_box": box, "color": "#ef4444"}
+    scene = {"annotated_frame": 0, "objects": [cube]}
     (root / "annotations/episode_000000/scene_objects.json").write_text(json.dumps(scene))
 
 
@@ -345,6 +347,9 @@ def cell(column: str, row: int, value: Any, chunk: int = 0) -> Breaker:
 
 def remove(relative: str) -> Breaker:
     return lambda root: (root / relative).unlink()
+
+
+SCENE = "annotations/episode_000000/scene_objects.json"
 
 
 def write(relative: str, text: str) -> Breaker:
@@ -565,6 +570,11 @@ BREAKAGES: list[tuple[str, Breaker]] = [
     ("stats.invalid", write("meta/stats.json", "[]")),
     ("annotations.scene_objects", write("annotations/episode_000001/scene_objects.json", '{"labels": []}')),
     ("annotations.scene_objects", write("annotations/episode_000000/scene_objects.json", "{")),
+    ("annotations.scene_objects", edit_json(SCENE, lambda s: s["objects"][0].pop("class"))),
+    ("annotations.scene_objects", edit_json(SCENE, lambda s: s["objects"][0].__setitem__("color", "red"))),
+    ("annotations.scene_objects", edit_json(SCENE, lambda s: s["objects"][0]["bounding_box"].__setitem__("x", 9999))),
+    ("annotations.scene_objects", edit_json(SCENE, lambda s: s.__setitem__("camera", "cam_nowhere"))),
+    ("annotations.pictures", write("annotations/episode_000000/first_frame.jpg", "not a JPEG")),
     ("staging.unfinished", stage("000003", committing=False)),
     ("staging.interrupted_commit", stage("000003", committing=True)),
     ("staging.interrupted_delete", write(".staging/deletion.json", '{"episodes": [{"episode_id": "000001"}]}')),

@@ -13,6 +13,7 @@ import json
 import sys
 from collections.abc import Sequence
 
+from ortf_ros.cli.annotate_command import add_annotate
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser, run_guarded
 from ortf_ros.cli.conversions import DATASET, add_export, add_import
 from ortf_ros.cli.demo_command import add_demo
@@ -92,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_doctor(sub)
     add_episodes(sub)
+    add_annotate(sub)
     add_demo(sub)
     add_export(sub)
     add_import(sub)

@@ -64,6 +64,11 @@ def _editing(root: Path) -> Iterator[Manifest]:
             unlock_dataset(root, lock)
 
 
+editing = _editing
+"""``with editing(root) as manifest:``: the lock and clean-up every edit of a committed dataset
+takes, for edits kept in modules of their own (``ortf_ros.dataset.annotate``)."""
+
+
 def set_episode_labels(
     root: Path,
     episode_id: str,

@@ -26,6 +26,7 @@ from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
+from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
 from ortf_ros.io.npz import NpzDepthReader
 from ortf_ros.io.text import read_text
 from ortf_ros.io.video import VideoReader, frame_kind
@@ -151,6 +152,12 @@ class Episode:
     @property
     def annotations_dir(self) -> Path:
         return self.dataset.root / layout.annotations_dir(self.dataset.file_index(self.record))
+
+    def scene_objects(self) -> SceneObjects | None:
+        """The episode's labelled objects (``annotations/.../scene_objects.json``; None without
+        one), FormatError if the file is not the spec's shape. Their picture is ``first_frame.jpg``
+        beside it, the depth picture ``depth_colorized.jpg``, both in ``annotations_dir``."""
+        return read_scene_objects(self.annotations_dir)
 
     def stream_file(self, name: str) -> str:
         """Where this episode's samples of ``name`` are: a file of its own, or the chunk's

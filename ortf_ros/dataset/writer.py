@@ -39,6 +39,7 @@ from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identi
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.deletion import finish_pending_deletion, pending_deletion
+from ortf_ros.dataset.depth_preview import stage_depth_preview
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.dataset.recording import CopiedVideo, Recording
 from ortf_ros.dataset.staging import (
@@ -290,6 +291,8 @@ class DatasetWriter:
                 hold=self._held_lock(),  # the dataset stays locked until the video is complete
             )
             recording.videos[camera] = writer
+            if sensor.is_depth:  # its first frame, kept as a picture now (not decoded back at the commit)
+                stage_depth_preview(recording.staged.annotations_dir, self.manifest, camera, image)
         return writer.write(image)
 
     def add_packet(self, camera: str, data: bytes, keyframe: bool) -> int:

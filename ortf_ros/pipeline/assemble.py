@@ -23,11 +23,14 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.dataset.annotate import Rendered
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.detections import FirstFrameDetections
 from ortf_ros.pipeline.h264_camera import EncodedCameraGate
 from ortf_ros.pipeline.range_input import CLOUDS_HELD_MAX, RangeInput
 from ortf_ros.pipeline.samples import (
@@ -35,6 +38,7 @@ from ortf_ros.pipeline.samples import (
     AudioInfoSample,
     BadMessage,
     ControllerStateSample,
+    DetectionsSample,
     EncodedFrameSample,
     ImageSample,
     JointStateSample,
@@ -320,6 +324,10 @@ class Assembler:
         self.audio = AudioRouter(config, manifest, writer, self._clock_ns, stream_time)
         self._clock_started = False  # whether the writer has had a sample (its first starts the clock)
         self._clock_origin_ns: int | None = None  # (``_clock_ns``)
+        detections = config.detections
+        self.detections = (
+            None if detections is None else FirstFrameDetections(detections, manifest.cameras[detections.camera])
+        )
 
     # -- input ------------------------------------------------------------------
 
@@ -419,6 +427,8 @@ class Assembler:
             return self._controller_state(sample, topic)
         if topic == self.config.action.topic and isinstance(sample, (JointStateSample, VectorSample)):
             return self._action(sample)
+        if isinstance(sample, DetectionsSample) and self.detections is not None:
+            return self.detections.offer(topic, stream_time(sample.stamps, self.detections.mapping.time), sample)
         return False  # latched state (camera info, URDF) went into the manifest
 
     def _controller_state(self, sample: ControllerStateSample, topic: str) -> bool:
@@ -454,6 +464,8 @@ class Assembler:
             return False
         index = self.writer.add_frame(camera.name, sample.pixels)
         sampler.add(time_ns, index)
+        if index == 0 and self.detections is not None and camera.name == self.detections.mapping.camera:
+            self.detections.first_frame(time_ns, sample.pixels)
         return True
 
     def _in_order(self, sampler: StreamSampler[int], time_ns: int, topic: str) -> bool:
@@ -478,6 +490,10 @@ class Assembler:
             return False
         index = self.writer.add_packet(camera.name, sample.data, sample.facts.keyframe)
         sampler.add(time_ns, index)
+        if index == 0 and self.detections is not None and camera.name == self.detections.mapping.camera:
+            # (an episode's first packet is a keyframe: it decodes alone, once an episode)
+            pixels = decode_alone("h264", sample.data, "an H.264 keyframe").to_ndarray(format="rgb24")
+            self.detections.first_frame(time_ns, pixels)
         return True
 
     def _joint_state(self, sample: JointStateSample) -> bool:
@@ -787,6 +803,10 @@ class Assembler:
         for _, sampler in self._samplers():
             sampler.prune_before(keep_from)
         self.tf.prune_before(keep_from)
+
+    def scene_annotations(self) -> Rendered | None:
+        """The detections' annotations of the episode (``pipeline.detections``), once finished."""
+        return None if self.detections is None else self.detections.rendered(self._clock_origin_ns)
 
     def finish(self) -> None:
         """Emit the steps the end of input made ready; a held fallback step gets the last state.

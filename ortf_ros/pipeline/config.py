@@ -155,6 +155,19 @@ class PointCloudMapping:
 
 
 @dataclass(frozen=True)
+class DetectionsMapping:
+    """A ``vision_msgs/Detection2DArray`` topic of detections in camera ``camera``'s frames:
+    those nearest in time to each episode's first frame of that camera become its
+    ``scene_objects.json`` and ``first_frame.jpg`` (``pipeline.detections``). ``labels``:
+    class id -> the name stored as the object's class (a detector's ids are often numbers)."""
+
+    topic: str
+    camera: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    time: TimeSource = "header"
+
+
+@dataclass(frozen=True)
 class ActionMapping:
     """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
     ``topic`` None is the documented fallback: the next step's joint positions."""
@@ -207,6 +220,7 @@ class ConversionConfig:
     wrenches: tuple[WrenchMapping, ...] = ()
     audio: tuple[AudioMapping, ...] = ()
     action: ActionMapping = ActionMapping()
+    detections: DetectionsMapping | None = None
     tf_topics: tuple[str, ...] = ("/tf",)
     tf_static_topics: tuple[str, ...] = ("/tf_static",)
     robot_description_topic: str = "/robot_description"
@@ -239,6 +253,7 @@ class ConversionConfig:
         found += [s.topic for s in self.laser_scans] + [p.topic for p in self.point_clouds]
         found += [self.action.topic, *self.tf_topics, *self.tf_static_topics, self.robot_description_topic]
         found += [self.episodes.topic, self.labels.task_topic]
+        found.append(self.detections.topic if self.detections else None)
         return list(dict.fromkeys(t for t in found if t))
 
 
@@ -398,6 +413,7 @@ MAPPING_KEYS = (
     "wrenches",
     "audio",
     "action",
+    "detections",
     "tf_topics",
     "tf_static_topics",
     "robot_description_topic",
@@ -419,6 +435,7 @@ _AUDIO_KEYS = ("topic", "info_topic", "time", "codec")
 _ACTION_KEYS = ("topic", "time", "policy")
 _LASER_SCAN_KEYS = ("topic", "time", "policy", "native")
 _POINT_CLOUD_KEYS = ("topic", "time")
+_DETECTIONS_KEYS = ("topic", "camera", "labels", "time")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
 _LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
@@ -522,6 +539,29 @@ def _laser_scan(name: str, m: _Map) -> LaserScanMapping:
 
 def _point_cloud(name: str, m: _Map) -> PointCloudMapping:
     return PointCloudMapping(name=name, topic=_required_topic(m), time=m.choice("time", TIME_SOURCES, "header"))
+
+
+def _detections(m: _Map | None, cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
+    if m is None:
+        return None
+    camera = m.opt_string("camera")
+    if camera is None:
+        raise m.error("camera", "required key is missing (the camera whose frames the boxes are in)")
+    if camera not in {c.name for c in cameras}:
+        names = ", ".join(c.name for c in cameras) or "none"
+        raise m.error("camera", f"{camera!r} is not one of the cameras ({names})")
+    labels = m.data.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, (str, int)) and not isinstance(k, bool) and isinstance(v, str) and v.strip()
+        for k, v in labels.items()
+    ):
+        raise m.fail("labels", "a mapping of class id -> label", labels)
+    return DetectionsMapping(
+        topic=_required_topic(m),
+        camera=camera,
+        labels={str(k): v for k, v in labels.items()},
+        time=m.choice("time", TIME_SOURCES, "header"),
+    )
 
 
 def _joint_states(m: _Map | None) -> JointStateMapping | None:
@@ -682,6 +722,7 @@ def config_from_mapping(data: object, source: str, *, relative_to: Path | None =
         wrenches=wrenches,
         audio=audio,
         action=_action(top.sub("action", _ACTION_KEYS)),
+        detections=_detections(top.sub("detections", _DETECTIONS_KEYS), cameras),
         tf_topics=top.topics("tf_topics", ("/tf",)),
         tf_static_topics=top.topics("tf_static_topics", ("/tf_static",)),
         robot_description_topic=top.topic("robot_description_topic", "/robot_description"),
@@ -797,6 +838,14 @@ def config_to_mapping(cfg: ConversionConfig) -> dict[str, Any]:
             a.name: {"topic": a.topic, "info_topic": a.info_topic, "time": a.time, "codec": a.codec} for a in cfg.audio
         },
         "action": {"topic": cfg.action.topic, "time": cfg.action.time, "policy": cfg.action.policy},
+        "detections": None
+        if cfg.detections is None
+        else {
+            "topic": cfg.detections.topic,
+            "camera": cfg.detections.camera,
+            "labels": dict(cfg.detections.labels),
+            "time": cfg.detections.time,
+        },
         "tf_topics": list(cfg.tf_topics),
         "tf_static_topics": list(cfg.tf_static_topics),
         "robot_description_topic": cfg.robot_description_topic,
@@ -863,6 +912,10 @@ CONFIG_HEADER = """\
 #                      Twist(Stamped), PoseStamped, Float64/Bool), or a controller state
 #                      (its reference/desired); topic null: the next step's joint
 #                      positions; the manifest says which
+# detections           a vision_msgs/Detection2DArray topic (topic) of boxes in a camera's
+#                      frames (camera: its name); those nearest the episode's first frame
+#                      become annotations/episode_N/scene_objects.json and first_frame.jpg;
+#                      labels: class id -> name stored as the object's class
 # time                 header: the message's header stamp; receive: when it was recorded
 #                      (use receive for messages without a header)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
@@ -1083,6 +1136,9 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     - ``audio_common_msgs`` audio topics are microphones named by ``audio_name``.
     - ``TFMessage`` topics named ``tf`` / ``tf_static``, a ``String`` topic named
       ``robot_description``; steps at ``step_rate_hz``.
+    - A ``vision_msgs/Detection2DArray`` topic, when the recording has one, is the detections
+      of the camera whose topic shares most of its namespace (``/wrist_camera/detections``:
+      ``/wrist_camera/image_raw``'s); none shares any: no detections.
 
     Only topics with messages are used, so the mapping names no topic the recording lacks
     (except ``robot_description_topic``, which keeps its default when none is recorded).
@@ -1127,6 +1183,7 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
         step=StepClock(rate_hz=step_rate_hz),
         laser_scans=tuple(LaserScanMapping(n, t.topic) for n, t in zip(scan_names, scan_topics, strict=True)),
         point_clouds=tuple(PointCloudMapping(n, t.topic) for n, t in zip(cloud_names, cloud_topics, strict=True)),
+        detections=_detections_mapping(by_type.get("vision_msgs/msg/Detection2DArray", []), cameras),
     )
 
 
@@ -1139,6 +1196,23 @@ def range_sensor_name(topic: str, fallback: str) -> str:
     while len(parts) > 1 and parts[-1].lower() in _RANGE_SENSOR_PARTS:
         parts.pop()
     return _sanitize(parts, fallback)
+
+
+def _detections_mapping(topics: Sequence[TopicInfo], cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
+    """The only detections topic, with the camera sharing most of its namespace (``auto_config``)."""
+    if len(topics) != 1:
+        return None
+    namespace = _parts(topics[0].topic)[:-1]
+
+    def shared(camera: CameraMapping) -> int:
+        parts = _parts(camera.topic)
+        common = min(len(namespace), len(parts))
+        return next((i for i in range(common) if namespace[i] != parts[i]), common)
+
+    best = max(cameras, key=shared, default=None)
+    if best is None or shared(best) == 0:
+        return None
+    return DetectionsMapping(topics[0].topic, best.name)
 
 
 # ---------------------------------------------------------------- sync tolerance
@@ -1257,6 +1331,9 @@ def describe_mapping(
         lines.append(f"action: {a.topic} ({_timing(a.time, a.policy)})")
     else:
         lines.append("action: none recorded; the next step's joint positions (declared so in the manifest)")
+    if cfg.detections is not None:
+        d = cfg.detections
+        lines.append(f"detections: {d.topic} (boxes in camera {d.camera}'s first frame -> scene_objects.json)")
     lines.append(f"tf: {', '.join(cfg.tf_topics) or 'none'}; static: {', '.join(cfg.tf_static_topics) or 'none'}")
     lines.append(f"robot description: {cfg.robot_description_topic}")
     frames = [

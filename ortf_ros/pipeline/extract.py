@@ -43,6 +43,8 @@ from ortf_ros.pipeline.samples import (
     BadMessage,
     CameraInfoSample,
     ControllerStateSample,
+    DetectedBox,
+    DetectionsSample,
     ImageSample,
     JointStateSample,
     RawMessage,
@@ -458,6 +460,30 @@ def _audio(handler: audio.AudioHandler) -> Handler:
     return extract_audio
 
 
+def _detections(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
+    """vision_msgs 4 (Humble, Jazzy: the box's centre a ``vision_msgs/Pose2D`` with a
+    ``position``) or older (a ``geometry_msgs/Pose2D``, ``x`` and ``y`` on it; a hypothesis's
+    ``id`` and ``score`` on the result itself); each box with its best hypothesis."""
+    boxes = []
+    for detection in msg.detections:
+        hypotheses = [getattr(r, "hypothesis", r) for r in detection.results]
+        best = max(hypotheses, key=lambda h: float(h.score), default=None)
+        center = detection.bbox.center
+        point = getattr(center, "position", center)
+        boxes.append(
+            DetectedBox(
+                class_id="" if best is None else str(getattr(best, "class_id", None) or getattr(best, "id", "")),
+                score=0.0 if best is None else float(best.score),
+                object_id=str(getattr(detection, "id", "")),
+                center_x=float(point.x),
+                center_y=float(point.y),
+                size_x=float(detection.bbox.size_x),
+                size_y=float(detection.bbox.size_y),
+            )
+        )
+    return [DetectionsSample(raw.topic, _stamps(raw, msg.header), tuple(boxes))]
+
+
 _HANDLERS: dict[str, Handler] = {
     "sensor_msgs/msg/Image": _image,
     "sensor_msgs/msg/CompressedImage": _compressed_image,
@@ -484,6 +510,7 @@ _HANDLERS: dict[str, Handler] = {
     "audio_common_msgs/msg/AudioData": _audio(audio.audio_bytes),
     "audio_common_msgs/msg/AudioDataStamped": _audio(audio.audio_bytes),
     "audio_common_msgs/msg/AudioInfo": _audio(audio.audio_info),
+    "vision_msgs/msg/Detection2DArray": _detections,
 }
 
 SUPPORTED_TYPES: frozenset[str] = frozenset(_HANDLERS)

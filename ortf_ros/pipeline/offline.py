@@ -258,4 +258,6 @@ def mapped_topics(config: ConversionConfig) -> set[str]:
         topics.add(config.joint_states.topic)
     if config.action.topic is not None:
         topics.add(config.action.topic)
+    if config.detections is not None:
+        topics.add(config.detections.topic)
     return topics

@@ -180,6 +180,8 @@ class LiveRecorder:
         decoder = Decoder()
         decoder.register_all(settings.definitions, "ros2msg")
         self.decoder = SampleDecoder(decoder)
+        self.decoder = SampleDecoder(Decoder())
+        self._topics_seen = 0  # (``_learn_types``)
         self.topics = mapped_topics(self.config)
         self.builder = PrologueBuilder(
             self.config,
@@ -305,12 +307,25 @@ class LiveRecorder:
                 command.done.set_result(Reply(False, str(exc) if isinstance(exc, OrtfError) else describe_error(exc)))
                 raise
             command.done.set_result(reply)
+        self._learn_types()
         self._feed_until(None)
         if self.session is not None:
             self.session.flush(self.source.input_time_ns())
             self._encoders_ready()
         elif self.state == "waiting":
             self._open_when_ready()
+
+    def _learn_types(self) -> None:
+        """Types of newly subscribed topics the decoder lacks (vision_msgs, a lab's own), from
+        the definitions their packages installed: what a bag of the topics would carry."""
+        topics = self.source.topics()
+        if len(topics) == self._topics_seen:
+            return
+        self._topics_seen = len(topics)
+        decoder = self.decoder.decoder
+        for topic in topics:
+            if topic.definition is not None and decoder.resolve(topic.msgtype) is None:
+                decoder.register(topic.msgtype, topic.definition, "ros2msg")
 
     def _wait_for_input(self, asked_ns: int) -> None:
         """Wait (briefly) until the subscriptions are drained past ``asked_ns``: a message

@@ -377,6 +377,29 @@ class AudioInfoSample:
 
 
 @dataclass(frozen=True)
+class DetectedBox:
+    """One ``vision_msgs/Detection2D``: its best hypothesis's class id and score (``""``, 0
+    without one), its tracking ``id``, and its box's centre and size in pixels."""
+
+    class_id: str
+    score: float
+    object_id: str
+    center_x: float
+    center_y: float
+    size_x: float
+    size_y: float
+
+
+@dataclass(frozen=True)
+class DetectionsSample:
+    """A ``vision_msgs/Detection2DArray``: the boxes a detector found in one image."""
+
+    topic: str
+    stamps: Stamps
+    boxes: tuple[DetectedBox, ...]
+
+
+@dataclass(frozen=True)
 class BadMessage:
     """A message that could not be decoded or did not hold what it claimed: counted, never written."""
 
@@ -399,5 +422,6 @@ Sample = (
     | RobotDescriptionSample
     | AudioChunkSample
     | AudioInfoSample
+    | DetectionsSample
     | BadMessage
 )

@@ -22,6 +22,7 @@ from ortf_ros.pipeline.accounting import EpisodeTally
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.detections import with_detections
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
@@ -170,7 +171,7 @@ class EpisodeSession:
             self.writer.discard_episode()
             self.counts.skipped_steps[DISCARDED_EMPTY] += 1
             return None
-        extra = annotations() if annotations is not None else None
+        extra = with_detections(annotations() if annotations is not None else None, assembler.scene_annotations())
         accounts = self._tally.accounts(self.config, queue_full=queue_full, lost_in_transport=lost_in_transport)
         record = self.writer.end_episode(
             success, failure_reason, operator_notes, annotations=extra, accounting=accounts

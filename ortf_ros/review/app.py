@@ -32,6 +32,7 @@ from starlette.routing import Route
 from ortf_ros.dataset.edits import delete_episodes, set_episode_labels
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.errors import DatasetBusyError, OrtfError, UnknownEpisodeError, UsageError, os_error_line
+from ortf_ros.format.scene_objects import FIRST_FRAME_FILE
 from ortf_ros.review import pages
 from ortf_ros.review.access import OutsideDatasetError, dataset_file, writer_active
 from ortf_ros.review.catalog import DatasetView, Snapshot
@@ -154,6 +155,16 @@ class Review:
         with self.reading:
             data = self.depth.jpeg(episode, camera, time_s)
         return Response(data, media_type="image/jpeg", headers=CACHED)
+
+    def annotated_frame(self, request: Request) -> Response:
+        _, episode = self.episode(request)
+        relative = (episode.annotations_dir / FIRST_FRAME_FILE).relative_to(episode.dataset.root).as_posix()
+        try:
+            return FileResponse(dataset_file(self.root, relative), media_type="image/jpeg")
+        except OutsideDatasetError:
+            raise HttpError(403, f"{relative}: outside the dataset") from None
+        except FileNotFoundError:
+            raise HttpError(404, f"episode {episode.episode_id} has no {FIRST_FRAME_FILE}") from None
 
     def plots(self, request: Request) -> Response:
         _, episode = self.episode(request)
@@ -319,6 +330,7 @@ def create_app(root: Path, host: str = "127.0.0.1") -> Starlette:
         Route("/episodes/{episode_id}", _guarded(review.episode_page)),
         Route("/episodes/{episode_id}/videos/{camera}", _guarded(review.video)),
         Route("/episodes/{episode_id}/depth/{camera}", _guarded(review.depth_picture)),
+        Route(f"/episodes/{{episode_id}}/annotations/{FIRST_FRAME_FILE}", _guarded(review.annotated_frame)),
         Route("/static/{name}", _guarded(review.static)),
         Route("/api/findings", _guarded(review.all_findings)),
         Route("/api/episodes/{episode_id}/plots", _guarded(review.plots)),

@@ -16,32 +16,11 @@ import numpy as np
 
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format import layout
+from ortf_ros.io.pictures import colourise_depth, depth_span
 
 OPEN_DEPTH_VIDEOS = 4
 MAX_WIDTH = 640
 JPEG_QUALITY = 85
-
-
-def colour_span(depth: np.ndarray) -> tuple[float, float]:
-    """The depths the colour map spans: the 2nd to 98th percentile of a frame's readings.
-    Taken once per video (its first frame shown), so a colour means the same distance in
-    every frame; a sensor's declared range (often 0.1 to 10 m) would paint a table-top
-    scene in one colour."""
-    readings = depth[depth > 0]
-    if not readings.size:
-        return 0.0, 1.0
-    low, high = np.percentile(readings, [2, 98])
-    return float(low), float(max(high, low + 1))
-
-
-def colourise(depth: np.ndarray, span: tuple[float, float]) -> np.ndarray:
-    """A BGR picture of a depth frame (turbo colour map, near is blue); zero (no reading) black."""
-    valid = depth > 0
-    low, high = span
-    scaled = (np.clip((depth.astype(np.float32) - low) / max(high - low, 1.0), 0.0, 1.0) * 255).astype(np.uint8)
-    picture: np.ndarray = cv2.applyColorMap(scaled, cv2.COLORMAP_TURBO)
-    picture[~valid] = 0
-    return picture
 
 
 def frame_at(episode: Episode, camera: str, time_s: float) -> int:
@@ -76,11 +55,11 @@ class DepthPictures:
                 reader.close()
                 reader, span = episode, None
             depth = reader.frame(camera, frame_at(reader, camera, time_s))
-            span = span or colour_span(depth)
+            span = span or depth_span(depth)  # once per video: a colour means one distance in every frame
             self._open[key] = (reader, span)
             while len(self._open) > OPEN_DEPTH_VIDEOS:
                 self._open.popitem(last=False)[1][0].close()
-        picture = colourise(depth, span)
+        picture = colourise_depth(depth, span)
         height, width = picture.shape[:2]
         if width > MAX_WIDTH:
             picture = cv2.resize(picture, (MAX_WIDTH, round(height * MAX_WIDTH / width)), interpolation=cv2.INTER_AREA)

@@ -14,6 +14,7 @@ from typing import Any
 
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.scene_objects import FIRST_FRAME_FILE
 from ortf_ros.review.catalog import Snapshot, episode_drops, flag_word, outcome_word
 
 READ_ONLY_NOTE = "A recorder is writing this dataset: it is open read-only (decisions cannot be saved until it stops)."
@@ -132,6 +133,18 @@ def _cameras(episode: Episode) -> str:
     return "".join(figures) or "<p>This episode has no camera.</p>"
 
 
+def _annotated_frame(episode: Episode) -> str:
+    """The episode's ``first_frame.jpg`` (``ortf annotate``, or its detections), if it has one."""
+    if not (episode.annotations_dir / FIRST_FRAME_FILE).is_file():
+        return ""
+    source = f"/episodes/{escape(episode.episode_id)}/annotations/{FIRST_FRAME_FILE}"
+    return (
+        '<section class="annotations"><h2>Scene objects</h2>'
+        f'<img data-testid="first-frame" src="{source}" alt="the annotated frame with its objects\' boxes">'
+        "</section>"
+    )
+
+
 def _neighbours(snapshot: Snapshot, episode: Episode) -> str:
     ids = [e.episode_id for e in snapshot.dataset.episodes]
     at = ids.index(episode.episode_id)
@@ -203,7 +216,7 @@ def episode_page(snapshot: Snapshot, episode: Episode, read_only: bool, rerun: b
         f'<input type="range" data-testid="seek" min="0" max="{data["duration"]:.3f}" step="0.01" value="0">'
         '<span data-testid="time">0.00 s</span></section>'
         '<div class="main"><div class="plot" id="plot" data-testid="plot"></div>'
-        f"<aside>{_decision(data, read_only)}"
+        f"<aside>{_decision(data, read_only)}{_annotated_frame(episode)}"
         '<section class="findings"><h2>Doctor findings</h2>'
         '<p data-testid="findings-state">examining…</p><ul data-testid="findings"></ul></section></aside></div>'
         f'<script type="application/json" id="episode-data">{_json_in_html(data)}</script>'

@@ -251,6 +251,8 @@ def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...
     found += [(p.topic, ("sensor_msgs/msg/PointCloud2",)) for p in config.point_clouds]
     if config.action.topic is not None:
         found.append((config.action.topic, actions))
+    if config.detections is not None:
+        found.append((config.detections.topic, ("vision_msgs/msg/Detection2DArray",)))
     found += [(t, ("tf2_msgs/msg/TFMessage",)) for t in (*config.tf_topics, *config.tf_static_topics)]
     found.append((config.robot_description_topic, ("std_msgs/msg/String",)))
     return found

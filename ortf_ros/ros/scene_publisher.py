@@ -148,6 +148,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--no-depth", action="store_true", help="no /depth_camera topics")
     p.add_argument("--lidar", action="store_true", help="a LaserScan on /lidar/scan and a PointCloud2 on /lidar/points")
     p.add_argument(
+        "--detections", action="store_true", help="vision_msgs/Detection2DArray per wrist frame (needs vision_msgs)"
+    )
+    p.add_argument(
         "--compressed-cameras",
         nargs="+",
         default=[],
@@ -234,6 +237,7 @@ def parse_options(argv: Sequence[str]) -> Options:
             lidar=args.lidar,
             h264_cameras=tuple(name.removesuffix(H264_SUFFIX) for name in args.h264_cameras),
             h264_message=args.h264_message,
+            detections=args.detections,
         )
     except ValueError as exc:
         raise UsageError(str(exc)) from None

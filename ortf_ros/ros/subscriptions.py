@@ -34,6 +34,7 @@ from rclpy.subscription import Subscription
 
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.sources.live import LiveSource
+from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.qos import AUTO, subscription_qos
 
@@ -193,7 +194,8 @@ class Receiver:
         except (ImportError, AttributeError) as exc:
             self._problem(topic, f"{msgtype} is not importable here ({exc})")
             return
-        live = self.source.add_topic(topic, msgtype, frames=topic in self.frames)
+        definition = installed_definition(msgtype)
+        live = self.source.add_topic(topic, msgtype, frames=topic in self.frames, definition=definition)
         override = self.qos_overrides.get(topic, {})
         profile = subscription_qos(
             self.node,

@@ -66,12 +66,12 @@ def _check_episodes(
         findings += check_episode_index(episodes)
         findings += _check_totals(root, manifest, episodes)
         findings += check_stats(root, manifest, has_steps=any(e.record.length > 0 for e in episodes))
-        findings += check_annotations(root, annotation_dirs(root))
+        findings += check_annotations(root, manifest, annotation_dirs(root))
     else:
         only = next((e for e in episodes if e.id == only_id), None)
         if only is None:
             return [finding("episode.not_found", layout.EPISODES, f"episode {only_id!r} is not in the dataset")]
-        findings += check_annotations(root, [layout.annotations_dir(only.index)])
+        findings += check_annotations(root, manifest, [layout.annotations_dir(only.index)])
     videos = VideoChecks(root, strict=strict)
     frame_counts: dict[str, dict[str, int]] = {}
     for item in [only] if only is not None else episodes:

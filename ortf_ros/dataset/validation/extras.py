@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import cv2
+import numpy as np
+
 from ortf_ros.dataset.deletion import JOURNAL_FILE, pending_deletion
 from ortf_ros.dataset.staging import COMMIT_FILE, StagedEpisode, staged_episode_dirs
 from ortf_ros.dataset.stats import QUANTILES
@@ -18,10 +21,10 @@ from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.scene_objects import SCENE_OBJECTS_FILE, box_problem, default_camera, parse_scene_objects
 from ortf_ros.format.schema import vector_columns
 
 STAT_KEYS = ("mean", "std", "min", "max", *QUANTILES)
-SCENE_OBJECTS = "scene_objects.json"
 
 
 def check_stats(root: Path, manifest: Manifest, *, has_steps: bool) -> list[Finding]:
@@ -62,21 +65,37 @@ def _is_vector(value: object, dim: int) -> bool:
     )
 
 
-def check_annotations(root: Path, directories: Iterable[str]) -> list[Finding]:
-    """scene_objects.json in each of ``directories`` (dataset-relative) that has one."""
+def check_annotations(root: Path, manifest: Manifest, directories: Iterable[str]) -> list[Finding]:
+    """Each of ``directories`` (dataset-relative): its scene_objects.json (the spec's shape, the
+    boxes inside the annotated camera's frame) and its pictures (they decode)."""
     found = []
     for directory in directories:
-        file = f"{directory}/{SCENE_OBJECTS}"
-        try:
-            data = read_json(root, file)
-        except FileNotFoundError:
-            continue
-        except ValueError as exc:
-            found.append(finding("annotations.scene_objects", file, str(exc)))
-            continue
-        if not isinstance(data, Mapping) or not isinstance(data.get("objects"), list):
-            found.append(finding("annotations.scene_objects", file, "expected an object with an 'objects' list"))
+        found += _check_scene_objects(root, manifest, f"{directory}/{SCENE_OBJECTS_FILE}")
+        for picture in sorted((root / directory).glob("*.jpg")):
+            if cv2.imdecode(np.fromfile(picture, np.uint8), cv2.IMREAD_COLOR) is None:
+                found.append(finding("annotations.pictures", f"{directory}/{picture.name}", "not a decodable JPEG"))
     return found
+
+
+def _check_scene_objects(root: Path, manifest: Manifest, file: str) -> list[Finding]:
+    try:
+        data = read_json(root, file)
+    except FileNotFoundError:
+        return []
+    except ValueError as exc:
+        return [finding("annotations.scene_objects", file, str(exc))]
+    try:
+        objects = parse_scene_objects(data)
+    except FormatError as exc:
+        return [finding("annotations.scene_objects", file, str(exc))]
+    camera = objects.camera or default_camera(manifest)
+    sensor = manifest.cameras.get(camera) if camera is not None else None
+    if sensor is None or sensor.resolution is None:
+        if objects.camera is None:
+            return []  # no camera to check the boxes against: a dataset without cameras
+        return [finding("annotations.scene_objects", file, f"camera {camera!r} is not in the manifest")]
+    problem = box_problem(objects.objects, sensor.resolution.width, sensor.resolution.height)
+    return [] if problem is None else [finding("annotations.scene_objects", file, f"camera {camera!r}: {problem}")]
 
 
 def annotation_dirs(root: Path) -> list[str]:

@@ -116,7 +116,12 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     # meta/stats.json, annotations/, .staging/
     "stats.missing": ("warning", "meta/stats.json exists"),
     "stats.invalid": ("warning", "stats.json has mean/std/min/max/q01/q99 of each feature's size"),
-    "annotations.scene_objects": ("warning", "scene_objects.json is an object with an 'objects' list"),
+    "annotations.scene_objects": (
+        "warning",
+        "scene_objects.json has the spec's shape (objects with label, class, bounding_box, color '#rrggbb') "
+        "and its boxes fit the annotated camera's frame",
+    ),
+    "annotations.pictures": ("warning", "first_frame.jpg and depth_colorized.jpg decode"),
     "staging.unfinished": ("info", "an episode was being recorded"),
     "staging.interrupted_commit": ("info", "an episode's commit was interrupted"),
     "staging.interrupted_delete": ("info", "a deletion of episodes was interrupted"),

@@ -48,6 +48,7 @@ class LiveTopic:
     topic: str
     msgtype: str
     capacity: int
+    definition: str | None = None  # the type's ros2msg text, installed with its package (``ros.definitions``)
 
 
 @dataclass(frozen=True)
@@ -80,10 +81,11 @@ class LiveSource:
         self._caught_up_ns: int | None = None
         self._lock = threading.Lock()
 
-    def add_topic(self, topic: str, msgtype: str, *, frames: bool = False) -> LiveTopic:
-        """Queue ``topic``'s messages; a camera's (``frames``) queue holds ``Flow.queue_frames``."""
+    def add_topic(self, topic: str, msgtype: str, *, frames: bool = False, definition: str | None = None) -> LiveTopic:
+        """Queue ``topic``'s messages; a camera's (``frames``) queue holds ``Flow.queue_frames``.
+        ``definition``: the type's, for a decoder that does not know it."""
         capacity = self.flow.queue_frames if frames else self.flow.queue_messages
-        live = LiveTopic(topic, msgtype, capacity)
+        live = LiveTopic(topic, msgtype, capacity, definition)
         with self._lock:
             self._topics[topic] = live
             self._queues.setdefault(topic, deque())
