@@ -17,7 +17,6 @@ when sources might define the same custom type differently.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, cast
 
 from rosbags.interfaces import Nodetype
@@ -193,20 +192,6 @@ class Decoder:
         self._definition_errors.pop((serialization, name), None)
         self._resolved.clear()
         self._jazzy_layout.clear()
-
-    def register_all(self, definitions: Mapping[str, str], format: DefinitionFormat) -> None:
-        """Learn several types at once, in any order: a definition that uses a type defined
-        by another is registered after it (an interface package's ``.msg`` files, read by name)."""
-        serialization = "ros1" if format == "ros1msg" else "cdr"
-        waiting = dict(definitions)
-        while waiting:
-            before = len(waiting)
-            for msgtype, msgdef in list(waiting.items()):
-                self.register(msgtype, msgdef, format)
-                if (serialization, normalize_msgtype(msgtype)) not in self._definition_errors:
-                    del waiting[msgtype]
-            if len(waiting) == before:
-                return  # (no progress: the errors stay, for their messages to report)
 
     @staticmethod
     def _override(store: Typestore, typs: Typesdict) -> None:

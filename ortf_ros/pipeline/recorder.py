@@ -105,9 +105,6 @@ class RecorderSettings:
     name: str = "ortf_recorder dataset"
     urdf: str | None = None  # a URDF given by the user (over /robot_description)
     urdf_source: str = "the urdf parameter"
-    # Message definitions (type -> .msg text) of mapped types the Jazzy store lacks, from the
-    # installed interface packages (``ros.interface_definitions``): audio_common_msgs, say.
-    definitions: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,9 +174,6 @@ class LiveRecorder:
         self.published = published or (lambda topic: True)
         self.log = log or (lambda level, text: None)
         self.config = settings.mapping
-        decoder = Decoder()
-        decoder.register_all(settings.definitions, "ros2msg")
-        self.decoder = SampleDecoder(decoder)
         self.decoder = SampleDecoder(Decoder())
         self._topics_seen = 0  # (``_learn_types``)
         self.topics = mapped_topics(self.config)
@@ -307,7 +301,6 @@ class LiveRecorder:
                 command.done.set_result(Reply(False, str(exc) if isinstance(exc, OrtfError) else describe_error(exc)))
                 raise
             command.done.set_result(reply)
-        self._learn_types()
         self._feed_until(None)
         if self.session is not None:
             self.session.flush(self.source.input_time_ns())
@@ -336,7 +329,9 @@ class LiveRecorder:
 
     def _feed_until(self, until_ns: int | None) -> None:
         """Accept what is queued (received before ``until_ns``; the rest waits for the next call)."""
-        taken = list(heapq.merge(self._held, self.source.take(), key=_receive_ns))
+        new = self.source.take()
+        self._learn_types()  # (after the take: every topic a message was taken from is known, before any is decoded)
+        taken = list(heapq.merge(self._held, new, key=_receive_ns))
         self._held = []
         if until_ns is not None:
             cut = next((i for i, item in enumerate(taken) if item.raw.receive_ns > until_ns), len(taken))

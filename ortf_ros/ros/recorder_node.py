@@ -62,7 +62,6 @@ from ortf_ros.pipeline.recorder import (
 from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.ros import runtime
-from ortf_ros.ros.interface_definitions import mapped_definitions
 from ortf_ros.ros.parameters import declare_parameters, given_parameters
 from ortf_ros.ros.recorder_settings import (
     NODE_NAME,
@@ -111,7 +110,6 @@ class RecorderNode(Node):
             writer=live_writer_config(self.mapping.writer, "the mapping's writer settings"),
             flow=flow,
             warmup_s=p.warmup_s,
-            definitions=mapped_definitions(self.mapping),
             urdf=urdf,
             urdf_source=f"the urdf parameter ({p.urdf_file})",
         )
