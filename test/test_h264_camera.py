@@ -126,17 +126,8 @@ def gate_sample(data: bytes, seq: int = 0) -> EncodedFrameSample:
 
 
 def test_b_frames_and_a_resolution_change_are_refused() -> None:
-    context = av.CodecContext.create("libx264", "w")
-    assert isinstance(context, av.VideoCodecContext)
-    context.width, context.height, context.pix_fmt = 64, 48, "yuv420p"
-    context.max_b_frames = 2
-    context.options = {"preset": "veryfast", "b-adapt": "0"}
-    packets = []
-    for i in range(8):
-        frame = av.VideoFrame.from_ndarray(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48), format="rgb24")
-        frame.pts = i
-        packets += [bytes(p) for p in context.encode(frame)]
-    packets += [bytes(p) for p in context.encode(None)]
+    frames = [rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48) for i in range(8)]
+    packets = AnnexBEncoder(64, 48, bframes=2).encode_all(frames)
     first_b = [packet_facts(p).b_slice for p in packets].index(True)
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
     assert all(gate.admit("cam", gate_sample(packet, seq)) for seq, packet in enumerate(packets[:first_b]))
@@ -279,3 +270,12 @@ def test_an_h264_camera_mapped_as_depth_is_refused(tmp_path: Path, capsys: pytes
         "(lossy, 8-bit colour): map it with kind rgb"
     )
     assert len(error.splitlines()) == 1 and not (tmp_path / "ds").exists()
+
+
+def test_a_stream_with_b_frames_is_refused_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = TeleopConfig("mcap", duration_s=0.5, h264_cameras=(TOPIC_WRIST_IMAGE,), h264_bframes=True)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert bag2ortf([str(bag.path), "-o", str(tmp_path / "ds")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "Traceback" not in error
+    assert "/wrist_camera/image_raw/h264 at " in error and "the H.264 stream has B-frames (frames reordered)" in error
