@@ -11,11 +11,10 @@ packet kept as published; the camera's video is made of those packets
 What the episode keeps (``EncodedCameraGate``, one per episode):
 - its video starts at a keyframe (an IDR frame carrying its SPS and PPS): packets before
   the first one are dropped and counted (``BEFORE_FIRST_KEYFRAME``, a trim), as are those
-  after a packet that was lost until the next keyframe (``AFTER_LOST_PACKET``), since they
-  refer to it: one the pipeline drops
-  (out of order, undecodable), or one that never came (a gap in ``frame_num``, the count
-  of reference frames: a live queue that overflowed, DDS that lost it, a recording that
-  lacks it);
+  after a packet that was lost, until the next keyframe (``AFTER_LOST_PACKET``), since
+  they refer to it: one the pipeline drops (out of order, undecodable), or one that never
+  came (a gap in ``frame_num``, the count of reference frames: a live queue that
+  overflowed, DDS that lost it, a recording that lacks it);
 - a stream that reorders frames (a B slice) is refused: the episode video holds one time
   per frame, in the order the frames are shown, which a copied stream with B-frames
   does not have;
