@@ -39,7 +39,8 @@ test can compute what a converter must produce:
   frame with its SPS and PPS every ``H264_GOP`` frames) on ``<camera>/image_raw/h264``, as
   ``foxglove_msgs/msg/CompressedVideo`` or ``sensor_msgs/CompressedImage`` of format
   ``h264`` (``h264_message``; ROS 2 recordings only); with ``h264_lead`` the recording
-  begins that many packets before the first keyframe (the encoder started earlier);
+  begins that many packets before the first keyframe (the encoder started earlier); with
+  ``h264_bframes`` their streams reorder frames (2 B-frames), their packets in decode order;
 - each camera publishes ``camera_info`` with ``camera_intrinsics`` and ``CAMERA_DISTORTION``
   at its frame rate, except those listed in ``without_camera_info``;
 - with ``audio`` a microphone publishes ``audio_samples`` on ``TOPIC_AUDIO``, a message of
@@ -645,6 +646,7 @@ class TeleopConfig:
     h264_message: H264Message = "CompressedVideo"  # what carries their packets
     h264_lead: int = 0  # packets each publishes before its first keyframe (< H264_GOP)
     detections: bool = False  # vision_msgs/Detection2DArray per wrist frame on TOPIC_DETECTIONS (ROS 2 only)
+    h264_bframes: bool = False  # their streams reorder frames (2 B-frames; bags only)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "h264_cameras", tuple(self.h264_cameras))
@@ -1175,10 +1177,13 @@ class Messages:
         the encoder has had frames before the recording's first."""
         config = self.config
         frame_id = CAMERA_FRAMES[camera]
+        topic = config.image_topic(camera)
         encoders: list[AnnexBEncoder] = []  # the current one; a new one whenever message 0 is built (again)
         built = [0]  # the messages it has made
 
         def packet(seq: int) -> bytes:
+            if config.h264_bframes:
+                return reordered(seq)
             if seq == 0:
                 encoders[:] = [AnnexBEncoder(config.width, config.height, H264_GOP)]
                 for _ in range(H264_GOP - config.h264_lead if config.h264_lead else 0):
@@ -1188,6 +1193,15 @@ class Messages:
                 raise ValueError(f"{camera}: H.264 message {seq} built after message {built[0] - 1}: in order only")
             built[0] += 1
             return encoders[0].encode(rgb_frame(camera, seq, config.width, config.height))
+
+        stream: list[bytes] = []
+
+        def reordered(seq: int) -> bytes:
+            """A stream with B-frames, in decode order: encoded whole at its first message."""
+            if not stream:
+                frames = [rgb_frame(camera, n, config.width, config.height) for n in range(config.count(topic))]
+                stream.extend(AnnexBEncoder(config.width, config.height, H264_GOP, bframes=2).encode_all(frames))
+            return stream[seq]
 
         def build(seq: int, stamp: int) -> Any:
             data = np.frombuffer(packet(seq), np.uint8)

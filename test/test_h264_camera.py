@@ -25,7 +25,7 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import BEFORE_KEYFRAME
+from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
 from ortf_ros.format.manifest import Resolution
 from ortf_ros.io.encoder_process import Prestart
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units, packet_facts
@@ -109,7 +109,7 @@ def test_manifest_accounting_and_steps(converted: tuple[TeleopBagInfo, Path]) ->
     assert sensor.encoding == "h264" and sensor.extra[PUBLISHED_ENCODING_KEY] == "h264"
     assert sensor.resolution == Resolution(64, 48) and sensor.fps == 30
     (account,) = [a for a in episode.record.accounting or () if a.stream == CAMERA]
-    assert account.read == 30 and account.dropped == {BEFORE_KEYFRAME: LEAD}
+    assert account.read == 30 and account.dropped == {BEFORE_FIRST_KEYFRAME: LEAD} and account.losses == 0
     assert account.kept == account.frames_encoded == account.frames_in_video == 30 - LEAD
     # Each step's frame is the one whose stamp is nearest the step time, as for any camera.
     steps = episode.steps(["timestamp", layout.image_column(CAMERA)])
@@ -126,25 +126,16 @@ def gate_sample(data: bytes, seq: int = 0) -> EncodedFrameSample:
 
 
 def test_b_frames_and_a_resolution_change_are_refused() -> None:
-    context = av.CodecContext.create("libx264", "w")
-    assert isinstance(context, av.VideoCodecContext)
-    context.width, context.height, context.pix_fmt = 64, 48, "yuv420p"
-    context.max_b_frames = 2
-    context.options = {"preset": "veryfast", "b-adapt": "0"}
-    packets = []
-    for i in range(8):
-        frame = av.VideoFrame.from_ndarray(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48), format="rgb24")
-        frame.pts = i
-        packets += [bytes(p) for p in context.encode(frame)]
-    packets += [bytes(p) for p in context.encode(None)]
+    frames = [rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48) for i in range(8)]
+    packets = AnnexBEncoder(64, 48, bframes=2).encode_all(frames)
     first_b = [packet_facts(p).b_slice for p in packets].index(True)
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
-    assert all(gate.admit("cam", gate_sample(packet, seq)) for seq, packet in enumerate(packets[:first_b]))
+    assert all(gate.admit("cam", gate_sample(packet, seq)) is None for seq, packet in enumerate(packets[:first_b]))
     with pytest.raises(ConversionError, match=r"^/cam/h264 at [0-9.]+ s: the H.264 stream has B-frames"):
         gate.admit("cam", gate_sample(packets[first_b], first_b))
     small, large = AnnexBEncoder(64, 48), AnnexBEncoder(96, 48)
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
-    assert gate.admit("cam", gate_sample(small.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 64, 48))))
+    assert gate.admit("cam", gate_sample(small.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 64, 48)))) is None
     with pytest.raises(ConversionError, match="resolution changed from 64x48 to 96x48 mid-recording"):
         gate.admit("cam", gate_sample(large.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 96, 48))))
 
@@ -156,15 +147,15 @@ def test_after_a_lost_packet_the_next_keyframe_is_waited_for(lost: str) -> None:
     encoder = AnnexBEncoder(64, 48, gop=4)
     packets = [encoder.encode(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48)) for i in range(9)]
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
-    admitted = []
+    refused = []
     for seq, packet in enumerate(packets):
         if seq == 2:
             if lost == "dropped by the pipeline":
                 gate.lost("cam")
             continue
-        admitted.append(gate.admit("cam", gate_sample(packet, seq)))
+        refused.append(gate.admit("cam", gate_sample(packet, seq)))
     # 0 1 | lost 2 | 3 waits | 4 (keyframe) 5 6 7 8
-    assert admitted == [True, True, False, True, True, True, True, True]
+    assert refused == [None, None, "after_lost_packet", None, None, None, None, None]
 
 
 def test_frame_num_counts_the_reference_frames() -> None:
@@ -279,3 +270,12 @@ def test_an_h264_camera_mapped_as_depth_is_refused(tmp_path: Path, capsys: pytes
         "(lossy, 8-bit colour): map it with kind rgb"
     )
     assert len(error.splitlines()) == 1 and not (tmp_path / "ds").exists()
+
+
+def test_a_stream_with_b_frames_is_refused_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = TeleopConfig("mcap", duration_s=0.5, h264_cameras=(TOPIC_WRIST_IMAGE,), h264_bframes=True)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert bag2ortf([str(bag.path), "-o", str(tmp_path / "ds")]) == 1
+    error = capsys.readouterr().err.strip()
+    assert len(error.splitlines()) == 1 and "Traceback" not in error
+    assert "/wrist_camera/image_raw/h264 at " in error and "the H.264 stream has B-frames (frames reordered)" in error

@@ -20,7 +20,7 @@ from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
-from ortf_ros.format.accounting import BEFORE_KEYFRAME
+from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units
 from ortf_ros.synthetic_bag import H264_GOP, TOPIC_WRIST_IMAGE, H264Message, decode_frame_number, rgb_frame
 
@@ -74,7 +74,7 @@ def test_an_h264_camera_is_recorded_live_as_published(ros: None, tmp_path: Path,
     ]
     assert [length_prefixed_units(s) for s in samples] == [nal_units(p) for p in published[first:]]
     (account,) = [a for a in episode.record.accounting or () if a.stream == CAMERA]
-    before = account.dropped.get(BEFORE_KEYFRAME, 0)
-    assert before < H264_GOP and set(account.dropped) <= {BEFORE_KEYFRAME}
+    before = account.dropped.get(BEFORE_FIRST_KEYFRAME, 0)
+    assert before < H264_GOP and set(account.dropped) <= {BEFORE_FIRST_KEYFRAME}
     assert account.read == (account.kept or 0) + before and account.kept == account.frames_in_video == len(samples)
     episode.close()

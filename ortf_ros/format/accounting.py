@@ -53,9 +53,15 @@ NOT_FOR_ACTION = "not for the action's joints"
 """The reason of a command that gives no position of the action's joints (a velocity
 command, another arm's command on a shared topic)."""
 
-BEFORE_KEYFRAME = "before a keyframe"
-"""The reason of an H.264 camera's packet that no keyframe preceded in the episode (or
-since a packet was lost): it refers to frames the episode video does not hold."""
+BEFORE_FIRST_KEYFRAME = "before the first keyframe"
+"""The reason of an H.264 camera's packet before the episode's first keyframe, where its
+video starts: a trim, not a loss (``TRIMS``)."""
+AFTER_LOST_PACKET = "after a lost packet"
+"""The reason of an H.264 camera's packet after one that was lost, until the next
+keyframe: it refers to a frame the episode video does not hold."""
+TRIMS = frozenset({BEFORE_FIRST_KEYFRAME})
+"""Reasons of messages dropped where the data could not begin yet: counted, and in the
+summary, but not among an episode's ``losses``."""
 
 ROLE_CAMERA = "camera"
 ROLE_DEPTH = "depth"
@@ -131,12 +137,19 @@ class StreamAccount:
 
     @property
     def losses(self) -> int:
-        """Messages that did not become data: undecodable, dropped and lost on the way."""
-        return (self.undecodable or 0) + self.dropped_total + (self.lost_in_transport or 0)
+        """Messages that did not become data: undecodable, dropped (but for ``TRIMS``) and lost on the way."""
+        trimmed = sum(count for reason, count in self.dropped.items() if reason in TRIMS)
+        return (self.undecodable or 0) + self.dropped_total - trimmed + (self.lost_in_transport or 0)
+
+    def trim_phrases(self) -> list[str]:
+        """The ``TRIMS`` said part by part (``3 dropped (before the first keyframe)``)."""
+        return [f"{count} dropped ({reason})" for reason, count in sorted(self.dropped.items()) if reason in TRIMS]
 
     def loss_phrases(self) -> list[str]:
         """``losses`` said part by part (``2 dropped (queue full)``, ``1 undecodable``, ...)."""
-        phrases = [f"{count} dropped ({reason})" for reason, count in sorted(self.dropped.items())]
+        phrases = [
+            f"{count} dropped ({reason})" for reason, count in sorted(self.dropped.items()) if reason not in TRIMS
+        ]
         phrases += [f"{self.undecodable} undecodable"] if self.undecodable else []
         phrases += [f"{self.lost_in_transport} lost in transport"] if self.lost_in_transport else []
         return phrases
@@ -215,7 +228,7 @@ def accounted(accounts: Iterable[StreamAccount]) -> str:
     problems = [f"{a.stream}: {problem}" for a in rows for problem in inconsistencies(a)]
     frames = sum(a.frames_in_video or 0 for a in rows)
     samples = sum(a.native_samples or 0 for a in rows)
-    losses = [f"{a.stream} {what}" for a in rows for what in a.loss_phrases()]
+    losses = [f"{a.stream} {what}" for a in rows for what in a.loss_phrases() + a.trim_phrases()]
     line = f"{len(rows)} streams, {frames} frames in videos, {samples} native samples; "
     line += ", ".join(losses) if losses else "nothing lost"
     return line + ("; DOES NOT ADD UP: " + "; ".join(problems) if problems else "; every stage adds up")

@@ -118,9 +118,11 @@ class AnnexBEncoder:
     """Frames to H.264 packets as an on-board encoder publishes them (libx264): Annex B,
     one packet per frame as soon as it is given (no B-frames, no lookahead), the SPS and
     PPS in front of every IDR frame, an IDR frame every ``gop`` frames. What the synthetic
-    recordings and the live scene publish for an H.264 camera."""
+    recordings and the live scene publish for an H.264 camera. With ``bframes`` it makes a
+    stream that reorders frames instead, which comes out later than its frames
+    (``encode_all``): what a camera that must be refused publishes."""
 
-    def __init__(self, width: int, height: int, gop: int = 10) -> None:
+    def __init__(self, width: int, height: int, gop: int = 10, bframes: int = 0) -> None:
         context = av.CodecContext.create("libx264", "w")
         assert isinstance(context, av.VideoCodecContext)
         context.width, context.height, context.pix_fmt = width, height, "yuv420p"
@@ -133,6 +135,7 @@ class AnnexBEncoder:
             "bframes": "0",
             "x264-params": f"keyint={gop}:min-keyint={gop}:scenecut=0",
         }
+        context.max_b_frames = bframes
         self._context = context
         self._frames = 0
 
@@ -143,3 +146,9 @@ class AnnexBEncoder:
         self._frames += 1
         packets = self._context.encode(frame)
         return b"".join(bytes(packet) for packet in packets)
+
+    def encode_all(self, frames: list[np.ndarray]) -> list[bytes]:
+        """The packets of these frames and of the ones held before, in decode order, one a frame."""
+        packets = [self.encode(rgb) for rgb in frames]
+        packets += [bytes(packet) for packet in self._context.encode(None)]
+        return [packet for packet in packets if packet]

@@ -17,7 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortf_ros.format.accounting import (
-    BEFORE_KEYFRAME,
+    AFTER_LOST_PACKET,
+    BEFORE_FIRST_KEYFRAME,
     NOT_FOR_ACTION,
     OUT_OF_ORDER,
     QUEUE_FULL,
@@ -69,7 +70,8 @@ _COUNTERS = (
     "undecodable",
     "out_of_order",
     "not_for_action",
-    "before_keyframe",
+    "before_first_keyframe",
+    "after_lost_packet",
     "late",
     "outside_tolerance",
 )
@@ -104,7 +106,8 @@ class EpisodeTally:
             dropped = {
                 OUT_OF_ORDER: self._since("out_of_order", topic),
                 NOT_FOR_ACTION: self._since("not_for_action", topic),
-                BEFORE_KEYFRAME: self._since("before_keyframe", topic),
+                BEFORE_FIRST_KEYFRAME: self._since("before_first_keyframe", topic),
+                AFTER_LOST_PACKET: self._since("after_lost_packet", topic),
             }
             if live:
                 dropped[QUEUE_FULL] = (queue_full or {}).get(topic, 0)

@@ -130,7 +130,8 @@ class TopicCounts:
     skipped_steps: Counter[str] = field(default_factory=Counter)  # reason -> steps not written
     outside_episodes: Counter[str] = field(default_factory=Counter)  # messages between episodes
     late: Counter[str] = field(default_factory=Counter)  # stamped more than max_latency_ms before recorded
-    before_keyframe: Counter[str] = field(default_factory=Counter)  # H.264 packets no keyframe preceded
+    before_first_keyframe: Counter[str] = field(default_factory=Counter)  # H.264: before the episode's video starts
+    after_lost_packet: Counter[str] = field(default_factory=Counter)  # H.264: after a lost one, until a keyframe
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
@@ -485,8 +486,14 @@ class Assembler:
         if not self._in_order(sampler, time_ns, topic):
             self._encoded.lost(camera.name)
             return False
-        if not self._encoded.admit(camera.name, sample):
-            self.counts.before_keyframe[topic] += 1
+        refused = self._encoded.admit(camera.name, sample)
+        if refused is not None:
+            counter = (
+                self.counts.before_first_keyframe
+                if refused == "before_first_keyframe"
+                else self.counts.after_lost_packet
+            )
+            counter[topic] += 1
             return False
         index = self.writer.add_packet(camera.name, sample.data, sample.facts.keyframe)
         sampler.add(time_ns, index)

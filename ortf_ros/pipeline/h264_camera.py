@@ -10,11 +10,11 @@ packet kept as published; the camera's video is made of those packets
 
 What the episode keeps (``EncodedCameraGate``, one per episode):
 - its video starts at a keyframe (an IDR frame carrying its SPS and PPS): packets before
-  the first one are dropped and counted (``BEFORE_KEYFRAME``), as are those after a packet
-  that was lost until the next keyframe, since they refer to it: one the pipeline drops
-  (out of order, undecodable), or one that never came (a gap in ``frame_num``, the count
-  of reference frames: a live queue that overflowed, DDS that lost it, a recording that
-  lacks it);
+  the first one are dropped and counted (``BEFORE_FIRST_KEYFRAME``, a trim), as are those
+  after a packet that was lost, until the next keyframe (``AFTER_LOST_PACKET``), since
+  they refer to it: one the pipeline drops (out of order, undecodable), or one that never
+  came (a gap in ``frame_num``, the count of reference frames: a live queue that
+  overflowed, DDS that lost it, a recording that lacks it);
 - a stream that reorders frames (a B slice) is refused: the episode video holds one time
   per frame, in the order the frames are shown, which a copied stream with B-frames
   does not have;
@@ -24,7 +24,7 @@ What the episode keeps (``EncodedCameraGate``, one per episode):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Resolution
@@ -79,9 +79,14 @@ def first_image(sample: EncodedFrameSample) -> ImageSample:
     return ImageSample(sample.topic, sample.stamps, "rgb", decoded.rgb)
 
 
+Refusal = Literal["before_first_keyframe", "after_lost_packet"]
+"""Why ``EncodedCameraGate.admit`` leaves a packet out (the counter of ``TopicCounts``)."""
+
+
 @dataclass
 class _CameraState:
     waiting: bool = True  # no keyframe yet, or a packet was lost since the last one
+    started: bool = False  # the episode's video has its first keyframe
     sps: bytes | None = None  # the last SPS whose size was checked
     sequence: SequenceFacts | None = None  # what frame_num needs of it (None: not checked)
     last: tuple[int, bool] | None = None  # the last packet kept: its frame_num, whether a reference
@@ -94,9 +99,9 @@ class EncodedCameraGate:
     resolutions: dict[str, Resolution | None]  # camera -> its size in the manifest
     _states: dict[str, _CameraState] = field(default_factory=dict)
 
-    def admit(self, camera: str, sample: EncodedFrameSample) -> bool:
-        """Whether the packet goes into the video (False: dropped, before a keyframe);
-        ConversionError for a stream the video cannot hold as it is."""
+    def admit(self, camera: str, sample: EncodedFrameSample) -> Refusal | None:
+        """None when the packet goes into the video, else why it is left out; ConversionError
+        for a stream the video cannot hold as it is."""
         facts = sample.facts
         at = f"{sample.topic} at {sample.stamps.receive_ns / _NS:.6f} s"
         if facts.b_slice:
@@ -115,12 +120,12 @@ class EncodedCameraGate:
         if state.sequence is not None and facts.first_slice is not None:
             number = frame_num(facts.first_slice, state.sequence)
         if facts.keyframe:
-            state.waiting = False
+            state.waiting, state.started = False, True
         elif state.waiting or (not facts.idr and _gap(state, number)):
             state.waiting = True
-            return False
+            return "after_lost_packet" if state.started else "before_first_keyframe"
         state.last = None if number is None else (number, facts.reference)
-        return True
+        return None
 
     def lost(self, camera: str) -> None:
         """A packet of the camera was lost: the next ones need a keyframe first."""
