@@ -19,7 +19,11 @@ from test_annotations import assert_depth_colorized, assert_detections_annotated
 
 from ortf_ros.dataset.validation import validate
 from ortf_ros.pipeline.config import DetectionsMapping, StepClock, auto_config, write_config
+from ortf_ros.pipeline.decode import Decoder
+from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.samples import DetectionsSample, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.recorder_client import RecorderError
 from ortf_ros.synthetic_detections import TOPIC_DETECTIONS
 
@@ -71,3 +75,24 @@ def test_a_live_episode_is_annotated_from_its_detections(ros: None, tmp_path: Pa
     report = validate(root, strict=True)
     # (A frame a loaded machine delivered late is reported, not hidden: a warning, which is fine here.)
     assert {f.rule for f in report.findings} <= {"alignment.tolerance"}, "\n".join(f.line() for f in report.findings)
+
+
+def test_installed_definitions_decode_what_the_package_publishes() -> None:
+    """The recorder's definitions of types its typestore lacks, read from the installed package:
+    a message serialized by rclpy's own vision_msgs decodes with them to the same values."""
+    from rclpy.serialization import serialize_message
+    from vision_msgs.msg import Detection2D, Detection2DArray
+
+    definition = installed_definition("vision_msgs/msg/Detection2DArray")
+    assert definition is not None and "MSG: vision_msgs/Point2D" in definition
+    message = Detection2DArray()
+    detection = Detection2D(id="cup-7")
+    detection.bbox.center.position.x, detection.bbox.size_x = 12.5, 4.0
+    message.detections.append(detection)
+    decoder = Decoder()
+    decoder.register("vision_msgs/msg/Detection2DArray", definition, "ros2msg")
+    raw = RawMessage("/det", "vision_msgs/msg/Detection2DArray", 0, serialize_message(message))
+    (sample,) = extract(decoder.decode(raw), raw)
+    assert isinstance(sample, DetectionsSample)
+    assert sample.boxes[0].object_id == "cup-7" and (sample.boxes[0].center_x, sample.boxes[0].size_x) == (12.5, 4.0)
+    assert installed_definition("no_such_msgs/msg/Nothing") is None
