@@ -226,6 +226,7 @@ def assert_detections_annotated(root: Path) -> None:
         first = episode.frame("wrist_camera", 0)
         directory = episode.annotations_dir
     assert objects is not None and objects.camera == "wrist_camera" and objects.annotated_frame == 0
+    assert objects.annotated_at is not None and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", objects.annotated_at)
     expected = detected_objects(0, width, height)
     assert [(o.label, o.object_class) for o in objects.objects] == [("block A", "block"), ("2 A", "2")]
     for found, item in zip(objects.objects, expected, strict=True):

@@ -15,6 +15,8 @@ is ignored: the spec's boxes are upright); it becomes the spec's top-left ``x``,
 out. The class is the best hypothesis's class id, named through the mapping's ``labels``; the
 label is the detection's ``id`` (a tracker's) when it has one, else the class and a letter
 (``cup A``, ``cup B``), as the spec's ``Box A`` and ``Bowl A``, so objects of a class are told apart.
+``annotated_at`` is the chosen message's stamp (when the detector saw the scene), so converting
+a recording again writes the same file.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from collections import Counter, deque
 import numpy as np
 
 from ortf_ros.dataset.annotate import Rendered, render_annotations
-from ortf_ros.dataset.catalog import utc_now_iso
+from ortf_ros.dataset.catalog import iso_utc
 from ortf_ros.dataset.writer import Annotations
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.format.scene_objects import PALETTE, BoundingBox, SceneObject, SceneObjects
@@ -105,9 +107,10 @@ class FirstFrameDetections:
         width, height = self.sensor.resolution.width, self.sensor.resolution.height
         objects = scene_objects(self._best[2].boxes, dict(self.mapping.labels), width, height)
         origin = clock_origin_ns if clock_origin_ns is not None else self._frame_ns
+        stamps = self._best[2].stamps
         document = SceneObjects(
             tuple(objects),
-            annotated_at=utc_now_iso(),
+            annotated_at=iso_utc(stamps.header_ns or stamps.receive_ns),  # the detector's time: a rerun gives the same
             annotated_frame=0,
             annotated_frame_timestamp=(self._frame_ns - origin) / NS,
             camera=self.mapping.camera,
