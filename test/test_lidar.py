@@ -372,3 +372,23 @@ def test_doctor_takes_rep117_ranges_as_meant(
     """+inf, -inf and NaN in a scan's ranges are readings (REP 117), not broken values."""
     ortf(["doctor", str(converted[1])])
     assert "value.non_finite" not in capsys.readouterr().out
+
+
+def test_parallel_conversion_imports_the_clouds(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    """``--jobs`` converts into scratch datasets and imports their episodes: clouds too."""
+    bag, out = converted
+    later = write_teleop_bag(
+        tmp_path / "later", bag.fmt, duration_s=DURATION_S, lidar=True, start_ns=bag.start_ns + 10**10
+    )
+    target = tmp_path / "jobs"
+    assert bag2ortf([str(bag.path), str(later.path), "-o", str(target), "--jobs", "2"]) == 0
+    assert validate(target, strict=True).ok
+    ours = pq.read_table(out / point_clouds.cloud_path("lidar_points", 0, 0))
+    for index in range(2):
+        theirs = pq.read_table(target / point_clouds.cloud_path("lidar_points", 0, index))
+        assert (
+            theirs.num_rows == ours.num_rows
+            and theirs.column("episode_id").to_pylist() == [f"{index:06d}"] * ours.num_rows
+        )
+        shift = index * 10**10
+        assert [s - shift for s in theirs.column("stamp_ns").to_pylist()] == ours.column("stamp_ns").to_pylist()
