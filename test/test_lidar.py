@@ -18,6 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
+from rosbags.rosbag2 import Writer as Rosbag2Writer
+from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
@@ -392,3 +394,110 @@ def test_parallel_conversion_imports_the_clouds(converted: tuple[TeleopBagInfo, 
         )
         shift = index * 10**10
         assert [s - shift for s in theirs.column("stamp_ns").to_pylist()] == ours.column("stamp_ns").to_pylist()
+
+
+def write_plain_lidar_bag(path: Path) -> tuple[list[np.ndarray], list[dict[str, np.ndarray]]]:
+    """A mobile base's recording: /joint_states at 50 Hz, a scanner that gives no
+    intensities (scan 4 of another length: reconfigured), and an unorganized, dense,
+    big-endian cloud with a 3-element field; returns the scans and clouds written."""
+    store = get_typestore(Stores.ROS2_JAZZY)
+    types = store.types
+    scans, clouds = [], []
+
+    def header(ns: int, frame: str) -> Any:
+        stamp = types["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+        return types["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
+
+    with Rosbag2Writer(path, version=9) as bag:
+        joints = bag.add_connection("/joint_states", "sensor_msgs/msg/JointState", typestore=store)
+        scan_conn = bag.add_connection("/base_scan", "sensor_msgs/msg/LaserScan", typestore=store)
+        cloud_conn = bag.add_connection("/velodyne_points", "sensor_msgs/msg/PointCloud2", typestore=store)
+        events = [(i * 20_000_000, "j", i) for i in range(75)] + [
+            (i * 100_000_000 + 3_000_000, "s", i) for i in range(15)
+        ]
+        events += [(i * 200_000_000 + 7_000_000, "c", i) for i in range(7)]
+        for t, kind, i in sorted(events):
+            ns = START + t
+            if kind == "j":
+                position = np.array([0.1 * i, -0.2 * i])
+                message = types["sensor_msgs/msg/JointState"](
+                    header=header(ns, ""),
+                    name=["wheel_l", "wheel_r"],
+                    position=position,
+                    velocity=np.zeros(2),
+                    effort=np.zeros(0),
+                )
+                bag.write(joints, ns + 100_000, store.serialize_cdr(message, "sensor_msgs/msg/JointState"))
+            elif kind == "s":
+                ranges = np.linspace(0.2, 5.0, 89 if i == 4 else 360).astype(np.float32) + np.float32(i)
+                ranges[10] = np.inf
+                scans.append(ranges)
+                message = types["sensor_msgs/msg/LaserScan"](
+                    header=header(ns, "base_laser"),
+                    angle_min=-np.pi,
+                    angle_max=np.pi,
+                    angle_increment=2 * np.pi / 360,
+                    time_increment=0.0,
+                    scan_time=0.1,
+                    range_min=0.1,
+                    range_max=30.0,
+                    ranges=ranges,
+                    intensities=np.zeros(0, np.float32),
+                )
+                bag.write(scan_conn, ns + 2_000_000, store.serialize_cdr(message, "sensor_msgs/msg/LaserScan"))
+            else:
+                msg, values = _cloud_msg(True, 1, 5 + i, row_padding=0)
+                clouds.append(values)
+                fields = [
+                    types["sensor_msgs/msg/PointField"](
+                        name=f.name, offset=f.offset, datatype=f.datatype, count=f.count
+                    )
+                    for f in msg.fields
+                ]
+                message = types["sensor_msgs/msg/PointCloud2"](
+                    header=header(ns, "velodyne"),
+                    height=1,
+                    width=5 + i,
+                    fields=fields,
+                    is_bigendian=True,
+                    point_step=40,
+                    row_step=msg.row_step,
+                    data=np.frombuffer(msg.data, np.uint8),
+                    is_dense=True,
+                )
+                bag.write(cloud_conn, ns + 4_000_000, store.serialize_cdr(message, "sensor_msgs/msg/PointCloud2"))
+    return scans, clouds
+
+
+START = 1_700_000_000 * 10**9
+
+
+def test_scans_without_intensities_a_resized_scan_and_a_big_endian_cloud(tmp_path: Path) -> None:
+    scans, clouds = write_plain_lidar_bag(tmp_path / "base")
+    out = tmp_path / "ds"
+    assert bag2ortf([str(tmp_path / "base"), "-o", str(out)]) == 0
+    report = validate(out)
+    # (the steps around the refused scan are a scan period from the next: the one warning)
+    assert report.ok and {f.rule for f in report.findings} <= {"alignment.tolerance"}, [
+        f.line() for f in report.findings
+    ]
+    table = pq.read_table(out / layout.episode_stream_path(0, "base_scan", 0))
+    assert "intensities" not in table.column_names  # the scanner gives none: no column
+    kept = [s for s in scans if s.size == 360]
+    np.testing.assert_array_equal(np.array(table.column("ranges").to_pylist(), np.float32), np.array(kept))
+    row = pq.read_table(out / layout.EPISODES).to_pylist()[0]
+    accounts = {a.stream: a for a in accounts_from_rows(row["accounting"]) or ()}
+    assert accounts["base_scan"].undecodable == 1 and accounts["base_scan"].kept == len(kept)
+    cloud_table = pq.read_table(out / point_clouds.cloud_path("velodyne_points", 0, 0))
+    assert cloud_table.column("height").to_pylist() == [1] * len(clouds)
+    assert cloud_table.column("is_dense").to_pylist() == [True] * len(clouds)
+    for i, values in enumerate(clouds):
+        xyz = np.array(cloud_table.column("points.xyz")[i].as_py())
+        np.testing.assert_array_equal(xyz, values["xyz"])  # (n, 3) float64, now little-endian
+        np.testing.assert_array_equal(np.array(cloud_table.column("points.label")[i].as_py(), np.int8), values["label"])
+        np.testing.assert_array_equal(np.array(cloud_table.column("points.id")[i].as_py(), np.uint32), values["id"])
+    manifest = _manifest(out)
+    assert (
+        _sensor(manifest, "velodyne_points")["channels"] == "unknown"
+        and _sensor(manifest, "base_scan")["intensities"] is False
+    )
