@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
+from rerun.chunk import RrdReader
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
@@ -46,6 +47,8 @@ from ortf_ros.synthetic_bag import (
     CLOUD_WIDTH,
     LIDAR_FRAME,
     LIDAR_TRANSFORM,
+    SCAN_ANGLE_INCREMENT,
+    SCAN_ANGLE_MIN,
     SCAN_RATE_HZ,
     SCAN_SAMPLES,
     TOPIC_POINTS,
@@ -501,3 +504,31 @@ def test_scans_without_intensities_a_resized_scan_and_a_big_endian_cloud(tmp_pat
         _sensor(manifest, "velodyne_points")["channels"] == "unknown"
         and _sensor(manifest, "base_scan")["intensities"] is False
     )
+
+
+def test_rerun_export_shows_scans_and_clouds_as_points(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+    """Read back with Rerun's own reader: a Points3D per scan (its finite ranges at their
+    angles) and per cloud (its finite x, y, z), in the lidar's frame; no scalar plot per beam."""
+    bag, out = converted
+    rrd = tmp_path / "lidar.rrd"
+    assert ortf(["export", "rerun", str(out), str(rrd)]) == 0
+    store = RrdReader(rrd).stream().collect()
+    scans = store.reader(index="episode_000000", contents="/lidar/lidar").to_arrow_table()
+    positions = [cell for cell in scans["/lidar/lidar:Points3D:positions"].to_pylist() if cell is not None]
+    assert len(positions) == bag.counts[TOPIC_SCAN]
+    angles = SCAN_ANGLE_MIN + np.float32(SCAN_ANGLE_INCREMENT) * np.arange(SCAN_SAMPLES)
+    for seq, points in enumerate(positions):
+        ranges = scan_ranges(seq).astype(np.float64)
+        hit = np.isfinite(ranges)
+        expected = np.stack([ranges * np.cos(angles), ranges * np.sin(angles), np.zeros(SCAN_SAMPLES)], axis=1)[hit]
+        np.testing.assert_allclose(np.array(points), expected, atol=1e-5)
+    clouds = store.reader(index="episode_000000", contents="/lidar/lidar_points").to_arrow_table()
+    cells = [cell for cell in clouds["/lidar/lidar_points:Points3D:positions"].to_pylist() if cell is not None]
+    assert len(cells) == bag.counts[TOPIC_POINTS]
+    for seq, points in enumerate(cells):
+        values = cloud_values(seq)
+        xyz = np.stack([values["x"], values["y"], values["z"]], axis=1)
+        np.testing.assert_array_equal(np.array(points, np.float32), xyz[np.isfinite(xyz).all(axis=1)])
+    frame = store.reader(index=None, contents="/lidar/lidar").to_arrow_table()["/lidar/lidar:CoordinateFrame:frame"]
+    assert frame.to_pylist()[0] == [LIDAR_FRAME]
+    assert not [c for c in store.schema().component_columns() if c.entity_path.startswith("/state/lidar")]

@@ -43,6 +43,16 @@ NON_FINITE_KEY = "non_finite"
 laser scan's ranges: REP 117's +inf, -inf and NaN); such a stream's values are kept as sent."""
 
 
+def scan_streams(manifest: Manifest) -> list[str]:
+    """The native-rate streams that are a lidar's scans (a ``lidar`` sensor's, with ``ranges``)."""
+    found = []
+    for name, stream in manifest.native_streams.items():
+        sensor = manifest.sensor(stream.sensor or "")
+        if sensor is not None and sensor.type == "lidar" and "ranges" in stream.columns:
+            found.append(name)
+    return found
+
+
 def declarations(manifest: Manifest) -> dict[str, dict[str, Any]]:
     """Point cloud stream name -> its declaration (``{}`` when the dataset has none)."""
     value = manifest.extra.get(POINT_CLOUDS_KEY)

@@ -57,10 +57,10 @@ def _frame(sensor: Sensor | None, fallback: object, name: str) -> str:
 def scan_outputs(manifest: Manifest, settings: MessageSettings) -> tuple[ScanOut, ...]:
     """Each lidar whose scans the dataset keeps at their native rate."""
     found = []
-    for name, stream in manifest.native_streams.items():
+    for name in point_clouds.scan_streams(manifest):
+        stream = manifest.native_streams[name]
         sensor = manifest.sensor(stream.sensor or "")
-        if sensor is None or sensor.type != "lidar" or "ranges" not in stream.columns:
-            continue
+        assert sensor is not None
         topic = settings.topic("laser_scan", name)
         found.append(
             ScanOut(name, topic, _frame(sensor, sensor.mount_link, name), sensor, "intensities" in stream.columns)
