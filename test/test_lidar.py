@@ -53,6 +53,7 @@ from ortf_ros.synthetic_bag import (
     SCAN_SAMPLES,
     TOPIC_POINTS,
     TOPIC_SCAN,
+    BagFormat,
     TeleopBagInfo,
     cloud_data,
     cloud_values,
@@ -65,13 +66,29 @@ from ortf_ros.synthetic_bag import (
 DURATION_S = 1.2
 
 
+_CONVERTED: dict[str, tuple[TeleopBagInfo, Path]] = {}
+
+
+def _converted(fmt: BagFormat, tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopBagInfo, Path]:
+    """The synthetic scene with a lidar, as a bag of ``fmt`` converted with the detected mapping (once)."""
+    if fmt not in _CONVERTED:
+        tmp = tmp_path_factory.mktemp(f"lidar-{fmt}")
+        bag = write_teleop_bag(tmp / f"bag-{fmt}", fmt, duration_s=DURATION_S, lidar=True)
+        out = tmp / "ds"
+        assert bag2ortf([str(bag.path), "-o", str(out)]) == 0
+        _CONVERTED[fmt] = (bag, out)
+    return _CONVERTED[fmt]
+
+
 @pytest.fixture(scope="module", params=["mcap", "ros1"])
 def converted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopBagInfo, Path]:
-    tmp = tmp_path_factory.mktemp(f"lidar-{request.param}")
-    bag = write_teleop_bag(tmp / f"bag-{request.param}", request.param, duration_s=DURATION_S, lidar=True)
-    out = tmp / "ds"
-    assert bag2ortf([str(bag.path), "-o", str(out)]) == 0
-    return bag, out
+    return _converted(request.param, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def converted_mcap(tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopBagInfo, Path]:
+    """The MCAP one alone, for what does not depend on the bag's format (exports, rules)."""
+    return _converted("mcap", tmp_path_factory)
 
 
 def _manifest(out: Path) -> dict[str, object]:
@@ -186,9 +203,9 @@ def test_accounting_counts_scans_and_clouds(converted: tuple[TeleopBagInfo, Path
     assert cloud.steps_referencing == 0
 
 
-def test_a_cloud_file_cut_short_is_reported(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+def test_a_cloud_file_cut_short_is_reported(converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
     out = tmp_path / "ds"
-    shutil.copytree(converted[1], out)
+    shutil.copytree(converted_mcap[1], out)
     path = out / point_clouds.cloud_path("lidar_points", 0, 0)
     table = pq.read_table(path)
     pq.write_table(table.slice(0, table.num_rows - 1), path)
@@ -196,8 +213,8 @@ def test_a_cloud_file_cut_short_is_reported(converted: tuple[TeleopBagInfo, Path
     assert "episodes.accounting_files" in rules
 
 
-def test_auto_config_detects_scans_and_clouds(converted: tuple[TeleopBagInfo, Path]) -> None:
-    with BagSource(converted[0].path) as source:
+def test_auto_config_detects_scans_and_clouds(converted_mcap: tuple[TeleopBagInfo, Path]) -> None:
+    with BagSource(converted_mcap[0].path) as source:
         config = auto_config(source.topics())
     assert config.laser_scans == (LaserScanMapping("lidar", TOPIC_SCAN),)
     assert config.point_clouds == (PointCloudMapping("lidar_points", TOPIC_POINTS),)
@@ -306,10 +323,10 @@ LIDAR_BREAKAGES: list[tuple[str, Callable[[Path], None]]] = [
 
 @pytest.mark.parametrize(("rule", "breaker"), LIDAR_BREAKAGES, ids=[rule for rule, _ in LIDAR_BREAKAGES])
 def test_rule(
-    converted: tuple[TeleopBagInfo, Path], tmp_path: Path, rule: str, breaker: Callable[[Path], None]
+    converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path, rule: str, breaker: Callable[[Path], None]
 ) -> None:
     out = tmp_path / "ds"
-    shutil.copytree(converted[1], out)
+    shutil.copytree(converted_mcap[1], out)
     breaker(out)
     report = validate(out)
     assert not report.ok
@@ -317,10 +334,10 @@ def test_rule(
 
 
 def test_export_mcap_publishes_every_scan_and_cloud_value_exact(
-    converted: tuple[TeleopBagInfo, Path], tmp_path: Path
+    converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path
 ) -> None:
     """Read back with mcap-ros2-support; converted back, the same scans and clouds."""
-    bag, out = converted
+    bag, out = converted_mcap
     mcap_path = tmp_path / "lidar.mcap"
     assert ortf(["export", "mcap", str(out), str(mcap_path)]) == 0
     scans: list[Any] = []
@@ -355,8 +372,10 @@ def test_export_mcap_publishes_every_scan_and_cloud_value_exact(
             )
 
 
-def test_mixtrain_export_references_the_scans_and_clouds(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
-    out = converted[1]
+def test_mixtrain_export_references_the_scans_and_clouds(
+    converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path
+) -> None:
+    out = converted_mcap[1]
     target = tmp_path / "mixtrain"
     assert ortf(["export", "mixtrain", str(out), str(target)]) == 0
     row = pq.read_table(target / "data" / "part-00000.parquet").to_pylist()[0]
@@ -372,16 +391,16 @@ def test_mixtrain_export_references_the_scans_and_clouds(converted: tuple[Teleop
 
 
 def test_doctor_takes_rep117_ranges_as_meant(
-    converted: tuple[TeleopBagInfo, Path], capsys: pytest.CaptureFixture[str]
+    converted_mcap: tuple[TeleopBagInfo, Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """+inf, -inf and NaN in a scan's ranges are readings (REP 117), not broken values."""
-    ortf(["doctor", str(converted[1])])
+    ortf(["doctor", str(converted_mcap[1])])
     assert "value.non_finite" not in capsys.readouterr().out
 
 
-def test_parallel_conversion_imports_the_clouds(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+def test_parallel_conversion_imports_the_clouds(converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
     """``--jobs`` converts into scratch datasets and imports their episodes: clouds too."""
-    bag, out = converted
+    bag, out = converted_mcap
     later = write_teleop_bag(
         tmp_path / "later", bag.fmt, duration_s=DURATION_S, lidar=True, start_ns=bag.start_ns + 10**10
     )
@@ -506,10 +525,12 @@ def test_scans_without_intensities_a_resized_scan_and_a_big_endian_cloud(tmp_pat
     )
 
 
-def test_rerun_export_shows_scans_and_clouds_as_points(converted: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
+def test_rerun_export_shows_scans_and_clouds_as_points(
+    converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path
+) -> None:
     """Read back with Rerun's own reader: a Points3D per scan (its finite ranges at their
     angles) and per cloud (its finite x, y, z), in the lidar's frame; no scalar plot per beam."""
-    bag, out = converted
+    bag, out = converted_mcap
     rrd = tmp_path / "lidar.rrd"
     assert ortf(["export", "rerun", str(out), str(rrd)]) == 0
     store = RrdReader(rrd).stream().collect()
