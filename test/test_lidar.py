@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -24,9 +25,13 @@ from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.recover import recover
+from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import ROLE_LIDAR, ROLE_POINT_CLOUD, accounts_from_rows
+from ortf_ros.format.manifest import Sensor
 from ortf_ros.pipeline.config import (
     ConversionConfig,
     LaserScanMapping,
@@ -39,6 +44,7 @@ from ortf_ros.pipeline.config import (
 from ortf_ros.pipeline.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.pipeline.samples import PointField, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     CLOUD_FIELDS,
     CLOUD_HEIGHT,
@@ -553,3 +559,37 @@ def test_rerun_export_shows_scans_and_clouds_as_points(
     frame = store.reader(index=None, contents="/lidar/lidar").to_arrow_table()["/lidar/lidar:CoordinateFrame:frame"]
     assert frame.to_pylist()[0] == [LIDAR_FRAME]
     assert not [c for c in store.schema().component_columns() if c.entity_path.startswith("/state/lidar")]
+
+
+def test_an_interrupted_episode_keeps_its_clouds_and_a_torn_one_is_cut(tmp_path: Path) -> None:
+    """Clouds are in the staged log as each is added: ``ortf recover`` commits them; a
+    cloud torn by the crash (half a record) is not there, the ones before it are."""
+    fields = [
+        {"name": n, "datatype": d, "count": 1, "offset": o} for n, d, o in (("x", "FLOAT32", 0), ("i", "UINT8", 4))
+    ]
+    declaration = {"sensor": "top", "fields": fields, "point_step": 8, "frame": "top_link", "rate_hz": 10.0}
+    base = demo_manifest(64, 48, depth=False)
+    manifest = replace(
+        base,
+        sensors=(*base.sensors, Sensor("top", "lidar", extra={"scan_rate": 10.0, "range": "unknown", "channels": 1})),
+        extra={**base.extra, point_clouds.POINT_CLOUDS_KEY: {"top": declaration}},
+    )
+    root = tmp_path / "ds"
+    writer = DatasetWriter(root, manifest).open()
+    writer.begin_episode("scan the room")
+    for k in range(4):
+        images = {cam: demo_rgb(n, k, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}
+        writer.add_step(k / 10, demo_state(0, k), demo_action(0, k), images)
+        x, i = np.arange(k + 1, dtype=np.float32), np.full(k + 1, k, np.uint8)
+        writer.add_point_cloud("top", k / 10 + 0.01, {"x": x, "i": i}, height=1, width=k + 1, is_dense=True)
+    writer.close()  # the episode stays staged, as after a crash
+    staged = next(staging_root(root).glob("episode_*")) / "point_clouds" / "top.arrows"
+    staged.write_bytes(staged.read_bytes()[:-40])  # the last cloud torn
+    (result,) = recover(root)
+    assert result.action == "recovered"
+    table = pq.read_table(root / point_clouds.cloud_path("top", 0, 0))
+    assert table.column("cloud_index").to_pylist() == [0, 1, 2]
+    assert table.column("points.x").to_pylist() == [[0.0], [0.0, 1.0], [0.0, 1.0, 2.0]]
+    assert table.column("points.i").to_pylist() == [[0], [1, 1], [2, 2, 2]]
+    report = validate(root)
+    assert report.ok, [f.line() for f in report.findings]
