@@ -38,6 +38,7 @@ from ortf_ros.pipeline.config import (
     PointCloudMapping,
     auto_config,
     config_from_mapping,
+    config_from_parameters,
     config_to_mapping,
     describe_mapping,
 )
@@ -235,6 +236,9 @@ def test_mapping_keys_round_trip_and_are_checked() -> None:
         point_clouds=(PointCloudMapping("top", "/top/points"),),
     )
     assert config_from_mapping(config_to_mapping(config), "x") == config
+    parameters = {"laser_scans.front.topic": "/front/scan", "laser_scans.front.time": "receive"}
+    parameters |= {"laser_scans.front.policy": "latest", "point_clouds.top.topic": "/top/points"}
+    assert config_from_parameters(parameters) == config  # the recorder's ROS parameters, same keys
     with pytest.raises(Exception, match="laser_scans.front.policy: .*latest or nearest"):
         config_from_mapping({"laser_scans": {"front": {"topic": "/s", "policy": "linear"}}}, "m.yaml")
     with pytest.raises(Exception, match="native: .*false is not supported"):
