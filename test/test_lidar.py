@@ -409,7 +409,8 @@ def test_doctor_takes_rep117_ranges_as_meant(
 
 
 def test_parallel_conversion_imports_the_clouds(converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path) -> None:
-    """``--jobs`` converts into scratch datasets and imports their episodes: clouds too."""
+    """``--jobs`` converts into scratch datasets and imports their episodes: clouds too; and
+    ``ortf episodes delete`` removes an episode's clouds with it."""
     bag, out = converted_mcap
     later = write_teleop_bag(
         tmp_path / "later", bag.fmt, duration_s=DURATION_S, lidar=True, start_ns=bag.start_ns + 10**10
@@ -426,6 +427,11 @@ def test_parallel_conversion_imports_the_clouds(converted_mcap: tuple[TeleopBagI
         )
         shift = index * 10**10
         assert [s - shift for s in theirs.column("stamp_ns").to_pylist()] == ours.column("stamp_ns").to_pylist()
+    # deleting an episode deletes its clouds
+    assert ortf(["episodes", "delete", str(target), "000000", "--yes"]) == 0
+    assert not (target / point_clouds.cloud_path("lidar_points", 0, 0)).exists()
+    assert (target / point_clouds.cloud_path("lidar_points", 0, 1)).exists()
+    assert validate(target, strict=True).ok
 
 
 def write_plain_lidar_bag(path: Path) -> tuple[list[np.ndarray], list[dict[str, np.ndarray]]]:
