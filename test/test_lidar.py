@@ -292,8 +292,10 @@ def _cloud_msg(
 @pytest.mark.parametrize(("big_endian", "height", "width"), [(False, 1, 7), (True, 3, 4), (False, 0, 0)])
 def test_cloud_decoding_any_layout(big_endian: bool, height: int, width: int) -> None:
     msg, values = _cloud_msg(big_endian, height, width, row_padding=5)
+    msg.fields += [SimpleNamespace(name="_", offset=24, datatype=2, count=1)] * 2  # PCL's padding fields
     sample = point_cloud(msg, "/c", Stamps(1, 2, "f"))
     assert (sample.height, sample.width) == (height, width)
+    assert list(sample.values) == list(values)  # (padding fields are no values)
     for name, expected in values.items():
         np.testing.assert_array_equal(sample.values[name], expected)
         assert sample.values[name].dtype.byteorder in ("=", "<", "|")
