@@ -25,10 +25,12 @@ from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import ROLE_LIDAR, ROLE_POINT_CLOUD, accounts_from_rows
 from ortf_ros.format.manifest import Sensor
@@ -605,3 +607,14 @@ def test_an_interrupted_episode_keeps_its_clouds_and_a_torn_one_is_cut(tmp_path:
     assert table.column("points.i").to_pylist() == [[0], [1, 1], [2, 2, 2]]
     report = validate(root)
     assert report.ok, [f.line() for f in report.findings]
+
+
+def test_the_reader_gives_an_episode_s_clouds_one_at_a_time(converted_mcap: tuple[TeleopBagInfo, Path]) -> None:
+    bag, out = converted_mcap
+    episode = load_dataset(out).episode(0)
+    batches = list(episode.cloud_batches("lidar_points", ["cloud_index", "points.ring"]))
+    assert [b.num_rows for b in batches] == [1] * bag.counts[TOPIC_POINTS]
+    assert [b.column("cloud_index")[0].as_py() for b in batches] == list(range(bag.counts[TOPIC_POINTS]))
+    assert batches[0].column("points.ring")[0].as_py() == cloud_values(0)["ring"].tolist()
+    with pytest.raises(ReaderError, match="unknown point cloud stream 'nope'"):
+        episode.cloud_file("nope")

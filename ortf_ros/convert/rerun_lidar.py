@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from ortf_ros.convert import rerun_plan
 from ortf_ros.dataset.reader import Episode, column_array
@@ -66,17 +65,14 @@ def _scan_points(episode: Episode, name: str) -> Iterator[tuple[float, np.ndarra
 
 
 def _cloud_points(episode: Episode, name: str) -> Iterator[tuple[float, np.ndarray]]:
-    dataset = episode.dataset
-    path = dataset.root / point_clouds.cloud_path(name, episode.record.chunk_id, dataset.file_index(episode.record))
+    declared = point_clouds.declarations(episode.dataset.manifest)[name]
     axes = [point_clouds.field_column(axis) for axis in ("x", "y", "z")]
-    if not path.exists() or not set(axes) <= set(pq.ParquetFile(path).schema_arrow.names):
+    if not {"x", "y", "z"} <= {str(f.get("name")) for f in declared.get("fields", [])}:
         return
-    parquet = pq.ParquetFile(path)
-    for group in range(parquet.num_row_groups):
-        table = parquet.read_row_group(group, columns=["timestamp", *axes])
-        for row in range(table.num_rows):
-            xyz = np.stack([np.asarray(table.column(a)[row].values, np.float64) for a in axes], axis=1)
-            yield float(table.column("timestamp")[row].as_py()), xyz[np.isfinite(xyz).all(axis=1)]
+    for batch in episode.cloud_batches(name, ["timestamp", *axes]):
+        for row in range(batch.num_rows):
+            xyz = np.stack([np.asarray(batch.column(a)[row].values, np.float64) for a in axes], axis=1)
+            yield float(batch.column("timestamp")[row].as_py()), xyz[np.isfinite(xyz).all(axis=1)]
 
 
 def log_episode(rr: Any, episode: Episode, log: Log) -> None:
