@@ -13,6 +13,10 @@ in the common 32-byte x, y, z, intensity layout) is not stored; the values are t
 sent, so a player rebuilds the message exactly (``point_step`` and offsets declared).
 The ``points.`` prefix keeps a field named like a row's own columns (``timestamp``, which
 some lidars' clouds have) from colliding with them.
+
+Also the two facts of a laser scan's native-rate stream that readers of the format need:
+which streams are scans (``scan_streams``) and that their values may be non-finite by
+meaning (``NON_FINITE_KEY``).
 """
 
 from __future__ import annotations
