@@ -89,7 +89,7 @@ def _converted(fmt: BagFormat, tmp_path_factory: pytest.TempPathFactory) -> tupl
     return _CONVERTED[fmt]
 
 
-@pytest.fixture(scope="module", params=["mcap", "ros1"])
+@pytest.fixture(scope="module", params=["mcap", "sqlite3", "ros1"])
 def converted(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[TeleopBagInfo, Path]:
     return _converted(request.param, tmp_path_factory)
 
