@@ -26,18 +26,9 @@ import pyarrow as pa
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.point_clouds import scan_streams
 
 _GEOMETRY = ("angle_min", "angle_max", "angle_increment", "time_increment", "scan_time", "samples", "range")
-
-
-def scan_streams(manifest: Manifest) -> list[str]:
-    """The native-rate streams that are a lidar's scans."""
-    found = []
-    for name, stream in manifest.native_streams.items():
-        sensor = manifest.sensor(stream.sensor or "")
-        if sensor is not None and sensor.type == "lidar" and "ranges" in stream.columns:
-            found.append(name)
-    return found
 
 
 def scan_column(name: str) -> str:

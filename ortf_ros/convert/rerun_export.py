@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ortf_ros.convert import rerun_plan
+from ortf_ros.convert import rerun_lidar, rerun_plan
 from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.rerun_plan import Plan, Source
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
@@ -96,6 +96,8 @@ def write_rerun(root: Path, out: Path, episode_ids: Sequence[str] | None = None)
             writer.robot()
             writer.frames()
             writer.cameras()
+            for entity, frame in rerun_lidar.frames(manifest).items():
+                writer.static(entity, rr.CoordinateFrame(frame))
             for episode_id in ids:
                 with dataset.episode(episode_id) as episode:
                     writer.episode(episode)
@@ -273,6 +275,14 @@ class _Writer:
             if source.stream is None:
                 for camera in cameras:
                     camera.finish()
+        rerun_lidar.log_episode(
+            self.rr, episode, lambda entity, second, points: self._log(timeline, entity, second, points)
+        )
+
+    def _log(self, timeline: str, entity: str, seconds: float, archetype: Any) -> None:
+        self.at(timeline, seconds)
+        self.recording.log(entity, archetype, strict=True)
+        self.result.count(entity, 1)
 
     def _step_columns(self, cameras: list[_Camera]) -> list[str]:
         ee = [] if self.plan.end_effector is None else [rerun_plan.EE_POSITION, rerun_plan.EE_ORIENTATION]

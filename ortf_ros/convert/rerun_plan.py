@@ -8,7 +8,8 @@ from the manifest alone, once for all the episodes exported.
 - ``/ft/<sensor>/<axis>``: force-torque, ``fx fy fz tx ty tz``;
 - ``/tf/<frame>``: transforms between named frames (manifest frames, URDF links, the
   end-effector pose);
-- ``/state/<stream>/<column>/<element>``: a native-rate table of another kind.
+- ``/state/<stream>/<column>/<element>``: a native-rate table of another kind;
+- ``/lidar/<name>``: a lidar's scans and a point cloud stream's clouds (``rerun_lidar``).
 
 Native-rate tables are used where the dataset has them, the steps otherwise: a
 force-torque sensor sampled at 1 kHz shown at the 30 Hz step rate would hide what the
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
+from ortf_ros.format.point_clouds import scan_streams
 
 FT_AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 JOINT_FIELDS = {"position": "joint_positions", "velocity": "joint_velocities", "effort": "joint_torques"}
@@ -117,7 +119,10 @@ class Plan:
 def plan(manifest: Manifest) -> Plan:
     """Where every state, action and force-torque value of ``manifest``'s datasets goes."""
     force_torque = {s.name for s in manifest.sensors if s.type == "force_torque"}
-    natives = [_native(name, stream, force_torque) for name, stream in manifest.native_streams.items()]
+    scans = set(scan_streams(manifest))  # (points, not series: ``rerun_lidar``)
+    natives = [
+        _native(name, stream, force_torque) for name, stream in manifest.native_streams.items() if name not in scans
+    ]
     replaced = {component for _, components in natives for component in components}
     steps = _steps(manifest, replaced, force_torque, native_joints=any(s.joint_positions for s, _ in natives))
     return Plan((steps, *(source for source, _ in natives)), end_effector(manifest))

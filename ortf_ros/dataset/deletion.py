@@ -48,7 +48,7 @@ from ortf_ros.dataset.commit import PARQUET_COMPRESSION
 from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError, OrtfError, UnknownEpisodeError, WriterError, failure_line
-from ortf_ros.format import layout
+from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
@@ -192,6 +192,7 @@ def _plan(catalog: Catalog, record: EpisodeRecord, position: int) -> PlannedDele
             tables.append(layout.stream_path(record.chunk_id, stream))
         else:
             files.append(layout.episode_stream_path(record.chunk_id, stream, index))
+    files += [point_clouds.cloud_path(name, record.chunk_id, index) for name in point_clouds.declarations(manifest)]
     directories = (layout.annotations_dir(index),)
     return PlannedDeletion(
         record.episode_id,

@@ -95,6 +95,23 @@ class CloudLog:
         self.last_timestamp = timestamp
         return self.count - 1
 
+    def append_file(self, path: Path) -> None:
+        """Another dataset's committed clouds of this stream (``DatasetWriter.import_episode``),
+        a row group (a cloud) at a time, relabelled with this episode's id."""
+        if not path.exists():
+            return
+        parquet = pq.ParquetFile(path)
+        index = self.schema.get_field_index("episode_id")
+        for group in range(parquet.num_row_groups):
+            table = parquet.read_row_group(group).cast(self.schema)
+            ids = pa.array([self.episode_id] * table.num_rows, pa.string())
+            table = table.set_column(index, self.schema.field(index), ids)
+            for batch in table.to_batches():
+                if self._log is None:
+                    self._log = StepLog(self.path, self.schema)
+                self._log.append(batch)
+                self.count += batch.num_rows
+
     def close(self) -> None:
         if self._log is not None:
             self._log.close()

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
-from ortf_ros.format import layout
+from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
@@ -192,6 +192,22 @@ class Episode:
     def stream_batches(self, name: str, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
         """``stream`` a row group at a time (see ``step_batches``)."""
         return self._batches(self.stream_file(name), "sample_index", columns)
+
+    def cloud_file(self, name: str) -> str:
+        """Where this episode's clouds of point cloud stream ``name`` are (``format.point_clouds``;
+        no file when the episode has none)."""
+        declared = point_clouds.declarations(self.dataset.manifest)
+        if name not in declared:
+            raise ReaderError(f"unknown point cloud stream {name!r}; the manifest declares {sorted(declared)}")
+        return point_clouds.cloud_path(name, self.record.chunk_id, self.dataset.file_index(self.record))
+
+    def cloud_batches(self, name: str, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """A point cloud stream's clouds in order, a row group (a cloud, as ortf_ros writes
+        them) at a time; none when the episode has no cloud file."""
+        relative = self.cloud_file(name)
+        if not (self.dataset.root / relative).is_file():
+            return iter(())
+        return self._batches(relative, "cloud_index", columns)
 
     def _check_stream(self, name: str) -> None:
         if name not in self.dataset.manifest.native_streams:

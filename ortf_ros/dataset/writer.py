@@ -52,7 +52,7 @@ from ortf_ros.dataset.staging import (
 )
 from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
-from ortf_ros.format import layout
+from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import StreamAccount, accounts_to_rows
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
@@ -629,6 +629,11 @@ class DatasetWriter:
             for microphone, audio in recording.audio.items():
                 index = source.file_index(episode.record)
                 audio.copy_from(*episode_audio(source.root, record.chunk_id, index, microphone))
+            for name in point_clouds.declarations(self.manifest):
+                chunk, index = episode.record.chunk_id, source.file_index(episode.record)
+                recording.cloud_log(self.manifest, name).append_file(
+                    source.root / point_clouds.cloud_path(name, chunk, index)
+                )
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)

@@ -13,6 +13,10 @@ in the common 32-byte x, y, z, intensity layout) is not stored; the values are t
 sent, so a player rebuilds the message exactly (``point_step`` and offsets declared).
 The ``points.`` prefix keeps a field named like a row's own columns (``timestamp``, which
 some lidars' clouds have) from colliding with them.
+
+Also the two facts of a laser scan's native-rate stream that readers of the format need:
+which streams are scans (``scan_streams``) and that their values may be non-finite by
+meaning (``NON_FINITE_KEY``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,16 @@ FIELD_PREFIX = "points."
 NON_FINITE_KEY = "non_finite"
 """A native-rate stream's key saying its values may be non-finite, and what that means (a
 laser scan's ranges: REP 117's +inf, -inf and NaN); such a stream's values are kept as sent."""
+
+
+def scan_streams(manifest: Manifest) -> list[str]:
+    """The native-rate streams that are a lidar's scans (a ``lidar`` sensor's, with ``ranges``)."""
+    found = []
+    for name, stream in manifest.native_streams.items():
+        sensor = manifest.sensor(stream.sensor or "")
+        if sensor is not None and sensor.type == "lidar" and "ranges" in stream.columns:
+            found.append(name)
+    return found
 
 
 def declarations(manifest: Manifest) -> dict[str, dict[str, Any]]:

@@ -407,19 +407,9 @@ class Assembler:
         if isinstance(sample, ImageSample):
             return self._image(sample, topic)
         if isinstance(sample, LaserScanSample):
-            rows = self.range.scan_rows(sample, topic)
-            if rows is None:
-                return False
-            time_ns, row = rows
-            self._hold(self.range.scan_names[topic], time_ns, row, sample.stamps)
-            return True
+            return self._laser_scan(sample, topic)
         if isinstance(sample, PointCloudSample):
-            cloud = self.range.cloud(sample, topic)
-            if cloud is not None:
-                self.range.held.append(cloud)
-                if self._clock_started or len(self.range.held) >= CLOUDS_HELD_MAX:
-                    self._send_samples()
-            return cloud is not None
+            return self._point_cloud(sample, topic)
         if isinstance(sample, EncodedFrameSample):
             return self._encoded_frame(sample, topic)
         if isinstance(sample, JointStateSample) and topic == self._joint_topic:
@@ -431,6 +421,29 @@ class Assembler:
         if isinstance(sample, DetectionsSample) and self.detections is not None:
             return self.detections.offer(topic, stream_time(sample.stamps, self.detections.mapping.time), sample)
         return False  # latched state (camera info, URDF) went into the manifest
+
+    def _laser_scan(self, sample: LaserScanSample, topic: str) -> bool:
+        """A scan into its sampler (steps point at it) and its native-rate table (``range_input``)."""
+        rows = self.range.scan_rows(sample, topic)
+        if rows is None:
+            return False
+        time_ns, row = rows
+        self._hold(self.range.scan_names[topic], time_ns, row, sample.stamps)
+        return True
+
+    def _point_cloud(self, sample: PointCloudSample, topic: str) -> bool:
+        """A cloud to the writer; held while the episode's clock has not started (the first
+        step or native sample starts it, and the cloud's time must count from the same origin)."""
+        cloud = self.range.cloud(sample, topic)
+        if cloud is None:
+            return False
+        if self._clock_started:
+            self.range.write_cloud(cloud, self._clock_ns)
+            return True
+        self.range.held.append(cloud)
+        if len(self.range.held) >= CLOUDS_HELD_MAX:
+            self._send_samples()
+        return True
 
     def _controller_state(self, sample: ControllerStateSample, topic: str) -> bool:
         """The joint state a controller's feedback is (its topic the joint state's), and the

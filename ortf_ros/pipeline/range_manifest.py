@@ -17,8 +17,9 @@ its files are (``layout``-like path template).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -122,6 +123,16 @@ def declared_fields(fields: tuple[PointField, ...]) -> list[dict[str, object]]:
     ]
 
 
+_T = TypeVar("_T")
+
+
+def _first(found: Mapping[str, _T], name: str, missing: str) -> _T:
+    """A sensor's first message, which the manifest is described from (none: ``missing``)."""
+    if name not in found:
+        raise ConversionError(missing)
+    return found[name]
+
+
 def range_description(
     config: ConversionConfig,
     scans: dict[str, LaserScanSample],
@@ -133,16 +144,12 @@ def range_description(
     streams: dict[str, NativeStream] = {}
     declared: dict[str, Any] = {}
     for scan in config.laser_scans:
-        first = scans.get(scan.name)
-        if first is None:
-            raise ConversionError(f"{scan.topic}: laser scan {scan.name!r} has no decodable scan")
+        first = _first(scans, scan.name, f"{scan.topic}: laser scan {scan.name!r} has no decodable scan")
         rate = rates.get(scan.topic, 0.0)
         sensors.append(scan_sensor(scan, first, rate))
         streams[scan.name] = scan_stream(scan, first, rate)
     for cloud in config.point_clouds:
-        first_cloud = clouds.get(cloud.name)
-        if first_cloud is None:
-            raise ConversionError(f"{cloud.topic}: point cloud {cloud.name!r} has no decodable cloud")
+        first_cloud = _first(clouds, cloud.name, f"{cloud.topic}: point cloud {cloud.name!r} has no decodable cloud")
         rate = rates.get(cloud.topic, 0.0)
         sensors.append(cloud_sensor(cloud, first_cloud, rate))
         declared[cloud.name] = cloud_declaration(cloud, first_cloud, rate)

@@ -31,6 +31,10 @@ DATATYPE_NAMES: dict[int, str] = {
 }
 
 
+PCL_PADDING = "_"
+"""The name PCL gives a padding field: bytes that hold no value (left out, as other padding is)."""
+
+
 class InvalidRangeDataError(ValueError):
     """What a scan or cloud holds is not what it claims; the text says why."""
 
@@ -67,6 +71,8 @@ def laser_scan(msg: Any, topic: str, stamps: Stamps) -> LaserScanSample:
 def _fields(msg: Any) -> tuple[PointField, ...]:
     fields = []
     for field in msg.fields:
+        if str(field.name) == PCL_PADDING:
+            continue
         datatype = int(field.datatype)
         if datatype not in POINT_DATATYPES:
             raise InvalidRangeDataError(f"field {field.name!r} has datatype {datatype}, expected 1..8 (INT8..FLOAT64)")

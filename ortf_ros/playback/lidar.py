@@ -13,11 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from ortf_ros.dataset.reader import Episode, column_array
 from ortf_ros.format import point_clouds
@@ -57,10 +55,10 @@ def _frame(sensor: Sensor | None, fallback: object, name: str) -> str:
 def scan_outputs(manifest: Manifest, settings: MessageSettings) -> tuple[ScanOut, ...]:
     """Each lidar whose scans the dataset keeps at their native rate."""
     found = []
-    for name, stream in manifest.native_streams.items():
+    for name in point_clouds.scan_streams(manifest):
+        stream = manifest.native_streams[name]
         sensor = manifest.sensor(stream.sensor or "")
-        if sensor is None or sensor.type != "lidar" or "ranges" not in stream.columns:
-            continue
+        assert sensor is not None
         topic = settings.topic("laser_scan", name)
         found.append(
             ScanOut(name, topic, _frame(sensor, sensor.mount_link, name), sensor, "intensities" in stream.columns)
@@ -144,11 +142,6 @@ def scan_items(
                 yield emit(t, scan.topic, LASER_SCAN_TYPE, laser_scan(ros, t, scan, row, strengths))
 
 
-def cloud_file(episode: Episode, name: str) -> Path:
-    dataset = episode.dataset
-    return dataset.root / point_clouds.cloud_path(name, episode.record.chunk_id, dataset.file_index(episode.record))
-
-
 def cloud_values(table: Any, row: int, cloud: CloudOut) -> dict[str, np.ndarray]:
     """One cloud's values per field, from its row of a cloud file."""
     values = {}
@@ -163,12 +156,7 @@ def cloud_values(table: Any, row: int, cloud: CloudOut) -> dict[str, np.ndarray]
 def cloud_items(
     episode: Episode, cloud: CloudOut, ros: RosMessages, at: Timed, plays_from_s: float, emit: Emit
 ) -> Iterator[Any]:
-    path = cloud_file(episode, cloud.name)
-    if not path.exists():
-        return
-    parquet = pq.ParquetFile(path)
-    for group in range(parquet.num_row_groups):
-        table = parquet.read_row_group(group)
+    for table in episode.cloud_batches(cloud.name):
         for row in range(table.num_rows):
             timestamp = float(table.column("timestamp")[row].as_py())
             if timestamp < plays_from_s:

@@ -20,6 +20,8 @@ from ortf_ros.pipeline.config import (
     EpisodeLabels,
     EpisodeSplit,
     JointStateMapping,
+    LaserScanMapping,
+    PointCloudMapping,
     StepClock,
     WrenchMapping,
 )
@@ -73,4 +75,6 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
         sync_tolerance_ms=manifest.sync_tolerance_ms,
         episodes=EpisodeSplit(mode="topic", topic=episode_topic) if split else EpisodeSplit(),
         labels=EpisodeLabels(task_topic=settings.topic("task") if "task" in streams else None),
+        laser_scans=tuple(LaserScanMapping(s.name, s.topic) for s in pub.scans if "laser_scan" in streams),
+        point_clouds=tuple(PointCloudMapping(c.name, c.topic) for c in pub.clouds if "point_cloud" in streams),
     )

@@ -132,7 +132,8 @@ class RecorderNode(Node):
             self.source,
             mapped_types(self.mapping),
             latched={*self.mapping.tf_static_topics, self.mapping.robot_description_topic},
-            frames={c.topic for c in self.mapping.cameras},
+            # (a point cloud is megabytes, as a frame is: it gets a frame's queue, not 1024 messages)
+            frames={c.topic for c in self.mapping.cameras} | {p.topic for p in self.mapping.point_clouds},
             qos_overrides=self.qos_overrides,
             sim_time=self.sim_time,
             clock=self.get_clock(),
