@@ -20,12 +20,13 @@ import contextlib
 import os
 import shutil
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ortf_ros.errors import WriterError
@@ -34,10 +35,9 @@ from ortf_ros.format.audio import AUDIO_CHUNK_SCHEMA, SAMPLE_FORMATS, AudioForma
 from ortf_ros.io import atomic
 
 NS = 1_000_000_000
-ROWS_PER_BLOCK = 1024  # chunk rows held before they are logged: 64 s of 1024-sample chunks at 16 kHz
+ROWS_PER_BLOCK = 64  # chunk rows held before they are logged: 4 s of 1024-sample chunks at 16 kHz
 _WAVE_PCM, _WAVE_FLOAT = 1, 3
 _HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")
-_LOG_SCHEMA = AUDIO_CHUNK_SCHEMA  # (timestamp: on the caller's clock until ``finish`` knows the origin)
 GAP_FACTOR = 1.5
 """A message whose time is this many of the previous message's durations after it follows a gap."""
 
@@ -77,14 +77,21 @@ def file_samples(data: bytes, sample_format: str) -> np.ndarray:
 
 
 class AudioFile:
-    """One microphone's audio of the episode being recorded, in the staging directory."""
+    """One microphone's audio of the episode being recorded, in the staging directory.
+
+    The chunk rows wait in memory until the episode's time origin is known (its first step
+    or native sample: ``set_origin``; audio does not set it), then are logged with their
+    time on the step clock every ``ROWS_PER_BLOCK`` chunks, after the samples they
+    describe were flushed to the WAV: a killed recorder leaves a log whose every row's
+    samples are in the file, which ``finish_staged`` makes a committed pair of."""
 
     def __init__(self, wav: Path, fmt: AudioFormat) -> None:
         self.wav = wav
         self.format = fmt
         self.frames = 0
         self.chunks = 0
-        self._rows: dict[str, list[float | None]] = {f.name: [] for f in _LOG_SCHEMA}
+        self.origin: float | None = None
+        self._rows: dict[str, list[float | None]] = {f.name: [] for f in AUDIO_CHUNK_SCHEMA}
         self._previous: tuple[int, int] | None = None  # the last chunk's time and frames
         wav.parent.mkdir(parents=True, exist_ok=True)
         self._file = wav.open("wb")
@@ -94,11 +101,11 @@ class AudioFile:
 
     @property
     def log_path(self) -> Path:
-        return self.wav.with_suffix(".chunks.arrows")
+        return chunk_log(self.wav)
 
     @property
     def table_path(self) -> Path:
-        return self.wav.with_suffix(".chunks.parquet")
+        return chunk_table(self.wav)
 
     def add(self, samples: np.ndarray, timestamp: float, *, time_ns: int, stamp_ns: int | None, receive_ns: int) -> int:
         """A message's samples (interleaved, in the format's dtype), appended; the index of
@@ -117,28 +124,39 @@ class AudioFile:
             if duration_ns and time_ns - before_ns > GAP_FACTOR * duration_ns:
                 gap = max(0, round((time_ns - before_ns) * self.format.sample_rate / NS) - before_frames)
         self._previous = (time_ns, frames)
-        row = (self.chunks, first, frames, timestamp, time_ns, stamp_ns, receive_ns, gap)
+        seconds = timestamp if self.origin is None else timestamp - self.origin  # (``set_origin`` shifts the first)
+        row = (self.chunks, first, frames, seconds, time_ns, stamp_ns, receive_ns, gap)
         for column, value in zip(self._rows.values(), row, strict=True):
             column.append(value)
         self.chunks += 1
         self.frames += frames
-        if len(self._rows["chunk_index"]) >= ROWS_PER_BLOCK:
+        if self.origin is not None and len(self._rows["chunk_index"]) >= ROWS_PER_BLOCK:
             self._flush_rows()
         return first
+
+    def set_origin(self, origin: float) -> None:
+        """The episode's time 0 on the writer's clock: the rows that waited for it are put on the step clock."""
+        if self.origin is not None:
+            return
+        self.origin = origin
+        self._rows["timestamp"] = [t - origin for t in self._rows["timestamp"]]  # type: ignore[operator]
 
     def _flush_rows(self) -> None:
         if not self._rows["chunk_index"]:
             return
-        columns = [pa.array(v, f.type) for v, f in zip(self._rows.values(), _LOG_SCHEMA, strict=True)]
-        batch = pa.record_batch(columns, schema=_LOG_SCHEMA)
-        if self._log is None:
-            self._log = pa.ipc.new_stream(str(self.log_path), _LOG_SCHEMA)
-        self._log.write_batch(batch)
+        try:
+            self._file.flush()  # (the samples before the rows that point at them)
+            columns = [pa.array(v, f.type) for v, f in zip(self._rows.values(), AUDIO_CHUNK_SCHEMA, strict=True)]
+            if self._log is None:
+                self._log = pa.ipc.new_stream(str(self.log_path), AUDIO_CHUNK_SCHEMA)
+            self._log.write_batch(pa.record_batch(columns, schema=AUDIO_CHUNK_SCHEMA))
+        except OSError as exc:
+            raise WriterError(f"{self.log_path}: cannot log audio chunks ({exc.strerror or exc})") from exc
         for column in self._rows.values():
             column.clear()
 
     def close(self) -> None:
-        """The WAV's sizes written in its header, the file synced; the rows logged."""
+        """The rows logged, the WAV's sizes written in its header, the file synced."""
         if self._file.closed:
             return
         try:
@@ -162,37 +180,80 @@ class AudioFile:
         self._copied = True
 
     def finish(self, origin: float) -> None:
-        """Close, and write the chunk table with each chunk's time on the step clock
-        (``origin``: the episode's time 0 on the writer's clock), a logged block at a time."""
+        """Close, and write the chunk table (``origin``: the episode's time 0, if no step or
+        sample said it yet)."""
+        self.set_origin(origin)
         self.close()
-        if self._copied:
-            return
-
-        def produce(tmp: Path) -> None:
-            with pq.ParquetWriter(tmp, AUDIO_CHUNK_SCHEMA) as writer:
-                for batch in self._logged():
-                    seconds = [t - origin for t in batch.column("timestamp").to_pylist()]
-                    columns = [
-                        pa.array(seconds, pa.float64()) if f.name == "timestamp" else batch.column(f.name)
-                        for f in AUDIO_CHUNK_SCHEMA
-                    ]
-                    writer.write_batch(pa.record_batch(columns, schema=AUDIO_CHUNK_SCHEMA))
-
-        try:
-            atomic.write_with(self.table_path, produce)
-        except OSError as exc:
-            raise WriterError(f"{self.table_path}: cannot write the chunk table ({exc.strerror or exc})") from exc
-        self.log_path.unlink(missing_ok=True)
-
-    def _logged(self) -> Iterator[pa.RecordBatch]:
-        if not self.log_path.exists():
-            return
-        with pa.ipc.open_stream(str(self.log_path)) as reader:
-            yield from reader
+        if not self._copied:
+            write_chunk_table(self.wav)
 
     def abandon(self) -> None:
         with contextlib.suppress(OSError, WriterError):
             self.close()
+
+
+def chunk_log(wav: Path) -> Path:
+    """Where a staged WAV's chunk rows are logged while it is written."""
+    return wav.with_suffix(".chunks.arrows")
+
+
+def chunk_table(wav: Path) -> Path:
+    """The chunk table beside a WAV."""
+    return wav.with_suffix(".chunks.parquet")
+
+
+def _logged(log: Path) -> Iterator[pa.RecordBatch]:
+    """The log's whole batches; a batch a killed writer left half written ends it."""
+    if not log.exists():
+        return
+    try:
+        with pa.ipc.open_stream(str(log)) as reader:
+            yield from reader
+    except (OSError, pa.ArrowInvalid):
+        return
+
+
+def write_chunk_table(wav: Path, limit_frames: int | None = None) -> int:
+    """The logged rows as the Parquet chunk table beside ``wav`` (only those whose samples
+    are all in the first ``limit_frames`` frames, when given), a block at a time; the
+    frames they cover."""
+    covered = 0
+
+    def produce(tmp: Path) -> None:
+        nonlocal covered
+        with pq.ParquetWriter(tmp, AUDIO_CHUNK_SCHEMA) as writer:
+            for batch in _logged(chunk_log(wav)):
+                ends = (pc.add(batch["first_sample"], batch["sample_count"])).to_pylist()
+                whole = len(ends) if limit_frames is None else sum(end <= limit_frames for end in ends)
+                if whole:
+                    writer.write_batch(batch.slice(0, whole))
+                    covered = ends[whole - 1]
+                if whole < len(ends):
+                    break
+
+    try:
+        atomic.write_with(chunk_table(wav), produce)
+    except OSError as exc:
+        raise WriterError(f"{chunk_table(wav)}: cannot write the chunk table ({exc.strerror or exc})") from exc
+    chunk_log(wav).unlink(missing_ok=True)
+    return covered
+
+
+def finish_staged(wav: Path, fmt: AudioFormat) -> None:
+    """A staged WAV a killed writer left (its header's sizes 0, its chunk rows in the log)
+    made whole: the table of the logged chunks, the file cut to their samples, its header
+    written. Nothing to do for one that was finished."""
+    if chunk_table(wav).exists() or not wav.exists():
+        return
+    block = SAMPLE_FORMATS[fmt.sample_format].bit_depth // 8 * fmt.channels
+    frames = (wav.stat().st_size - _HEADER.size) // block
+    covered = write_chunk_table(wav, max(frames, 0))
+    with wav.open("r+b") as f:
+        f.truncate(_HEADER.size + covered * block)
+        f.seek(0)
+        f.write(wav_header(fmt, covered))
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def episode_audio(dataset_root: Path, chunk_id: int, file_index: int, microphone: str) -> tuple[Path, Path]:
@@ -209,14 +270,16 @@ def staged_audio(directory: Path, microphone: str) -> Path:
 
 
 def commit_audio(
-    staged_dir: Path, root: Path, microphones: list[str], chunk_id: int, episode_index: int
+    staged_dir: Path, root: Path, microphones: Mapping[str, AudioFormat], chunk_id: int, episode_index: int
 ) -> dict[str, tuple[str, int]]:
     """Each microphone's staged WAV and chunk table moved to their places in the dataset
-    (every microphone has both, empty when it delivered nothing); per microphone, its WAV's
-    path and the rows of its chunk table. A file already moved (a commit rolled forward) stays."""
+    (every microphone has both, empty when it delivered nothing; a killed writer's made
+    whole first: ``finish_staged``); per microphone, its WAV's path and the rows of its
+    chunk table. A file already moved (a commit rolled forward) stays."""
     paths = {}
-    for microphone in microphones:
+    for microphone, fmt in microphones.items():
         wav = staged_audio(staged_dir, microphone)
+        finish_staged(wav, fmt)
         relative = layout.audio_path(microphone, chunk_id, episode_index)
         moves = [
             (wav, root / relative),

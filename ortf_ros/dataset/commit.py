@@ -38,7 +38,7 @@ from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import accounts_from_rows
-from ortf_ros.format.audio import audio_sensors
+from ortf_ros.format.audio import audio_sensors, sensor_format
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, parquet_append, video
@@ -307,7 +307,7 @@ def _put_in_place(
             yield block
 
     _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
-    microphones = [s.name for s in audio_sensors(manifest)]
+    microphones = {s.name: sensor_format(s) for s in audio_sensors(manifest)}
     audio = commit_audio(staged.directory, catalog.root, microphones, chunk_id, header.episode_index)
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)

@@ -56,6 +56,8 @@ class Recording:
         nothing came before it)."""
         if self.origin is None:
             self.origin = first
+            for audio in self.audio.values():
+                audio.set_origin(first)  # (its chunks' times count from it too)
         return self.origin
 
     def relative(self, timestamp: float) -> float:
