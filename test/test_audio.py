@@ -31,8 +31,10 @@ from ortf_ros.dataset.audio_files import read_wav, wav_info
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
+from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.pipeline.audio import describe_audio
+from ortf_ros.format.audio import AudioFormat
+from ortf_ros.pipeline.audio import describe_audio, from_bytes
 from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT
 from ortf_ros.pipeline.config import (
     AudioMapping,
@@ -46,11 +48,14 @@ from ortf_ros.pipeline.config import (
 )
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.samples import AudioChunkSample, BadMessage, RawMessage
+from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.prologue import PrologueBuilder
+from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import (
     TOPIC_AUDIO,
     TOPIC_AUDIO_INFO,
+    Messages,
     TeleopBagInfo,
     TeleopConfig,
     audio_samples,
@@ -378,3 +383,43 @@ def test_a_killed_recorder_loses_at_most_the_chunks_in_flight(tmp_path: Path) ->
     assert table["timestamp"][1] == pytest.approx(0.064)
     report = validate(root)
     assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+@pytest.mark.parametrize("layout", ["ros2", "older"])
+@pytest.mark.parametrize(("sample_format", "channels"), [("s16le", 1), ("f32le", 2), ("u8", 1)])
+def test_a_recording_without_definitions_is_read_by_the_known_layouts(
+    layout: str, sample_format: str, channels: int
+) -> None:
+    """rosbag2 sqlite3 files before Iron hold no definitions: each layout is tried on the bytes."""
+    config = TeleopConfig(fmt="mcap", audio=layout, audio_format=sample_format, audio_channels=channels)  # type: ignore[arg-type]
+    messages = Messages(config)
+    decoder = Decoder()  # (nothing registered: what a recording without definitions gives)
+    topics = (TOPIC_AUDIO_INFO, TOPIC_AUDIO) if layout == "older" else (TOPIC_AUDIO,)
+    samples = []
+    for topic in topics:
+        raw = RawMessage(topic, messages.msgtype(topic), 1, messages.serialize(topic, 3, config.start_ns))
+        samples += extract(decoder.decode(raw), raw)
+    chunk = samples[-1]
+    assert isinstance(chunk, AudioChunkSample), samples
+    if layout == "ros2":
+        assert chunk.format == AudioFormat(sample_format, channels, 16000)
+        np.testing.assert_array_equal(chunk.samples, audio_samples(config, 3))
+    else:
+        info = samples[0]
+        assert isinstance(info, AudioInfoSample) and info.format.channels == channels
+        np.testing.assert_array_equal(from_bytes(chunk.samples, info.format), audio_samples(config, 3))
+
+
+def test_an_mp3_stream_is_refused_naming_the_coding(tmp_path: Path) -> None:
+    """ros-drivers' audio_capture defaults to mp3: not sample-exact PCM, so not kept, and the line says why."""
+    store = typestore(False, "jazzy", "older")
+    info = store.types["audio_common_msgs/msg/AudioInfo"](
+        channels=1, sample_rate=16000, sample_format="S16LE", bitrate=32000, coding_format="mp3"
+    )
+    raw = RawMessage(TOPIC_AUDIO_INFO, info.__msgtype__, 1, store.serialize_cdr(info, info.__msgtype__))
+    config = ConversionConfig(audio=(AudioMapping("microphone", TOPIC_AUDIO, time="receive"),))
+    builder = PrologueBuilder(config, SampleDecoder(Decoder()), {TOPIC_AUDIO, TOPIC_AUDIO_INFO})
+    builder.accept(raw)
+    assert builder.missing() == [f"no audio format yet on {TOPIC_AUDIO}"]
+    with pytest.raises(ConversionError, match=r"its format is unknown: .*coding_format is 'mp3'; only uncompressed"):
+        describe_audio(config, builder.result().audio, builder.result().problems)

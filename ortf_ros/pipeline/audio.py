@@ -200,22 +200,29 @@ def lacking(config: ConversionConfig, formats: Mapping[str, AudioFormat], presen
     return [f"no audio format yet on {a.topic}" for a in config.audio if a.topic in present and a.name not in formats]
 
 
-def require_format(mapping: AudioMapping, formats: Mapping[str, AudioFormat]) -> AudioFormat:
-    """The microphone's format, or the line that says why it is unknown."""
+def require_format(
+    mapping: AudioMapping, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
+) -> AudioFormat:
+    """The microphone's format, or the line that says why it is unknown (``problems``:
+    topic -> why a message of it was not read, the first one)."""
     found = formats.get(mapping.name)
     if found is None:
+        seen = [problems[t] for t in (mapping.topic, *mapping.info_topics) if problems and t in problems]
         raise ConversionError(
-            f"audio {mapping.name}: {mapping.topic}: its format is unknown: no AudioStamped message, and no "
-            f"AudioInfo on {' or '.join(mapping.info_topics)} (set audio.{mapping.name}.info_topic)"
+            f"audio {mapping.name}: {mapping.topic}: its format is unknown: "
+            + (seen[0] if seen else "no AudioStamped message, and no AudioInfo on ")
+            + ("" if seen else f"{' or '.join(mapping.info_topics)} (set audio.{mapping.name}.info_topic)")
         )
     return found
 
 
-def describe_audio(config: ConversionConfig, formats: Mapping[str, AudioFormat]) -> list[Sensor]:
+def describe_audio(
+    config: ConversionConfig, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
+) -> list[Sensor]:
     """The manifest's microphones, in mapping order (the first one's file is ``audio_file``)."""
     sensors = []
     for mapping in config.audio:
-        found = require_format(mapping, formats)
+        found = require_format(mapping, formats, problems)
         stored = stored_format(found)
         sensor = audio_sensor(mapping.name, stored, source=mapping.topic, layout="AudioStamped", codec=mapping.codec)
         if found.sample_format in _GSTREAMER_FORMATS:  # the older layout: bytes described by an AudioInfo

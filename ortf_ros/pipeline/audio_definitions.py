@@ -49,3 +49,33 @@ def register(store: Typestore, layout: AudioLayout = "ros2") -> None:
     definitions = ROS2_LAYOUT if layout == "ros2" else OLDER_LAYOUT
     for msgtype, text in definitions.items():
         store.register(get_types_from_msg(text, msgtype))
+
+
+_SEPARATOR = "=" * 80 + "\n"
+
+
+def embedded(layout: AudioLayout, msgtype: str) -> str:
+    """``msgtype``'s definition followed by the layout's other types, as rosbag2 and MCAP
+    store a definition with those it uses (``MSG: pkg/Type`` sections)."""
+    definitions = ROS2_LAYOUT if layout == "ros2" else OLDER_LAYOUT
+    others = [name for name in definitions if name != msgtype]
+    return definitions[msgtype] + "".join(
+        f"{_SEPARATOR}MSG: {name.replace('/msg/', '/')}\n{definitions[name]}" for name in others
+    )
+
+
+def known_layouts() -> dict[str, tuple[tuple[str, str], ...]]:
+    """``decode.KNOWN_LAYOUTS`` entries for a recording that brings no definitions (a
+    rosbag2 sqlite3 file before Iron): each audio type in the layouts that have it, the
+    older one's first where both do (its ``AudioData`` is what ROS 1 drivers' ports publish)."""
+    older = "ros-drivers/audio_common's (AudioData uint8[] data, AudioInfo sample_format)"
+    ros2 = "mgonzs13/audio_common's (AudioStamped: AudioData arrays, AudioInfo format code)"
+    found: dict[str, tuple[tuple[str, str], ...]] = {}
+    for msgtype in {*ROS2_LAYOUT, *OLDER_LAYOUT}:
+        candidates = [(older, "older"), (ros2, "ros2")]
+        found[msgtype] = tuple(
+            (label, embedded(layout, msgtype))  # type: ignore[arg-type]
+            for label, layout in candidates
+            if msgtype in (OLDER_LAYOUT if layout == "older" else ROS2_LAYOUT)
+        )
+    return found

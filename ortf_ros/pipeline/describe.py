@@ -291,7 +291,7 @@ def build_manifest(
     for camera in config.cameras:
         images[camera.name] = camera.name
         sensors.append(_camera_sensor(prologue, camera, calibrations[camera.name]))
-    sensors += describe_audio(config, prologue.audio)
+    sensors += describe_audio(config, prologue.audio, prologue.problems)
     return Manifest(
         dataset_id="",
         name=name,

@@ -113,6 +113,7 @@ class PrologueBuilder:
         self._measure = rates is None
         self._cameras = {c.topic: c for c in config.cameras}
         self._infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
+        self._audio_topics = audio.prologue_topics(config)
         self._first_ns: int | None = None
         self._last_ns: int | None = None
         self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
@@ -147,6 +148,8 @@ class PrologueBuilder:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
         elif isinstance(sample, (AudioChunkSample, AudioInfoSample)):
             audio.learn_format(prologue.audio, config, topic, sample)
+        elif isinstance(sample, BadMessage) and topic in self._audio_topics:
+            self._problem(topic, sample.reason)  # (said where the microphone's format stays unknown)
         else:
             if config.joint_states is not None and topic == config.joint_states.topic:
                 self._learn_joint_state(topic, sample)
