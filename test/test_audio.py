@@ -27,6 +27,7 @@ from mcap_ros2.decoder import DecoderFactory
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.convert.mixtrain_export import data_file
 from ortf_ros.dataset.audio_files import read_wav, wav_info
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
@@ -242,7 +243,7 @@ def test_audio_rule(audio_dataset: Path, tmp_path: Path, rule: str, breaker: Cal
     assert rule in found, found
 
 
-def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> None:
+def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mapping = {"audio": {"mic": {"topic": "/mic/audio", "info_topic": "/mic/info", "time": "receive", "codec": "wav"}}}
     config = config_from_mapping(mapping, "test")
     assert config.audio == (AudioMapping("mic", "/mic/audio", "/mic/info", "receive", "wav"),)
@@ -257,6 +258,10 @@ def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> Non
     with BagSource(bag.path) as source:
         detected = auto_config(source.topics())
     assert detected.audio == (AudioMapping("microphone", TOPIC_AUDIO, TOPIC_AUDIO_INFO, "receive"),)
+    assert bag2ortf([str(bag.path), "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"audio microphone: {TOPIC_AUDIO} (receive time, every sample kept, wav file, format from " in listed
+    assert "audio_common_msgs/msg/AudioData" in listed and "audio_common_msgs/msg/AudioInfo" in listed
 
 
 def test_definitions_are_the_upstream_files() -> None:
@@ -346,7 +351,7 @@ def test_mixtrain_fills_the_audio_column(audio_dataset: Path, tmp_path: Path) ->
     sidecar = json.loads((out / "mixtrain.json").read_text())
     entry = sidecar["column_types"]["audio"]
     assert (entry["type"], entry["sample_rate"], entry["channels"], entry["codec"]) == ("audio", 16000, 1, "pcm_s16le")
-    rows = pq.read_table(next(out.glob("data/*.parquet")) if (out / "data").is_dir() else next(out.glob("*.parquet")))
+    rows = pq.read_table(out / data_file(0))
     relative = rows.column("audio")[0].as_py()
     wav, chunks = load_dataset(audio_dataset).episode(0).audio_files("microphone")
     assert (out / relative).read_bytes() == wav.read_bytes()
