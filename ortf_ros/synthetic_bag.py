@@ -67,9 +67,9 @@ from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from ortf_ros.dataset.audio_files import file_bytes
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.jpeg import JpegEncoder
+from ortf_ros.io.wav import file_bytes
 from ortf_ros.pipeline.audio_definitions import AudioLayout
 from ortf_ros.pipeline.audio_definitions import register as register_audio
 

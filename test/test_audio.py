@@ -28,13 +28,14 @@ from mcap_ros2.decoder import DecoderFactory
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_export import data_file
-from ortf_ros.dataset.audio_files import read_wav, wav_info
+from ortf_ros.dataset.audio_codecs import AudioSamples, probe_audio
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat
+from ortf_ros.io.wav import read_wav, wav_info
 from ortf_ros.pipeline.audio import describe_audio, from_bytes
 from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT
 from ortf_ros.pipeline.config import (
@@ -428,3 +429,44 @@ def test_an_mp3_stream_is_refused_naming_the_coding(tmp_path: Path) -> None:
     assert builder.missing() == [f"no audio format yet on {TOPIC_AUDIO}"]
     with pytest.raises(ConversionError, match=r"its format is unknown: .*coding_format is 'mp3'; only uncompressed"):
         describe_audio(config, builder.result().audio, builder.result().problems)
+
+
+def convert_as(bag: TeleopBagInfo, out: Path, codec: str) -> int:
+    with BagSource(bag.path) as source:
+        config = auto_config(source.topics())
+    config = replace(config, audio=tuple(replace(a, codec=codec) for a in config.audio))  # type: ignore[arg-type]
+    write_config(config, out.parent / f"mapping-{codec}.yaml")
+    return bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / f"mapping-{codec}.yaml")])
+
+
+@pytest.mark.parametrize(("sample_format", "channels"), [("s16le", 2), ("s24le", 1), ("u8", 1)])
+def test_flac_in_mp4_keeps_every_sample(sample_format: str, channels: int, tmp_path: Path) -> None:
+    config = scene("mcap", "ros2", sample_format, channels)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert convert_as(bag, tmp_path / "ds", "flac") == 0
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    audio, _ = episode.audio_files("microphone")
+    assert audio.suffix == ".mp4" and episode.record.audio_file == "audio/microphone/chunk-000/episode_000000.mp4"
+    sensor = episode.dataset.manifest.sensor("microphone")
+    assert sensor is not None and (sensor.extra["codec"], sensor.extra["container"]) == ("flac", "mp4")
+    expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+    with AudioSamples(audio, AudioFormat(sample_format, channels, 16000)) as reader:
+        decoded = reader.read(len(expected))
+    np.testing.assert_array_equal(decoded, expected)
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+def test_aac_in_mp4_is_valid_and_float_samples_refuse_flac(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = scene("mcap", "ros2", "f32le", 1)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert convert_as(bag, tmp_path / "flac", "flac") != 0
+    assert "codec flac keeps integers of at most 24 bits exactly" in capsys.readouterr().err
+    assert convert_as(bag, tmp_path / "aac", "aac") == 0
+    episode = load_dataset(tmp_path / "aac").episode(0)
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    audio, _ = episode.audio_files("microphone")
+    probed = probe_audio(audio)
+    assert (probed.codec, probed.sample_rate, probed.channels) == ("aac", 16000, 1)
+    assert abs(probed.frames - 15 * 1024) <= 2048

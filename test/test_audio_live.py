@@ -20,9 +20,9 @@ from colcon_workspace import RECORDER_PARAMS
 from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
-from ortf_ros.dataset.audio_files import read_wav
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.io.wav import read_wav
 from ortf_ros.synthetic_bag import TeleopConfig, audio_samples, write_scene_bag
 
 DROPPED = tuple(range(20, 1000, 9))  # every 9th message from 1.3 s on: several in any episode

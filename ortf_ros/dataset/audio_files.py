@@ -19,61 +19,33 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import struct
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from collections.abc import Iterator, Sequence
+from pathlib import Path, PurePosixPath
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from ortf_ros.dataset.audio_codecs import encode
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
-from ortf_ros.format.audio import AUDIO_CHUNK_SCHEMA, SAMPLE_FORMATS, AudioFormat
+from ortf_ros.format.audio import (
+    AUDIO_CHUNK_SCHEMA,
+    SAMPLE_FORMATS,
+    AudioFormat,
+    audio_codec,
+    audio_relative,
+    sensor_format,
+)
+from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
+from ortf_ros.io.wav import HEADER, file_bytes, wav_header
 
 NS = 1_000_000_000
 ROWS_PER_BLOCK = 64  # chunk rows held before they are logged: 4 s of 1024-sample chunks at 16 kHz
-_WAVE_PCM, _WAVE_FLOAT = 1, 3
-_HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")
 GAP_FACTOR = 1.5
 """A message whose time is this many of the previous message's durations after it follows a gap."""
-
-
-def wav_header(fmt: AudioFormat, frames: int) -> bytes:
-    """The 44-byte RIFF/WAVE header of ``frames`` frames of ``fmt``."""
-    stored = SAMPLE_FORMATS[fmt.sample_format]
-    block = stored.bit_depth // 8 * fmt.channels
-    data = frames * block
-    tag = _WAVE_FLOAT if stored.is_float else _WAVE_PCM
-    return _HEADER.pack(
-        b"RIFF", 36 + data, b"WAVE", b"fmt ", 16, tag, fmt.channels, fmt.sample_rate,
-        fmt.sample_rate * block, block, stored.bit_depth, b"data", data,
-    )  # fmt: skip
-
-
-def file_bytes(samples: np.ndarray, sample_format: str) -> bytes:
-    """Samples as a WAV file stores them."""
-    stored = SAMPLE_FORMATS[sample_format]
-    values = samples.astype(stored.dtype, copy=False)
-    if sample_format == "s8":
-        return (values.astype(np.int16) + 128).astype(np.uint8).tobytes()
-    if sample_format == "s24le":
-        return values.astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
-    return values.tobytes()
-
-
-def file_samples(data: bytes, sample_format: str) -> np.ndarray:
-    """What ``file_bytes`` stored, as the samples it was given (for readers and tests)."""
-    if sample_format == "s8":
-        return (np.frombuffer(data, np.uint8).astype(np.int16) - 128).astype(np.int8)
-    if sample_format == "s24le":
-        triples = np.frombuffer(data, np.uint8).reshape(-1, 3).astype(np.int32)
-        values = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
-        return np.where(values >= 1 << 23, values - (1 << 24), values).astype("<i4")
-    return np.frombuffer(data, SAMPLE_FORMATS[sample_format].dtype)
 
 
 class AudioFile:
@@ -85,9 +57,10 @@ class AudioFile:
     describe were flushed to the WAV: a killed recorder leaves a log whose every row's
     samples are in the file, which ``finish_staged`` makes a committed pair of."""
 
-    def __init__(self, wav: Path, fmt: AudioFormat) -> None:
+    def __init__(self, wav: Path, fmt: AudioFormat, codec: str = "wav") -> None:
         self.wav = wav
         self.format = fmt
+        self.codec = codec  # the committed file's: wav, or flac / aac encoded from the WAV at the end
         self.frames = 0
         self.chunks = 0
         self.origin: float | None = None
@@ -172,10 +145,11 @@ class AudioFile:
         finally:
             self._file.close()
 
-    def copy_from(self, wav: Path, table: Path) -> None:
+    def copy_from(self, audio: Path, table: Path) -> None:
         """Stage another dataset's episode audio instead (``DatasetWriter.import_episode``)."""
         self.close()
-        shutil.copyfile(wav, self.wav)
+        self.wav.unlink()
+        shutil.copyfile(audio, self.wav.with_suffix(audio.suffix))
         shutil.copyfile(table, self.table_path)
         self._copied = True
 
@@ -186,6 +160,7 @@ class AudioFile:
         self.close()
         if not self._copied:
             write_chunk_table(self.wav)
+            encode_staged(self.wav, self.format, self.codec)
 
     def abandon(self) -> None:
         with contextlib.suppress(OSError, WriterError):
@@ -239,28 +214,37 @@ def write_chunk_table(wav: Path, limit_frames: int | None = None) -> int:
     return covered
 
 
-def finish_staged(wav: Path, fmt: AudioFormat) -> None:
+def encode_staged(wav: Path, fmt: AudioFormat, codec: str) -> None:
+    """The finished staged WAV as the MP4 of ``codec`` beside it, and removed (nothing for wav)."""
+    if codec != "wav" and wav.exists():
+        encode(wav, fmt, codec, wav.with_suffix(".mp4"))
+        wav.unlink()
+
+
+def finish_staged(wav: Path, fmt: AudioFormat, codec: str) -> None:
     """A staged WAV a killed writer left (its header's sizes 0, its chunk rows in the log)
     made whole: the table of the logged chunks, the file cut to their samples, its header
-    written. Nothing to do for one that was finished."""
+    written, then encoded as ``codec``. Nothing to do for one that was finished."""
     if chunk_table(wav).exists() or not wav.exists():
+        encode_staged(wav, fmt, codec)  # (killed between the table and the encoding)
         return
     block = SAMPLE_FORMATS[fmt.sample_format].bit_depth // 8 * fmt.channels
-    frames = (wav.stat().st_size - _HEADER.size) // block
+    frames = (wav.stat().st_size - HEADER.size) // block
     covered = write_chunk_table(wav, max(frames, 0))
     with wav.open("r+b") as f:
-        f.truncate(_HEADER.size + covered * block)
+        f.truncate(HEADER.size + covered * block)
         f.seek(0)
         f.write(wav_header(fmt, covered))
         f.flush()
         os.fsync(f.fileno())
+    encode_staged(wav, fmt, codec)
 
 
-def episode_audio(dataset_root: Path, chunk_id: int, file_index: int, microphone: str) -> tuple[Path, Path]:
-    """A committed episode's WAV and chunk table of ``microphone``."""
+def episode_audio(dataset_root: Path, chunk_id: int, file_index: int, sensor: Sensor) -> tuple[Path, Path]:
+    """A committed episode's audio file and chunk table of the microphone ``sensor``."""
     return (
-        dataset_root / layout.audio_path(microphone, chunk_id, file_index),
-        dataset_root / layout.audio_chunks_path(microphone, chunk_id, file_index),
+        dataset_root / audio_relative(sensor, chunk_id, file_index),
+        dataset_root / layout.audio_chunks_path(sensor.name, chunk_id, file_index),
     )
 
 
@@ -270,19 +254,20 @@ def staged_audio(directory: Path, microphone: str) -> Path:
 
 
 def commit_audio(
-    staged_dir: Path, root: Path, microphones: Mapping[str, AudioFormat], chunk_id: int, episode_index: int
+    staged_dir: Path, root: Path, microphones: Sequence[Sensor], chunk_id: int, episode_index: int
 ) -> dict[str, tuple[str, int]]:
     """Each microphone's staged WAV and chunk table moved to their places in the dataset
     (every microphone has both, empty when it delivered nothing; a killed writer's made
     whole first: ``finish_staged``); per microphone, its WAV's path and the rows of its
     chunk table. A file already moved (a commit rolled forward) stays."""
     paths = {}
-    for microphone, fmt in microphones.items():
+    for sensor in microphones:
+        microphone, codec = sensor.name, audio_codec(sensor)
         wav = staged_audio(staged_dir, microphone)
-        finish_staged(wav, fmt)
-        relative = layout.audio_path(microphone, chunk_id, episode_index)
+        finish_staged(wav, sensor_format(sensor), codec)
+        relative = audio_relative(sensor, chunk_id, episode_index)
         moves = [
-            (wav, root / relative),
+            (wav.with_suffix(PurePosixPath(relative).suffix), root / relative),
             (wav.with_suffix(".chunks.parquet"), root / layout.audio_chunks_path(microphone, chunk_id, episode_index)),
         ]
         for source, target in moves:
@@ -295,60 +280,8 @@ def commit_audio(
     return paths
 
 
-def discard_audio(root: Path, microphones: list[str], chunk_id: int, episode_index: int) -> None:
+def discard_audio(root: Path, microphones: Sequence[Sensor], chunk_id: int, episode_index: int) -> None:
     """An interrupted commit's audio files removed."""
-    for microphone in microphones:
-        (root / layout.audio_path(microphone, chunk_id, episode_index)).unlink(missing_ok=True)
-        (root / layout.audio_chunks_path(microphone, chunk_id, episode_index)).unlink(missing_ok=True)
-
-
-@dataclass(frozen=True)
-class WavInfo:
-    """What a WAV file's header says: its format and how many frames its data holds."""
-
-    is_float: bool
-    channels: int
-    sample_rate: int
-    bit_depth: int
-    frames: int
-    data_offset: int  # where the samples begin
-
-
-def wav_info(path: Path) -> WavInfo:
-    """A WAV file's header read (ValueError naming what is wrong when it is none); the
-    frames are those its data chunk really holds, whatever the header claims."""
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        riff = f.read(12)
-        if len(riff) < 12 or riff[:4] != b"RIFF" or riff[8:] != b"WAVE":
-            raise ValueError("not a RIFF/WAVE file")
-        fmt: tuple[int, ...] | None = None
-        while True:
-            head = f.read(8)
-            if len(head) < 8:
-                raise ValueError("no data chunk")
-            kind, length = head[:4], struct.unpack("<I", head[4:])[0]
-            if kind == b"fmt ":
-                fmt = struct.unpack("<HHIIHH", f.read(16))
-                f.seek(length - 16 + (length & 1), os.SEEK_CUR)
-            elif kind == b"data":
-                if fmt is None:
-                    raise ValueError("data chunk before the fmt chunk")
-                tag, channels, rate, _, block, bits = fmt
-                if block <= 0 or channels <= 0:
-                    raise ValueError(f"fmt chunk: {channels} channels, {block} bytes per frame")
-                available = min(length, size - f.tell())
-                return WavInfo(tag == _WAVE_FLOAT, channels, rate, bits, available // block, f.tell())
-            else:
-                f.seek(length + (length & 1), os.SEEK_CUR)
-
-
-def read_wav(path: Path, sample_format: str) -> np.ndarray:
-    """Every sample of a WAV file this module wrote, interleaved, as it was given
-    (``file_samples``); the whole file at once, for readers that want it so."""
-    info = wav_info(path)
-    block = SAMPLE_FORMATS[sample_format].bit_depth // 8 * info.channels
-    with path.open("rb") as f:
-        f.seek(info.data_offset)
-        data = f.read(info.frames * block)
-    return file_samples(data, sample_format)
+    for sensor in microphones:
+        for path in episode_audio(root, chunk_id, episode_index, sensor):
+            path.unlink(missing_ok=True)

@@ -38,7 +38,7 @@ from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import accounts_from_rows
-from ortf_ros.format.audio import audio_sensors, sensor_format
+from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, parquet_append, video
@@ -307,8 +307,7 @@ def _put_in_place(
             yield block
 
     _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
-    microphones = {s.name: sensor_format(s) for s in audio_sensors(manifest)}
-    audio = commit_audio(staged.directory, catalog.root, microphones, chunk_id, header.episode_index)
+    audio = commit_audio(staged.directory, catalog.root, audio_sensors(manifest), chunk_id, header.episode_index)
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)
         shutil.rmtree(target, ignore_errors=True)
@@ -356,7 +355,7 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
         for stream in catalog.manifest.native_streams:
             (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
-    discard_audio(catalog.root, [s.name for s in audio_sensors(catalog.manifest)], chunk_id, header.episode_index)
+    discard_audio(catalog.root, audio_sensors(catalog.manifest), chunk_id, header.episode_index)
     if staged.outcome() is not None:
         shutil.rmtree(catalog.root / layout.annotations_dir(header.episode_index), ignore_errors=True)
     staged.remove()

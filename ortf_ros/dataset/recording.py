@@ -13,7 +13,7 @@ from ortf_ros.dataset.audio_files import AudioFile, staged_audio
 from ortf_ros.dataset.logs import SampleLog, StepLog, StepRows
 from ortf_ros.dataset.staging import EpisodeHeader, StagedEpisode
 from ortf_ros.errors import WriterError
-from ortf_ros.format.audio import audio_sensors, sensor_format
+from ortf_ros.format.audio import audio_codec, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io.encoder_process import StagedVideoWriter
@@ -48,7 +48,8 @@ class Recording:
         self.stream_logs: dict[str, SampleLog] = {}
         # A file per microphone from the start: an episode has each one's, empty if it was silent.
         self.audio = {
-            s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s)) for s in audio_sensors(manifest)
+            s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s), audio_codec(s))
+            for s in audio_sensors(manifest)
         }
 
     def clock(self, first: float) -> float:

@@ -34,7 +34,6 @@ import pyarrow as pa
 from numpy.typing import ArrayLike
 
 from ortf_ros.dataset.accounting import with_frames_encoded
-from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
@@ -569,8 +568,7 @@ class DatasetWriter:
                 for batch in episode.stream_batches(stream):
                     log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
             for microphone, audio in recording.audio.items():
-                index = source.file_index(episode.record)
-                audio.copy_from(*episode_audio(source.root, record.chunk_id, index, microphone))
+                audio.copy_from(*episode.audio_files(microphone))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)

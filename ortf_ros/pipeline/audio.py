@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.audio import SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
+from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
@@ -224,6 +224,11 @@ def describe_audio(
     for mapping in config.audio:
         found = require_format(mapping, formats, problems)
         stored = stored_format(found)
+        if mapping.codec == "flac" and stored.sample_format not in FLAC_FORMATS:
+            raise ConversionError(
+                f"audio {mapping.name}: {mapping.topic}: codec flac keeps integers of at most 24 bits exactly, and the "
+                f"microphone's samples are {stored.sample_format}: use codec wav (lossless) or aac (lossy)"
+            )
         sensor = audio_sensor(mapping.name, stored, source=mapping.topic, layout="AudioStamped", codec=mapping.codec)
         if found.sample_format in _GSTREAMER_FORMATS:  # the older layout: bytes described by an AudioInfo
             layout = {"message_type": "AudioData", "source_sample_format": found.sample_format}
