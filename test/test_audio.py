@@ -55,6 +55,7 @@ from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import (
+    START_NS,
     TOPIC_AUDIO,
     TOPIC_AUDIO_INFO,
     Messages,
@@ -470,3 +471,22 @@ def test_aac_in_mp4_is_valid_and_float_samples_refuse_flac(tmp_path: Path, capsy
     probed = probe_audio(audio)
     assert (probed.codec, probed.sample_rate, probed.channels) == ("aac", 16000, 1)
     assert abs(probed.frames - 15 * 1024) <= 2048
+
+
+def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> None:
+    """``--jobs 2``: each recording is converted to a dataset of its own and its episodes
+    imported (``DatasetWriter.import_episode``), audio files and chunk tables with them."""
+    configs = [replace(scene("mcap", "ros2", "s16le", 1), start_ns=START_NS + i * 10**10) for i in range(2)]
+    bags = [write_scene_bag(tmp_path / f"bag{i}", config) for i, config in enumerate(configs)]
+    with BagSource(bags[0].path) as source:
+        write_config(auto_config(source.topics()), tmp_path / "mapping.yaml")
+    args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(tmp_path / "mapping.yaml")]
+    assert bag2ortf([*args, "--jobs", "2"]) == 0
+    dataset = load_dataset(tmp_path / "ds")
+    for index, config in enumerate(configs):
+        episode = dataset.episode(index)
+        expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+        np.testing.assert_array_equal(read_wav(episode.audio_files("microphone")[0], "s16le"), expected)
+        assert episode.record.audio_file == layout.audio_path("microphone", 0, index)
+    report = validate(dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
