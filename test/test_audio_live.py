@@ -11,6 +11,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -121,7 +122,7 @@ def test_the_player_republishes_each_chunk_over_dds(ros: None, tmp_path: Path) -
     table = pq.read_table(chunks).to_pydict()
     written = read_wav(wav, "s16le")
     store = RosMessages().store
-    messages = [store.deserialize_cdr(r.data, AUDIO_STAMPED) for r in received]
+    messages: list[Any] = [store.deserialize_cdr(r.data, AUDIO_STAMPED) for r in received]
     assert len(messages) == len(table["chunk_index"]) == 15
     for message, first, count in zip(messages, table["first_sample"], table["sample_count"], strict=True):
         assert message.audio.info.format == 8 and message.audio.info.rate == 16000
