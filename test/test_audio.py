@@ -29,6 +29,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_export import data_file
 from ortf_ros.dataset.audio_codecs import AudioSamples, probe_audio
+from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
@@ -490,3 +491,11 @@ def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> No
         assert episode.record.audio_file == layout.audio_path("microphone", 0, index)
     report = validate(dataset.root, strict=True)
     assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+def test_deleting_an_episode_removes_its_audio(audio_dataset: Path, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(audio_dataset, root)
+    wav, chunks = load_dataset(root).episode(0).audio_files("microphone")
+    delete_episodes(root, ["000000"])
+    assert not wav.exists() and not chunks.exists()
