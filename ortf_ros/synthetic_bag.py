@@ -70,7 +70,7 @@ from rosbags.typesys.store import Typestore
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.io.wav import file_bytes
-from ortf_ros.pipeline.audio_definitions import AudioLayout
+from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS, AudioLayout, audio_data_arrays, portaudio_format
 from ortf_ros.pipeline.audio_definitions import register as register_audio
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
@@ -130,7 +130,7 @@ TOPIC_WRENCH = "/ft_sensor/wrench"
 TOPIC_CONTROLLER_STATE = "/arm_controller/state"  # only with TeleopConfig.controller_state
 TOPIC_AUDIO = "/microphone/audio"  # only with TeleopConfig.audio
 TOPIC_AUDIO_INFO = "/microphone/audio_info"  # only with TeleopConfig.audio "older"
-AUDIO_FORMAT_CODES = {"f32le": 1, "s32le": 2, "s24le": 4, "s16le": 8, "s8": 16, "u8": 32}  # PortAudio's
+AUDIO_FORMAT_CODES = {name: code for code, (name, _) in PORTAUDIO_FORMATS.items()}  # (the ROS 2 layout's formats)
 AUDIO_GSTREAMER_NAMES = {"f32le": "F32LE", "s32le": "S32LE", "s24le": "S24LE", "s16le": "S16LE", "s8": "S8", "u8": "U8"}
 CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
 COMPRESSED_SUFFIX = "/compressed"  # image_transport's name for the JPEG stream
@@ -936,24 +936,11 @@ class Messages:
         if config.audio == "older":
             packed = file_bytes(samples, "s24le") if config.audio_format == "s24le" else samples.tobytes()  # (3 bytes)
             return self.new("audio_common_msgs/msg/AudioData", data=np.frombuffer(packed, np.uint8))
-        arrays = {
-            field: np.array([], dtype)
-            for field, dtype in (
-                ("float32_data", np.float32),
-                ("int32_data", np.int32),
-                ("int24_data", np.int32),
-                ("int16_data", np.int16),
-                ("int8_data", np.int8),
-                ("uint8_data", np.uint8),
-            )
-        }
-        field = {"f32le": "float32_data", "s32le": "int32_data", "s24le": "int24_data", "s16le": "int16_data"}.get(
-            config.audio_format, "int8_data" if config.audio_format == "s8" else "uint8_data"
-        )
-        arrays[field] = samples.astype(arrays[field].dtype)
+        code, field = portaudio_format(config.audio_format)
+        arrays = audio_data_arrays(samples, field)
         info = self.new(
             "audio_common_msgs/msg/AudioInfo",
-            format=AUDIO_FORMAT_CODES[config.audio_format],
+            format=code,
             channels=config.audio_channels,
             rate=config.audio_rate_hz,
             chunk=config.audio_chunk,

@@ -38,7 +38,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.io.wav import read_wav, wav_info
 from ortf_ros.pipeline.audio import describe_audio, from_bytes
-from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT
+from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.pipeline.config import (
     AudioMapping,
     ConversionConfig,
@@ -288,8 +288,7 @@ def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None
     (found,) = extract(decoder.decode(raw), raw)
     assert isinstance(found, BadMessage) and "coding_format is 'mp3'" in found.reason
     stamped = typestore(False, "jazzy", "ros2")
-    data: Any = stamped.types["audio_common_msgs/msg/AudioData"](**{f: np.array([], t) for f, t in _AUDIO_ARRAYS})
-    data.int16_data = np.arange(6, dtype=np.int16)
+    data: Any = stamped.types["audio_common_msgs/msg/AudioData"](**audio_data_arrays(np.arange(6), "int16_data"))
     stereo = stamped.types["audio_common_msgs/msg/AudioInfo"](format=8, channels=4, rate=16000, chunk=0)
     audio: Any = stamped.types["audio_common_msgs/msg/Audio"](audio_data=data, info=stereo)
     header = stamped.types["std_msgs/msg/Header"](stamped.types["builtin_interfaces/msg/Time"](1, 2), "mic")
@@ -305,16 +304,6 @@ def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None
     (chunk,) = extract(decoder.decode(raw), raw)
     assert isinstance(chunk, AudioChunkSample) and chunk.stamps.header_ns == 1_000_000_002
     np.testing.assert_array_equal(chunk.samples, np.arange(6, dtype=np.int16))
-
-
-_AUDIO_ARRAYS = (
-    ("float32_data", np.float32),
-    ("int32_data", np.int32),
-    ("int24_data", np.int32),
-    ("int16_data", np.int16),
-    ("int8_data", np.int8),
-    ("uint8_data", np.uint8),
-)
 
 
 def test_an_unknown_format_is_one_line_naming_the_topic() -> None:

@@ -29,6 +29,7 @@ import numpy as np
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
@@ -42,17 +43,6 @@ if TYPE_CHECKING:
 
 _NS = 1_000_000_000
 
-
-PORTAUDIO_FORMATS: dict[int, tuple[str, str]] = {
-    1: ("f32le", "float32_data"),  # paFloat32
-    2: ("s32le", "int32_data"),  # paInt32
-    4: ("s24le", "int24_data"),  # paInt24
-    8: ("s16le", "int16_data"),  # paInt16
-    16: ("s8", "int8_data"),  # paInt8
-    32: ("u8", "uint8_data"),  # paUInt8
-}
-"""The ROS 2 layout's ``AudioInfo.format`` (PortAudio's codes): the sample format and the
-``AudioData`` array that holds such samples."""
 
 _GSTREAMER_FORMATS: dict[str, tuple[str, str, int]] = {
     # GStreamer name -> (sample format, dtype of the bytes, bytes per sample)

@@ -3,7 +3,7 @@
 Each row of the chunk table (``format.audio``) is one message: its samples read in order
 from the episode's file (``audio_codecs.AudioSamples``: WAV, FLAC or AAC), its time the
 row's ``timestamp`` on the playback clock. The ROS 2 layout carries them in the array of their type with PortAudio's
-format code (``pipeline.audio.PORTAUDIO_FORMATS``); 64-bit float samples, which that
+format code (``audio_definitions.PORTAUDIO_FORMATS``); 64-bit float samples, which that
 layout has no array for, go as float32. Reads a table block and a chunk at a time.
 """
 
@@ -19,22 +19,16 @@ from ortf_ros.dataset.audio_codecs import AudioSamples
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format.audio import audio_codec, sensor_format
 from ortf_ros.format.manifest import Sensor
-from ortf_ros.pipeline.audio import PORTAUDIO_FORMATS
+from ortf_ros.pipeline.audio_definitions import audio_data_arrays, portaudio_format
 from ortf_ros.playback.rosmsg import RosMessages
-
-_FIELDS = {name: (code, field) for code, (name, field) in PORTAUDIO_FORMATS.items()}
-_FIELDS["f64le"] = _FIELDS["f32le"]
-_ARRAYS = {"float32_data": np.float32, "int32_data": np.int32, "int24_data": np.int32, "int16_data": np.int16}
-_ARRAYS |= {"int8_data": np.int8, "uint8_data": np.uint8}
 
 
 def audio_stamped(ros: RosMessages, ns: int, frame_id: str, samples: np.ndarray, sensor: Sensor, frames: int) -> Any:
     """An ``audio_common_msgs/AudioStamped`` of ``samples`` (interleaved) in the microphone's
     format (AAC's decoded floats as float32)."""
     fmt = sensor_format(sensor)
-    code, field = _FIELDS["f32le" if audio_codec(sensor) == "aac" else fmt.sample_format]
-    arrays = {name: np.zeros(0, dtype) for name, dtype in _ARRAYS.items()}
-    arrays[field] = samples.astype(_ARRAYS[field])
+    code, field = portaudio_format("f32le" if audio_codec(sensor) == "aac" else fmt.sample_format)
+    arrays = audio_data_arrays(samples, field)
     info = ros.new(
         "audio_common_msgs/msg/AudioInfo", format=code, channels=fmt.channels, rate=fmt.sample_rate, chunk=frames
     )
