@@ -54,7 +54,7 @@ from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
-from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.synthetic_bag import (
     START_NS,
     TOPIC_AUDIO,
@@ -488,3 +488,21 @@ def test_deleting_an_episode_removes_its_audio(audio_dataset: Path, tmp_path: Pa
     wav, chunks = load_dataset(root).episode(0).audio_files("microphone")
     delete_episodes(root, ["000000"])
     assert not wav.exists() and not chunks.exists()
+
+
+def test_detection_names_microphones_and_finds_their_audio_info() -> None:
+    def topic(name: str, msgtype: str) -> TopicInfo:
+        return TopicInfo(name, msgtype, msgtype, 10, None, None, "", "", "cdr")
+
+    topics = [
+        topic("/robot/mic/audio", "audio_common_msgs/msg/AudioData"),
+        topic("/robot/audio_settings", "audio_common_msgs/msg/AudioInfo"),  # (not a sibling: the only one)
+        topic("/head/audio_stamped", "audio_common_msgs/msg/AudioDataStamped"),
+        topic("/audio", "audio_common_msgs/msg/AudioStamped"),
+    ]
+    detected = auto_config(topics).audio
+    assert detected == (
+        AudioMapping("audio", "/audio", None, "header"),
+        AudioMapping("head", "/head/audio_stamped", "/robot/audio_settings", "header"),
+        AudioMapping("robot_mic", "/robot/mic/audio", "/robot/audio_settings", "receive"),
+    )
