@@ -362,6 +362,12 @@ def test_lerobot_export_keeps_the_audio_beside_it_and_says_so(
     wav, _ = load_dataset(audio_dataset).episode(0).audio_files("microphone")
     assert (out / "audio/microphone/episode_000000.wav").read_bytes() == wav.read_bytes()
     assert (out / "audio/microphone/episode_000000.chunks.parquet").is_file()
+    # ... and `ortf import lerobot` brings it back.
+    assert ortf(["import", "lerobot", str(out), str(tmp_path / "back")]) == 0
+    back = load_dataset(tmp_path / "back").episode(0)
+    assert back.audio_files("microphone")[0].read_bytes() == wav.read_bytes()
+    report = validate(back.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
 
 
 def test_a_killed_recorder_loses_at_most_the_chunks_in_flight(tmp_path: Path) -> None:

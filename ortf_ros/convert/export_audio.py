@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ortf_ros.dataset.reader import Episode
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ReaderError
 from ortf_ros.format.audio import audio_sensors
 from ortf_ros.format.manifest import Manifest, Sensor
@@ -64,6 +65,21 @@ def lerobot_audio_info(manifest: Manifest) -> dict[str, Any]:
         }
         for sensor in audio_sensors(manifest)
     }
+
+
+def import_lerobot_audio(writer: DatasetWriter, root: Path, episode_index: int) -> int:
+    """The audio the export kept for LeRobot episode ``episode_index`` (under ``root``)
+    staged as the open episode's (``ortf import lerobot``); how many files. A microphone
+    whose file is not there keeps an empty one."""
+    found = 0
+    for sensor in audio_sensors(writer.manifest):
+        stem = root / LEROBOT_AUDIO_PATH.format(microphone=sensor.name, episode_index=episode_index)
+        audio = stem.with_name(f"{stem.name}.{sensor.extra.get('container', 'wav')}")
+        table = stem.with_name(f"{stem.name}{CHUNKS_SUFFIX}")
+        if audio.is_file() and table.is_file():
+            writer.add_audio_file(sensor.name, audio, table)
+            found += 1
+    return found
 
 
 def copy_lerobot_audio(episode: Episode, episode_index: int, root: Path) -> int:

@@ -417,6 +417,14 @@ class DatasetWriter:
             raise WriterError(f"unknown microphone {microphone!r}; the manifest declares {sorted(files)}")
         return audio.add(samples, timestamp, time_ns=time_ns, stamp_ns=stamp_ns, receive_ns=receive_ns)
 
+    def add_audio_file(self, microphone: str, audio: Path, table: Path) -> None:
+        """Stage an audio file and its chunk table written elsewhere (another dataset's
+        episode, an export's copy) as the microphone's in this episode, unchanged."""
+        files = self._current().audio
+        if microphone not in files:
+            raise WriterError(f"unknown microphone {microphone!r}; the manifest declares {sorted(files)}")
+        files[microphone].copy_from(audio, table)
+
     def add_step(
         self,
         timestamp: float,
@@ -567,8 +575,8 @@ class DatasetWriter:
                 log = recording.stream_log(self.manifest, stream)
                 for batch in episode.stream_batches(stream):
                     log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
-            for microphone, audio in recording.audio.items():
-                audio.copy_from(*episode.audio_files(microphone))
+            for microphone in recording.audio:
+                self.add_audio_file(microphone, *episode.audio_files(microphone))
             for camera in self.manifest.cameras:
                 target = recording.staged.video_file(camera)
                 target.parent.mkdir(parents=True, exist_ok=True)
