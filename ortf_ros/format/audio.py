@@ -59,8 +59,11 @@ AUDIO_CHUNK_SCHEMA = pa.schema(
         pa.field("chunk_index", pa.int64(), nullable=False),  # the message's place among the episode's
         pa.field("first_sample", pa.int64(), nullable=False),  # its first frame's index in the file
         pa.field("sample_count", pa.int64(), nullable=False),  # its frames (samples per channel)
-        pa.field("timestamp", pa.float64(), nullable=False),  # its first frame's time on the step clock (s)
-        pa.field("time_ns", pa.int64(), nullable=False),  # that time as the mapping's time source gave it
+        # The message's time on the step clock (s): its header stamp or receive time, as the
+        # mapping's ``time`` says; by ROS convention its first sample's capture time (some
+        # drivers stamp when the buffer was read: the stamps are kept as they were).
+        pa.field("timestamp", pa.float64(), nullable=False),
+        pa.field("time_ns", pa.int64(), nullable=False),  # that time, in ns, as the time source gave it
         pa.field("stamp_ns", pa.int64()),  # the header stamp; null without a header
         pa.field("receive_ns", pa.int64(), nullable=False),
         pa.field("gap_samples", pa.int64(), nullable=False),  # frames missing before it, by the times
