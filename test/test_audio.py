@@ -30,6 +30,7 @@ from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_export import data_file
 from ortf_ros.dataset.audio_codecs import AudioSamples, probe_audio
 from ortf_ros.dataset.edits import delete_episodes
+from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
@@ -184,6 +185,8 @@ def test_manifest_episode_row_accounting_and_strict_validation(converted: tuple[
     assert sensor.extra["codec"] == f"pcm_{config.audio_format}"
     assert sensor.extra["source"] == TOPIC_AUDIO
     assert episode.record.audio_file == layout.audio_path("microphone", 0, 0)
+    (line,) = dataset_info(episode.dataset).microphones  # (`ortf info`)
+    assert line.split()[:3] == ["microphone", "16000", "Hz,"] and f"{config.audio_channels} ch" in line
     account = next(a for a in episode.record.accounting or () if a.stream == "microphone")
     assert (account.role, account.read, account.kept, account.native_samples) == ("audio", 15, 15, 15)
     report = validate(episode.dataset.root, strict=True)
