@@ -8,15 +8,18 @@ table (``format.audio.AUDIO_CHUNK_SCHEMA``), which says where a gap is: a reader
 wants a sample-aligned signal inserts ``gap_samples`` of silence there itself.
 
 Memory is a chunk at a time: samples go to the file as they come; the chunk rows are
-logged to an Arrow stream in the staging directory, a block at a time, and become the
-Parquet table when the episode ends (``AudioFile.finish``), once the episode's time
-origin is known (its first step or native sample, which audio does not move). The
-commit then only moves the two files (``commit_audio``).
+logged to an Arrow stream in the staging directory, a block at a time, their times on
+the writer's clock, and become the Parquet table when the episode ends
+(``AudioFile.finish``), their times then counted from the episode's time origin (its
+first step or native sample, which audio does not move; noted beside the log as soon as
+it is known, for ``finish_staged``). The commit then only moves the two files
+(``commit_audio``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Iterator, Sequence
@@ -51,9 +54,7 @@ GAP_FACTOR = 1.5
 class AudioFile:
     """One microphone's audio of the episode being recorded, in the staging directory.
 
-    The chunk rows wait in memory until the episode's time origin is known (its first step
-    or native sample: ``set_origin``; audio does not set it), then are logged with their
-    time on the step clock every ``ROWS_PER_BLOCK`` chunks, after the samples they
+    The chunk rows are logged every ``ROWS_PER_BLOCK`` chunks, after the samples they
     describe were flushed to the WAV: a killed recorder leaves a log whose every row's
     samples are in the file, which ``finish_staged`` makes a committed pair of."""
 
@@ -97,22 +98,25 @@ class AudioFile:
             if duration_ns and time_ns - before_ns > GAP_FACTOR * duration_ns:
                 gap = max(0, round((time_ns - before_ns) * self.format.sample_rate / NS) - before_frames)
         self._previous = (time_ns, frames)
-        seconds = timestamp if self.origin is None else timestamp - self.origin  # (``set_origin`` shifts the first)
-        row = (self.chunks, first, frames, seconds, time_ns, stamp_ns, receive_ns, gap)
+        row = (self.chunks, first, frames, timestamp, time_ns, stamp_ns, receive_ns, gap)
         for column, value in zip(self._rows.values(), row, strict=True):
             column.append(value)
         self.chunks += 1
         self.frames += frames
-        if self.origin is not None and len(self._rows["chunk_index"]) >= ROWS_PER_BLOCK:
+        if len(self._rows["chunk_index"]) >= ROWS_PER_BLOCK:
             self._flush_rows()
         return first
 
     def set_origin(self, origin: float) -> None:
-        """The episode's time 0 on the writer's clock: the rows that waited for it are put on the step clock."""
+        """The episode's time 0 on the writer's clock, which the chunks' times will count
+        from; noted in the staging directory (``finish_staged`` reads it)."""
         if self.origin is not None:
             return
         self.origin = origin
-        self._rows["timestamp"] = [t - origin for t in self._rows["timestamp"]]  # type: ignore[operator]
+        try:
+            atomic.write_json(origin_note(self.wav), {"origin": origin})
+        except OSError as exc:
+            raise WriterError(f"{origin_note(self.wav)}: cannot write ({exc.strerror or exc})") from exc
 
     def _flush_rows(self) -> None:
         if not self._rows["chunk_index"]:
@@ -159,7 +163,7 @@ class AudioFile:
         self.set_origin(origin)
         self.close()
         if not self._copied:
-            write_chunk_table(self.wav)
+            write_chunk_table(self.wav, origin if self.origin is None else self.origin)
             encode_staged(self.wav, self.format, self.codec)
 
     def abandon(self) -> None:
@@ -188,10 +192,15 @@ def _logged(log: Path) -> Iterator[pa.RecordBatch]:
         return
 
 
-def write_chunk_table(wav: Path, limit_frames: int | None = None) -> int:
-    """The logged rows as the Parquet chunk table beside ``wav`` (only those whose samples
-    are all in the first ``limit_frames`` frames, when given), a block at a time; the
-    frames they cover."""
+def origin_note(wav: Path) -> Path:
+    """Where a staged WAV's episode time origin is noted once known."""
+    return wav.with_suffix(".origin.json")
+
+
+def write_chunk_table(wav: Path, origin: float, limit_frames: int | None = None) -> int:
+    """The logged rows as the Parquet chunk table beside ``wav``, their times counted from
+    ``origin`` (only the rows whose samples are all in the first ``limit_frames`` frames,
+    when given), a block at a time; the frames they cover."""
     covered = 0
 
     def produce(tmp: Path) -> None:
@@ -201,7 +210,10 @@ def write_chunk_table(wav: Path, limit_frames: int | None = None) -> int:
                 ends = (pc.add(batch["first_sample"], batch["sample_count"])).to_pylist()
                 whole = len(ends) if limit_frames is None else sum(end <= limit_frames for end in ends)
                 if whole:
-                    writer.write_batch(batch.slice(0, whole))
+                    seconds = pc.subtract(batch["timestamp"], pa.scalar(origin, pa.float64()))
+                    index = AUDIO_CHUNK_SCHEMA.get_field_index("timestamp")
+                    field = AUDIO_CHUNK_SCHEMA.field(index)
+                    writer.write_batch(batch.set_column(index, field, seconds).slice(0, whole))
                     covered = ends[whole - 1]
                 if whole < len(ends):
                     break
@@ -230,7 +242,9 @@ def finish_staged(wav: Path, fmt: AudioFormat, codec: str) -> None:
         return
     block = SAMPLE_FORMATS[fmt.sample_format].bit_depth // 8 * fmt.channels
     frames = (wav.stat().st_size - HEADER.size) // block
-    covered = write_chunk_table(wav, max(frames, 0))
+    note = origin_note(wav)
+    origin = float(json.loads(note.read_text())["origin"]) if note.exists() else 0.0  # (none: no step, nothing kept)
+    covered = write_chunk_table(wav, origin, max(frames, 0))
     with wav.open("r+b") as f:
         f.truncate(HEADER.size + covered * block)
         f.seek(0)
