@@ -34,9 +34,10 @@ from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.audio import AudioFormat
+from ortf_ros.format.audio import AudioFormat, audio_sensor
 from ortf_ros.io.wav import read_wav, wav_info
 from ortf_ros.pipeline.audio import describe_audio, from_bytes
 from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
@@ -56,6 +57,7 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
+from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     START_NS,
     TOPIC_AUDIO,
@@ -515,3 +517,30 @@ def test_detection_names_microphones_and_finds_their_audio_info() -> None:
         AudioMapping("head", "/head/audio_stamped", "/robot/audio_settings", "header"),
         AudioMapping("robot_mic", "/robot/mic/audio", "/robot/audio_settings", "receive"),
     )
+
+
+def test_two_microphones_each_have_their_files_and_audio_file_is_the_first(tmp_path: Path) -> None:
+    base = demo_manifest(64, 48, depth=False)
+    microphones = (
+        audio_sensor("left", AudioFormat("s16le", 1, 16000), source="/left/audio", layout="AudioStamped"),
+        audio_sensor("right", AudioFormat("f32le", 2, 48000), source="/right/audio", layout="AudioStamped"),
+    )
+    with DatasetWriter(tmp_path / "ds", replace(base, sensors=(*base.sensors, *microphones))) as writer:
+        writer.begin_episode("Listen with both ears")
+        for step in range(10):
+            images = {cam: demo_rgb(n, step, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}
+            writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), images)
+            left = np.full(160, step, np.int16)
+            right = np.full(2 * 480, step / 10, np.float32)
+            writer.add_audio("left", left, step / 30, time_ns=step * 33_000_000, receive_ns=0)
+            writer.add_audio("right", right, step / 30, time_ns=step * 33_000_000, receive_ns=0)
+        writer.end_episode(success=True)
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    assert episode.record.audio_file == "audio/left/chunk-000/episode_000000.wav"
+    left_file, _ = episode.audio_files("left")
+    right_file, right_table = episode.audio_files("right")
+    assert read_wav(left_file, "s16le").tolist() == [s for s in range(10) for _ in range(160)]
+    assert wav_info(right_file).channels == 2 and len(read_wav(right_file, "f32le")) == 10 * 960
+    assert pq.read_table(right_table)["timestamp"].to_pylist() == pytest.approx([s / 30 for s in range(10)])
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
