@@ -73,11 +73,11 @@ from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from ortf_ros.dataset.audio_files import file_bytes
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.h264 import AnnexBEncoder
 from ortf_ros.io.jpeg import JpegEncoder
-from ortf_ros.pipeline.audio_definitions import AudioLayout
+from ortf_ros.io.wav import file_bytes
+from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS, AudioLayout, audio_data_arrays, portaudio_format
 from ortf_ros.pipeline.audio_definitions import register as register_audio
 from ortf_ros.synthetic_detections import DETECTIONS_TYPE, TOPIC_DETECTIONS, detections_message, register_vision_msgs
 
@@ -138,7 +138,7 @@ TOPIC_WRENCH = "/ft_sensor/wrench"
 TOPIC_CONTROLLER_STATE = "/arm_controller/state"  # only with TeleopConfig.controller_state
 TOPIC_AUDIO = "/microphone/audio"  # only with TeleopConfig.audio
 TOPIC_AUDIO_INFO = "/microphone/audio_info"  # only with TeleopConfig.audio "older"
-AUDIO_FORMAT_CODES = {"f32le": 1, "s32le": 2, "s24le": 4, "s16le": 8, "s8": 16, "u8": 32}  # PortAudio's
+AUDIO_FORMAT_CODES = {name: code for code, (name, _) in PORTAUDIO_FORMATS.items()}  # (the ROS 2 layout's formats)
 AUDIO_GSTREAMER_NAMES = {"f32le": "F32LE", "s32le": "S32LE", "s24le": "S24LE", "s16le": "S16LE", "s8": "S8", "u8": "U8"}
 TOPIC_SCAN = "/lidar/scan"  # only with TeleopConfig.lidar
 TOPIC_POINTS = "/lidar/points"  # only with TeleopConfig.lidar
@@ -1070,24 +1070,11 @@ class Messages:
         if config.audio == "older":
             packed = file_bytes(samples, "s24le") if config.audio_format == "s24le" else samples.tobytes()  # (3 bytes)
             return self.new("audio_common_msgs/msg/AudioData", data=np.frombuffer(packed, np.uint8))
-        arrays = {
-            field: np.array([], dtype)
-            for field, dtype in (
-                ("float32_data", np.float32),
-                ("int32_data", np.int32),
-                ("int24_data", np.int32),
-                ("int16_data", np.int16),
-                ("int8_data", np.int8),
-                ("uint8_data", np.uint8),
-            )
-        }
-        field = {"f32le": "float32_data", "s32le": "int32_data", "s24le": "int24_data", "s16le": "int16_data"}.get(
-            config.audio_format, "int8_data" if config.audio_format == "s8" else "uint8_data"
-        )
-        arrays[field] = samples.astype(arrays[field].dtype)
+        code, field = portaudio_format(config.audio_format)
+        arrays = audio_data_arrays(samples, field)
         info = self.new(
             "audio_common_msgs/msg/AudioInfo",
-            format=AUDIO_FORMAT_CODES[config.audio_format],
+            format=code,
             channels=config.audio_channels,
             rate=config.audio_rate_hz,
             chunk=config.audio_chunk,

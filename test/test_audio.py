@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
 import wave
 from collections.abc import Callable
 from dataclasses import replace
@@ -24,12 +27,20 @@ from mcap_ros2.decoder import DecoderFactory
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
-from ortf_ros.dataset.audio_files import read_wav, wav_info
+from ortf_ros.convert.mixtrain_export import data_file
+from ortf_ros.dataset.audio_codecs import AudioSamples, probe_audio
+from ortf_ros.dataset.edits import delete_episodes
+from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import Episode, load_dataset
+from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
+from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.pipeline.audio import describe_audio
-from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT
+from ortf_ros.format.audio import AudioFormat, audio_sensor
+from ortf_ros.io.wav import read_wav, wav_info
+from ortf_ros.pipeline.audio import describe_audio, from_bytes
+from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.pipeline.config import (
     AudioMapping,
     ConversionConfig,
@@ -42,11 +53,16 @@ from ortf_ros.pipeline.config import (
 )
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.samples import AudioChunkSample, BadMessage, RawMessage
-from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.prologue import PrologueBuilder
+from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
+from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
+from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
+    START_NS,
     TOPIC_AUDIO,
     TOPIC_AUDIO_INFO,
+    Messages,
     TeleopBagInfo,
     TeleopConfig,
     audio_samples,
@@ -171,6 +187,8 @@ def test_manifest_episode_row_accounting_and_strict_validation(converted: tuple[
     assert sensor.extra["codec"] == f"pcm_{config.audio_format}"
     assert sensor.extra["source"] == TOPIC_AUDIO
     assert episode.record.audio_file == layout.audio_path("microphone", 0, 0)
+    (line,) = dataset_info(episode.dataset).microphones  # (`ortf info`)
+    assert line.split()[:3] == ["microphone", "16000", "Hz,"] and f"{config.audio_channels} ch" in line
     account = next(a for a in episode.record.accounting or () if a.stream == "microphone")
     assert (account.role, account.read, account.kept, account.native_samples) == ("audio", 15, 15, 15)
     report = validate(episode.dataset.root, strict=True)
@@ -233,7 +251,7 @@ def test_audio_rule(audio_dataset: Path, tmp_path: Path, rule: str, breaker: Cal
     assert rule in found, found
 
 
-def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> None:
+def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mapping = {"audio": {"mic": {"topic": "/mic/audio", "info_topic": "/mic/info", "time": "receive", "codec": "wav"}}}
     config = config_from_mapping(mapping, "test")
     assert config.audio == (AudioMapping("mic", "/mic/audio", "/mic/info", "receive", "wav"),)
@@ -248,6 +266,10 @@ def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path) -> Non
     with BagSource(bag.path) as source:
         detected = auto_config(source.topics())
     assert detected.audio == (AudioMapping("microphone", TOPIC_AUDIO, TOPIC_AUDIO_INFO, "receive"),)
+    assert bag2ortf([str(bag.path), "--list"]) == 0
+    listed = capsys.readouterr().out
+    assert f"audio microphone: {TOPIC_AUDIO} (receive time, every sample kept, wav file, format from " in listed
+    assert "audio_common_msgs/msg/AudioData" in listed and "audio_common_msgs/msg/AudioInfo" in listed
 
 
 def test_definitions_are_the_upstream_files() -> None:
@@ -271,8 +293,7 @@ def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None
     (found,) = extract(decoder.decode(raw), raw)
     assert isinstance(found, BadMessage) and "coding_format is 'mp3'" in found.reason
     stamped = typestore(False, "jazzy", "ros2")
-    data: Any = stamped.types["audio_common_msgs/msg/AudioData"](**{f: np.array([], t) for f, t in _AUDIO_ARRAYS})
-    data.int16_data = np.arange(6, dtype=np.int16)
+    data: Any = stamped.types["audio_common_msgs/msg/AudioData"](**audio_data_arrays(np.arange(6), "int16_data"))
     stereo = stamped.types["audio_common_msgs/msg/AudioInfo"](format=8, channels=4, rate=16000, chunk=0)
     audio: Any = stamped.types["audio_common_msgs/msg/Audio"](audio_data=data, info=stereo)
     header = stamped.types["std_msgs/msg/Header"](stamped.types["builtin_interfaces/msg/Time"](1, 2), "mic")
@@ -288,16 +309,6 @@ def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None
     (chunk,) = extract(decoder.decode(raw), raw)
     assert isinstance(chunk, AudioChunkSample) and chunk.stamps.header_ns == 1_000_000_002
     np.testing.assert_array_equal(chunk.samples, np.arange(6, dtype=np.int16))
-
-
-_AUDIO_ARRAYS = (
-    ("float32_data", np.float32),
-    ("int32_data", np.int32),
-    ("int24_data", np.int32),
-    ("int16_data", np.int16),
-    ("int8_data", np.int8),
-    ("uint8_data", np.uint8),
-)
 
 
 def test_an_unknown_format_is_one_line_naming_the_topic() -> None:
@@ -337,7 +348,7 @@ def test_mixtrain_fills_the_audio_column(audio_dataset: Path, tmp_path: Path) ->
     sidecar = json.loads((out / "mixtrain.json").read_text())
     entry = sidecar["column_types"]["audio"]
     assert (entry["type"], entry["sample_rate"], entry["channels"], entry["codec"]) == ("audio", 16000, 1, "pcm_s16le")
-    rows = pq.read_table(next(out.glob("data/*.parquet")) if (out / "data").is_dir() else next(out.glob("*.parquet")))
+    rows = pq.read_table(out / data_file(0))
     relative = rows.column("audio")[0].as_py()
     wav, chunks = load_dataset(audio_dataset).episode(0).audio_files("microphone")
     assert (out / relative).read_bytes() == wav.read_bytes()
@@ -356,3 +367,180 @@ def test_lerobot_export_keeps_the_audio_beside_it_and_says_so(
     wav, _ = load_dataset(audio_dataset).episode(0).audio_files("microphone")
     assert (out / "audio/microphone/episode_000000.wav").read_bytes() == wav.read_bytes()
     assert (out / "audio/microphone/episode_000000.chunks.parquet").is_file()
+    # ... and `ortf import lerobot` brings it back.
+    assert ortf(["import", "lerobot", str(out), str(tmp_path / "back")]) == 0
+    back = load_dataset(tmp_path / "back").episode(0)
+    assert back.audio_files("microphone")[0].read_bytes() == wav.read_bytes()
+    report = validate(back.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+def test_a_killed_recorder_loses_at_most_the_chunks_in_flight(tmp_path: Path) -> None:
+    """SIGKILL mid-episode, 150 chunks written: ``ortf recover`` commits the chunks whose
+    rows were logged (every 64), sample-exact, with a whole WAV and table, and it validates."""
+    root = tmp_path / "ds"
+    child = subprocess.run([sys.executable, str(Path(__file__).parent / "audio_crash_child.py"), str(root), "150"])
+    assert child.returncode == -signal.SIGKILL
+    recover(root)
+    episode = load_dataset(root).episode(0)
+    wav, chunks = episode.audio_files("mic")
+    table = pq.read_table(chunks).to_pydict()
+    assert len(table["chunk_index"]) == 128  # two logged blocks of 64; the last 22 were in flight
+    expected = np.concatenate([(np.arange(s * 1024, (s + 1) * 1024) % 30000).astype(np.int16) for s in range(128)])
+    np.testing.assert_array_equal(read_wav(wav, "s16le"), expected)
+    assert table["timestamp"][1] == pytest.approx(0.064)
+    report = validate(root)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+@pytest.mark.parametrize("layout", ["ros2", "older"])
+@pytest.mark.parametrize(("sample_format", "channels"), [("s16le", 1), ("f32le", 2), ("u8", 1)])
+def test_a_recording_without_definitions_is_read_by_the_known_layouts(
+    layout: str, sample_format: str, channels: int
+) -> None:
+    """rosbag2 sqlite3 files before Iron hold no definitions: each layout is tried on the bytes."""
+    config = TeleopConfig(fmt="mcap", audio=layout, audio_format=sample_format, audio_channels=channels)  # type: ignore[arg-type]
+    messages = Messages(config)
+    decoder = Decoder()  # (nothing registered: what a recording without definitions gives)
+    topics = (TOPIC_AUDIO_INFO, TOPIC_AUDIO) if layout == "older" else (TOPIC_AUDIO,)
+    samples = []
+    for topic in topics:
+        raw = RawMessage(topic, messages.msgtype(topic), 1, messages.serialize(topic, 3, config.start_ns))
+        samples += extract(decoder.decode(raw), raw)
+    chunk = samples[-1]
+    assert isinstance(chunk, AudioChunkSample), samples
+    if layout == "ros2":
+        assert chunk.format == AudioFormat(sample_format, channels, 16000)
+        np.testing.assert_array_equal(chunk.samples, audio_samples(config, 3))
+    else:
+        info = samples[0]
+        assert isinstance(info, AudioInfoSample) and info.format.channels == channels
+        np.testing.assert_array_equal(from_bytes(chunk.samples, info.format), audio_samples(config, 3))
+
+
+def test_an_mp3_stream_is_refused_naming_the_coding(tmp_path: Path) -> None:
+    """ros-drivers' audio_capture defaults to mp3: not sample-exact PCM, so not kept, and the line says why."""
+    store = typestore(False, "jazzy", "older")
+    info = store.types["audio_common_msgs/msg/AudioInfo"](
+        channels=1, sample_rate=16000, sample_format="S16LE", bitrate=32000, coding_format="mp3"
+    )
+    raw = RawMessage(TOPIC_AUDIO_INFO, info.__msgtype__, 1, store.serialize_cdr(info, info.__msgtype__))
+    config = ConversionConfig(audio=(AudioMapping("microphone", TOPIC_AUDIO, time="receive"),))
+    builder = PrologueBuilder(config, SampleDecoder(Decoder()), {TOPIC_AUDIO, TOPIC_AUDIO_INFO})
+    builder.accept(raw)
+    assert builder.missing() == [f"no audio format yet on {TOPIC_AUDIO}"]
+    with pytest.raises(ConversionError, match=r"its format is unknown: .*coding_format is 'mp3'; only uncompressed"):
+        describe_audio(config, builder.result().audio, builder.result().problems)
+
+
+def convert_as(bag: TeleopBagInfo, out: Path, codec: str) -> int:
+    with BagSource(bag.path) as source:
+        config = auto_config(source.topics())
+    config = replace(config, audio=tuple(replace(a, codec=codec) for a in config.audio))  # type: ignore[arg-type]
+    write_config(config, out.parent / f"mapping-{codec}.yaml")
+    return bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / f"mapping-{codec}.yaml")])
+
+
+@pytest.mark.parametrize(("sample_format", "channels"), [("s16le", 2), ("s24le", 1), ("u8", 1)])
+def test_flac_in_mp4_keeps_every_sample(sample_format: str, channels: int, tmp_path: Path) -> None:
+    config = scene("mcap", "ros2", sample_format, channels)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert convert_as(bag, tmp_path / "ds", "flac") == 0
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    audio, _ = episode.audio_files("microphone")
+    assert audio.suffix == ".mp4" and episode.record.audio_file == "audio/microphone/chunk-000/episode_000000.mp4"
+    sensor = episode.dataset.manifest.sensor("microphone")
+    assert sensor is not None and (sensor.extra["codec"], sensor.extra["container"]) == ("flac", "mp4")
+    expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+    with AudioSamples(audio, AudioFormat(sample_format, channels, 16000)) as reader:
+        decoded = reader.read(len(expected))
+    np.testing.assert_array_equal(decoded, expected)
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+def test_aac_in_mp4_is_valid_and_float_samples_refuse_flac(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = scene("mcap", "ros2", "f32le", 1)
+    bag = write_scene_bag(tmp_path / "bag", config)
+    assert convert_as(bag, tmp_path / "flac", "flac") != 0
+    assert "codec flac keeps integers of at most 24 bits exactly" in capsys.readouterr().err
+    assert convert_as(bag, tmp_path / "aac", "aac") == 0
+    episode = load_dataset(tmp_path / "aac").episode(0)
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+    audio, _ = episode.audio_files("microphone")
+    probed = probe_audio(audio)
+    assert (probed.codec, probed.sample_rate, probed.channels) == ("aac", 16000, 1)
+    assert abs(probed.frames - 15 * 1024) <= 2048
+
+
+def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> None:
+    """``--jobs 2``: each recording is converted to a dataset of its own and its episodes
+    imported (``DatasetWriter.import_episode``), audio files and chunk tables with them."""
+    configs = [replace(scene("mcap", "ros2", "s16le", 1), start_ns=START_NS + i * 10**10) for i in range(2)]
+    bags = [write_scene_bag(tmp_path / f"bag{i}", config) for i, config in enumerate(configs)]
+    with BagSource(bags[0].path) as source:
+        write_config(auto_config(source.topics()), tmp_path / "mapping.yaml")
+    args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(tmp_path / "mapping.yaml")]
+    assert bag2ortf([*args, "--jobs", "2"]) == 0
+    dataset = load_dataset(tmp_path / "ds")
+    for index, config in enumerate(configs):
+        episode = dataset.episode(index)
+        expected = np.concatenate([audio_samples(config, seq) for seq in published(config)])
+        np.testing.assert_array_equal(read_wav(episode.audio_files("microphone")[0], "s16le"), expected)
+        assert episode.record.audio_file == layout.audio_path("microphone", 0, index)
+    report = validate(dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
+
+
+def test_deleting_an_episode_removes_its_audio(audio_dataset: Path, tmp_path: Path) -> None:
+    root = tmp_path / "ds"
+    shutil.copytree(audio_dataset, root)
+    wav, chunks = load_dataset(root).episode(0).audio_files("microphone")
+    delete_episodes(root, ["000000"])
+    assert not wav.exists() and not chunks.exists()
+
+
+def test_detection_names_microphones_and_finds_their_audio_info() -> None:
+    def topic(name: str, msgtype: str) -> TopicInfo:
+        return TopicInfo(name, msgtype, msgtype, 10, None, None, "", "", "cdr")
+
+    topics = [
+        topic("/robot/mic/audio", "audio_common_msgs/msg/AudioData"),
+        topic("/robot/audio_settings", "audio_common_msgs/msg/AudioInfo"),  # (not a sibling: the only one)
+        topic("/head/audio_stamped", "audio_common_msgs/msg/AudioDataStamped"),
+        topic("/audio", "audio_common_msgs/msg/AudioStamped"),
+    ]
+    detected = auto_config(topics).audio
+    assert detected == (
+        AudioMapping("audio", "/audio", None, "header"),
+        AudioMapping("head", "/head/audio_stamped", "/robot/audio_settings", "header"),
+        AudioMapping("robot_mic", "/robot/mic/audio", "/robot/audio_settings", "receive"),
+    )
+
+
+def test_two_microphones_each_have_their_files_and_audio_file_is_the_first(tmp_path: Path) -> None:
+    base = demo_manifest(64, 48, depth=False)
+    microphones = (
+        audio_sensor("left", AudioFormat("s16le", 1, 16000), source="/left/audio", layout="AudioStamped"),
+        audio_sensor("right", AudioFormat("f32le", 2, 48000), source="/right/audio", layout="AudioStamped"),
+    )
+    with DatasetWriter(tmp_path / "ds", replace(base, sensors=(*base.sensors, *microphones))) as writer:
+        writer.begin_episode("Listen with both ears")
+        for step in range(10):
+            images = {cam: demo_rgb(n, step, 64, 48) for n, cam in enumerate(("cam_wrist", "cam_overhead"))}
+            writer.add_step(step / 30, demo_state(0, step), demo_action(0, step), images)
+            left = np.full(160, step, np.int16)
+            right = np.full(2 * 480, step / 10, np.float32)
+            writer.add_audio("left", left, step / 30, time_ns=step * 33_000_000, receive_ns=0)
+            writer.add_audio("right", right, step / 30, time_ns=step * 33_000_000, receive_ns=0)
+        writer.end_episode(success=True)
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    assert episode.record.audio_file == "audio/left/chunk-000/episode_000000.wav"
+    left_file, _ = episode.audio_files("left")
+    right_file, right_table = episode.audio_files("right")
+    assert read_wav(left_file, "s16le").tolist() == [s for s in range(10) for _ in range(160)]
+    assert wav_info(right_file).channels == 2 and len(read_wav(right_file, "f32le")) == 10 * 960
+    assert pq.read_table(right_table)["timestamp"].to_pylist() == pytest.approx([s / 30 for s in range(10)])
+    report = validate(episode.dataset.root, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)

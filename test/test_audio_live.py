@@ -11,18 +11,22 @@ import time
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import rclpy
 from colcon_workspace import RECORDER_PARAMS
+from playback_ros import Recorder, play_through
 from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
-from ortf_ros.dataset.audio_files import read_wav
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.io.wav import read_wav
+from ortf_ros.pipeline.audio_definitions import AUDIO_STAMPED
+from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.synthetic_bag import TeleopConfig, audio_samples, write_scene_bag
 
 DROPPED = tuple(range(20, 1000, 9))  # every 9th message from 1.3 s on: several in any episode
@@ -97,3 +101,31 @@ def test_live_audio_is_sample_exact_and_matches_the_bag(ros: None, tmp_path: Pat
     assert offline.manifest.sensor("microphone") == live.dataset.manifest.sensor("microphone")
     offline_seqs = check_audio(offline.episode(0), config)
     assert set(seqs) <= set(offline_seqs)
+
+
+def test_the_player_republishes_each_chunk_over_dds(ros: None, tmp_path: Path) -> None:
+    """``ortf_player`` publishes an AudioStamped per chunk of the episode's audio, its samples
+    the file's, its stamps as far apart as the chunks were recorded (the gap kept)."""
+    config = TeleopConfig(fmt="mcap", duration_s=1.0, with_depth=False, audio="ros2", audio_dropped=(5,))
+    bag = write_scene_bag(tmp_path / "bag", config)
+    mapping = tmp_path / "mapping.yaml"
+    assert bag2ortf([str(bag.path), "--write-config", str(mapping)]) == 0
+    assert bag2ortf([str(bag.path), "-o", str(tmp_path / "ds"), "--config", str(mapping)]) == 0
+    episode = load_dataset(tmp_path / "ds").episode(0)
+    recorder = Recorder({"/microphone/audio": AUDIO_STAMPED})
+    try:
+        play_through(recorder, tmp_path / "ds", tmp_path / "player.log", "streams:=[audio, episode]", "rate:=4.0")
+        received = recorder.received["/microphone/audio"]
+    finally:
+        recorder.close()
+    wav, chunks = episode.audio_files("microphone")
+    table = pq.read_table(chunks).to_pydict()
+    written = read_wav(wav, "s16le")
+    store = RosMessages().store
+    messages: list[Any] = [store.deserialize_cdr(r.data, AUDIO_STAMPED) for r in received]
+    assert len(messages) == len(table["chunk_index"]) == 15
+    for message, first, count in zip(messages, table["first_sample"], table["sample_count"], strict=True):
+        assert message.audio.info.format == 8 and message.audio.info.rate == 16000
+        np.testing.assert_array_equal(message.audio.audio_data.int16_data, written[first : first + count])
+    stamps = np.array([m.header.stamp.sec * 10**9 + m.header.stamp.nanosec for m in messages])
+    np.testing.assert_allclose(np.diff(stamps) / 1e9, np.diff(table["timestamp"]), atol=1e-6)

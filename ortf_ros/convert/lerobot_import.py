@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as pads
 
+from ortf_ros.convert.export_audio import import_lerobot_audio
 from ortf_ros.convert.gr00t_export import VALIDITY, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_frames import ShardFrames, decode_still, episode_segment, shard_frame
 from ortf_ros.convert.lerobot_manifest import camera_key, lerobot_manifest
@@ -220,6 +221,7 @@ class _EpisodeImporter:
             raise ConversionError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
+        import_lerobot_audio(self.writer, self.meta.root, episode.index)  # (what the export kept beside it)
         self._copy_videos(episode)
         for camera, files in self.depth.items():
             self._copy_depth(camera, files.episode_path(self.meta.root, episode.index))

@@ -318,8 +318,7 @@ def _put_in_place(
             yield block
 
     _append(catalog, staged, layout.steps_path(chunk_id), schema, blocks_with_stats())
-    microphones = [s.name for s in audio_sensors(manifest)]
-    audio = commit_audio(staged.directory, catalog.root, microphones, chunk_id, header.episode_index)
+    audio = commit_audio(staged.directory, catalog.root, audio_sensors(manifest), chunk_id, header.episode_index)
     if staged.annotations_dir.is_dir():
         target = catalog.root / layout.annotations_dir(header.episode_index)
         shutil.rmtree(target, ignore_errors=True)
@@ -368,7 +367,7 @@ def discard_staged(catalog: Catalog, staged: StagedEpisode) -> None:
     if catalog.manifest.stream_files == layout.STREAM_FILES_PER_EPISODE:
         for stream in catalog.manifest.native_streams:
             (catalog.root / layout.episode_stream_path(chunk_id, stream, header.episode_index)).unlink(missing_ok=True)
-    discard_audio(catalog.root, [s.name for s in audio_sensors(catalog.manifest)], chunk_id, header.episode_index)
+    discard_audio(catalog.root, audio_sensors(catalog.manifest), chunk_id, header.episode_index)
     for name in point_clouds.declarations(catalog.manifest):
         (catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index)).unlink(missing_ok=True)
     if staged.outcome() is not None:

@@ -49,6 +49,7 @@ from ortf_ros.dataset.staging import staging_root
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError, OrtfError, UnknownEpisodeError, WriterError, failure_line
 from ortf_ros.format import layout, point_clouds
+from ortf_ros.format.audio import audio_relative, audio_sensors
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
@@ -187,6 +188,11 @@ def _plan(catalog: Catalog, record: EpisodeRecord, position: int) -> PlannedDele
     files = [path for path in record.video_files.values() if path is not None]
     if record.audio_file is not None:
         files.append(record.audio_file)
+    for sensor in audio_sensors(manifest):  # (every microphone's file and chunk table)
+        files += [
+            audio_relative(sensor, record.chunk_id, index),
+            layout.audio_chunks_path(sensor.name, record.chunk_id, index),
+        ]
     for stream in manifest.native_streams:
         if manifest.stream_files == layout.STREAM_FILES_PER_CHUNK:
             tables.append(layout.stream_path(record.chunk_id, stream))

@@ -9,6 +9,7 @@ from typing import Any
 
 from ortf_ros.dataset.reader import Dataset
 from ortf_ros.errors import ReaderError
+from ortf_ros.format.audio import audio_sensors
 from ortf_ros.io.video import probe
 
 
@@ -44,6 +45,7 @@ class DatasetInfo:
     not_evaluated: int
     cameras: tuple[CameraInfo, ...]
     tasks: tuple[TaskSummary, ...]
+    microphones: tuple[str, ...] = ()  # one line each: name, rate, channels, sample format, codec
 
     @property
     def success_rate(self) -> float | None:
@@ -68,6 +70,8 @@ class DatasetInfo:
             f"  {c.key:<16} {c.type:<13} {c.width}x{c.height} @ {c.fps:g} fps  {c.codec} {c.pix_fmt}"
             for c in self.cameras
         ]
+        if self.microphones:
+            out += ["microphones", *(f"  {line}" for line in self.microphones)]
         out.append("tasks")
         out += [
             f"  [{t.task_id}] {t.instruction}  ({t.episodes} episode{'' if t.episodes == 1 else 's'})"
@@ -103,7 +107,13 @@ def dataset_info(dataset: Dataset) -> DatasetInfo:
         TaskSummary(t.task_id, t.instruction, per_task.get(t.task_id, 0))
         for t in sorted(dataset.tasks.values(), key=lambda t: t.task_id)
     )
+    microphones = tuple(
+        f"{s.name:<16} {s.extra.get('sample_rate')} Hz, {s.extra.get('channels')} ch, "
+        f"{s.extra.get('sample_format')}  {s.extra.get('codec')} ({s.extra.get('source')})"
+        for s in audio_sensors(manifest)
+    )
     return DatasetInfo(
+        microphones=microphones,
         path=str(dataset.root),
         name=manifest.name,
         robot=manifest.robot.name,

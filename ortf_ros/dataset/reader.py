@@ -24,6 +24,7 @@ from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.errors import FormatError, ReaderError, UnknownEpisodeError
 from ortf_ros.format import layout, point_clouds
+from ortf_ros.format.audio import AUDIO_SENSOR_TYPE, audio_sensors
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
@@ -260,8 +261,12 @@ class Episode:
         return column_array(self.steps([column])[column].combine_chunks())
 
     def audio_files(self, microphone: str) -> tuple[Path, Path]:
-        """The episode's WAV and chunk table of ``microphone`` (``format.audio``)."""
-        return episode_audio(self.dataset.root, self.record.chunk_id, self.dataset.file_index(self.record), microphone)
+        """The episode's audio file (WAV; MP4 for FLAC and AAC) and chunk table of ``microphone``."""
+        sensor = self.dataset.manifest.sensor(microphone)
+        if sensor is None or sensor.type != AUDIO_SENSOR_TYPE:
+            known = [s.name for s in audio_sensors(self.dataset.manifest)]
+            raise ReaderError(f"unknown microphone {microphone!r}; the manifest declares {known}")
+        return episode_audio(self.dataset.root, self.record.chunk_id, self.dataset.file_index(self.record), sensor)
 
     def video_path(self, camera: str) -> Path:
         if camera not in self.dataset.manifest.cameras:

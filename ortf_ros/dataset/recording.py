@@ -15,7 +15,7 @@ from ortf_ros.dataset.point_clouds import CloudLog
 from ortf_ros.dataset.staging import EpisodeHeader, StagedEpisode
 from ortf_ros.errors import WriterError
 from ortf_ros.format import point_clouds
-from ortf_ros.format.audio import audio_sensors, sensor_format
+from ortf_ros.format.audio import audio_codec, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.format.schema import step_schema, stream_schema
@@ -52,7 +52,8 @@ class Recording:
         self.stream_logs: dict[str, SampleLog] = {}
         # A file per microphone from the start: an episode has each one's, empty if it was silent.
         self.audio = {
-            s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s)) for s in audio_sensors(manifest)
+            s.name: AudioFile(staged_audio(staged.directory, s.name), sensor_format(s), audio_codec(s))
+            for s in audio_sensors(manifest)
         }
         self.cloud_logs: dict[str, CloudLog] = {}
 
@@ -61,6 +62,8 @@ class Recording:
         nothing came before it)."""
         if self.origin is None:
             self.origin = first
+            for audio in self.audio.values():
+                audio.set_origin(first)  # (its chunks' times count from it too)
         return self.origin
 
     def relative(self, timestamp: float) -> float:

@@ -34,7 +34,6 @@ import pyarrow as pa
 from numpy.typing import ArrayLike
 
 from ortf_ros.dataset.accounting import with_frames_encoded
-from ortf_ros.dataset.audio_files import episode_audio
 from ortf_ros.dataset.catalog import Catalog, load_manifest, new_manifest_identity, utc_now_iso
 from ortf_ros.dataset.commit import commit_staged
 from ortf_ros.dataset.config import WriterConfig
@@ -476,6 +475,14 @@ class DatasetWriter:
         recording.clock(timestamp)
         return index
 
+    def add_audio_file(self, microphone: str, audio: Path, table: Path) -> None:
+        """Stage an audio file and its chunk table written elsewhere (another dataset's
+        episode, an export's copy) as the microphone's in this episode, unchanged."""
+        files = self._current().audio
+        if microphone not in files:
+            raise WriterError(f"unknown microphone {microphone!r}; the manifest declares {sorted(files)}")
+        files[microphone].copy_from(audio, table)
+
     def add_step(
         self,
         timestamp: float,
@@ -626,9 +633,8 @@ class DatasetWriter:
                 log = recording.stream_log(self.manifest, stream)
                 for batch in episode.stream_batches(stream):
                     log.append(_relabel(batch, log.schema, recording.header.episode_id, None))
-            for microphone, audio in recording.audio.items():
-                index = source.file_index(episode.record)
-                audio.copy_from(*episode_audio(source.root, record.chunk_id, index, microphone))
+            for microphone in recording.audio:
+                self.add_audio_file(microphone, *episode.audio_files(microphone))
             for name in point_clouds.declarations(self.manifest):
                 chunk, index = episode.record.chunk_id, source.file_index(episode.record)
                 recording.cloud_log(self.manifest, name).append_file(

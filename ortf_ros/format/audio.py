@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Sensor
 
 AUDIO_SENSOR_TYPE = "audio"
@@ -58,8 +59,11 @@ AUDIO_CHUNK_SCHEMA = pa.schema(
         pa.field("chunk_index", pa.int64(), nullable=False),  # the message's place among the episode's
         pa.field("first_sample", pa.int64(), nullable=False),  # its first frame's index in the file
         pa.field("sample_count", pa.int64(), nullable=False),  # its frames (samples per channel)
-        pa.field("timestamp", pa.float64(), nullable=False),  # its first frame's time on the step clock (s)
-        pa.field("time_ns", pa.int64(), nullable=False),  # that time as the mapping's time source gave it
+        # The message's time on the step clock (s): its header stamp or receive time, as the
+        # mapping's ``time`` says; by ROS convention its first sample's capture time (some
+        # drivers stamp when the buffer was read: the stamps are kept as they were).
+        pa.field("timestamp", pa.float64(), nullable=False),
+        pa.field("time_ns", pa.int64(), nullable=False),  # that time, in ns, as the time source gave it
         pa.field("stamp_ns", pa.int64()),  # the header stamp; null without a header
         pa.field("receive_ns", pa.int64(), nullable=False),
         pa.field("gap_samples", pa.int64(), nullable=False),  # frames missing before it, by the times
@@ -68,8 +72,15 @@ AUDIO_CHUNK_SCHEMA = pa.schema(
 """The chunk table of an episode's audio file."""
 
 
+CONTAINERS = {"wav": "wav", "flac": "mp4", "aac": "mp4"}
+"""The mapping's ``codec`` -> the file it makes: WAV (PCM as published), MP4 (FLAC, lossless; AAC)."""
+FLAC_FORMATS = frozenset({"u8", "s8", "s16le", "s24le"})
+"""What FLAC keeps exactly: integers of at most 24 bits (FFmpeg's encoder)."""
+
+
 def audio_sensor(name: str, fmt: AudioFormat, *, source: str, layout: str, codec: str = "wav") -> Sensor:
-    """The manifest's microphone; ``layout``: the message type the topic had."""
+    """The manifest's microphone; ``layout``: the message type the topic had; ``codec`` the
+    mapping's (wav, flac, aac)."""
     stored = SAMPLE_FORMATS[fmt.sample_format]
     return Sensor(
         name=name,
@@ -80,11 +91,22 @@ def audio_sensor(name: str, fmt: AudioFormat, *, source: str, layout: str, codec
             "codec": f"pcm_{fmt.sample_format}" if codec == "wav" else codec,
             "bit_depth": stored.bit_depth,
             "sample_format": fmt.sample_format,
-            "container": codec,
+            "container": CONTAINERS[codec],
             "source": source,
             "message_type": layout,
         },
     )
+
+
+def audio_codec(sensor: Sensor) -> str:
+    """The mapping's codec a microphone was stored with: wav, flac or aac."""
+    codec = str(sensor.extra.get("codec", ""))
+    return codec if codec in ("flac", "aac") else "wav"
+
+
+def audio_relative(sensor: Sensor, chunk_id: int, episode_index: int) -> str:
+    """Where a microphone's episode file is in the dataset (``.wav``, or ``.mp4`` for FLAC and AAC)."""
+    return layout.audio_path(sensor.name, chunk_id, episode_index, f".{CONTAINERS[audio_codec(sensor)]}")
 
 
 def audio_sensors(manifest: Manifest) -> list[Sensor]:

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.audio import SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
+from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
@@ -42,17 +43,6 @@ if TYPE_CHECKING:
 
 _NS = 1_000_000_000
 
-
-PORTAUDIO_FORMATS: dict[int, tuple[str, str]] = {
-    1: ("f32le", "float32_data"),  # paFloat32
-    2: ("s32le", "int32_data"),  # paInt32
-    4: ("s24le", "int24_data"),  # paInt24
-    8: ("s16le", "int16_data"),  # paInt16
-    16: ("s8", "int8_data"),  # paInt8
-    32: ("u8", "uint8_data"),  # paUInt8
-}
-"""The ROS 2 layout's ``AudioInfo.format`` (PortAudio's codes): the sample format and the
-``AudioData`` array that holds such samples."""
 
 _GSTREAMER_FORMATS: dict[str, tuple[str, str, int]] = {
     # GStreamer name -> (sample format, dtype of the bytes, bytes per sample)
@@ -200,23 +190,35 @@ def lacking(config: ConversionConfig, formats: Mapping[str, AudioFormat], presen
     return [f"no audio format yet on {a.topic}" for a in config.audio if a.topic in present and a.name not in formats]
 
 
-def require_format(mapping: AudioMapping, formats: Mapping[str, AudioFormat]) -> AudioFormat:
-    """The microphone's format, or the line that says why it is unknown."""
+def require_format(
+    mapping: AudioMapping, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
+) -> AudioFormat:
+    """The microphone's format, or the line that says why it is unknown (``problems``:
+    topic -> why a message of it was not read, the first one)."""
     found = formats.get(mapping.name)
     if found is None:
+        seen = [problems[t] for t in (mapping.topic, *mapping.info_topics) if problems and t in problems]
         raise ConversionError(
-            f"audio {mapping.name}: {mapping.topic}: its format is unknown: no AudioStamped message, and no "
-            f"AudioInfo on {' or '.join(mapping.info_topics)} (set audio.{mapping.name}.info_topic)"
+            f"audio {mapping.name}: {mapping.topic}: its format is unknown: "
+            + (seen[0] if seen else "no AudioStamped message, and no AudioInfo on ")
+            + ("" if seen else f"{' or '.join(mapping.info_topics)} (set audio.{mapping.name}.info_topic)")
         )
     return found
 
 
-def describe_audio(config: ConversionConfig, formats: Mapping[str, AudioFormat]) -> list[Sensor]:
+def describe_audio(
+    config: ConversionConfig, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
+) -> list[Sensor]:
     """The manifest's microphones, in mapping order (the first one's file is ``audio_file``)."""
     sensors = []
     for mapping in config.audio:
-        found = require_format(mapping, formats)
+        found = require_format(mapping, formats, problems)
         stored = stored_format(found)
+        if mapping.codec == "flac" and stored.sample_format not in FLAC_FORMATS:
+            raise ConversionError(
+                f"audio {mapping.name}: {mapping.topic}: codec flac keeps integers of at most 24 bits exactly, and the "
+                f"microphone's samples are {stored.sample_format}: use codec wav (lossless) or aac (lossy)"
+            )
         sensor = audio_sensor(mapping.name, stored, source=mapping.topic, layout="AudioStamped", codec=mapping.codec)
         if found.sample_format in _GSTREAMER_FORMATS:  # the older layout: bytes described by an AudioInfo
             layout = {"message_type": "AudioData", "source_sample_format": found.sample_format}

@@ -1019,8 +1019,8 @@ def audio_name(topic: str) -> str:
 
 def _audio_mappings(by_type: Mapping[str, list[TopicInfo]], taken: set[str]) -> tuple[AudioMapping, ...]:
     """Every audio topic, a microphone; the older layout's with the ``AudioInfo`` topic
-    beside it (``AudioMapping.info_topics``) when one was recorded. ``AudioData`` has no
-    header: its time is the receive time."""
+    beside it (``AudioMapping.info_topics``) when one was recorded, else the recording's
+    only one. ``AudioData`` has no header: its time is the receive time."""
     infos = {t.topic for t in by_type.get("audio_common_msgs/msg/AudioInfo", [])}
     topics = sorted((t for k in AUDIO_TYPES for t in by_type.get(k, [])), key=lambda t: t.topic)
     names = _unique_names([(audio_name(t.topic), _sanitize(_parts(t.topic), "audio")) for t in topics], taken)
@@ -1028,6 +1028,7 @@ def _audio_mappings(by_type: Mapping[str, list[TopicInfo]], taken: set[str]) -> 
     for name, info in zip(names, topics, strict=True):
         msgtype = canonical_msgtype(info.msgtype)
         sibling = next((t for t in AudioMapping(name, info.topic).info_topics if t in infos), None)
+        sibling = sibling or (next(iter(infos)) if len(infos) == 1 else None)
         info_topic = None if msgtype.endswith("/AudioStamped") else sibling
         time: TimeSource = "receive" if msgtype.endswith("/AudioData") else "header"
         found.append(AudioMapping(name, info.topic, info_topic=info_topic, time=time))

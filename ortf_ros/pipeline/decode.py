@@ -23,6 +23,7 @@ from rosbags.interfaces import Nodetype
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
+from ortf_ros.pipeline import audio_definitions
 from ortf_ros.pipeline.samples import BadMessage, RawMessage, Serialization
 
 if TYPE_CHECKING:
@@ -70,6 +71,7 @@ KNOWN_LAYOUTS: dict[str, tuple[tuple[str, str], ...]] = {
         ),
     ),
 }
+KNOWN_LAYOUTS |= audio_definitions.known_layouts()
 """ROS 2 types the Jazzy store lacks that recordings carry without a definition (rosbag2
 sqlite3 files before Iron hold none): the layouts they had upstream (a label, the ``.msg``
 text). CDR holds no field names, so each is tried on a message until one reads its bytes

@@ -296,7 +296,7 @@ def build_manifest(
     for camera in config.cameras:
         images[camera.name] = camera.name
         sensors.append(_camera_sensor(prologue, camera, calibrations[camera.name]))
-    sensors += describe_audio(config, prologue.audio)
+    sensors += describe_audio(config, prologue.audio, prologue.problems)
     range_sensors, range_streams, clouds = range_description(config, prologue.scans, prologue.clouds, prologue.rates)
     for sensor in range_sensors:
         sensors.append(replace(sensor, extrinsics=tf_extrinsics(prologue, sensor.extra["frame"], sensor.name)))

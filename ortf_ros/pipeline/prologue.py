@@ -124,6 +124,7 @@ class PrologueBuilder:
         self._infos = {c.camera_info_topic: c for c in config.cameras if c.camera_info_topic is not None}
         self._range_sensors = {s.topic: s.name for s in config.laser_scans}
         self._range_sensors |= {p.topic: p.name for p in config.point_clouds}
+        self._audio_topics = audio.prologue_topics(config)
         self._first_ns: int | None = None
         self._last_ns: int | None = None
         self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
@@ -162,6 +163,8 @@ class PrologueBuilder:
             prologue.scans.setdefault(self._range_sensors[topic], sample)
         elif isinstance(sample, PointCloudSample) and topic in self._range_sensors:
             prologue.clouds.setdefault(self._range_sensors[topic], sample)
+        elif isinstance(sample, BadMessage) and topic in self._audio_topics:
+            self._problem(topic, sample.reason)  # (said where the microphone's format stays unknown)
         else:
             if config.joint_states is not None and topic == config.joint_states.topic:
                 self._learn_joint_state(topic, sample)

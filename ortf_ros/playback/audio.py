@@ -1,9 +1,9 @@
 """A microphone's episode audio as the ``AudioStamped`` messages it was recorded from.
 
-Each row of the chunk table (``format.audio``) is one message: its samples read from
-the episode's WAV where the row says they are, its time the row's ``timestamp`` on the
-playback clock. The ROS 2 layout carries them in the array of their type with PortAudio's
-format code (``pipeline.audio.PORTAUDIO_FORMATS``); 64-bit float samples, which that
+Each row of the chunk table (``format.audio``) is one message: its samples read in order
+from the episode's file (``audio_codecs.AudioSamples``: WAV, FLAC or AAC), its time the
+row's ``timestamp`` on the playback clock. The ROS 2 layout carries them in the array of their type with PortAudio's
+format code (``audio_definitions.PORTAUDIO_FORMATS``); 64-bit float samples, which that
 layout has no array for, go as float32. Reads a table block and a chunk at a time.
 """
 
@@ -15,25 +15,20 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 
-from ortf_ros.dataset.audio_files import file_samples, wav_info
+from ortf_ros.dataset.audio_codecs import AudioSamples
 from ortf_ros.dataset.reader import Episode
-from ortf_ros.format.audio import SAMPLE_FORMATS, sensor_format
+from ortf_ros.format.audio import audio_codec, sensor_format
 from ortf_ros.format.manifest import Sensor
-from ortf_ros.pipeline.audio import PORTAUDIO_FORMATS
+from ortf_ros.pipeline.audio_definitions import audio_data_arrays, portaudio_format
 from ortf_ros.playback.rosmsg import RosMessages
-
-_FIELDS = {name: (code, field) for code, (name, field) in PORTAUDIO_FORMATS.items()}
-_FIELDS["f64le"] = _FIELDS["f32le"]
-_ARRAYS = {"float32_data": np.float32, "int32_data": np.int32, "int24_data": np.int32, "int16_data": np.int16}
-_ARRAYS |= {"int8_data": np.int8, "uint8_data": np.uint8}
 
 
 def audio_stamped(ros: RosMessages, ns: int, frame_id: str, samples: np.ndarray, sensor: Sensor, frames: int) -> Any:
-    """An ``audio_common_msgs/AudioStamped`` of ``samples`` (interleaved) in the microphone's format."""
+    """An ``audio_common_msgs/AudioStamped`` of ``samples`` (interleaved) in the microphone's
+    format (AAC's decoded floats as float32)."""
     fmt = sensor_format(sensor)
-    code, field = _FIELDS[fmt.sample_format]
-    arrays = {name: np.zeros(0, dtype) for name, dtype in _ARRAYS.items()}
-    arrays[field] = samples.astype(_ARRAYS[field])
+    code, field = portaudio_format("f32le" if audio_codec(sensor) == "aac" else fmt.sample_format)
+    arrays = audio_data_arrays(samples, field)
     info = ros.new(
         "audio_common_msgs/msg/AudioInfo", format=code, channels=fmt.channels, rate=fmt.sample_rate, chunk=frames
     )
@@ -46,20 +41,14 @@ def audio_chunks(
     episode: Episode, sensor: Sensor, ros: RosMessages, time_ns: Callable[[float], int], plays_from_s: float
 ) -> Iterator[tuple[int, Any]]:
     """(time, message) of each chunk of the episode's audio from ``plays_from_s`` on."""
-    wav, table = episode.audio_files(sensor.name)
+    audio, table = episode.audio_files(sensor.name)
     if not table.is_file():
         return
-    fmt = sensor_format(sensor)
-    block = SAMPLE_FORMATS[fmt.sample_format].bit_depth // 8 * fmt.channels
-    offset = wav_info(wav).data_offset
-    with wav.open("rb") as samples_file:
-        for batch in pq.ParquetFile(table).iter_batches(columns=["timestamp", "first_sample", "sample_count"]):
+    with AudioSamples(audio, sensor_format(sensor)) as reader:
+        for batch in pq.ParquetFile(table).iter_batches(columns=["timestamp", "sample_count"]):
             rows = batch.to_pydict()
-            chunks = zip(rows["timestamp"], rows["first_sample"], rows["sample_count"], strict=True)
-            for timestamp, first, count in chunks:
-                if timestamp < plays_from_s:
-                    continue
-                samples_file.seek(offset + first * block)
-                samples = file_samples(samples_file.read(count * block), fmt.sample_format)
-                ns = time_ns(float(timestamp))
-                yield ns, audio_stamped(ros, ns, sensor.name, samples, sensor, count)
+            for timestamp, count in zip(rows["timestamp"], rows["sample_count"], strict=True):
+                samples = reader.read(count)  # (in order: the chunks lie end to end)
+                if timestamp >= plays_from_s:
+                    ns = time_ns(float(timestamp))
+                    yield ns, audio_stamped(ros, ns, sensor.name, samples, sensor, count)

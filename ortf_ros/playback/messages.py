@@ -145,8 +145,9 @@ class EpisodeMessages:
         rate = episode.dataset.manifest.action_space.control_frequency_hz
         self.clock = EpisodeClock(start_ns, float(first.column("timestamp")[0].as_py()), rate)
         steps = self._steps(itertools.chain([first], batches))
-        natives = [self._native_wrench(w.name, w.topic, w.frame_id) for w in playlist.publication.wrenches if w.native]
         pub = playlist.publication
+        natives = [self._native_wrench(w.name, w.topic, w.frame_id) for w in pub.wrenches if w.native]
+        natives = natives if pub.enabled("wrench") else []  # (not published: streams without wrench)
         natives += [self._audio(microphone) for microphone in pub.audio if pub.enabled("audio")]
         natives += self._lidar_items()
         self._merged = heapq.merge(steps, *natives, key=lambda item: item.time_ns)

@@ -12,16 +12,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import av
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ortf_ros.dataset.audio_files import wav_info
+from ortf_ros.dataset.audio_codecs import AAC_SLACK_FRAMES, probe_audio
 from ortf_ros.dataset.validation.accounting import check_native_stream
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.dataset.validation.tables import Episode
 from ortf_ros.format import layout
-from ortf_ros.format.audio import AUDIO_CHUNK_SCHEMA, SAMPLE_FORMATS, audio_sensors, sensor_format
+from ortf_ros.format.audio import (
+    AUDIO_CHUNK_SCHEMA,
+    SAMPLE_FORMATS,
+    audio_codec,
+    audio_relative,
+    audio_sensors,
+    sensor_format,
+)
 from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.io.wav import wav_info
 
 
 def check_audio(root: Path, manifest: Manifest, episode: Episode) -> list[Finding]:
@@ -29,7 +38,7 @@ def check_audio(root: Path, manifest: Manifest, episode: Episode) -> list[Findin
     found: list[Finding] = []
     microphones = audio_sensors(manifest)
     if microphones:
-        first = layout.audio_path(microphones[0].name, episode.record.chunk_id, episode.index)
+        first = audio_relative(microphones[0], episode.record.chunk_id, episode.index)
         if episode.record.audio_file != first:
             message = f"audio_file is {episode.record.audio_file!r}; expected the first microphone's, {first}"
             found.append(finding("audio.file", layout.EPISODES, message, episode=episode.id, field="audio_file"))
@@ -38,8 +47,18 @@ def check_audio(root: Path, manifest: Manifest, episode: Episode) -> list[Findin
     return found
 
 
+def _file_format(path: Path, codec: str) -> tuple[int, str]:
+    """An audio file's frames, and its rate, channels and kind of samples (WAV) or codec, in words."""
+    if codec == "wav":
+        info = wav_info(path)
+        kind = f"{info.bit_depth}-bit {'float' if info.is_float else 'integer'}"
+        return info.frames, f"{info.sample_rate} Hz, {info.channels} channels, {kind}"
+    probed = probe_audio(path)
+    return probed.frames, f"{probed.sample_rate} Hz, {probed.channels} channels, {probed.codec}"
+
+
 def _check_microphone(root: Path, sensor: Sensor, episode: Episode) -> list[Finding]:
-    wav = layout.audio_path(sensor.name, episode.record.chunk_id, episode.index)
+    wav = audio_relative(sensor, episode.record.chunk_id, episode.index)
     table_path = layout.audio_chunks_path(sensor.name, episode.record.chunk_id, episode.index)
 
     def note(rule: str, file: str, message: str) -> list[Finding]:
@@ -47,21 +66,18 @@ def _check_microphone(root: Path, sensor: Sensor, episode: Episode) -> list[Find
 
     if not (root / wav).is_file():
         return note("audio.file", wav, "the episode's audio file is missing")
-    try:
-        info = wav_info(root / wav)
-    except (OSError, ValueError) as exc:
-        return note("audio.file", wav, f"not a readable WAV file ({exc})")
     fmt = sensor_format(sensor)
     stored = SAMPLE_FORMATS.get(fmt.sample_format)
-    found = (info.sample_rate, info.channels, info.bit_depth, info.is_float)
-    if stored is None or found != (fmt.sample_rate, fmt.channels, stored.bit_depth, stored.is_float):
-        kind = "float" if info.is_float else "integer"
-        return note(
-            "audio.format",
-            wav,
-            f"the file is {info.sample_rate} Hz, {info.channels} channels, {info.bit_depth}-bit {kind}; the manifest "
-            f"says {fmt.sample_rate} Hz, {fmt.channels} channels, {fmt.sample_format}",
-        )
+    codec = audio_codec(sensor)
+    try:
+        frames, found = _file_format(root / wav, codec)
+    except (OSError, ValueError, av.FFmpegError) as exc:
+        return note("audio.file", wav, f"not a readable {codec.upper()} file ({exc})")
+    kind = "" if stored is None else f"{stored.bit_depth}-bit {'float' if stored.is_float else 'integer'}"
+    expected = f"{fmt.sample_rate} Hz, {fmt.channels} channels, {kind if codec == 'wav' else codec}"
+    if stored is None or found != expected:
+        message = f"the file is {found}; the manifest says {expected} ({fmt.sample_format} as {codec})"
+        return note("audio.format", wav, message)
     try:
         table = pq.read_table(root / table_path, columns=["first_sample", "sample_count"])
     except (OSError, pa.ArrowException) as exc:
@@ -75,8 +91,9 @@ def _check_microphone(root: Path, sensor: Sensor, episode: Episode) -> list[Find
             problems.append(f"chunk {index} starts at sample {first} with {count} samples; expected it at {position}")
             break
         position += count
-    if not problems and position != info.frames:
-        problems.append(f"its chunks hold {position} samples, the file {info.frames}")
+    slack = AAC_SLACK_FRAMES if codec == "aac" else 0  # (AAC's duration is whole frames, less its priming)
+    if not problems and abs(position - frames) > slack:
+        problems.append(f"its chunks hold {position} samples, the file {frames}")
     found_rows = note("audio.chunks", table_path, problems[0]) if problems else []
     missing = set(AUDIO_CHUNK_SCHEMA.names) - set(pq.read_schema(root / table_path).names)
     if missing:
