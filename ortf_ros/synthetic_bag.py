@@ -938,8 +938,6 @@ class Messages:
             build = self._h264_builder(camera) if camera in config.h264_cameras else None
             build = build or self._image_builder(camera, compressed)
             self.builders[config.image_topic(camera)] = (config.image_type(camera), build)
-            image_type = "sensor_msgs/msg/CompressedImage" if compressed else "sensor_msgs/msg/Image"
-            self.builders[config.image_topic(camera)] = (image_type, self._image_builder(camera, compressed))
         if config.detections:
             self.builders[TOPIC_DETECTIONS] = (DETECTIONS_TYPE, self.detections)
 
