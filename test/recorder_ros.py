@@ -118,3 +118,31 @@ def client_for(recorder: Child | None = None) -> RecorderClient:
     that stops waiting when ``recorder`` exits."""
     alive = (lambda: recorder.process.poll() is None) if recorder is not None else (lambda: True)
     return RecorderClient(rclpy.create_node("ortf_recorder_test_client"), alive=alive)
+
+
+RECORDER_PARAMS = REPO / "config" / "record.yaml"
+"""The parameters ``record.launch.py`` passes to the recorder."""
+
+
+def record_one_episode(scene: Scene, tmp: Path, mapping: Path, root: Path, seconds: float, *scene_args: str) -> str:
+    """The scene published (``scene_args`` added to its options) and one episode of it
+    recorded over DDS by the recorder module with ``mapping`` into ``root``: started when
+    ready, ``seconds`` long, stopped, both processes interrupted. The recorder's log, which
+    holds no traceback."""
+    publisher = start_scene(scene, tmp, *scene_args)
+    command = recorder_command(None, RECORDER_PARAMS, f"output:={root}", f"mapping:={mapping}")
+    recorder = Child(command, tmp / "rec.log")
+    client = client_for(recorder)
+    try:
+        assert client.start_when_ready().success
+        client.spin_for(seconds)
+        assert client.call("stop_episode").success
+        assert recorder.interrupt() == 0, recorder.text()
+        publisher.interrupt()
+    finally:
+        client.close()
+        recorder.kill()
+        publisher.kill()
+    log = recorder.text()
+    assert "Traceback" not in log, log
+    return log

@@ -17,9 +17,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import rclpy
-from colcon_workspace import RECORDER_PARAMS
 from playback_ros import Recorder, play_through
-from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
+from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Episode, load_dataset
@@ -70,20 +69,7 @@ def test_live_audio_is_sample_exact_and_matches_the_bag(ros: None, tmp_path: Pat
     bag = write_scene_bag(tmp_path / "mapping_bag", audio_scene(scene, 1.0, time.time_ns()))
     assert bag2ortf([str(bag.path), "--write-config", str(mapping)]) == 0
     root = tmp_path / "dataset"
-    publisher = start_scene(scene, tmp_path, "--audio", "--audio-drop", *map(str, DROPPED))
-    params = REPO / RECORDER_PARAMS
-    recorder = Child(recorder_command(None, params, f"output:={root}", f"mapping:={mapping}"), tmp_path / "rec.log")
-    client = client_for(recorder)
-    try:
-        assert client.start_when_ready().success
-        client.spin_for(EPISODE_S)
-        assert client.call("stop_episode").success
-        assert recorder.interrupt() == 0
-        publisher.interrupt()
-    finally:
-        client.close()
-        recorder.kill()
-        publisher.kill()
+    record_one_episode(scene, tmp_path, mapping, root, EPISODE_S, "--audio", "--audio-drop", *map(str, DROPPED))
     report = validate(root, strict=True)
     assert {f.rule for f in report.findings} <= {"alignment.tolerance"}, "\n".join(f.line() for f in report.findings)
     start_ns = json.loads((tmp_path / "scene.json").read_text())["start_ns"]

@@ -14,8 +14,7 @@ import av
 import pytest
 import rclpy
 import yaml
-from colcon_workspace import RECORDER_PARAMS
-from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
+from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
@@ -42,21 +41,7 @@ def test_an_h264_camera_is_recorded_live_as_published(ros: None, tmp_path: Path,
     assert bag2ortf([str(bag.path), "--write-config", str(mapping)]) == 0
     assert yaml.safe_load(mapping.read_text())["cameras"][CAMERA]["topic"] == TOPIC_WRIST_IMAGE + "/h264"
     root = tmp_path / "dataset"
-    publisher = start_scene(scene, tmp_path)
-    params = REPO / RECORDER_PARAMS
-    recorder = Child(recorder_command(None, params, f"output:={root}", f"mapping:={mapping}"), tmp_path / "rec.log")
-    client = client_for(recorder)
-    try:
-        assert client.start_when_ready().success
-        client.spin_for(1.5)
-        assert client.call("stop_episode").success
-        assert recorder.interrupt() == 0, recorder.text()
-        publisher.interrupt()
-    finally:
-        client.close()
-        recorder.kill()
-        publisher.kill()
-    assert "Traceback" not in recorder.text()
+    record_one_episode(scene, tmp_path, mapping, root, 1.5)
     report = validate(root, strict=True)
     assert report.ok, "\n".join(f.line() for f in report.findings)
     dataset = load_dataset(root)

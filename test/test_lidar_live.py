@@ -17,8 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 import rclpy
 import yaml
-from colcon_workspace import RECORDER_PARAMS
-from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
+from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
@@ -59,20 +58,7 @@ def recorded(ros: None, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     data["step"] = {"rate_hz": None, "camera": "wrist_camera"}
     mapping.write_text(yaml.safe_dump(data, sort_keys=False))
     root = tmp / "dataset"
-    publisher = start_scene(SCENE, tmp)
-    params = REPO / RECORDER_PARAMS
-    recorder = Child(recorder_command(None, params, f"output:={root}", f"mapping:={mapping}"), tmp / "rec.log")
-    client = client_for(recorder)
-    try:
-        assert client.start_when_ready().success
-        client.spin_for(EPISODE_S)
-        assert client.call("stop_episode").success
-        assert recorder.interrupt() == 0, recorder.text()
-        publisher.interrupt()
-    finally:
-        client.close()
-        recorder.kill()
-        publisher.kill()
+    record_one_episode(SCENE, tmp, mapping, root, EPISODE_S)
     start_ns = int(json.loads((tmp / "scene.json").read_text())["start_ns"])
     return Recorded(root, mapping, start_ns, tmp)
 
