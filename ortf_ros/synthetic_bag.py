@@ -1428,6 +1428,7 @@ def write_teleop_bag(
     without_camera_info: tuple[str, ...] = (),
     lidar: bool = False,
     detections: bool = False,
+    audio: AudioLayout | None = None,
 ) -> TeleopBagInfo:
     """Write a synthetic teleop recording to ``path`` (a new rosbag2 directory, or a ROS 1 .bag).
 
@@ -1446,9 +1447,9 @@ def write_teleop_bag(
     ``without_camera_info``: these cameras (raw image topics, depth's too) record no
     camera_info; everything else is as without it. ``lidar``: a LaserScan on ``TOPIC_SCAN``
     and a PointCloud2 on ``TOPIC_POINTS`` (``scan_ranges``, ``cloud_values``), in
-    ``LIDAR_FRAME``, whose transform goes to ``/tf_static``.
-    camera_info; everything else is as without it. ``detections``: a
+    ``LIDAR_FRAME``, whose transform goes to ``/tf_static``. ``detections``: a
     ``vision_msgs/Detection2DArray`` per wrist frame on ``TOPIC_DETECTIONS`` (``synthetic_detections``).
+    ``audio``: a microphone on ``TOPIC_AUDIO`` in that layout (``TeleopConfig.audio``'s defaults).
     """
     config = TeleopConfig(
         fmt=fmt,
@@ -1473,6 +1474,7 @@ def write_teleop_bag(
         without_camera_info=tuple(without_camera_info),
         lidar=lidar,
         detections=detections,
+        audio=audio,
     )
     return write_scene_bag(path, config, bag_compression=bag_compression, max_bagfile_duration_s=max_bagfile_duration_s)
 

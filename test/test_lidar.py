@@ -25,6 +25,7 @@ from rosbags.typesys import Stores, get_typestore
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import staging_root
@@ -165,6 +166,9 @@ def test_manifest_declares_the_lidars(converted: tuple[TeleopBagInfo, Path]) -> 
     ]
     streams = manifest["native_streams"]["lidar"]  # type: ignore[index]
     assert streams["columns"]["ranges"]["dim"] == SCAN_SAMPLES and "non_finite" in streams
+    scan_line, cloud_line = dataset_info(load_dataset(converted[1])).lidars  # (`ortf info`)
+    assert scan_line.split()[:5] == ["lidar", "scans", "of", str(SCAN_SAMPLES), "ranges"]
+    assert cloud_line.startswith("lidar_points") and f"{CLOUD_HEIGHT} channel(s) @ 5 Hz" in cloud_line
 
 
 def test_every_cloud_is_kept_value_exact(converted: tuple[TeleopBagInfo, Path]) -> None:

@@ -131,11 +131,21 @@ def _replacing(out: Path) -> Iterator[Callable[[], None]]:
 
 def _offline(args: argparse.Namespace, out: Path) -> int:
     bags = [
-        write_teleop_bag(out / f"teleop_{n}", "mcap", duration_s=args.seconds, width=args.width, height=args.height)
+        write_teleop_bag(
+            out / f"teleop_{n}",
+            "mcap",
+            duration_s=args.seconds,
+            width=args.width,
+            height=args.height,
+            audio="ros2",
+            lidar=True,
+            detections=True,
+        )
         for n in range(args.episodes)
     ]
     print(f"generated {len(bags)} teleop recording(s) of {args.seconds:g} s in {out} (MCAP: 2 cameras, depth,")
-    print("  joint states, commands, 1 kHz force-torque, TF, URDF)\n")
+    print("  joint states, commands, 1 kHz force-torque, TF, URDF, a microphone, a 2D lidar, a point cloud,")
+    print("  detections on the wrist camera)\n")
     mapping_file = out / "mapping.yaml"
     write_config(demo_mapping(bags[0].path), mapping_file)
     dataset = out / "dataset"

@@ -10,6 +10,7 @@ from typing import Any
 from ortf_ros.dataset.reader import Dataset
 from ortf_ros.errors import ReaderError
 from ortf_ros.format.audio import audio_sensors
+from ortf_ros.format.manifest import Sensor
 from ortf_ros.io.video import probe
 
 
@@ -46,6 +47,7 @@ class DatasetInfo:
     cameras: tuple[CameraInfo, ...]
     tasks: tuple[TaskSummary, ...]
     microphones: tuple[str, ...] = ()  # one line each: name, rate, channels, sample format, codec
+    lidars: tuple[str, ...] = ()  # one line each: name, scan or cloud, rate, samples or channels, source
 
     @property
     def success_rate(self) -> float | None:
@@ -72,6 +74,8 @@ class DatasetInfo:
         ]
         if self.microphones:
             out += ["microphones", *(f"  {line}" for line in self.microphones)]
+        if self.lidars:
+            out += ["lidars", *(f"  {line}" for line in self.lidars)]
         out.append("tasks")
         out += [
             f"  [{t.task_id}] {t.instruction}  ({t.episodes} episode{'' if t.episodes == 1 else 's'})"
@@ -114,6 +118,7 @@ def dataset_info(dataset: Dataset) -> DatasetInfo:
     )
     return DatasetInfo(
         microphones=microphones,
+        lidars=tuple(_lidar_line(s) for s in manifest.sensors if s.type == "lidar"),
         path=str(dataset.root),
         name=manifest.name,
         robot=manifest.robot.name,
@@ -126,3 +131,16 @@ def dataset_info(dataset: Dataset) -> DatasetInfo:
         cameras=tuple(cameras),
         tasks=tasks,
     )
+
+
+def _lidar_line(sensor: Sensor) -> str:
+    """A lidar as ``ortf info`` lists it: a scanner's scans (samples per scan) or a point
+    cloud stream (channels), its rate and its topic."""
+    extra = sensor.extra
+    if extra.get("format") == "point_cloud":
+        what = f"point clouds, {extra.get('channels')} channel(s)"
+    else:
+        what = f"scans of {extra.get('samples')} ranges" + (" + intensities" if extra.get("intensities") else "")
+    rate = extra.get("scan_rate")
+    shown = f"{rate:.3g} Hz" if isinstance(rate, (int, float)) else f"{rate} rate"
+    return f"{sensor.name:<16} {what} @ {shown} ({extra.get('source')})"

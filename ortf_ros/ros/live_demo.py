@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import json
 import os
 import signal
@@ -46,6 +47,19 @@ if TYPE_CHECKING:
 RECORDER = "/ortf_recorder"
 WIDTH, HEIGHT = 128, 96  # small frames: the demo shows the plumbing, and the machine may be busy
 EPISODE_S = 3.0
+
+
+def scene_streams() -> dict[str, bool]:
+    """The scene's optional streams the live demo records: a 2D lidar and a point cloud
+    (sensor_msgs), a microphone and detections when their message packages are installed
+    (``audio_common_msgs``, ``vision_msgs``: a ROS install may lack them; the demo then
+    records without, rather than fail)."""
+    installed = {
+        package: importlib.util.find_spec(package) is not None for package in ("audio_common_msgs", "vision_msgs")
+    }
+    return {"lidar": True, "audio": installed["audio_common_msgs"], "detections": installed["vision_msgs"]}
+
+
 TASK = "Pick up the peg"
 NOTES = "clean grasp, placed on the first try"
 FAILURE = "dropped the peg while lifting"
@@ -169,7 +183,17 @@ def write_mapping(path: Path) -> None:
     the offline part's): the recorder is given it instead of detecting one from the graph,
     so that it starts without waiting for the graph to settle."""
     with tempfile.TemporaryDirectory(prefix="ortf_live_demo_") as tmp:
-        bag = write_teleop_bag(Path(tmp) / "scene", "mcap", duration_s=0.5, width=WIDTH, height=HEIGHT)
+        streams = scene_streams()
+        bag = write_teleop_bag(
+            Path(tmp) / "scene",
+            "mcap",
+            duration_s=0.5,
+            width=WIDTH,
+            height=HEIGHT,
+            lidar=streams["lidar"],
+            detections=streams["detections"],
+            audio="ros2" if streams["audio"] else None,
+        )
         mapping = demo_mapping(bag.path)
     write_config(mapping, path)
 
@@ -208,12 +232,17 @@ def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float,
             "-m",
             "ortf_ros.ros.scene_publisher",
             *("--width", str(WIDTH), "--height", str(HEIGHT)),
+            *(f"--{stream}" for stream, on in scene_streams().items() if on),
             *("--report", str(logs / "scene.json")),
         ],
         logs / "scene_publisher.log",
     )
     children.append(publisher)
-    say(f"  scene publisher (pid {publisher.process.pid}): the same teleop scene, {WIDTH}x{HEIGHT}, in real time")
+    extras = ", ".join(stream for stream, on in scene_streams().items() if on)
+    say(
+        f"  scene publisher (pid {publisher.process.pid}): the same teleop scene, {WIDTH}x{HEIGHT}, in real time "
+        f"(with {extras})"
+    )
     params = params_file()
     command = [sys.executable, "-m", "ortf_ros.ros.recorder_node", "--ros-args"]
     if params is not None:
