@@ -82,6 +82,8 @@ setup(
             "uvicorn>=0.30",
             "plotly>=5",
             "selenium>=4.20",
+            # Starlette's TestClient (test_annotations asks the review app for the annotated frame)
+            "httpx>=0.27",
             # the lake tables of `ortf export mixtrain --table`, read back with their own readers
             "deltalake>=1.0,<2",
             "pyiceberg[sql-sqlite]>=0.12,<1",
