@@ -28,7 +28,7 @@ from mcap_ros2.decoder import DecoderFactory
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_export import data_file
-from ortf_ros.dataset.audio_codecs import AudioSamples, probe_audio
+from ortf_ros.dataset.audio_codecs import AudioSamples, encode, probe_audio
 from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import Episode, load_dataset
@@ -38,7 +38,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat, audio_sensor
-from ortf_ros.io.wav import read_wav, wav_info
+from ortf_ros.io.wav import read_wav, wav_header, wav_info
 from ortf_ros.pipeline.audio import describe_audio, from_bytes
 from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.pipeline.config import (
@@ -472,6 +472,24 @@ def test_aac_in_mp4_is_valid_and_float_samples_refuse_flac(tmp_path: Path, capsy
     probed = probe_audio(audio)
     assert (probed.codec, probed.sample_rate, probed.channels) == ("aac", 16000, 1)
     assert abs(probed.frames - 15 * 1024) <= 2048
+
+
+@pytest.mark.parametrize("codec", ["aac", "flac"])
+def test_a_stereo_file_of_either_codec_reads_back_interleaved(tmp_path: Path, codec: str) -> None:
+    """AAC decodes to one plane per channel, FLAC to one packed row: ``AudioSamples`` gives
+    left, right, left, ... either way (a constant left at +1/4 and right at -1/4 of full scale)."""
+    fmt = AudioFormat("s16le", 2, 16000)
+    frames = np.empty((16000, 2), np.int16)
+    frames[:, 0], frames[:, 1] = 8192, -8192
+    wav = tmp_path / "stereo.wav"
+    wav.write_bytes(wav_header(fmt, len(frames)) + frames.tobytes())
+    encode(wav, fmt, codec, tmp_path / "stereo.mp4")
+    with AudioSamples(tmp_path / "stereo.mp4", fmt) as reader:
+        samples = reader.read(len(frames))
+    stereo = samples.reshape(-1, 2).astype(np.float64)
+    settled = stereo[4096:-4096]  # (AAC's priming and tail are not the signal)
+    scale = 1.0 if codec == "flac" else 32768.0
+    assert np.all(settled[:, 0] * scale > 4000) and np.all(settled[:, 1] * scale < -4000), settled[:4]
 
 
 def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> None:

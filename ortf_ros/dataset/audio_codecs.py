@@ -102,7 +102,7 @@ class AudioSamples:
             self._container = av.open(str(path))
             stream = self._container.streams.audio[0]
             self._codec = stream.codec_context.name
-            self._frames = (frame.to_ndarray().reshape(-1) for frame in self._container.decode(stream))
+            self._frames = (_interleaved(frame) for frame in self._container.decode(stream))
 
     def read(self, count: int) -> np.ndarray:
         """The next ``count`` frames (fewer at the end of the file)."""
@@ -160,3 +160,10 @@ def probe_audio(path: Path) -> AudioProbe:
         else:
             frames = round(float((stream.duration or 0) * stream.time_base) * stream.rate) if stream.time_base else 0
         return AudioProbe(name, stream.rate, stream.codec_context.channels, frames)
+
+
+def _interleaved(frame: av.AudioFrame) -> np.ndarray:
+    """A decoded frame's samples interleaved, as published: a planar format (AAC decodes to
+    ``fltp``) holds a row per channel, a packed one (FLAC's ``s16``/``s32``) one row of them all."""
+    array = frame.to_ndarray()
+    return array.T.reshape(-1) if frame.format.is_planar else array.reshape(-1)
