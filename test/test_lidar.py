@@ -48,6 +48,7 @@ from ortf_ros.pipeline.config import (
 from ortf_ros.pipeline.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.pipeline.samples import PointField, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.sources.base import TopicInfo
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     CLOUD_FIELDS,
@@ -234,6 +235,25 @@ def test_auto_config_detects_scans_and_clouds(converted_mcap: tuple[TeleopBagInf
     lines = describe_mapping(config, None)
     assert any(line.startswith(f"laser scan lidar: {TOPIC_SCAN}") for line in lines)
     assert any(line.startswith(f"point cloud lidar_points: {TOPIC_POINTS}") for line in lines)
+
+
+def test_auto_config_names_a_microphone_and_a_lidar_of_one_namespace_apart() -> None:
+    """/front/audio, /front/scan and /front/points: three sensors, three names, and the
+    mapping written from them reads back (a file naming two sensors alike is refused)."""
+
+    def topic(name: str, msgtype: str) -> TopicInfo:
+        return TopicInfo(name, msgtype, msgtype, 10, 1, 2, "", "ros2msg", "cdr")
+
+    config = auto_config(
+        [
+            topic("/front/audio", "audio_common_msgs/msg/AudioStamped"),
+            topic("/front/scan", "sensor_msgs/msg/LaserScan"),
+            topic("/front/points", "sensor_msgs/msg/PointCloud2"),
+        ]
+    )
+    names = [config.audio[0].name, config.laser_scans[0].name, config.point_clouds[0].name]
+    assert len(set(names)) == 3, names
+    assert config_from_mapping(config_to_mapping(config), "x") == config
 
 
 def test_mapping_keys_round_trip_and_are_checked() -> None:

@@ -1158,9 +1158,13 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
     wrench_names = _unique_names(
         [(wrench_name(t.topic), _sanitize(_parts(t.topic), "wrench")) for t in wrench_topics], {c.name for c in cameras}
     )
+    # (one set of names for every sensor and stream: a microphone and a lidar on /front/... are
+    # front and front_scan, as a mapping file that named both front would be refused)
+    audio = _audio_mappings(by_type, {c.name for c in cameras} | set(wrench_names))
     scan_topics = by_type.get("sensor_msgs/msg/LaserScan", [])
     cloud_topics = by_type.get("sensor_msgs/msg/PointCloud2", [])
-    taken = {c.name for c in cameras} | set(wrench_names) | {"joint_states", "action", "end_effector"}
+    taken = {c.name for c in cameras} | set(wrench_names) | {a.name for a in audio}
+    taken |= {"joint_states", "action", "end_effector"}
     scan_names = _unique_names(
         [(range_sensor_name(t.topic, "scan"), _sanitize(_parts(t.topic), "scan")) for t in scan_topics], taken
     )
@@ -1176,7 +1180,7 @@ def auto_config(topics: Sequence[TopicInfo], *, step_rate_hz: float = 30.0) -> C
         cameras=tuple(cameras),
         joint_states=JointStateMapping(state.topic) if state else None,
         wrenches=tuple(WrenchMapping(name, t.topic) for name, t in zip(wrench_names, wrench_topics, strict=True)),
-        audio=_audio_mappings(by_type, {c.name for c in cameras} | set(wrench_names)),
+        audio=audio,
         action=_action_mapping(by_type, state.topic if state else None),
         tf_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf"),
         tf_static_topics=tuple(t.topic for t in tf if _last_part(t.topic) == "tf_static"),
