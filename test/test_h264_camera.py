@@ -28,13 +28,26 @@ from ortf_ros.format import layout
 from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
 from ortf_ros.format.manifest import Resolution
 from ortf_ros.io.encoder_process import Prestart
-from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units, packet_facts
+from ortf_ros.io.h264 import (
+    PUBLISHED_ENCODING_KEY,
+    AnnexBEncoder,
+    decode_keyframe,
+    length_prefixed_units,
+    nal_units,
+    packet_facts,
+)
 from ortf_ros.io.h264_bits import frame_num, sequence_facts
 from ortf_ros.io.video import FrameKind
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, EncodedCameraGate, encoded_frame, is_h264_format
+from ortf_ros.pipeline.h264_camera import (
+    COMPRESSED_VIDEO_TYPE,
+    EncodedCameraGate,
+    ParameterSets,
+    encoded_frame,
+    is_h264_format,
+)
 from ortf_ros.pipeline.offline import register_types
 from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
@@ -130,12 +143,13 @@ def test_b_frames_and_a_resolution_change_are_refused() -> None:
     packets = AnnexBEncoder(64, 48, bframes=2).encode_all(frames)
     first_b = [packet_facts(p).b_slice for p in packets].index(True)
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
-    assert all(gate.admit("cam", gate_sample(packet, seq)) is None for seq, packet in enumerate(packets[:first_b]))
+    assert all(gate.admit("cam", gate_sample(packet, seq)) == packet for seq, packet in enumerate(packets[:first_b]))
     with pytest.raises(ConversionError, match=r"^/cam/h264 at [0-9.]+ s: the H.264 stream has B-frames"):
         gate.admit("cam", gate_sample(packets[first_b], first_b))
     small, large = AnnexBEncoder(64, 48), AnnexBEncoder(96, 48)
     gate = EncodedCameraGate({"cam": Resolution(64, 48)})
-    assert gate.admit("cam", gate_sample(small.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 64, 48)))) is None
+    first = small.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 64, 48))
+    assert gate.admit("cam", gate_sample(first)) == first
     with pytest.raises(ConversionError, match="resolution changed from 64x48 to 96x48 mid-recording"):
         gate.admit("cam", gate_sample(large.encode(rgb_frame(TOPIC_WRIST_IMAGE, 0, 96, 48))))
 
@@ -153,9 +167,40 @@ def test_after_a_lost_packet_the_next_keyframe_is_waited_for(lost: str) -> None:
             if lost == "dropped by the pipeline":
                 gate.lost("cam")
             continue
-        refused.append(gate.admit("cam", gate_sample(packet, seq)))
+        admitted = gate.admit("cam", gate_sample(packet, seq))
+        refused.append(None if admitted == packet else admitted)
     # 0 1 | lost 2 | 3 waits | 4 (keyframe) 5 6 7 8
     assert refused == [None, None, "after_lost_packet", None, None, None, None, None]
+
+
+def split_parameter_sets(packet: bytes) -> tuple[bytes, bytes]:
+    """A keyframe as an encoder that sends its SPS and PPS apart gives it: those two, and the rest."""
+    units = nal_units(packet)
+    kinds = [unit[0] & 0x1F for unit in units]
+    sets = b"".join(b"\x00\x00\x00\x01" + u for u, k in zip(units, kinds, strict=True) if k in (7, 8))
+    rest = b"".join(b"\x00\x00\x00\x01" + u for u, k in zip(units, kinds, strict=True) if k not in (7, 8))
+    return sets, rest
+
+
+def test_parameter_sets_sent_once_or_alone_start_every_episode_s_video() -> None:
+    """An encoder that sends its SPS and PPS once, in a packet of their own: that packet is
+    no frame (``no_picture``), and every later IDR frame can start a video, in this episode
+    or the next (the gate's parameter sets outlive it), with them in front."""
+    encoder = AnnexBEncoder(64, 48, gop=4)
+    packets = [encoder.encode(rgb_frame(TOPIC_WRIST_IMAGE, i, 64, 48)) for i in range(9)]
+    sets, first = split_parameter_sets(packets[0])
+    stripped = [split_parameter_sets(p)[1] if packet_facts(p).idr else p for p in packets[1:]]
+    kept: dict[str, ParameterSets] = {}
+    gate = EncodedCameraGate({"cam": Resolution(64, 48)}, kept)
+    assert gate.admit("cam", gate_sample(sets, 0)) == "no_picture"
+    assert gate.admit("cam", gate_sample(first, 0)) == sets + first  # (the video is opened from them)
+    assert all(gate.admit("cam", gate_sample(p, seq)) == p for seq, p in enumerate(stripped[:3], start=1))
+    assert packet_facts(stripped[3]).idr  # frame 4: an IDR frame without its parameter sets
+    next_episode = EncodedCameraGate({"cam": Resolution(64, 48)}, kept)
+    assert next_episode.admit("cam", gate_sample(stripped[3], 4)) == sets + stripped[3]
+    decoded = decode_keyframe(sets + stripped[3]).rgb
+    assert decode_frame_number(decoded) == 4
+    assert next_episode.admit("cam", gate_sample(stripped[4], 5)) == stripped[4]
 
 
 def test_frame_num_counts_the_reference_frames() -> None:

@@ -59,7 +59,10 @@ video starts: a trim, not a loss (``TRIMS``)."""
 AFTER_LOST_PACKET = "after a lost packet"
 """The reason of an H.264 camera's packet after one that was lost, until the next
 keyframe: it refers to a frame the episode video does not hold."""
-TRIMS = frozenset({BEFORE_FIRST_KEYFRAME})
+NO_PICTURE = "parameter sets alone"
+"""The reason of an H.264 camera's packet that holds no frame (its SPS and PPS, or SEI,
+alone): the video takes its parameter sets, and nothing is lost (``TRIMS``)."""
+TRIMS = frozenset({BEFORE_FIRST_KEYFRAME, NO_PICTURE})
 """Reasons of messages dropped where the data could not begin yet: counted, and in the
 summary, but not among an episode's ``losses``."""
 

@@ -47,6 +47,12 @@ class PacketFacts:
     b_slice: bool  # its first slice is a B slice: the stream reorders frames
     first_slice: bytes | None  # the start of its first slice NAL unit (``h264_bits.frame_num`` reads it)
     reference: bool  # other frames may refer to it (its nal_ref_idc is not 0)
+    parameter_sets: bytes | None = None  # its SPS and PPS units as Annex B, when it carries both
+
+    @property
+    def picture(self) -> bool:
+        """Whether it holds a frame (a slice): a packet of parameter sets or SEI alone does not."""
+        return self.first_slice is not None
 
 
 def is_annex_b(data: bytes) -> bool:
@@ -89,7 +95,9 @@ def packet_facts(data: bytes) -> PacketFacts:
     idr = NAL_IDR in types
     first_slice = next((unit for unit, kind in zip(units, types, strict=True) if kind in (NAL_SLICE, NAL_IDR)), None)
     b_slice = first_slice is not None and slice_type(first_slice) % 5 == _B_SLICE
+    sets = [unit for unit, kind in zip(units, types, strict=True) if kind in (NAL_SPS, NAL_PPS)]
     return PacketFacts(
+        parameter_sets=b"".join(b"\x00\x00\x00\x01" + unit for unit in sets) if sps and NAL_PPS in types else None,
         keyframe=idr and sps is not None and NAL_PPS in types,
         idr=idr,
         sps=sps,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ortf_ros.format.accounting import (
     AFTER_LOST_PACKET,
     BEFORE_FIRST_KEYFRAME,
+    NO_PICTURE,
     NOT_FOR_ACTION,
     OUT_OF_ORDER,
     QUEUE_FULL,
@@ -72,6 +73,7 @@ _COUNTERS = (
     "not_for_action",
     "before_first_keyframe",
     "after_lost_packet",
+    "no_picture",
     "late",
     "outside_tolerance",
 )
@@ -108,6 +110,7 @@ class EpisodeTally:
                 NOT_FOR_ACTION: self._since("not_for_action", topic),
                 BEFORE_FIRST_KEYFRAME: self._since("before_first_keyframe", topic),
                 AFTER_LOST_PACKET: self._since("after_lost_packet", topic),
+                NO_PICTURE: self._since("no_picture", topic),
             }
             if live:
                 dropped[QUEUE_FULL] = (queue_full or {}).get(topic, 0)

@@ -31,7 +31,7 @@ from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
 from ortf_ros.pipeline.detections import FirstFrameDetections
-from ortf_ros.pipeline.h264_camera import EncodedCameraGate
+from ortf_ros.pipeline.h264_camera import EncodedCameraGate, ParameterSets
 from ortf_ros.pipeline.range_input import CLOUDS_HELD_MAX, RangeInput
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
@@ -132,6 +132,7 @@ class TopicCounts:
     late: Counter[str] = field(default_factory=Counter)  # stamped more than max_latency_ms before recorded
     before_first_keyframe: Counter[str] = field(default_factory=Counter)  # H.264: before the episode's video starts
     after_lost_packet: Counter[str] = field(default_factory=Counter)  # H.264: after a lost one, until a keyframe
+    no_picture: Counter[str] = field(default_factory=Counter)  # H.264: parameter sets (or SEI) alone: no frame
     reasons: dict[str, str] = field(default_factory=dict)  # topic -> first undecodable reason
 
 
@@ -273,6 +274,7 @@ class Assembler:
         *,
         tf: TfBuffer | None = None,
         native_batch: int = NATIVE_BATCH_MAX,
+        parameter_sets: dict[str, ParameterSets] | None = None,
     ) -> None:
         self.config = config
         self.native_batch = native_batch
@@ -311,7 +313,8 @@ class Assembler:
         self.pending_fallback: _Step | None = None  # a step waiting for the next one's joints
         self.steps_written = 0
         self._camera_by_topic = {c.topic: c for c in config.cameras}
-        self._encoded = EncodedCameraGate({name: sensor.resolution for name, sensor in manifest.cameras.items()})
+        resolutions = {name: sensor.resolution for name, sensor in manifest.cameras.items()}
+        self._encoded = EncodedCameraGate(resolutions, parameter_sets if parameter_sets is not None else {})
         self._wrench_by_topic = {w.topic: w for w in config.wrenches}
         self._joint_topic = joint_config.topic if joint_config else None
         self._driving = config.step.camera
@@ -499,20 +502,20 @@ class Assembler:
         if not self._in_order(sampler, time_ns, topic):
             self._encoded.lost(camera.name)
             return False
-        refused = self._encoded.admit(camera.name, sample)
-        if refused is not None:
-            counter = (
-                self.counts.before_first_keyframe
-                if refused == "before_first_keyframe"
-                else self.counts.after_lost_packet
-            )
-            counter[topic] += 1
+        admitted = self._encoded.admit(camera.name, sample)
+        if not isinstance(admitted, bytes):
+            counters = {
+                "before_first_keyframe": self.counts.before_first_keyframe,
+                "after_lost_packet": self.counts.after_lost_packet,
+                "no_picture": self.counts.no_picture,
+            }
+            counters[admitted][topic] += 1
             return False
-        index = self.writer.add_packet(camera.name, sample.data, sample.facts.keyframe)
+        index = self.writer.add_packet(camera.name, admitted, sample.facts.idr)  # (every IDR frame a sync sample)
         sampler.add(time_ns, index)
         if index == 0 and self.detections is not None and camera.name == self.detections.mapping.camera:
             # (an episode's first packet is a keyframe: it decodes alone, once an episode)
-            pixels = decode_alone("h264", sample.data, "an H.264 keyframe").to_ndarray(format="rgb24")
+            pixels = decode_alone("h264", admitted, "an H.264 keyframe").to_ndarray(format="rgb24")
             self.detections.first_frame(time_ns, pixels)
         return True
 

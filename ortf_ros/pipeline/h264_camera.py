@@ -79,7 +79,7 @@ def first_image(sample: EncodedFrameSample) -> ImageSample:
     return ImageSample(sample.topic, sample.stamps, "rgb", decoded.rgb)
 
 
-Refusal = Literal["before_first_keyframe", "after_lost_packet"]
+Refusal = Literal["before_first_keyframe", "after_lost_packet", "no_picture"]
 """Why ``EncodedCameraGate.admit`` leaves a packet out (the counter of ``TopicCounts``)."""
 
 
@@ -92,15 +92,31 @@ class _CameraState:
     last: tuple[int, bool] | None = None  # the last packet kept: its frame_num, whether a reference
 
 
+@dataclass(frozen=True)
+class ParameterSets:
+    """A camera's latest SPS and PPS: its SPS unit, and both as Annex B."""
+
+    sps: bytes
+    annex_b: bytes
+
+
 @dataclass
 class EncodedCameraGate:
-    """Which of an episode's H.264 packets its cameras' videos take (see the module)."""
+    """Which of an episode's H.264 packets its cameras' videos take (see the module).
+
+    ``parameter_sets``: each camera's latest SPS and PPS, from whatever packet carried them
+    (an IDR frame, or a packet of them alone): the session keeps the dict from the prologue
+    on, across episodes, since encoders may send them once, at the start of the stream."""
 
     resolutions: dict[str, Resolution | None]  # camera -> its size in the manifest
+    parameter_sets: dict[str, ParameterSets] = field(default_factory=dict)
     _states: dict[str, _CameraState] = field(default_factory=dict)
 
-    def admit(self, camera: str, sample: EncodedFrameSample) -> Refusal | None:
-        """None when the packet goes into the video, else why it is left out; ConversionError
+    def admit(self, camera: str, sample: EncodedFrameSample) -> Refusal | bytes:
+        """What the video takes of the packet: the packet, or, for an IDR frame that starts
+        the episode's video without its SPS and PPS, the camera's last ones in front of it
+        (the video's description is read from them); else why it is left out. A packet
+        without a picture (its parameter sets alone, say) is never a frame. ConversionError
         for a stream the video cannot hold as it is."""
         facts = sample.facts
         at = f"{sample.topic} at {sample.stamps.receive_ns / _NS:.6f} s"
@@ -111,30 +127,39 @@ class EncodedCameraGate:
                 "(x264 bframes=0, NVENC's default)"
             )
         state = self._states.setdefault(camera, _CameraState())
-        if facts.sps is not None and facts.sps != state.sps and facts.idr:
-            self._check_size(camera, sample, at)
-            state.sps = facts.sps
-            found = sequence_facts(facts.sps)
-            state.sequence = found if found is not None and not found.gaps_allowed else None
+        if facts.sps is not None and facts.parameter_sets is not None:
+            self.parameter_sets[camera] = ParameterSets(facts.sps, facts.parameter_sets)
+        if not facts.picture:
+            return "no_picture"
+        known = self.parameter_sets.get(camera)
+        data = sample.data
+        if facts.idr and known is not None:
+            if not facts.keyframe and not state.started:
+                data = known.annex_b + data
+            if known.sps != state.sps:
+                self._check_size(camera, data if facts.keyframe or not state.started else known.annex_b + data, at)
+                state.sps = known.sps
+                found = sequence_facts(known.sps)
+                state.sequence = found if found is not None and not found.gaps_allowed else None
         number = None
         if state.sequence is not None and facts.first_slice is not None:
             number = frame_num(facts.first_slice, state.sequence)
-        if facts.keyframe:
+        if facts.idr and known is not None:
             state.waiting, state.started = False, True
         elif state.waiting or (not facts.idr and _gap(state, number)):
             state.waiting = True
             return "after_lost_packet" if state.started else "before_first_keyframe"
         state.last = None if number is None else (number, facts.reference)
-        return None
+        return data
 
     def lost(self, camera: str) -> None:
         """A packet of the camera was lost: the next ones need a keyframe first."""
         self._states.setdefault(camera, _CameraState()).waiting = True
 
-    def _check_size(self, camera: str, sample: EncodedFrameSample, at: str) -> None:
+    def _check_size(self, camera: str, keyframe: bytes, at: str) -> None:
         expected = self.resolutions.get(camera)
         try:
-            height, width = decode_keyframe(sample.data).rgb.shape[:2]
+            height, width = decode_keyframe(keyframe).rgb.shape[:2]
         except ValueError as exc:
             raise ConversionError(f"{at}: {exc}") from None
         if expected is not None and (width, height) != (expected.width, expected.height):

@@ -134,7 +134,16 @@ def convert_recording(
                 report = copy_meshes(robot.mesh_uris, mesh_path, output / layout.MESHES_DIR)
                 warnings += [f"mesh not found on --mesh-path: {uri}" for uri in report.missing]
                 warnings += [f"mesh URI not a package:// path inside its package: {uri}" for uri in report.invalid]
-            session = EpisodeSession(writer, config, description.steps, samples, flow, counts=counts, source=identity)
+            session = EpisodeSession(
+                writer,
+                config,
+                description.steps,
+                samples,
+                flow,
+                counts=counts,
+                source=identity,
+                parameter_sets=dict(prologue.parameter_sets),
+            )
             try:
                 _stream(source, samples, config, session, progress, flow.progress_every)
             except BaseException:

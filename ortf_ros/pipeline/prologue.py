@@ -20,7 +20,7 @@ recorder stops waiting for it after a while.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ortf_ros.pipeline.assemble import NS, stream_time
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
-from ortf_ros.pipeline.h264_camera import first_image
+from ortf_ros.pipeline.h264_camera import ParameterSets, first_image
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -75,6 +75,9 @@ class Prologue:
     scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
     clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
     encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)
+    # H.264 camera name -> its latest SPS and PPS: the episodes' videos may need them (an encoder
+    # that sends them once, at the start of its stream)
+    parameter_sets: dict[str, ParameterSets] = field(default_factory=dict)
 
 
 def prologue_topics(config: ConversionConfig) -> set[str]:
@@ -179,8 +182,14 @@ class PrologueBuilder:
     def _learn_encoded(self, camera: CameraMapping, sample: EncodedFrameSample) -> None:
         """A published H.264 frame: its time; the first keyframe, decoded, is the camera's first frame."""
         self._frame_time(camera, sample.stamps)
-        if camera.name in self.prologue.images or not sample.facts.keyframe:
+        facts = sample.facts
+        if facts.sps is not None and facts.parameter_sets is not None:
+            self.prologue.parameter_sets[camera.name] = ParameterSets(facts.sps, facts.parameter_sets)
+        known = self.prologue.parameter_sets.get(camera.name)
+        if camera.name in self.prologue.images or not facts.idr or known is None:
             return
+        if not facts.keyframe:  # (an IDR frame after parameter sets sent on their own)
+            sample = replace(sample, data=known.annex_b + sample.data)
         try:
             self.prologue.images[camera.name] = first_image(sample)
         except ValueError as exc:

@@ -400,6 +400,7 @@ class LiveRecorder:
             s.flow,
             tf=prologue.tf,
             counts=self.counts,
+            parameter_sets=prologue.parameter_sets,
         )
         manifest = self.description.manifest
         self.log(

@@ -25,6 +25,7 @@ from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.detections import with_detections
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
+from ortf_ros.pipeline.h264_camera import ParameterSets
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
 from ortf_ros.pipeline.sources.identity import RecordingIdentity
 from ortf_ros.pipeline.tf import TfBuffer
@@ -51,6 +52,7 @@ class EpisodeSession:
         tf: TfBuffer | None = None,
         counts: TopicCounts | None = None,
         source: RecordingIdentity | None = None,
+        parameter_sets: dict[str, ParameterSets] | None = None,
     ) -> None:
         self.writer = writer
         self.config = config
@@ -67,6 +69,8 @@ class EpisodeSession:
         self._episode_id: str | None = None
         self._tally = EpisodeTally(self.counts)  # (made anew as each episode begins)
         self._tf_topics = {*config.tf_topics, *config.tf_static_topics}
+        # H.264 cameras' latest SPS and PPS, from the prologue on and across episodes (``h264_camera``)
+        self.parameter_sets = parameter_sets if parameter_sets is not None else {}
 
     @property
     def episode_id(self) -> str | None:
@@ -101,6 +105,7 @@ class EpisodeSession:
             self.counts,
             tf=self.tf,
             native_batch=self.flow.native_batch,
+            parameter_sets=self.parameter_sets,
         )
         self._tally = EpisodeTally(self.counts)
         return self._episode_id
