@@ -29,13 +29,14 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_export import data_file
 from ortf_ros.dataset.audio_codecs import AudioSamples, encode, probe_audio
+from ortf_ros.dataset.audio_files import AudioFile
 from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ConversionError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat, audio_sensor
 from ortf_ros.io.wav import read_wav, wav_header, wav_info
@@ -490,6 +491,19 @@ def test_a_stereo_file_of_either_codec_reads_back_interleaved(tmp_path: Path, co
     settled = stereo[4096:-4096]  # (AAC's priming and tail are not the signal)
     scale = 1.0 if codec == "flac" else 32768.0
     assert np.all(settled[:, 0] * scale > 4000) and np.all(settled[:, 1] * scale < -4000), settled[:4]
+
+
+def test_audio_past_what_a_wav_holds_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    """A WAV's sizes are 32 bits: the chunk that would pass 4 GiB is refused with one line
+    (the file keeps what it had), rather than a file whose header cannot say its size."""
+    fmt = AudioFormat("f32le", 8, 48000)
+    audio = AudioFile(tmp_path / "mic.wav", fmt)
+    chunk = np.zeros(480 * 8, np.float32)
+    assert audio.add(chunk, 0.0, time_ns=0, stamp_ns=None, receive_ns=0) == 0
+    audio.frames = (0xFFFFFFFF - 36) // (4 * 8) - 100  # (as if the episode had gone on for 46.6 minutes)
+    with pytest.raises(WriterError, match=r"mic.wav: a WAV file holds at most 4 GiB of samples.* after 47 min"):
+        audio.add(chunk, 1.0, time_ns=10**9, stamp_ns=None, receive_ns=10**9)
+    audio.abandon()
 
 
 def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> None:

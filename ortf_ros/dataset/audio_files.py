@@ -43,7 +43,7 @@ from ortf_ros.format.audio import (
 )
 from ortf_ros.format.manifest import Sensor
 from ortf_ros.io import atomic
-from ortf_ros.io.wav import HEADER, file_bytes, wav_header
+from ortf_ros.io.wav import HEADER, WAV_MAX_DATA_BYTES, file_bytes, wav_header
 
 NS = 1_000_000_000
 ROWS_PER_BLOCK = 64  # chunk rows held before they are logged: 4 s of 1024-sample chunks at 16 kHz
@@ -87,6 +87,13 @@ class AudioFile:
         steps' are given), ``time_ns`` the same time in ns, as its stream's time source gave it."""
         frames = len(samples) // self.format.channels
         first = self.frames
+        block = SAMPLE_FORMATS[self.format.sample_format].bit_depth // 8 * self.format.channels
+        if (self.frames + frames) * block > WAV_MAX_DATA_BYTES:
+            minutes = self.frames / self.format.sample_rate / 60
+            raise WriterError(
+                f"{self.wav}: a WAV file holds at most 4 GiB of samples, which this episode's audio reached "
+                f"after {minutes:.0f} min: end episodes sooner"
+            )
         try:
             self._file.write(file_bytes(samples, self.format.sample_format))
         except OSError as exc:

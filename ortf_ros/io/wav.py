@@ -18,6 +18,8 @@ from ortf_ros.format.audio import SAMPLE_FORMATS, AudioFormat
 
 WAVE_PCM, WAVE_FLOAT = 1, 3
 HEADER = struct.Struct("<4sI4s4sIHHIIHH4sI")
+WAV_MAX_DATA_BYTES = 0xFFFFFFFF - 36
+"""The most samples' bytes a WAV file holds: its RIFF size is 32 bits (4 GiB)."""
 
 
 def wav_header(fmt: AudioFormat, frames: int) -> bytes:
