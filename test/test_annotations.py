@@ -9,10 +9,14 @@ import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import cv2
 import numpy as np
 import pytest
+from rosbags.highlevel import AnyReader
+from rosbags.rosbag2 import StoragePlugin
+from rosbags.rosbag2 import Writer as Rosbag2Writer
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
@@ -257,6 +261,38 @@ def assert_depth_colorized(root: Path) -> None:
 def test_a_conversion_annotates_the_first_frame_with_its_detections(converted: Path) -> None:
     assert_detections_annotated(converted)
     assert_strictly_valid(converted)
+
+
+def test_the_annotated_frame_s_time_is_on_the_episode_clock_when_audio_starts_first(tmp_path: Path) -> None:
+    """A microphone whose chunks start half a second before the cameras (the writer's
+    episode clock starts at the first step, not at the first audio chunk): the annotated
+    frame's time is that frame's step time, 0.0, not 0.5."""
+    source = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.0, audio="ros2", detections=True, with_depth=False)
+    shift = 500_000_000
+    with AnyReader([source.path]) as reader:
+        shifted = Rosbag2Writer(tmp_path / "shifted", version=9, storage_plugin=StoragePlugin.MCAP)
+        shifted.open()
+        connections = {
+            c.id: shifted.add_connection(c.topic, c.msgtype, typestore=reader.typestore) for c in reader.connections
+        }
+        messages = []
+        for connection, receive_ns, data in reader.messages():
+            if connection.msgtype.endswith("/AudioStamped"):
+                message: Any = reader.deserialize(data, connection.msgtype)
+                stamp_ns = message.header.stamp.sec * 10**9 + message.header.stamp.nanosec - shift
+                message.header.stamp.sec, message.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+                data = bytes(reader.typestore.serialize_cdr(message, connection.msgtype))
+                receive_ns -= shift
+            messages.append((receive_ns, connections[connection.id], bytes(data)))
+        for receive_ns, connection, data in sorted(messages, key=lambda m: m[0]):
+            shifted.write(connection, receive_ns, data)
+        shifted.close()
+    assert bag2ortf([str(tmp_path / "shifted"), "-o", str(tmp_path / "ds")]) == 0
+    with load_dataset(tmp_path / "ds").episode(0) as episode:
+        objects = episode.scene_objects()
+        steps = episode.steps(["timestamp", layout.image_column("wrist_camera")])
+    first = steps[1].to_pylist().index(0)
+    assert objects is not None and objects.annotated_frame_timestamp == pytest.approx(steps[0][first].as_py(), abs=1e-6)
 
 
 def test_a_conversion_writes_depth_colorized(converted: Path) -> None:

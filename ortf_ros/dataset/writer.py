@@ -161,6 +161,12 @@ class DatasetWriter:
     def manifest(self) -> Manifest:
         return self._open_catalog().manifest
 
+    @property
+    def episode_origin(self) -> float | None:
+        """The timestamp the open episode's clock counts from (its first step's or sample's,
+        as given); None before it has one."""
+        return self._current().origin
+
     def _held_lock(self) -> int:
         """The writer lock's file descriptor, for an encoder process to hold as well."""
         if self._lock is None:

@@ -829,7 +829,14 @@ class Assembler:
 
     def scene_annotations(self) -> Rendered | None:
         """The detections' annotations of the episode (``pipeline.detections``), once finished."""
-        return None if self.detections is None else self.detections.rendered(self._clock_origin_ns)
+        if self.detections is None:
+            return None
+        # The episode's zero: the writer's origin (its first step's or sample's time), on the
+        # clock the writer is given (``_clock_ns``), which an audio chunk may have started earlier.
+        origin = self.writer.episode_origin
+        if self._clock_origin_ns is None or origin is None:
+            return self.detections.rendered(None)
+        return self.detections.rendered(self._clock_origin_ns + round(origin * NS))
 
     def finish(self) -> None:
         """Emit the steps the end of input made ready; a held fallback step gets the last state.
