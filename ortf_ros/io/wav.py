@@ -45,14 +45,21 @@ def file_bytes(samples: np.ndarray, sample_format: str) -> bytes:
     return values.tobytes()
 
 
+def packed_24bit(data: bytes | np.ndarray, *, big_endian: bool = False) -> np.ndarray:
+    """Packed 3-byte samples, sign-extended into int32 (a WAV's 24-bit PCM; an ``AudioInfo``'s S24LE/S24BE)."""
+    triples = np.frombuffer(data, np.uint8).reshape(-1, 3).astype(np.int32)
+    low, high = (2, 0) if big_endian else (0, 2)
+    values = triples[:, low] | (triples[:, 1] << 8) | (triples[:, high] << 16)
+    result: np.ndarray = np.where(values >= 1 << 23, values - (1 << 24), values).astype("<i4")
+    return result
+
+
 def file_samples(data: bytes, sample_format: str) -> np.ndarray:
     """What ``file_bytes`` stored, as the samples it was given (for readers and tests)."""
     if sample_format == "s8":
         return (np.frombuffer(data, np.uint8).astype(np.int16) - 128).astype(np.int8)
     if sample_format == "s24le":
-        triples = np.frombuffer(data, np.uint8).reshape(-1, 3).astype(np.int32)
-        values = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
-        return np.where(values >= 1 << 23, values - (1 << 24), values).astype("<i4")
+        return packed_24bit(data)
     return np.frombuffer(data, SAMPLE_FORMATS[sample_format].dtype)
 
 

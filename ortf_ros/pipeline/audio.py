@@ -29,6 +29,7 @@ import numpy as np
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.io.wav import packed_24bit
 from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
@@ -151,10 +152,7 @@ def from_bytes(data: np.ndarray, described: AudioFormat) -> np.ndarray:
             f"{described.channels}-channel frames ({frame_bytes} bytes each)"
         )
     if width == 3:  # packed 24-bit: sign-extend into int32
-        triples = data.reshape(-1, 3).astype(np.int32)
-        low, high = (0, 2) if dtype == "<" else (2, 0)
-        values = triples[:, low] | (triples[:, 1] << 8) | (triples[:, high] << 16)
-        return np.where(values >= 1 << 23, values - (1 << 24), values).astype("<i4")
+        return packed_24bit(np.ascontiguousarray(data), big_endian=dtype != "<")
     return np.frombuffer(data.tobytes() if not data.flags.c_contiguous else data, dtype=dtype).astype(
         SAMPLE_FORMATS[name].dtype, copy=False
     )
