@@ -51,6 +51,7 @@ from ortf_ros.pipeline.samples import (
     TransformSample,
     VectorSample,
     WrenchSample,
+    stream_time,
 )
 from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
 from ortf_ros.pipeline.tf import TfBuffer
@@ -65,13 +66,6 @@ TF_WAIT_NS = 1_000_000_000
 # episode's clock starts, up to ``max_latency_ms`` of input more (``_start_clock_when_due``).
 # The default of ``Flow.native_batch``.
 NATIVE_BATCH_MAX = 256
-
-
-def stream_time(stamps: Stamps, source: TimeSource) -> int:
-    """The time a stream's policy works on; receive time where the message has no stamp."""
-    if source == "header" and stamps.header_ns:
-        return stamps.header_ns
-    return stamps.receive_ns
 
 
 def _native_joint_rows(full: np.ndarray) -> np.ndarray:

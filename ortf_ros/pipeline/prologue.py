@@ -26,7 +26,7 @@ import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.pipeline import audio
-from ortf_ros.pipeline.assemble import NS, stream_time
+from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
@@ -48,6 +48,7 @@ from ortf_ros.pipeline.samples import (
     Stamps,
     TransformSample,
     VectorSample,
+    stream_time,
 )
 from ortf_ros.pipeline.tf import TfBuffer
 

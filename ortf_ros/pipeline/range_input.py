@@ -20,9 +20,9 @@ import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.range_manifest import CloudLayout, cloud_layout, scan_columns
-from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, Stamps
+from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, stream_time
 from ortf_ros.pipeline.sync import StreamSampler
 
 NS = 1_000_000_000
@@ -38,11 +38,6 @@ class TopicCounts(Protocol):
     undecodable: Counter[str]
     out_of_order: Counter[str]
     reasons: dict[str, str]
-
-
-def _time(stamps: Stamps, source: TimeSource) -> int:
-    """``assemble.stream_time`` (which imports this module)."""
-    return stamps.header_ns if source == "header" and stamps.header_ns else stamps.receive_ns
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,7 @@ class RangeInput:
                 "(the scan table's columns are of fixed size)",
             )
             return None
-        time_ns = _time(sample.stamps, self._scan_time[topic])
+        time_ns = stream_time(sample.stamps, self._scan_time[topic])
         sampler = self.scans[name]
         if not sampler.add(time_ns, sampler.total):
             self.counts.out_of_order[topic] += 1
@@ -115,7 +110,7 @@ class RangeInput:
             given = CloudLayout(sample.fields, sample.point_step).describe()
             self._refuse(topic, f"a cloud of fields {given}, where the first had {declared}")
             return None
-        time_ns = _time(sample.stamps, mapping.time)
+        time_ns = stream_time(sample.stamps, mapping.time)
         if time_ns < self._newest_cloud.get(mapping.name, -(2**62)):
             self.counts.out_of_order[topic] += 1
             return None

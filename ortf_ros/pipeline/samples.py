@@ -9,12 +9,15 @@ policy chooses between them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.io.h264 import PacketFacts
+
+if TYPE_CHECKING:
+    from ortf_ros.pipeline.config import TimeSource
 
 Serialization = Literal["cdr", "ros1"]
 # A serialized message: a large one (a camera frame) may be a view of the recording's
@@ -90,6 +93,13 @@ class Stamps:
     receive_ns: int
     header_ns: int | None = None
     frame_id: str = ""
+
+
+def stream_time(stamps: Stamps, source: TimeSource) -> int:
+    """The time a stream's policy works on; receive time where the message has no stamp."""
+    if source == "header" and stamps.header_ns:
+        return stamps.header_ns
+    return stamps.receive_ns
 
 
 @dataclass(frozen=True)
