@@ -25,12 +25,6 @@ from ortf_ros.format.manifest import Manifest
 Log = Callable[[str, float, Any], None]  # (entity, episode seconds, archetype)
 
 
-def _frame(manifest: Manifest, name: str) -> str | None:
-    sensor = manifest.sensor(name)
-    frame = sensor.extra.get("frame") if sensor is not None else None
-    return frame if isinstance(frame, str) and frame else None
-
-
 def scan_sensor(manifest: Manifest, stream: str) -> str:
     return manifest.native_streams[stream].sensor or stream
 
@@ -39,11 +33,11 @@ def frames(manifest: Manifest) -> dict[str, str]:
     """Entity -> the frame its points are in, for every lidar with a frame."""
     found = {}
     for name in point_clouds.scan_streams(manifest):
-        frame = _frame(manifest, scan_sensor(manifest, name))
+        frame = point_clouds.lidar_frame(manifest.sensor(scan_sensor(manifest, name)))
         if frame is not None:
             found[rerun_plan.path("lidar", name)] = frame
     for name in point_clouds.declarations(manifest):
-        frame = _frame(manifest, name)
+        frame = point_clouds.lidar_frame(manifest.sensor(name))
         if frame is not None:
             found[rerun_plan.path("lidar", name)] = frame
     return found

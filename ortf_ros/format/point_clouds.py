@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.manifest import Manifest, Sensor
 
 POINT_CLOUDS_KEY = "point_clouds"
 """The manifest's top-level key declaring the point cloud streams (an ortf_ros extension)."""
@@ -45,6 +45,12 @@ FIELD_PREFIX = "points."
 NON_FINITE_KEY = "non_finite"
 """A native-rate stream's key saying its values may be non-finite, and what that means (a
 laser scan's ranges: REP 117's +inf, -inf and NaN); such a stream's values are kept as sent."""
+
+
+def lidar_frame(sensor: Sensor | None) -> str | None:
+    """The frame a lidar sensor declares its points in (``frame``); None without one."""
+    frame = sensor.extra.get("frame") if sensor is not None else None
+    return frame if isinstance(frame, str) and frame else None
 
 
 def scan_streams(manifest: Manifest) -> list[str]:

@@ -47,9 +47,11 @@ class CloudOut:
 
 
 def _frame(sensor: Sensor | None, fallback: object, name: str) -> str:
-    frame = sensor.extra.get("frame") if sensor is not None else None
-    frame = frame if isinstance(frame, str) and frame else fallback
-    return frame if isinstance(frame, str) and frame else name
+    """The lidar's declared frame, else ``fallback`` (a string), else its name."""
+    frame = point_clouds.lidar_frame(sensor)
+    if frame is None and isinstance(fallback, str) and fallback:
+        frame = fallback
+    return frame or name
 
 
 def scan_outputs(manifest: Manifest, settings: MessageSettings) -> tuple[ScanOut, ...]:
