@@ -38,12 +38,12 @@ from ortf_ros.io import atomic
 from ortf_ros.pipeline.calibration import normalized_url
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
+from ortf_ros.pipeline.samples import TimeSource as TimeSource  # (defined beside Stamps; the mapping names it)
 from ortf_ros.pipeline.sync import POLICIES, Policy
 
 if TYPE_CHECKING:
     from ortf_ros.pipeline.sources.bag import TopicInfo
 
-TimeSource = Literal["header", "receive"]
 CameraKind = Literal["rgb", "depth"]
 SplitMode = Literal["input", "topic", "gap", "ranges"]
 

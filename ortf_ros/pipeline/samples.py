@@ -9,17 +9,16 @@ policy chooses between them.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.io.h264 import PacketFacts
 
-if TYPE_CHECKING:
-    from ortf_ros.pipeline.config import TimeSource
-
 Serialization = Literal["cdr", "ros1"]
+TimeSource = Literal["header", "receive"]
+"""Which of a sample's clocks a stream's time is: its header stamp, or when it was received."""
 # A serialized message: a large one (a camera frame) may be a view of the recording's
 # map, which its decoded image then is too (``io.mapped_file``).
 Payload = bytes | memoryview
