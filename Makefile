@@ -1,10 +1,28 @@
 # The two commands of the README: `make demo` and `make test`. Both set up the
 # cached environment first (scripts/setup-env.sh: a venv with the project, a real
-# ROS 2 Jazzy from PyPI and the interface packages under ros/ built; seconds when nothing changed).
+# ROS 2 from PyPI and the interface packages under ros/ built; seconds when nothing changed).
+#
+# `make test` runs the whole suite on two interpreters:
+#   - on $(PYTHON) (default python3.12, Jazzy's and Kilted's own) in .venv, with ROS 2 Jazzy;
+#   - on $(SECOND_PYTHON) (default python3.10, Humble's) in two venvs: the ROS-free suite in
+#     one without rclpy (test-core: an rclpy import sneaking into the core fails it), then
+#     the tests that need ROS 2 (-m ros) against Jazzy's cp310 wheels (test-ros-second);
+#   - and the tests of the ROS nodes against Kilted's wheels (test-kilted).
+# `PYTHON=python3.11 make test` picks another main interpreter (a pythonX.Y not on PATH is
+# looked for among pyenv's versions).
+export PYTHON ?= python3.12
+SECOND_PYTHON ?= python3.10
+KILTED_PYTHON ?= python3.12
 VENV := .venv
 PY := $(VENV)/bin/python
+VENVS := .cache/venvs
+CORE_VENV := $(VENVS)/$(notdir $(SECOND_PYTHON:python%=py%))-core
+ROS_SECOND_VENV := $(VENVS)/$(notdir $(SECOND_PYTHON:python%=py%))-jazzy
+KILTED_VENV := $(VENVS)/$(notdir $(KILTED_PYTHON:python%=py%))-kilted
+# mypy reads the code as each supported Python would (its standard library differs).
+MYPY_VERSIONS := 3.10 3.11 3.12 3.13
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test lint test-main test-core test-ros-second test-kilted bench clean
 
 setup:
 	@bash scripts/setup-env.sh
@@ -15,10 +33,32 @@ demo: setup
 lint: setup
 	@$(PY) -m ruff check
 	@$(PY) -m ruff format --check
-	@$(PY) -m mypy
+	@for version in $(MYPY_VERSIONS); do \
+	  echo "mypy --python-version $$version"; \
+	  $(PY) -m mypy --python-version $$version --cache-dir .mypy_cache || exit 1; \
+	done
 
-test: lint
+test: lint test-main test-core test-ros-second test-kilted
+
+test-main: setup
+	@echo "==> the whole suite on $$($(PY) --version), ROS 2 Jazzy"
 	@$(PY) -m pytest
+
+# The ROS-free suite, in a venv without rclpy; tests that need ROS 2 skip with one line.
+test-core:
+	@ROS_WHEELS=none PYTHON=$(SECOND_PYTHON) VENV=$(CORE_VENV) bash scripts/setup-env.sh
+	@echo "==> the ROS-free suite on $$($(CORE_VENV)/bin/python --version), no rclpy"
+	@$(CORE_VENV)/bin/python -m pytest
+
+test-ros-second:
+	@ROS_WHEELS=jazzy PYTHON=$(SECOND_PYTHON) VENV=$(ROS_SECOND_VENV) bash scripts/setup-env.sh
+	@echo "==> the tests that need ROS 2 on $$($(ROS_SECOND_VENV)/bin/python --version), ROS 2 Jazzy"
+	@$(ROS_SECOND_VENV)/bin/python -m pytest -m ros
+
+test-kilted:
+	@ROS_WHEELS=kilted PYTHON=$(KILTED_PYTHON) VENV=$(KILTED_VENV) bash scripts/setup-env.sh
+	@echo "==> the tests that need ROS 2 on $$($(KILTED_VENV)/bin/python --version), ROS 2 Kilted"
+	@$(KILTED_VENV)/bin/python -m pytest -m ros
 
 bench: setup
 	@$(PY) bench/bench_writer.py

@@ -6,17 +6,37 @@ the command-line tools.
 """
 
 from glob import glob
+from pathlib import Path
 
 from setuptools import find_packages, setup
 
 PACKAGE = "ortf_ros"
+# PyPI's project page is the README (MANIFEST.in puts it in the sdist, so a wheel built from
+# the sdist has it too); read beside this file, wherever pip or colcon runs it from
+README = (Path(__file__).resolve().parent / "README.md").read_text(encoding="utf-8")
 
 setup(
     name=PACKAGE,
     version="0.1.0",
     description="ROS 2 teleoperation to ORTF v0.2 training datasets",
+    long_description=README,
+    long_description_content_type="text/markdown",
     license="Apache-2.0",
-    python_requires=">=3.11",
+    keywords=["ros2", "robotics", "teleoperation", "imitation-learning", "dataset", "lerobot", "rosbag", "mcap"],
+    classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
+        "Intended Audience :: Science/Research",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: 3.12",
+        "Programming Language :: Python :: 3.13",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+        "Typing :: Typed",
+    ],
+    python_requires=">=3.10",
     # ortf: the spec's own Python API (`from ortf import load_dataset`), a thin face over ortf_ros
     packages=find_packages(include=[PACKAGE, f"{PACKAGE}.*", "ortf"]),
     # the review page's own HTML assets (ortf_ros/review/static), served from the installed package
@@ -54,10 +74,11 @@ setup(
         ],
         # `ortf export rerun`: the Rerun SDK writes the .rrd. Held to one release: Rerun's API
         # changes with every minor version (0.x), and the export uses its named transform frames.
+        # (0.41 needs Python 3.11 or newer.)
         "rerun": ["rerun-sdk>=0.41,<0.42"],
         # `ortf review`: a small ASGI app (Starlette on uvicorn); plotly for the plotly.min.js
         # its package ships, which the page loads from this server (no CDN, no network).
-        "review": ["starlette>=1.10,<2", "uvicorn>=0.30", "plotly>=5"],
+        "review": ["starlette>=1.7,<2", "uvicorn>=0.30", "plotly>=5"],
         # `ortf export mixtrain --table delta|iceberg`: delta-rs (commits the files the export
         # writes), and pyiceberg with its SQL catalog on SQLite (add_files in a create-table
         # transaction, as 0.12 has them).
@@ -75,10 +96,11 @@ setup(
             "types-PyYAML==6.0.12.20261113",
             # the --ray tests start a local Ray instance
             "ray>=2.9",
-            # the Rerun export's tests read the .rrd back with Rerun's dataframe API (DataFusion)
-            "rerun-sdk[catalog]>=0.41,<0.42",
+            # the Rerun export's tests read the .rrd back with Rerun's dataframe API (DataFusion);
+            # Rerun 0.41 needs Python 3.11: on 3.10 those tests skip, naming what is missing
+            "rerun-sdk[catalog]>=0.41,<0.42; python_version >= '3.11'",
             # `ortf review` and its browser tests (Debian's chromium and chromedriver: scripts/setup-env.sh)
-            "starlette>=1.10,<2",
+            "starlette>=1.7,<2",
             "uvicorn>=0.30",
             "plotly>=5",
             "selenium>=4.20",
@@ -87,6 +109,11 @@ setup(
             # the lake tables of `ortf export mixtrain --table`, read back with their own readers
             "deltalake>=1.0,<2",
             "pyiceberg[sql-sqlite]>=0.12,<1",
+            # test_rosdep: rosdep itself resolves package.xml offline against ../shared/rosdistro
+            "rosdep>=0.25",
+            # test_wheel: the sdist and wheel built as a release is, and checked as PyPI checks them
+            "build>=1.2",
+            "twine>=5",
         ],
     },
     zip_safe=True,

@@ -8,8 +8,9 @@
 # add ~1 GB and seconds to every import), so test/test_export_rlds.py builds this one
 # once (about a minute with a cold pip cache) and runs the export and
 # tfds.builder_from_directory() in it. Rebuilt when this script, setup.py or setup.cfg
-# change (a stamp file holds their hash). Output: one line; the log goes to
-# .cache/tfds-env.log and is printed on failure.
+# change (a stamp file holds their hash). TFDS_PYTHON picks the interpreter (default
+# python3.12, else python3; TensorFlow's CPU wheels exist for 3.10 to 3.12).
+# Output: one line; the log goes to .cache/tfds-env.log and is printed on failure.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -20,9 +21,14 @@ VENV="$CACHE/tfds-venv"
 LOG="$CACHE/tfds-env.log"
 STAMP="$VENV/.tfds-env.stamp"
 
+# shellcheck source=scripts/python.sh
+source "$ROOT/scripts/python.sh"
+PY_EXE="$(resolve_python "${TFDS_PYTHON:-$(default_python)}")"
+
 inputs_hash() {
   local f
-  for f in scripts/tfds-env.sh setup.py setup.cfg; do
+  echo "$PY_EXE"
+  for f in scripts/tfds-env.sh scripts/python.sh setup.py setup.cfg; do
     if [[ -f "$f" ]]; then sha256sum "$f"; fi
   done | sha256sum | cut -d' ' -f1
 }
@@ -43,10 +49,8 @@ if ready; then
 fi
 
 build() {
-  local py=python3
-  if command -v python3.11 >/dev/null 2>&1; then py=python3.11; fi
   rm -rf "$VENV"
-  "$py" -m venv "$VENV"
+  "$PY_EXE" -m venv "$VENV"
   "$VENV/bin/python" -m pip install --disable-pip-version-check -e ".[rlds]"
   "$VENV/bin/python" -c 'import tensorflow_datasets as tfds, ortf_ros.convert.rlds_export; print("tfds", tfds.__version__)'
 }

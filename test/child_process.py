@@ -31,3 +31,14 @@ def kill_when(arguments: list[str], ready: Callable[[], bool]) -> None:
         assert child.wait(timeout=60) == -signal.SIGKILL, f"{arguments} ended before it could be killed"
     finally:
         kill_if_running(child)
+
+
+# Put before a child's script: the child plays a machine without ROS (test_ros_env, test_playback_export).
+BLOCK_ROS = """
+import sys
+class BlockRos:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"rclpy", "rosidl_runtime_py", "sensor_msgs", "tf2_msgs"}:
+            raise ImportError(f"{name} is blocked: this process plays a machine without ROS")
+sys.meta_path.insert(0, BlockRos())
+"""

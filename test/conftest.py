@@ -1,5 +1,9 @@
 """Shared fixtures. DDS traffic stays on this machine: every rclpy process the tests
-start (this one included) runs with LOCALHOST discovery and a domain of its own."""
+start (this one included) runs with LOCALHOST discovery and a domain of its own.
+
+A test module that needs what this interpreter lacks (ROS 2, an optional extra: see
+needs.py) is skipped with one line naming it, before it is imported; its tests carry
+the need's marker (``-m ros``: the tests that need ROS 2)."""
 
 from __future__ import annotations
 
@@ -17,8 +21,45 @@ os.environ.setdefault("ROS_LOG_DIR", str(Path(tempfile.gettempdir()) / "ortf_ros
 
 from collections.abc import Callable
 
+import needs
+
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.synthetic import write_demo_dataset
+
+
+class _SkippedModule(pytest.Module):
+    """A test module whose imports this interpreter lacks: one skip, nothing imported."""
+
+    reason = ""
+
+    def collect(self) -> list[pytest.Item | pytest.Collector]:
+        pytest.skip(self.reason, allow_module_level=True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for marker in needs.MARKERS:
+        config.addinivalue_line("markers", f"{marker}: the test needs an optional dependency (test/needs.py)")
+
+
+def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:
+    if not module_path.name.startswith("test_"):
+        return None
+    lacking = needs.missing(needs.module_needs(module_path))
+    if not lacking:
+        return None
+    module = _SkippedModule.from_parent(parent, path=module_path)
+    module.reason = "; ".join(need.line() for need in lacking)
+    return module
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        for marker in needs.markers(needs.module_needs(item.path)):
+            item.add_marker(marker)
+        marked = tuple(needs.MARKER_ROOT[m.name] for m in item.iter_markers() if m.name in needs.MARKER_ROOT)
+        lacking = needs.missing(marked)
+        if lacking:
+            item.add_marker(pytest.mark.skip(reason="; ".join(need.line() for need in lacking)))
 
 
 @pytest.fixture

@@ -28,7 +28,6 @@ from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, RawMessage, Sample
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
-from ortf_ros.ros.scene_publisher import Options, ScenePublisher, UsageError
 from ortf_ros.synthetic_bag import (
     ARM_JOINTS,
     CONTROLLER_JOINTS,
@@ -388,6 +387,7 @@ def test_a_humble_sqlite3_bag_without_definitions_converts(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------- the live side: offline only
+# (the scene publisher's refusal of a controller state is in test_scene_publisher: it needs rclpy)
 
 
 def test_the_live_recorder_does_not_detect_a_controller_state_it_cannot_subscribe_to() -> None:
@@ -405,9 +405,3 @@ def test_the_live_recorder_does_not_detect_a_controller_state_it_cannot_subscrib
     mapping = detected_mapping([controller, topic("/joint_states", "sensor_msgs/msg/JointState")], 30.0, 3.0)
     assert mapping.joint_states is not None and mapping.joint_states.topic == "/joint_states"
     assert mapping.action.topic is None  # (offline, the controller's reference would be the action)
-
-
-def test_the_scene_publisher_refuses_a_controller_state_before_it_starts() -> None:
-    options = Options(TeleopConfig("mcap", controller_state=True), False, None, (), 10, None, None)
-    with pytest.raises(UsageError, match=f"{TOPIC_CONTROLLER_STATE}: written to bags only"):
-        ScenePublisher(options)

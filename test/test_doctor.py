@@ -285,7 +285,8 @@ def test_stretched_video_timestamps(clean: Path, tmp_path: Path) -> None:
         for packet in source.demux(source.streams.video[0]):
             if packet.dts is None:
                 continue
-            packet.pts, packet.dts = packet.pts * 2, packet.dts * 2  # type: ignore[operator]
+            assert packet.pts is not None
+            packet.pts, packet.dts = packet.pts * 2, packet.dts * 2
             packet.stream = stream
             target.mux(packet)
     stretched.replace(video)

@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import pytest
 from mcap.reader import make_reader
 from mcap_ros2.decoder import DecoderFactory
-from rerun.chunk import RrdReader
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
 
@@ -569,11 +568,14 @@ def test_scans_without_intensities_a_resized_scan_and_a_big_endian_cloud(tmp_pat
     )
 
 
+@pytest.mark.rerun  # (imported here: the rest of this module, and test_validate that uses it, need no Rerun)
 def test_rerun_export_shows_scans_and_clouds_as_points(
     converted_mcap: tuple[TeleopBagInfo, Path], tmp_path: Path
 ) -> None:
     """Read back with Rerun's own reader: a Points3D per scan (its finite ranges at their
     angles) and per cloud (its finite x, y, z), in the lidar's frame; no scalar plot per beam."""
+    from rerun.chunk import RrdReader
+
     bag, out = converted_mcap
     rrd = tmp_path / "lidar.rrd"
     assert ortf(["export", "rerun", str(out), str(rrd)]) == 0

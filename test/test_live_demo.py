@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.ros.live_demo import FAILURE, NOTES, TASK
@@ -26,6 +28,7 @@ def ortf(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.ros  # (in the child: `ortf demo`'s live part)
 def test_demo_records_two_labelled_episodes_live(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = ortf("demo", str(out), *SMALL_OFFLINE)

@@ -12,10 +12,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from child_process import kill_when
+from child_process import BLOCK_ROS, kill_when
 from cli_errors import one_line_error
 from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
-from test_ros_env import BLOCK_ROS
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import rclpy
+from child_process import BLOCK_ROS
 from rclpy.serialization import deserialize_message
 from ros_publisher import COUNT, image_bytes
 from sensor_msgs.msg import Image
@@ -54,16 +55,6 @@ def test_tf_and_images_cross_processes_as_raw_cdr() -> None:
         image = deserialize_message(raw, Image)
         assert (image.width, image.height, image.encoding) == (64, 48, "rgb8")
         assert bytes(image.data) == image_bytes(seq)
-
-
-BLOCK_ROS = """
-import sys
-class BlockRos:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {"rclpy", "rosidl_runtime_py", "sensor_msgs", "tf2_msgs"}:
-            raise ImportError(f"{name} is blocked: this process plays a machine without ROS")
-sys.meta_path.insert(0, BlockRos())
-"""
 
 
 def test_core_and_cli_work_without_rclpy(tmp_path: Path) -> None:

@@ -33,10 +33,12 @@ from rclpy.serialization import deserialize_message
 
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.message_types import message_class
+from ortf_ros.ros.scene_publisher import Options, ScenePublisher, UsageError
 from ortf_ros.ros.scene_publisher import main as scene_publisher_main
 from ortf_ros.synthetic_bag import (
     CAMERAS,
     SIDE_CAMERA_FRAME,
+    TOPIC_CONTROLLER_STATE,
     TOPIC_DEPTH_IMAGE,
     TOPIC_JOINT_STATES,
     TOPIC_OVERHEAD_IMAGE,
@@ -386,3 +388,9 @@ def test_depth_frames_are_the_formula() -> None:
     for seq in (0, 1, 1357, 9499, 10**7, 4**12 + 5):
         expected = ((500 + 3 * x + 5 * y + 7 * seq) % 9500 + 300).astype(np.uint16)
         np.testing.assert_array_equal(depth_frame(seq, 64, 48), expected)
+
+
+def test_a_controller_state_is_refused_before_the_scene_starts() -> None:
+    options = Options(TeleopConfig("mcap", controller_state=True), False, None, (), 10, None, None)
+    with pytest.raises(UsageError, match=f"{TOPIC_CONTROLLER_STATE}: written to bags only"):
+        ScenePublisher(options)

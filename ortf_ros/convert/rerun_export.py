@@ -153,7 +153,7 @@ def _check_whole(rr: Any, written: Path, target: Path) -> None:
 
 def rerun_sdk() -> Any:
     """The ``rerun`` module; a UsageError with the pip command when the extra is not installed."""
-    return optional_module("rerun", "the Rerun export needs the Rerun SDK", "rerun")
+    return optional_module("rerun", "the Rerun export needs the Rerun SDK 0.41, on Python 3.11 or newer", "rerun")
 
 
 def _durations(seconds: np.ndarray) -> np.ndarray:

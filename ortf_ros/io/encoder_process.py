@@ -123,13 +123,14 @@ class _EncoderProcess:
             os.ftruncate(ring_fd, size)
             self.ring = mmap.mmap(ring_fd, size)
             command = [sys.executable, "-m", __name__, str(theirs.fileno()), str(ring_fd), str(size)]
-            # A process group of its own: a terminal's Ctrl-C is the writer's to handle.
+            # A session (and so a process group) of its own: a terminal's Ctrl-C is the
+            # writer's to handle. (start_new_session, not process_group=0: that is 3.11's.)
             self.process = subprocess.Popen(
                 command,
                 pass_fds=(theirs.fileno(), ring_fd),
                 stdin=subprocess.DEVNULL,
                 env=_child_environment(),
-                process_group=0,
+                start_new_session=True,
             )
         except BaseException:
             ours.close()

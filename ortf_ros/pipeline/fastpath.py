@@ -261,7 +261,8 @@ class Layout:
 def _column(data: np.ndarray, dtype: str, offset: int, width: int = 1) -> np.ndarray:
     """(messages, width) values at ``offset`` of each row of ``data``: a view."""
     count, length = data.shape
-    return np.ndarray((count, width), dtype, data, offset, (length, np.dtype(dtype).itemsize))
+    view: np.ndarray = np.ndarray((count, width), dtype, data, offset, (length, np.dtype(dtype).itemsize))
+    return view
 
 
 def _header_ns(data: np.ndarray, stamp_at: int) -> np.ndarray:

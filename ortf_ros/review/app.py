@@ -135,7 +135,7 @@ class Review:
             return FileResponse(plotly_js(), media_type="text/javascript; charset=utf-8", headers=CACHED)
         if name not in STATIC:
             raise HttpError(404, f"no asset {name!r}")
-        data = resources.files("ortf_ros.review").joinpath("static", name).read_bytes()
+        data = resources.files("ortf_ros.review").joinpath("static").joinpath(name).read_bytes()
         return Response(data, media_type=STATIC[name], headers=CACHED)
 
     # ---------------------------------------------------------------- media and data

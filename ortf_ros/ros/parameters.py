@@ -20,7 +20,6 @@ import array
 from collections.abc import Callable, Mapping, Sequence
 
 from rcl_interfaces.msg import ParameterDescriptor
-from rcl_interfaces.srv import ListParameters
 from rclpy.exceptions import InvalidParameterTypeException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -82,10 +81,13 @@ def given_parameters(node: Node, prefixes: Sequence[str]) -> dict[str, object]:
     are declared, so without it nothing is found. Arrays come back as lists, whatever
     container rclpy holds them in, as a YAML mapping would have them.
     """
-    if not prefixes:
-        return {}
-    names = node.list_parameters(list(prefixes), ListParameters.Request.DEPTH_RECURSIVE).names
-    return {parameter.name: _plain(parameter.value) for parameter in node.get_parameters(names)}
+    found: dict[str, object] = {}
+    for prefix in prefixes:  # (get_parameters_by_prefix, not list_parameters: Humble has no Node.list_parameters)
+        if node.has_parameter(prefix):
+            found[prefix] = _plain(node.get_parameter(prefix).value)
+        for name in node.get_parameters_by_prefix(prefix):  # (its values are typed wrongly in Jazzy's stubs)
+            found[f"{prefix}.{name}"] = _plain(node.get_parameter(f"{prefix}.{name}").value)
+    return found
 
 
 def _plain(value: object) -> object:
