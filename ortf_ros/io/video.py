@@ -215,6 +215,11 @@ class StagingEncoder:
     def _mux(self, packets: list[av.Packet[VideoStream]]) -> None:
         assert self._container is not None and self._plain is not None  # (set unless __init__ failed)
         for packet in packets:
+            if not packet.duration and packet.time_base:
+                # One frame long. Some encoders (PyAV 17's libx264 and FFV1, the last PyAV for
+                # Python 3.10) leave it 0, and then the MP4 track ends at the last frame's start:
+                # its average rate reads 12 frames in 11 periods (32.7 fps for 30).
+                packet.duration = max(1, round(self._frame_time_base / packet.time_base))
             self._container.mux_one(packet)
             if self._plain_stream is None:
                 self._plain_stream = self._plain.add_stream_from_template(self._stream)
