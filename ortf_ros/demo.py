@@ -1,18 +1,30 @@
 """What ``ortf demo`` shows, shared by its offline part (``cli``) and its live part
-(``ros.live_demo``): the mapping both use, and a dataset validated and shown."""
+(``ros.live_demo``): the mapping both use, a dataset validated and shown, and the line
+that skips the live part where ROS 2 is not installed (``pip install ortf_ros`` alone)."""
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable
 from pathlib import Path
 
 from ortf_ros.dataset.info import dataset_info
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.errors import GET_ROS_2
 from ortf_ros.format.accounting import accounted
 from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.quality.doctor import examine
+
+
+def live_skipped() -> str | None:
+    """The line that says the live part is skipped, when rclpy is not installed at all
+    (None: it is, and the live part checks the rest of ROS 2 itself). Looked up, not
+    imported: this process stays free of ROS."""
+    if importlib.util.find_spec("rclpy") is not None:
+        return None
+    return f"live recording skipped: it needs ROS 2 (rclpy is not importable): {GET_ROS_2}"
 
 
 def demo_mapping(bag: Path) -> ConversionConfig:

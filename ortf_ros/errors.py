@@ -12,6 +12,14 @@ from contextlib import contextmanager
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 """The exit codes of every console script (the README lists them)."""
 
+GET_ROS_2 = (
+    "source a ROS 2 install (Humble, Jazzy or Kilted), or pip install ROS 2's wheels from PyPI "
+    "('ros-jazzy-rclpy[fastrtps]' and the message packages, Python 3.10-3.12); "
+    'see the README, "Install in a ROS 2 workspace"'
+)
+"""How to get ROS 2: the end of the one line that a part needing it says where rclpy is
+missing (the nodes' console scripts, ``ortf demo``'s live part)."""
+
 
 class OrtfError(Exception):
     """Base class of every error ortf_ros raises on purpose."""

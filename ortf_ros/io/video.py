@@ -309,7 +309,9 @@ def finalize(staged: Path, target: Path) -> int:
             in_stream = src.streams.video[0]
             out_stream = dst.add_stream_from_template(in_stream)
             seconds_per_tick = float(in_stream.time_base or 0)
-            rate = float(in_stream.average_rate or in_stream.base_rate or 0) or 1.0
+            # (the nominal rate first: an average over a track whose last frame has no
+            # duration is a frame short)
+            rate = float(in_stream.base_rate or in_stream.average_rate or 0) or 1.0
             # B-frames delay the first pts in the fragmented file; the copy starts at 0, as the
             # encoder's own plain copy does, so that frame i is at i/fps in both.
             start = in_stream.start_time or 0

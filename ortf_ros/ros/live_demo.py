@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ortf_ros.demo import demo_mapping, show_validated
+from ortf_ros.errors import GET_ROS_2
 from ortf_ros.pipeline.config import write_config
 from ortf_ros.ros.entry import ROS_PACKAGES
 from ortf_ros.synthetic_bag import write_teleop_bag
@@ -341,8 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     missing = ros_missing()
     if missing is not None:
         say(
-            f"\nlive recording skipped: it needs ROS 2 ({missing} is not importable): source a ROS 2 install "
-            "(Humble or Jazzy) or use a venv with its PyPI wheels (scripts/setup-env.sh)"
+            f"\nlive recording skipped: it needs ROS 2 ({missing} is not importable): {GET_ROS_2}"
         )
         return 0
     signal.signal(signal.SIGTERM, _interrupted)  # (the children are killed on the way out)
