@@ -22,8 +22,11 @@ def live_skipped() -> str | None:
     """The line that says the live part is skipped, when rclpy is not installed at all
     (None: it is, and the live part checks the rest of ROS 2 itself). Looked up, not
     imported: this process stays free of ROS."""
-    if importlib.util.find_spec("rclpy") is not None:
-        return None
+    try:
+        if importlib.util.find_spec("rclpy") is not None:
+            return None
+    except (ImportError, ValueError):  # (a finder that refuses it, a broken module entry)
+        pass
     return f"live recording skipped: it needs ROS 2 (rclpy is not importable): {GET_ROS_2}"
 
 
