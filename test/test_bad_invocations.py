@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import needs
 import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
@@ -51,6 +52,18 @@ class Case:
     closed_stdout: bool = False
     leaves: tuple[str, ...] = ()
     needs_read_only: bool = False
+
+    @property
+    def marker(self) -> str | None:
+        """What the case needs beyond the core (test/needs.py's marker): the nodes need ROS 2,
+        the Rerun export its SDK. Where that is missing the case is skipped, not run: it
+        would end at the one line saying so, and pass without testing what it names."""
+        if self.script in ("ortf_recorder", "ortf_player"):
+            return "ros"
+        return "rerun" if self.args[:2] == ("export", "rerun") else None
+
+    def available(self) -> bool:
+        return self.marker is None or not needs.missing((needs.MARKER_ROOT[self.marker],))
 
 
 def case(name: str, script: str, *args: str, **options: object) -> Case:
@@ -398,7 +411,7 @@ def _run(world: World, case: Case) -> Outcome:
 @pytest.fixture(scope="module")
 def outcomes(world: World) -> dict[str, Outcome]:
     """Every case run, four at a time (each mostly waits for its interpreter to start)."""
-    runnable = [c for c in CASES if world.read_only or not c.needs_read_only]
+    runnable = [c for c in CASES if (world.read_only or not c.needs_read_only) and c.available()]
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip((c.name for c in runnable), pool.map(lambda c: _run(world, c), runnable), strict=True))
 
@@ -407,7 +420,9 @@ def test_the_names_are_unique() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+@pytest.mark.parametrize(
+    "case", [pytest.param(c, marks=[getattr(pytest.mark, c.marker)] if c.marker else [], id=c.name) for c in CASES]
+)
 def test_a_bad_invocation_is_one_line_and_an_exit_code(world: World, outcomes: dict[str, Outcome], case: Case) -> None:
     if case.needs_read_only and not world.read_only:
         pytest.skip("no way to make a directory read-only here")

@@ -21,7 +21,7 @@ import av
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.io.video import FINAL_MUX_OPTIONS
+from ortf_ros.io.video import FINAL_MUX_OPTIONS, pixel_format
 
 
 @dataclass(frozen=True)
@@ -38,8 +38,9 @@ class StreamKey:
 def stream_key(path: Path) -> StreamKey:
     with av.open(str(path)) as container:
         assert isinstance(container, InputContainer)
-        context = container.streams.video[0].codec_context
-        return StreamKey(context.name, context.width, context.height, context.pix_fmt or "", context.extradata or b"")
+        stream = container.streams.video[0]
+        context = stream.codec_context
+        return StreamKey(context.name, context.width, context.height, pixel_format(stream), context.extradata or b"")
 
 
 SHARD_FRAMES_MAX = 108_000

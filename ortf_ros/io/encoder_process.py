@@ -122,7 +122,14 @@ class _EncoderProcess:
         try:
             os.ftruncate(ring_fd, size)
             self.ring = mmap.mmap(ring_fd, size)
-            command = [sys.executable, "-m", __name__, str(theirs.fileno()), str(ring_fd), str(size)]
+            command = [
+                sys.executable,
+                "-c",
+                _RUN_OFF_THE_WORKING_DIRECTORY,
+                str(theirs.fileno()),
+                str(ring_fd),
+                str(size),
+            ]
             # A session (and so a process group) of its own: a terminal's Ctrl-C is the
             # writer's to handle. (start_new_session, not process_group=0: that is 3.11's.)
             self.process = subprocess.Popen(
@@ -184,14 +191,23 @@ class _EncoderProcess:
             self.process.wait()
 
 
+_RUN_OFF_THE_WORKING_DIRECTORY = (
+    "import runpy, sys\n"
+    "if sys.path and sys.path[0] == '': del sys.path[0]\n"
+    f"runpy.run_module({__name__!r}, run_name='__main__', alter_sys=True)\n"
+)
+"""The child's program: this module as ``__main__``, without the working directory that
+``python -c`` (and ``-m``) puts first on the path, where another checkout of ortf_ros
+would be the one imported. (PYTHONSAFEPATH does the same from Python 3.11 on; this works
+on 3.10 too.)"""
+
+
 def _child_environment() -> dict[str, str]:
     """This environment, with ortf_ros imported from where this process imports it: first
-    on the path, and not behind the working directory, which ``python -m`` would put
-    first (PYTHONSAFEPATH, Python 3.11+): another checkout of ortf_ros there would be the
-    one imported."""
+    on the path (see ``_RUN_OFF_THE_WORKING_DIRECTORY``)."""
     package_root = str(Path(ortf_ros.__file__).resolve().parent.parent)
     paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths), "PYTHONSAFEPATH": "1"}
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
 
 
 _idle: list[_EncoderProcess] = []

@@ -350,6 +350,13 @@ class VideoInfo:
     pix_fmt: str
 
 
+def pixel_format(stream: VideoStream) -> str:
+    """The stream's pixel format; "" when its parameters are missing (a file cut short).
+    Read from the stream, not its codec context: PyAV 17 (the last for Python 3.10)
+    crashes the process reading a context's ``pix_fmt`` that has none."""
+    return stream.format.name if stream.format is not None else ""
+
+
 def probe(path: Path) -> VideoInfo:
     """Stream facts; the frame count comes from the index, demuxing only if it is absent."""
     try:
@@ -364,7 +371,7 @@ def probe(path: Path) -> VideoInfo:
                 height=stream.codec_context.height,
                 fps=float(rate) if rate else 0.0,
                 frames=frames,
-                pix_fmt=stream.codec_context.pix_fmt or "",
+                pix_fmt=pixel_format(stream),
             )
     except (av.error.FFmpegError, IndexError) as exc:
         raise ReaderError(f"{path}: not a readable video: {exc}") from None
