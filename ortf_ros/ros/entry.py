@@ -27,6 +27,7 @@ ROS_PACKAGES = (
 """Top-level modules of ROS 2 that the nodes import (message packages included; any other
 ``*_msgs`` counts as ROS too)."""
 
+
 def player() -> int:
     """``ortf_player``: ``ortf_ros.ros.player_node``."""
     return _run_node("ortf_player", "ortf_ros.ros.player_node")

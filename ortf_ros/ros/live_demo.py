@@ -341,9 +341,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     missing = ros_missing()
     if missing is not None:
-        say(
-            f"\nlive recording skipped: it needs ROS 2 ({missing} is not importable): {GET_ROS_2}"
-        )
+        say(f"\nlive recording skipped: it needs ROS 2 ({missing} is not importable): {GET_ROS_2}")
         return 0
     signal.signal(signal.SIGTERM, _interrupted)  # (the children are killed on the way out)
     try:
