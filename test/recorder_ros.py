@@ -124,14 +124,24 @@ RECORDER_PARAMS = REPO / "config" / "record.yaml"
 """The parameters ``record.launch.py`` passes to the recorder."""
 
 
-def record_one_episode(scene: Scene, tmp: Path, mapping: Path, root: Path, seconds: float, *scene_args: str) -> str:
+def record_one_episode(
+    scene: Scene,
+    tmp: Path,
+    mapping: Path,
+    root: Path,
+    seconds: float,
+    *scene_args: str,
+    executable: Path | None = None,
+    params: Path = RECORDER_PARAMS,
+    env: dict[str, str] | None = None,
+) -> str:
     """The scene published (``scene_args`` added to its options) and one episode of it
-    recorded over DDS by the recorder module with ``mapping`` into ``root``: started when
-    ready, ``seconds`` long, stopped, both processes interrupted. The recorder's log, which
-    holds no traceback."""
+    recorded over DDS by the recorder module (or the installed ``executable``, with ``params``
+    and ``env``) with ``mapping`` into ``root``: started when ready, ``seconds`` long,
+    stopped, both processes interrupted. The recorder's log, which holds no traceback."""
     publisher = start_scene(scene, tmp, *scene_args)
-    command = recorder_command(None, RECORDER_PARAMS, f"output:={root}", f"mapping:={mapping}")
-    recorder = Child(command, tmp / "rec.log")
+    command = recorder_command(executable, params, f"output:={root}", f"mapping:={mapping}")
+    recorder = Child(command, tmp / "rec.log", env=env)
     client = client_for(recorder)
     try:
         assert client.start_when_ready().success

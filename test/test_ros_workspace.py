@@ -51,7 +51,7 @@ import rclpy
 import yaml
 from colcon_workspace import PACKAGE, RECORDER_NODE, RECORDER_PARAMS, Workspace
 from packaging.requirements import Requirement
-from recorder_ros import Child, Scene, client_for, recorder_command, start_scene
+from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
@@ -427,24 +427,11 @@ def recorded(workspace: UserWorkspace, ros: None, tmp_path_factory: pytest.TempP
     root = tmp / "dataset"
     env = workspace.sourced_environment()
     params = workspace.colcon.share / RECORDER_PARAMS
-    command = recorder_command(
-        workspace.colcon.executables / RECORDER_NODE, params, f"output:={root}", f"mapping:={mapping}"
-    )
     scene = Scene(compressed=())
-    publisher = start_scene(scene, tmp, "--no-depth")
-    recorder = Child(command, tmp / "recorder.log", env=env)
-    client = client_for(recorder)
-    try:
-        assert client.start_when_ready().success
-        client.spin_for(EPISODE_S)
-        assert client.call("stop_episode").success
-        assert recorder.interrupt() == 0, recorder.text()
-        publisher.interrupt()
-    finally:
-        client.close()
-        recorder.kill()
-        publisher.kill()
-    assert "Traceback" not in recorder.text(), recorder.text()
+    executable = workspace.colcon.executables / RECORDER_NODE
+    record_one_episode(
+        scene, tmp, mapping, root, EPISODE_S, "--no-depth", executable=executable, params=params, env=env
+    )
     start_ns = int(json.loads((tmp / "scene.json").read_text())["start_ns"])
     return Recorded(root, scene, start_ns, env)
 
