@@ -3,6 +3,7 @@ without ROS as ML users get them, are test_wheel's; rosdep's resolution test_ros
 
 from __future__ import annotations
 
+import ast
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -24,3 +25,10 @@ def test_package_xml_declares_ros_and_python_dependencies() -> None:
     assert root.findtext("export/build_type") == "ament_python"
     assert (REPO / "resource/ortf_ros").exists()
     assert "script_dir=$base/lib/ortf_ros" in (REPO / "setup.cfg").read_text()
+
+
+def test_package_xml_and_setup_py_release_the_same_version() -> None:
+    """bloom releases package.xml's version, PyPI setup.py's: one release, one number."""
+    calls = [node for node in ast.walk(ast.parse((REPO / "setup.py").read_text())) if isinstance(node, ast.Call)]
+    versions = [k.value for c in calls for k in c.keywords if k.arg == "version" and isinstance(k.value, ast.Constant)]
+    assert [v.value for v in versions] == [ET.parse(REPO / "package.xml").getroot().findtext("version")]
