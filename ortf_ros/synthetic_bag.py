@@ -421,9 +421,14 @@ def cloud_data(seq: int) -> bytes:
     0xAB between fields and after each row (which must not reach the dataset)."""
     names = [f[0] for f in CLOUD_FIELDS]
     formats = ["<" + {4: "u2", 7: "f4", 8: "f8"}[f[2]] for f in CLOUD_FIELDS]
-    dtype = np.dtype(
-        {"names": names, "formats": formats, "offsets": [f[1] for f in CLOUD_FIELDS], "itemsize": CLOUD_POINT_STEP}
-    )
+    # (Any: numpy's stubs type this dict differently for Python 3.10 and 3.12)
+    spec: Any = {
+        "names": names,
+        "formats": formats,
+        "offsets": [f[1] for f in CLOUD_FIELDS],
+        "itemsize": CLOUD_POINT_STEP,
+    }
+    dtype = np.dtype(spec)
     raw = np.full((CLOUD_HEIGHT, CLOUD_WIDTH * CLOUD_POINT_STEP + CLOUD_ROW_PADDING), 0xAB, np.uint8)
     points = raw[:, : CLOUD_WIDTH * CLOUD_POINT_STEP].copy().reshape(-1).view(dtype)
     for name, values in cloud_values(seq).items():
@@ -579,7 +584,7 @@ def decode_frame_number(rgb: np.ndarray) -> int:
     value = 0
     for i, (y, x) in enumerate(_blocks(rgb.shape[1])):
         inner = rgb[y + 4 : y + BLOCK - 4, x + 4 : x + BLOCK - 4].astype(np.float64).mean()
-        value += int(np.abs(levels - inner).argmin()) * 4**i
+        value += int(np.argmin(np.abs(levels - inner))) * 4**i
     return value
 
 

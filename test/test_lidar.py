@@ -283,14 +283,13 @@ def _cloud_msg(
         "label": (np.arange(n) - 3).astype(np.int8),
         "id": (np.arange(n) * 1000003).astype(np.uint32),
     }
-    dtype = np.dtype(
-        {
-            "names": ["xyz", "label", "id"],
-            "formats": [(order + "f8", (3,)), "i1", order + "u4"],
-            "offsets": [0, 25, 28],
-            "itemsize": 40,
-        }
-    )
+    spec: Any = {  # (Any: numpy's stubs type this dict differently for Python 3.10 and 3.12)
+        "names": ["xyz", "label", "id"],
+        "formats": [(order + "f8", (3,)), "i1", order + "u4"],
+        "offsets": [0, 25, 28],
+        "itemsize": 40,
+    }
+    dtype = np.dtype(spec)
     points = np.zeros(n, dtype)
     for name, v in values.items():
         points[name] = v

@@ -223,7 +223,7 @@ def _run(key: int, records: memoryview, found: list[tuple[int, int, int]]) -> Ru
         placed = placed[np.argsort(times, kind="stable")]
         times = placed[:, 0]
     lengths = placed[:, 2] - placed[:, 1]
-    shortest, longest = int(lengths.min()), int(lengths.max())
+    shortest, longest = int(np.min(lengths)), int(np.max(lengths))
     distinct = [shortest] if shortest == longest else np.unique(lengths).tolist()
     if len(distinct) > RUN_LENGTHS_MAX:
         return None
