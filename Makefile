@@ -10,7 +10,7 @@
 #   - and the tests of the ROS nodes against Kilted's wheels (test-kilted).
 # `PYTHON=python3.11 make test` picks another main interpreter (a pythonX.Y not on PATH is
 # looked for among pyenv's versions).
-export PYTHON ?= python3.12
+PYTHON ?= python3.12
 SECOND_PYTHON ?= python3.10
 KILTED_PYTHON ?= python3.12
 VENV := .venv
@@ -24,8 +24,10 @@ MYPY_VERSIONS := 3.10 3.11 3.12 3.13
 
 .PHONY: setup demo test lint test-main test-core test-ros-second test-kilted bench clean
 
+# (PYTHON is passed, not exported: other setup scripts the tests run read it too, e.g.
+# ../shared/lerobot-env/setup.sh, whose LeRobot venv needs its own Python 3.11.)
 setup:
-	@bash scripts/setup-env.sh
+	@PYTHON=$(PYTHON) bash scripts/setup-env.sh
 
 demo: setup
 	@$(VENV)/bin/ortf demo demo-output --force

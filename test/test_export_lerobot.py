@@ -50,9 +50,10 @@ def lerobot_python(announce: Callable[[str], None]) -> Path:
     venv = REPO / ".cache" / "lerobot-venv"
     if not (venv / "bin" / "python").exists():
         announce(f"building {venv} (lerobot 0.4.4, ~1.5 GB, about 1.5 minutes) for the LeRobot export's tests, once")
-    built = subprocess.run(
-        [str(SETUP), str(REPO / ".cache" / "lerobot-venv")], capture_output=True, text=True, env=dict(os.environ)
-    )
+    # (without PYTHON: the setup script takes its own Python 3.11 unless told otherwise, and
+    # `PYTHON=python3.12 make test` names this suite's interpreter, not LeRobot's)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
+    built = subprocess.run([str(SETUP), str(REPO / ".cache" / "lerobot-venv")], capture_output=True, text=True, env=env)
     assert built.returncode == 0, built.stderr
     return Path(built.stdout.strip().splitlines()[-1])
 
