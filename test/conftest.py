@@ -48,7 +48,7 @@ def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> 
     if not lacking:
         return None
     module = _SkippedModule.from_parent(parent, path=module_path)
-    module.reason = "; ".join(need.line() for need in lacking)
+    module.reason = f"{module_path.name}: " + "; ".join(need.line() for need in lacking)
     return module
 
 
