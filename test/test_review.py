@@ -306,7 +306,10 @@ def test_episode_plays_seeks_and_plots(server: Server, browser: Any) -> None:
     browser.find_element(By.CSS_SELECTOR, '[data-testid="episode-row"][data-episode-id="000001"]').click()
     wait_for(browser, lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-plot-ready") == "true")
     assert by_testid(browser, "task").text == "Open the drawer"
-    assert by_testid(browser, "rerun").get_attribute("href") == server.url + "/episodes/000001.rrd"
+    if rerun_available():
+        assert by_testid(browser, "rerun").get_attribute("href") == server.url + "/episodes/000001.rrd"
+    else:  # no Rerun SDK here (Python 3.10): the page offers no link that would fail
+        assert not browser.find_elements(By.CSS_SELECTOR, '[data-testid="rerun"]')
     video = by_testid(browser, "video-cam_wrist")
     by_testid(browser, "video-cam_overhead")
     wait_for(browser, lambda d: d.execute_script("return arguments[0].readyState", video) >= 2)
