@@ -3,7 +3,7 @@
 The manifest describes the robot (URDF), the coordinate frames (static TF, and which
 frames move), each camera's geometry, calibration and frame rate, the joint names and
 the action's shape. A bag gives these from its first seconds, read ahead
-(``ReadAhead.messages``); a live recorder from a warm-up over its subscriptions. Both
+(``offline.read_prologue``); a live recorder from a warm-up over its subscriptions. Both
 feed one ``PrologueBuilder`` message by message and ask it when it has enough
 (``complete``) and, when time runs out, what is still missing (``missing``).
 
