@@ -40,8 +40,6 @@ from ortf_ros.errors import ConversionError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat, audio_sensor
 from ortf_ros.io.wav import read_wav, wav_header, wav_info
-from ortf_ros.pipeline.audio import describe_audio, from_bytes
-from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.pipeline.config import (
     AudioMapping,
     ConversionConfig,
@@ -58,6 +56,8 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
+from ortf_ros.pipeline.streams.audio import describe_audio, from_bytes
+from ortf_ros.pipeline.streams.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     START_NS,

@@ -41,16 +41,16 @@ from ortf_ros.io.video import FrameKind
 from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.h264_camera import (
+from ortf_ros.pipeline.offline import register_types
+from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
+from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.streams.h264_camera import (
     COMPRESSED_VIDEO_TYPE,
     EncodedCameraGate,
     ParameterSets,
     encoded_frame,
     is_h264_format,
 )
-from ortf_ros.pipeline.offline import register_types
-from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
-from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.synthetic_bag import (
     H264_GOP,

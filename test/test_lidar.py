@@ -44,10 +44,10 @@ from ortf_ros.pipeline.config import (
     config_to_mapping,
     describe_mapping,
 )
-from ortf_ros.pipeline.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.pipeline.samples import PointField, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.base import TopicInfo
+from ortf_ros.pipeline.streams.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     CLOUD_FIELDS,

@@ -20,8 +20,8 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.pipeline.config import write_config
-from ortf_ros.pipeline.range_sensors import point_cloud
 from ortf_ros.pipeline.samples import Stamps
+from ortf_ros.pipeline.streams.range_sensors import point_cloud
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.synthetic_bag import (

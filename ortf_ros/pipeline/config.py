@@ -109,7 +109,7 @@ AUDIO_CODECS: tuple[AudioCodec, ...] = ("wav", "flac", "aac")
 
 @dataclass(frozen=True)
 class AudioMapping:
-    """An ``audio_common_msgs`` topic, the microphone ``name`` (``pipeline.audio``): the
+    """An ``audio_common_msgs`` topic, the microphone ``name`` (``pipeline.streams.audio``): the
     ROS 2 layout (``AudioStamped``, which says its format itself) or the older one
     (``AudioData`` / ``AudioDataStamped`` bytes, described by the ``AudioInfo`` messages
     on ``info_topic``; None: the sibling ``audio_info`` / ``info`` topic). ``codec``: how
@@ -158,7 +158,7 @@ class PointCloudMapping:
 class DetectionsMapping:
     """A ``vision_msgs/Detection2DArray`` topic of detections in camera ``camera``'s frames:
     those nearest in time to each episode's first frame of that camera become its
-    ``scene_objects.json`` and ``first_frame.jpg`` (``pipeline.detections``). ``labels``:
+    ``scene_objects.json`` and ``first_frame.jpg`` (``pipeline.streams.detections``). ``labels``:
     class id -> the name stored as the object's class (a detector's ids are often numbers)."""
 
     topic: str
@@ -960,7 +960,7 @@ AUDIO_TYPES = (
     "audio_common_msgs/msg/AudioData",
     "audio_common_msgs/msg/AudioDataStamped",
 )
-"""The audio message types a microphone topic may have (``pipeline.audio``)."""
+"""The audio message types a microphone topic may have (``pipeline.streams.audio``)."""
 _AUDIO_PARTS = frozenset({"audio", "audio_raw", "audio_stamped", "data", "raw"})
 
 

@@ -32,11 +32,9 @@ from ortf_ros.format.manifest import (
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.pipeline.assemble import StepLayout
-from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
-from ortf_ros.pipeline.range_manifest import range_description
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
 from ortf_ros.pipeline.samples import (
     ControllerStateSample,
@@ -46,6 +44,8 @@ from ortf_ros.pipeline.samples import (
     PointCloudSample,
     VectorSample,
 )
+from ortf_ros.pipeline.streams.audio import describe_audio
+from ortf_ros.pipeline.streams.range_manifest import range_description
 from ortf_ros.pipeline.tf import Pose
 
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"

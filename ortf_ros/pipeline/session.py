@@ -22,12 +22,12 @@ from ortf_ros.pipeline.accounting import EpisodeTally
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.config import ConversionConfig
-from ortf_ros.pipeline.detections import with_detections
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
-from ortf_ros.pipeline.h264_camera import ParameterSets
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
 from ortf_ros.pipeline.sources.identity import RecordingIdentity
+from ortf_ros.pipeline.streams.detections import with_detections
+from ortf_ros.pipeline.streams.h264_camera import ParameterSets
 from ortf_ros.pipeline.tf import TfBuffer
 
 DISCARDED_EMPTY = "episode without a complete step (discarded)"

@@ -27,9 +27,9 @@ from ortf_ros.pipeline.config import (
     load_config,
 )
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sources.bag import TopicInfo
+from ortf_ros.pipeline.streams.h264_camera import COMPRESSED_VIDEO_TYPE
 
 NODE_NAME = "ortf_recorder"
 

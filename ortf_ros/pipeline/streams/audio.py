@@ -30,7 +30,6 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.io.wav import packed_24bit
-from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
@@ -38,6 +37,7 @@ from ortf_ros.pipeline.samples import (
     Sample,
     Stamps,
 )
+from ortf_ros.pipeline.streams.audio_definitions import PORTAUDIO_FORMATS
 
 if TYPE_CHECKING:
     from ortf_ros.dataset.writer import DatasetWriter

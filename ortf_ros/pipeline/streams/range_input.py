@@ -1,6 +1,6 @@
 """The assembler's side of laser scans and point clouds: which scans and clouds are taken,
 and which are counted as undecodable because their layout is not the one the manifest
-declares (``pipeline.range_manifest``, from each topic's first message).
+declares (``pipeline.streams.range_manifest``, from each topic's first message).
 
 A scan's ranges and intensities are fixed-size columns of its native-rate table, so a scan
 with another number of ranges, or with intensities where the first had none (or the other
@@ -21,8 +21,8 @@ import numpy as np
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.pipeline.config import ConversionConfig
-from ortf_ros.pipeline.range_manifest import CloudLayout, cloud_layout, scan_columns
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, stream_time
+from ortf_ros.pipeline.streams.range_manifest import CloudLayout, cloud_layout, scan_columns
 from ortf_ros.pipeline.sync import StreamSampler
 
 NS = 1_000_000_000

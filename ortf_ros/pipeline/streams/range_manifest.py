@@ -28,8 +28,8 @@ from ortf_ros.format import point_clouds
 from ortf_ros.format.manifest import Manifest, NativeStream, Sensor, StateComponent
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.pipeline.config import ConversionConfig, LaserScanMapping, PointCloudMapping
-from ortf_ros.pipeline.range_sensors import DATATYPE_NAMES
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, PointField
+from ortf_ros.pipeline.streams.range_sensors import DATATYPE_NAMES
 
 REP117 = "kept as sent (REP 117): +inf no return within range_max, -inf closer than range_min, NaN invalid"
 POINT_CLOUD_FILES = "point_clouds/{name}/chunk-NNN/episode_NNNNNN.parquet"
