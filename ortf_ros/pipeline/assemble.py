@@ -28,7 +28,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io.still import decode_alone
-from ortf_ros.pipeline.config import ConversionConfig, TimeSource
+from ortf_ros.pipeline.mapping import TimeSource, TopicMapping
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -260,7 +260,7 @@ class Assembler:
 
     def __init__(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         manifest: Manifest,
         steps: StepLayout,
         writer: DatasetWriter,

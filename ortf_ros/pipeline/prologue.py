@@ -27,8 +27,8 @@ import numpy as np
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
-from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.mapping import CameraMapping, TopicMapping
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -81,7 +81,7 @@ class Prologue:
     parameter_sets: dict[str, ParameterSets] = field(default_factory=dict)
 
 
-def prologue_topics(config: ConversionConfig) -> set[str]:
+def prologue_topics(config: TopicMapping) -> set[str]:
     """The topics whose messages the prologue learns from."""
     wanted = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
     wanted |= {c.topic for c in config.cameras}
@@ -107,7 +107,7 @@ class PrologueBuilder:
 
     def __init__(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         decoder: SampleDecoder,
         present: Collection[str],
         *,
