@@ -68,7 +68,7 @@ import ortf_ros.synthetic_bag as synthetic_bag
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.pipeline.config import StepClock, auto_config
+from ortf_ros.pipeline.mapping import StepClock, TopicMapping, detect_mapping, with_writer
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.sources.bag import BagSource
@@ -239,11 +239,16 @@ def video_settings(preset: str) -> VideoSettings:
 # -- 1. the converter -------------------------------------------------------------------
 
 
+def converter_writer(preset: str) -> WriterConfig:
+    """A conversion's writer settings, as a mapping whose ``writer:`` gives ``video.preset`` has them."""
+    return converter_writer_config(with_writer(TopicMapping(), {"video": {"preset": preset}}, "bench"))
+
+
 def convert(bag: Path, output: Path, preset: str | None) -> ConversionResult:
     """What ``ortf-bag2ortf BAG -o OUTPUT`` does: the automatic mapping, then one conversion."""
-    writer = None if preset is None else converter_writer_config({"video": {"preset": preset}}, "bench")
+    writer = None if preset is None else converter_writer(preset)
     with BagSource(bag) as source:
-        return convert_recording(source, output, auto_config(source.topics()), writer_config=writer)
+        return convert_recording(source, output, detect_mapping(source.topics()), writer_config=writer)
 
 
 @dataclass(frozen=True, order=True)
@@ -749,13 +754,13 @@ def print_cpu_by_mapping(bag: Path, tmp: Path, preset: str) -> None:
     """The main thread's CPU without a profiler, with parts of the mapping left out: what
     each part costs, undistorted by cProfile (best of 2 each)."""
     with BagSource(bag) as source:
-        full = auto_config(source.topics())
+        full = detect_mapping(source.topics())
     variants = {
         "the automatic mapping": full,
         "without the cameras (steps at 30 Hz)": replace(full, cameras=(), step=StepClock(rate_hz=30.0)),
         "without TF (no end-effector pose)": replace(full, tf_topics=()),
     }
-    writer = converter_writer_config({"video": {"preset": preset}}, "bench")
+    writer = converter_writer(preset)
     print(f"\n  {'main thread CPU, parts of the mapping left out':<46} {'seconds':>8}  (no profiler, best of 2)")
     for label, config in variants.items():
         spent = []

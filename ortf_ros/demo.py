@@ -13,7 +13,7 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import GET_ROS_2
 from ortf_ros.format.accounting import accounted
-from ortf_ros.pipeline.config import ConversionConfig, auto_config
+from ortf_ros.pipeline.mapping import TopicMapping, detect_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.quality.doctor import examine
 
@@ -30,12 +30,12 @@ def live_skipped() -> str | None:
     return f"live recording skipped: it needs ROS 2 (rclpy is not importable): {GET_ROS_2}"
 
 
-def demo_mapping(bag: Path) -> ConversionConfig:
+def demo_mapping(bag: Path) -> TopicMapping:
     """The mapping ``ortf-bag2ortf`` detects for a bag of the demo scene. Its sync
     tolerance is left to be derived from the streams (the 50 Hz command, sampled
     ``latest``, sets 25 ms), by the converter and the live recorder alike."""
     with BagSource(bag) as source:
-        return auto_config(source.topics())
+        return detect_mapping(source.topics())
 
 
 def show_validated(root: Path, say: Callable[[str], None]) -> bool:

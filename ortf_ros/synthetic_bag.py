@@ -77,8 +77,13 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.io.h264 import AnnexBEncoder
 from ortf_ros.io.jpeg import JpegEncoder
 from ortf_ros.io.wav import file_bytes
-from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS, AudioLayout, audio_data_arrays, portaudio_format
-from ortf_ros.pipeline.audio_definitions import register as register_audio
+from ortf_ros.pipeline.streams.audio_definitions import (
+    PORTAUDIO_FORMATS,
+    AudioLayout,
+    audio_data_arrays,
+    portaudio_format,
+)
+from ortf_ros.pipeline.streams.audio_definitions import register as register_audio
 from ortf_ros.synthetic_detections import DETECTIONS_TYPE, TOPIC_DETECTIONS, detections_message, register_vision_msgs
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]

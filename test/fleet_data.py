@@ -17,7 +17,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import write_config
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.synthetic_bag import START_NS, BagFormat, TeleopBagInfo, decode_frame_number, write_teleop_bag
 
 NS = 1_000_000_000
@@ -41,7 +41,7 @@ def make_fleet(directory: Path, count: int, duration_s: float = 0.5) -> Fleet:
         path = directory / f"rec{n:02d}"
         recordings.append(write_teleop_bag(path, fmt, duration_s=duration_s, start_ns=START_NS + n * 60 * NS))
     mapping = directory / "mapping.yaml"
-    write_config(mapping_for(recordings[0].path), mapping)
+    write_mapping(mapping_for(recordings[0].path), mapping)
     return Fleet(recordings, mapping)
 
 

@@ -13,7 +13,7 @@ import numpy as np
 import pyarrow as pa
 
 from ortf_ros.dataset.reader import Dataset, Episode
-from ortf_ros.pipeline.config import ConversionConfig, auto_config
+from ortf_ros.pipeline.mapping import TopicMapping, detect_mapping
 from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
@@ -23,9 +23,9 @@ from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 SYNC_TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
 
 
-def teleop_mapping(bag: Path, *, native_wrench: bool = True) -> ConversionConfig:
+def teleop_mapping(bag: Path, *, native_wrench: bool = True) -> TopicMapping:
     with BagSource(bag) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     wrenches = tuple(replace(w, native=native_wrench) for w in config.wrenches)
     return replace(config, wrenches=wrenches, sync_tolerance_ms=SYNC_TOLERANCE_MS)
 

@@ -26,13 +26,13 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import (
+from ortf_ros.pipeline.mapping import (
     DetectionsMapping,
-    auto_config,
-    config_from_mapping,
-    config_from_parameters,
-    config_to_mapping,
-    write_config,
+    detect_mapping,
+    mapping_from_dict,
+    mapping_from_parameters,
+    mapping_to_dict,
+    write_mapping,
 )
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import DEPTH_CAMERA, TASKS, demo_action, demo_manifest, demo_rgb, demo_state
@@ -213,10 +213,10 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("converted")
     bag = write_teleop_bag(tmp / "bag", "mcap", duration_s=0.5, detections=True)
     with BagSource(bag.path) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     assert config.detections == DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera")  # by the topics' namespace
     detections = DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera", {"1": "block"})
-    write_config(replace(config, detections=detections), tmp / "mapping.yaml")
+    write_mapping(replace(config, detections=detections), tmp / "mapping.yaml")
     assert bag2ortf([str(bag.path), "-o", str(tmp / "ds"), "--config", str(tmp / "mapping.yaml")]) == 0
     return tmp / "ds"
 
@@ -301,9 +301,9 @@ def test_a_conversion_writes_depth_colorized(converted: Path) -> None:
 
 def test_detections_mapping_is_checked(tmp_path: Path) -> None:
     base = {"cameras": {"wrist": {"topic": "/wrist/image", "kind": "rgb"}}}
-    good = config_from_mapping({**base, "detections": {"topic": "/det", "camera": "wrist", "labels": {1: "cup"}}}, "m")
+    good = mapping_from_dict({**base, "detections": {"topic": "/det", "camera": "wrist", "labels": {1: "cup"}}}, "m")
     assert good.detections == DetectionsMapping("/det", "wrist", {"1": "cup"})
-    assert config_from_mapping(config_to_mapping(good), "again") == good
+    assert mapping_from_dict(mapping_to_dict(good), "again") == good
     parameters = {  # the recorder's: the same keys as ROS parameters
         "cameras.wrist.topic": "/wrist/image",
         "cameras.wrist.kind": "rgb",
@@ -311,7 +311,7 @@ def test_detections_mapping_is_checked(tmp_path: Path) -> None:
         "detections.camera": "wrist",
         "detections.labels.1": "cup",
     }
-    assert config_from_parameters(parameters).detections == good.detections
+    assert mapping_from_parameters(parameters).detections == good.detections
     for detections, message in (
         ({"topic": "/det", "camera": "elbow"}, "m: detections.camera: 'elbow' is not one of the cameras (wrist)"),
         ({"topic": "/det"}, "m: detections.camera: required key is missing"),
@@ -319,7 +319,7 @@ def test_detections_mapping_is_checked(tmp_path: Path) -> None:
         ({"topic": "/det", "camera": "wrist", "labels": ["cup"]}, "m: detections.labels: expected a mapping"),
     ):
         with pytest.raises(ConversionError) as caught:
-            config_from_mapping({**base, "detections": detections}, "m")
+            mapping_from_dict({**base, "detections": detections}, "m")
         assert str(caught.value).startswith(message), caught.value
 
 

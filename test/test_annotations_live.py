@@ -18,9 +18,9 @@ from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start
 from test_annotations import assert_depth_colorized, assert_detections_annotated
 
 from ortf_ros.dataset.validation import validate
-from ortf_ros.pipeline.config import DetectionsMapping, StepClock, auto_config, write_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.mapping import DetectionsMapping, StepClock, detect_mapping, write_mapping
 from ortf_ros.pipeline.samples import DetectionsSample, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.definitions import installed_definition
@@ -41,10 +41,10 @@ def detections_mapping(scene: Scene, tmp: Path) -> Path:
     """The mapping detected from a bag of the scene, steps at the wrist frames, with the detections."""
     bag = scene.bag(tmp / "mapping_bag", duration_s=0.5, start_ns=time.time_ns())
     with BagSource(bag.path) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     detections = DetectionsMapping(TOPIC_DETECTIONS, "wrist_camera", {"1": "block"})
     path = tmp / "mapping.yaml"
-    write_config(replace(config, detections=detections, step=StepClock(None, "wrist_camera")), path)
+    write_mapping(replace(config, detections=detections, step=StepClock(None, "wrist_camera")), path)
     return path
 
 

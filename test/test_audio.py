@@ -40,24 +40,24 @@ from ortf_ros.errors import ConversionError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import AudioFormat, audio_sensor
 from ortf_ros.io.wav import read_wav, wav_header, wav_info
-from ortf_ros.pipeline.audio import describe_audio, from_bytes
-from ortf_ros.pipeline.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
-from ortf_ros.pipeline.config import (
-    AudioMapping,
-    ConversionConfig,
-    auto_config,
-    config_from_mapping,
-    config_from_parameters,
-    config_to_mapping,
-    describe_mapping,
-    write_config,
-)
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.mapping import (
+    AudioMapping,
+    TopicMapping,
+    describe_mapping,
+    detect_mapping,
+    mapping_from_dict,
+    mapping_from_parameters,
+    mapping_to_dict,
+    write_mapping,
+)
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMessage, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
+from ortf_ros.pipeline.streams.audio import describe_audio, from_bytes
+from ortf_ros.pipeline.streams.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     START_NS,
@@ -97,8 +97,8 @@ def scene(fmt: str, audio: str, sample_format: str, channels: int) -> TeleopConf
 
 def convert(bag: TeleopBagInfo, out: Path) -> Episode:
     with BagSource(bag.path) as source:
-        config = auto_config(source.topics())
-    write_config(config, out.parent / "mapping.yaml")
+        config = detect_mapping(source.topics())
+    write_mapping(config, out.parent / "mapping.yaml")
     assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / "mapping.yaml")]) == 0
     return load_dataset(out).episode(0)
 
@@ -254,18 +254,18 @@ def test_audio_rule(audio_dataset: Path, tmp_path: Path, rule: str, breaker: Cal
 
 def test_mapping_keys_round_trip_and_are_detected_by_type(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     mapping = {"audio": {"mic": {"topic": "/mic/audio", "info_topic": "/mic/info", "time": "receive", "codec": "wav"}}}
-    config = config_from_mapping(mapping, "test")
+    config = mapping_from_dict(mapping, "test")
     assert config.audio == (AudioMapping("mic", "/mic/audio", "/mic/info", "receive", "wav"),)
-    assert config_from_mapping(config_to_mapping(config), "again") == config
+    assert mapping_from_dict(mapping_to_dict(config), "again") == config
     parameters = {"audio.mic.topic": "/mic/audio", "audio.mic.info_topic": "/mic/info", "audio.mic.time": "receive"}
-    assert config_from_parameters(parameters).audio == config.audio
+    assert mapping_from_parameters(parameters).audio == config.audio
     assert AudioMapping("m", "/robot/mic/audio").info_topics == ("/robot/mic/audio_info", "/robot/mic/info")
     assert any(line.startswith("audio mic: /mic/audio") for line in describe_mapping(config, None))
     with pytest.raises(Exception, match="codec"):
-        config_from_mapping({"audio": {"mic": {"topic": "/a", "codec": "mp3"}}}, "test")
+        mapping_from_dict({"audio": {"mic": {"topic": "/a", "codec": "mp3"}}}, "test")
     bag = write_scene_bag(tmp_path / "bag", scene("mcap", "older", "s16le", 1))
     with BagSource(bag.path) as source:
-        detected = auto_config(source.topics())
+        detected = detect_mapping(source.topics())
     assert detected.audio == (AudioMapping("microphone", TOPIC_AUDIO, TOPIC_AUDIO_INFO, "receive"),)
     assert bag2ortf([str(bag.path), "--list"]) == 0
     listed = capsys.readouterr().out
@@ -313,7 +313,7 @@ def test_bad_audio_messages_are_counted_with_a_reason_naming_the_field() -> None
 
 
 def test_an_unknown_format_is_one_line_naming_the_topic() -> None:
-    config = ConversionConfig(audio=(AudioMapping("mic", "/mic/audio"),))
+    config = TopicMapping(audio=(AudioMapping("mic", "/mic/audio"),))
     with pytest.raises(Exception, match=r"audio mic: /mic/audio: its format is unknown.*audio.mic.info_topic"):
         describe_audio(config, {})
 
@@ -426,7 +426,7 @@ def test_an_mp3_stream_is_refused_naming_the_coding(tmp_path: Path) -> None:
         channels=1, sample_rate=16000, sample_format="S16LE", bitrate=32000, coding_format="mp3"
     )
     raw = RawMessage(TOPIC_AUDIO_INFO, info.__msgtype__, 1, store.serialize_cdr(info, info.__msgtype__))
-    config = ConversionConfig(audio=(AudioMapping("microphone", TOPIC_AUDIO, time="receive"),))
+    config = TopicMapping(audio=(AudioMapping("microphone", TOPIC_AUDIO, time="receive"),))
     builder = PrologueBuilder(config, SampleDecoder(Decoder()), {TOPIC_AUDIO, TOPIC_AUDIO_INFO})
     builder.accept(raw)
     assert builder.missing() == [f"no audio format yet on {TOPIC_AUDIO}"]
@@ -436,9 +436,9 @@ def test_an_mp3_stream_is_refused_naming_the_coding(tmp_path: Path) -> None:
 
 def convert_as(bag: TeleopBagInfo, out: Path, codec: str) -> int:
     with BagSource(bag.path) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     config = replace(config, audio=tuple(replace(a, codec=codec) for a in config.audio))  # type: ignore[arg-type]
-    write_config(config, out.parent / f"mapping-{codec}.yaml")
+    write_mapping(config, out.parent / f"mapping-{codec}.yaml")
     return bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / f"mapping-{codec}.yaml")])
 
 
@@ -512,7 +512,7 @@ def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> No
     configs = [replace(scene("mcap", "ros2", "s16le", 1), start_ns=START_NS + i * 10**10) for i in range(2)]
     bags = [write_scene_bag(tmp_path / f"bag{i}", config) for i, config in enumerate(configs)]
     with BagSource(bags[0].path) as source:
-        write_config(auto_config(source.topics()), tmp_path / "mapping.yaml")
+        write_mapping(detect_mapping(source.topics()), tmp_path / "mapping.yaml")
     args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(tmp_path / "mapping.yaml")]
     assert bag2ortf([*args, "--jobs", "2"]) == 0
     dataset = load_dataset(tmp_path / "ds")
@@ -543,7 +543,7 @@ def test_detection_names_microphones_and_finds_their_audio_info() -> None:
         topic("/head/audio_stamped", "audio_common_msgs/msg/AudioDataStamped"),
         topic("/audio", "audio_common_msgs/msg/AudioStamped"),
     ]
-    detected = auto_config(topics).audio
+    detected = detect_mapping(topics).audio
     assert detected == (
         AudioMapping("audio", "/audio", None, "header"),
         AudioMapping("head", "/head/audio_stamped", "/robot/audio_settings", "header"),

@@ -24,7 +24,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.io.wav import read_wav
-from ortf_ros.pipeline.audio_definitions import AUDIO_STAMPED
+from ortf_ros.pipeline.streams.audio_definitions import AUDIO_STAMPED
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.synthetic_bag import TeleopConfig, audio_samples, write_scene_bag
 

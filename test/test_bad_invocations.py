@@ -28,7 +28,7 @@ import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.demo_command import MARKER_TEXT
-from ortf_ros.pipeline.config import auto_config, write_config
+from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import write_teleop_bag
 
@@ -344,8 +344,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     (plain_dir / "notes.txt").write_text("someone's files\n")
     (inputs / "bad-writer.yaml").write_text("writer: {video: {preset: turbo}}\n")
     with BagSource(bag) as source:  # the detected mapping, naming a frame the recording lacks
-        write_config(
-            replace(auto_config(source.topics()), end_effector_frame="no_such_frame"), inputs / "bad-frame.yaml"
+        write_mapping(
+            replace(detect_mapping(source.topics()), end_effector_frame="no_such_frame"), inputs / "bad-frame.yaml"
         )
     demo_like = inputs / "demo-like"  # an earlier demo's output, with a file of the user's in it
     (demo_like / "dataset").mkdir(parents=True)

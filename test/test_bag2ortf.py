@@ -28,14 +28,15 @@ from ortf_ros.format import layout
 from ortf_ros.io import encoder_process
 from ortf_ros.io import video as video_io
 from ortf_ros.io.mapped_file import MappedFile, locate
-from ortf_ros.pipeline.config import (
+from ortf_ros.pipeline.mapping import (
     ActionMapping,
-    ConversionConfig,
     EpisodeSplit,
     StepClock,
-    auto_config,
-    load_config,
-    write_config,
+    TopicMapping,
+    detect_mapping,
+    load_mapping,
+    with_writer,
+    write_mapping,
 )
 from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
@@ -64,9 +65,9 @@ RESOURCES = Path(__file__).parent / "resources"
 TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
 
 
-def mapping_for(bag: Path) -> ConversionConfig:
+def mapping_for(bag: Path) -> TopicMapping:
     with BagSource(bag) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     assert config.joint_states is not None
     return replace(
         config,
@@ -80,7 +81,7 @@ def convert(bag: TeleopBagInfo, out: Path, tmp: Path) -> Episode:
     config_path = tmp / "mapping.yaml"
     config = mapping_for(bag.path)
     rated = tuple(replace(w, range_force=580.0, range_torque=20.0) for w in config.wrenches)  # from a data sheet
-    write_config(replace(config, wrenches=rated), config_path)
+    write_mapping(replace(config, wrenches=rated), config_path)
     assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(config_path)]) == 0
     return load_dataset(out).episode(0)
 
@@ -240,13 +241,13 @@ def test_list_and_write_config_round_trip(tmp_path: Path) -> None:
     assert "/ft_sensor/wrench" in listing.stdout and "force-torque ft_sensor" in listing.stdout
     assert bag2ortf([str(bag.path), "--write-config", str(tmp_path / "m.yaml")]) == 0
     with BagSource(bag.path) as source:
-        assert load_config(tmp_path / "m.yaml") == auto_config(source.topics())
+        assert load_mapping(tmp_path / "m.yaml") == detect_mapping(source.topics())
 
 
 def test_json_summary_and_append(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bags = [write_teleop_bag(tmp_path / f"bag{i}", "mcap", duration_s=0.5) for i in range(2)]
     config = tmp_path / "m.yaml"
-    write_config(mapping_for(bags[0].path), config)
+    write_mapping(mapping_for(bags[0].path), config)
     args = [str(b.path) for b in bags] + ["-o", str(tmp_path / "ds"), "--config", str(config), "--json"]
     assert bag2ortf(args) == 0
     summary = json.loads(capsys.readouterr().out)
@@ -287,7 +288,7 @@ def test_missing_input_and_usage_errors(tmp_path: Path) -> None:
 
 def convert_with(bag: TeleopBagInfo, out: Path, change: dict[str, object]) -> Episode:
     config = replace(mapping_for(bag.path), **change)  # type: ignore[arg-type]
-    write_config(config, out.parent / "m.yaml")
+    write_mapping(config, out.parent / "m.yaml")
     assert bag2ortf([str(bag.path), "-o", str(out), "--config", str(out.parent / "m.yaml")]) == 0
     return load_dataset(out).episode(0)
 
@@ -397,7 +398,7 @@ def test_parallel_conversion_equals_sequential(tmp_path: Path, monkeypatch: pyte
     formats: tuple[BagFormat, ...] = ("mcap", "ros1")
     bags = [write_teleop_bag(tmp_path / f"bag{i}", fmt, duration_s=0.5) for i, fmt in enumerate(formats)]
     config = tmp_path / "m.yaml"
-    write_config(mapping_for(bags[0].path), config)
+    write_mapping(mapping_for(bags[0].path), config)
     inputs = [*(str(b.path) for b in bags), "--config", str(config)]
     assert bag2ortf([*inputs, "-o", str(tmp_path / "ds1"), "--jobs", "1"]) == 0
     (tmp_path / "ds2").mkdir()
@@ -429,7 +430,7 @@ def test_a_conversion_logs_its_steps_in_the_converters_batches(tmp_path: Path, m
     config = mapping_for(bag.path)
     for settings, size in (({}, CONVERTER_STEP_BATCH), ({"step_batch": 5}, 5)):
         appended.clear()
-        convert_recording([bag.path], tmp_path / f"batch{size}", replace(config, writer=settings))
+        convert_recording([bag.path], tmp_path / f"batch{size}", with_writer(config, settings))
         steps = load_dataset(tmp_path / f"batch{size}").episode(0).record.length
         assert CONVERTER_STEP_BATCH < steps < 2 * CONVERTER_STEP_BATCH
         assert appended == [size] * (steps // size) + ([steps % size] if steps % size else [])
@@ -443,7 +444,7 @@ def test_parallel_workers_share_the_cores_among_all_their_cameras(
     monkeypatch.setattr(video_io, "usable_cpus", lambda: 8)
     shared = ConversionSettings().writer_config(config, conversions_at_once=2)  # 2 jobs x 2 colour cameras on 8 cores
     assert shared.video.threads == 2
-    explicit = ConversionSettings().writer_config(replace(config, writer={"video": {"threads": 5}}), 2)
+    explicit = ConversionSettings().writer_config(with_writer(config, {"video": {"threads": 5}}), 2)
     assert explicit.video.threads == 5
     assert ConversionSettings().writer_config(config).video.threads == 0  # alone: the writer decides
 
@@ -478,7 +479,7 @@ def test_without_a_urdf_joints_are_named_from_the_joint_states_with_a_warning(
     short_bag: TeleopBagInfo, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     config = replace(mapping_for(short_bag.path), robot_description_topic="/no_urdf_here")
-    write_config(config, tmp_path / "m.yaml")
+    write_mapping(config, tmp_path / "m.yaml")
     assert (
         bag2ortf([str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
     )
@@ -499,7 +500,7 @@ def test_messages_later_than_max_latency_are_counted_and_warned_about(
     late: dict[float, dict[str, int]] = {}
     used: dict[str, int] = {}
     for latency_ms in (200.0, 10.0, 0.1):
-        write_config(replace(mapping_for(short_bag.path), max_latency_ms=latency_ms), tmp_path / "m.yaml")
+        write_mapping(replace(mapping_for(short_bag.path), max_latency_ms=latency_ms), tmp_path / "m.yaml")
         out = tmp_path / f"ds{latency_ms:g}"
         assert bag2ortf([str(short_bag.path), "-o", str(out), "--config", str(tmp_path / "m.yaml"), "--json"]) == 0
         (recording,) = json.loads(capsys.readouterr().out)["recordings"]
@@ -522,7 +523,7 @@ def test_messages_later_than_max_latency_are_counted_and_warned_about(
 def test_a_mapped_topic_the_recording_lacks_is_one_clean_line(short_bag: TeleopBagInfo, tmp_path: Path) -> None:
     config = mapping_for(short_bag.path)
     missing = replace(config.cameras[0], topic="/gone/image_raw")
-    write_config(replace(config, cameras=(missing, *config.cameras[1:])), tmp_path / "m.yaml")
+    write_mapping(replace(config, cameras=(missing, *config.cameras[1:])), tmp_path / "m.yaml")
     result = run_cli(str(short_bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "m.yaml"))
     assert result.returncode == 1 and "Traceback" not in result.stderr
     line = f"ortf-bag2ortf: {short_bag.path}: the mapping names topic(s) the recording does not have: /gone/image_raw"

@@ -28,7 +28,7 @@ from ortf_ros.dataset.staging import StagedEpisode, staged_episode_dirs
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
-from ortf_ros.pipeline.config import auto_config, write_config
+from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
 
@@ -74,7 +74,7 @@ def recordings(tmp_path_factory: pytest.TempPathFactory) -> Recordings:
     long = write_teleop_bag(tmp / "long", "mcap", duration_s=20.0)
     config = tmp / "mapping.yaml"
     with BagSource(long.path) as source:  # the 50 Hz command is up to 20 ms old at a step
-        write_config(replace(auto_config(source.topics()), sync_tolerance_ms=25.0), config)
+        write_mapping(replace(detect_mapping(source.topics()), sync_tolerance_ms=25.0), config)
     return Recordings(first, long, config)
 
 

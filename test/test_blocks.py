@@ -29,10 +29,10 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.pipeline import offline
 from ortf_ros.pipeline.assemble import Assembler, _JointMerger
 from ortf_ros.pipeline.batching import BlockFeed
-from ortf_ros.pipeline.config import WrenchMapping
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
 from ortf_ros.pipeline.flow import Flow
+from ortf_ros.pipeline.mapping import WrenchMapping
 from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.samples import (
     JointStateSample,

@@ -23,16 +23,16 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Sensor
-from ortf_ros.pipeline.config import (
-    CameraMapping,
-    ConversionConfig,
-    auto_config,
-    describe_mapping,
-    load_config,
-    write_config,
-)
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.mapping import (
+    CameraMapping,
+    TopicMapping,
+    describe_mapping,
+    detect_mapping,
+    load_mapping,
+    write_mapping,
+)
 from ortf_ros.pipeline.offline import read_prologue
 from ortf_ros.pipeline.prologue import prologue_topics
 from ortf_ros.pipeline.sources.bag import BagSource
@@ -83,12 +83,12 @@ def calibration_yaml(
     )
 
 
-def detected(bag: Path) -> ConversionConfig:
+def detected(bag: Path) -> TopicMapping:
     with BagSource([bag]) as source:
-        return auto_config(source.topics())
+        return detect_mapping(source.topics())
 
 
-def with_camera(config: ConversionConfig, name: str, **change: object) -> ConversionConfig:
+def with_camera(config: TopicMapping, name: str, **change: object) -> TopicMapping:
     cameras = tuple(replace(c, **change) if c.name == name else c for c in config.cameras)  # type: ignore[arg-type]
     return replace(config, cameras=cameras)
 
@@ -262,7 +262,7 @@ def test_a_camera_without_camera_info_is_not_waited_for(tmp_path: Path, mapped: 
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=4.0, without_camera_info=(TOPIC_OVERHEAD_IMAGE,))
     source = CountingSource([bag.path])
     with source:
-        mapping = auto_config(source.topics())
+        mapping = detect_mapping(source.topics())
         if mapped:  # a mapping written for a recording that had it
             mapping = with_camera(mapping, LACKING, camera_info_topic=TOPIC_OVERHEAD_CAMERA_INFO)
         prologue = read_prologue(source, SampleDecoder(Decoder()), mapping)
@@ -284,7 +284,7 @@ def short_bag(tmp_path_factory: pytest.TempPathFactory) -> TeleopBagInfo:
 def mapping_with_file(bag: TeleopBagInfo, tmp: Path, url: str, **change: object) -> Path:
     """A mapping file in ``tmp`` whose overhead camera names ``url`` as its camera_info_url."""
     path = tmp / "mapping.yaml"
-    write_config(with_camera(detected(bag.path), LACKING, camera_info_url=url, **change), path)
+    write_mapping(with_camera(detected(bag.path), LACKING, camera_info_url=url, **change), path)
     return path
 
 
@@ -350,7 +350,7 @@ def test_without_the_file_a_mapped_topic_that_gives_nothing_leaves_them_unknown(
     short_bag: TeleopBagInfo, tmp_path: Path
 ) -> None:
     mapping = tmp_path / "m.yaml"
-    write_config(with_camera(detected(short_bag.path), LACKING, camera_info_topic=TOPIC_OVERHEAD_CAMERA_INFO), mapping)
+    write_mapping(with_camera(detected(short_bag.path), LACKING, camera_info_topic=TOPIC_OVERHEAD_CAMERA_INFO), mapping)
     code, summary = convert(short_bag.path, "-o", tmp_path / "ds", "--config", mapping)
     assert code == 0
     warning = (
@@ -437,7 +437,7 @@ def test_a_url_of_an_unsupported_form_is_refused_where_the_mapping_is_read(
     path = tmp_path / "m.yaml"
     path.write_text(f"cameras:\n  cam:\n    topic: /cam/image_raw\n    kind: rgb\n    camera_info_url: {url!r}\n")
     with pytest.raises(ConversionError) as raised:
-        load_config(path)
+        load_mapping(path)
     assert str(raised.value).startswith(f"{path}: cameras.cam.camera_info_url: ")
     assert problem in str(raised.value)
 
@@ -470,11 +470,11 @@ def test_camera_info_url_is_kept_absolute_and_reads_back(tmp_path: Path) -> None
         "  c: {topic: /c/image_raw, kind: rgb, camera_info_url: 'package://cams/c.yaml'}\n"
         "  d: {topic: /d/image_raw, kind: rgb}\n"
     )
-    config = load_config(path)
+    config = load_mapping(path)
     urls = [c.camera_info_url for c in config.cameras]
     assert urls == [str(tmp_path / "sub/calib/a.yaml"), "/opt/calib/b.yaml", "package://cams/c.yaml", None]
-    write_config(config, tmp_path / "again.yaml")
-    assert load_config(tmp_path / "again.yaml") == config
+    write_mapping(config, tmp_path / "again.yaml")
+    assert load_mapping(tmp_path / "again.yaml") == config
 
 
 def test_list_says_where_each_cameras_intrinsics_will_come_from(short_bag: TeleopBagInfo) -> None:
@@ -492,7 +492,7 @@ def test_list_says_where_each_cameras_intrinsics_will_come_from(short_bag: Teleo
         CameraMapping("a", "/a/image_raw", "rgb", camera_info_url="/calib/a.yaml"),
         CameraMapping("b", "/b/image_raw", "rgb", camera_info_topic="/b/camera_info", camera_info_url="/calib/b.yaml"),
     )
-    lines = describe_mapping(ConversionConfig(cameras=cameras), None)
+    lines = describe_mapping(TopicMapping(cameras=cameras), None)
     assert "camera a (rgb): /a/image_raw (header time, nearest, no camera_info: intrinsics from /calib/a.yaml)" in lines
     assert (
         "camera b (rgb): /b/image_raw (header time, nearest, camera_info /b/camera_info, without it intrinsics from "

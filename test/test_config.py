@@ -8,29 +8,31 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.errors import ConversionError
-from ortf_ros.pipeline.config import (
+from ortf_ros.io.video import VideoSettings
+from ortf_ros.pipeline.mapping import (
     ActionMapping,
     CameraMapping,
-    ConversionConfig,
     EpisodeLabels,
     EpisodeSplit,
     JointStateMapping,
     LaserScanMapping,
     PointCloudMapping,
     StepClock,
+    TopicMapping,
     WrenchMapping,
-    auto_config,
     camera_name,
-    config_from_mapping,
-    config_from_parameters,
-    config_to_mapping,
     describe_mapping,
-    dump_config,
+    detect_mapping,
+    dump_mapping,
     is_command_topic,
-    load_config,
+    load_mapping,
+    mapping_from_dict,
+    mapping_from_parameters,
+    mapping_to_dict,
     wrench_name,
-    write_config,
+    write_mapping,
 )
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.synthetic_bag import write_teleop_bag
@@ -38,7 +40,7 @@ from ortf_ros.synthetic_bag import write_teleop_bag
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 RESOURCES = Path(__file__).resolve().parent / "resources"
 
-FULL = ConversionConfig(
+FULL = TopicMapping(
     cameras=(
         CameraMapping("wrist", "/wrist/image_raw", "rgb", "/wrist/camera_info", "receive", "latest"),
         CameraMapping("depth", "/cam/depth/image_raw", "depth"),
@@ -62,7 +64,8 @@ FULL = ConversionConfig(
     drop_outside_tolerance=True,
     episodes=EpisodeSplit("ranges", ranges=((0.0, 1.5), (2.0, 7.25))),
     labels=EpisodeLabels("stack: the cubes", "/task", False, "dropped", "yes"),
-    writer={"chunk_size": 10, "video": {"crf": 30}},
+    writer=WriterConfig(chunk_size=10, video=VideoSettings(crf=30)),
+    writer_given=("chunk_size", "video", "video.crf"),
 )
 
 
@@ -72,7 +75,7 @@ def _topic(name: str, msgtype: str, count: int = 10) -> TopicInfo:
 
 def _error(data: object) -> str:
     with pytest.raises(ConversionError) as info:
-        config_from_mapping(data, "teleop.yaml")
+        mapping_from_dict(data, "teleop.yaml")
     return str(info.value)
 
 
@@ -80,7 +83,7 @@ def _error(data: object) -> str:
 
 
 def test_shipped_arm_config_loads() -> None:
-    cfg = load_config(CONFIG_DIR / "bag2ortf_arm.yaml")
+    cfg = load_mapping(CONFIG_DIR / "bag2ortf_arm.yaml")
     assert [(c.name, c.kind) for c in cfg.cameras] == [
         ("wrist_camera", "rgb"),
         ("overhead_camera", "rgb"),
@@ -91,11 +94,11 @@ def test_shipped_arm_config_loads() -> None:
     assert cfg.action == ActionMapping("/joint_command")
     assert (cfg.base_frame, cfg.end_effector_frame, cfg.world_frame) == ("base_link", "hand", "world")
     assert cfg.step == StepClock(30.0) and cfg.sync_tolerance_ms == 20.0
-    assert cfg.writer == {"video": {"crf": 23, "preset": "veryfast"}}
+    assert cfg.writer_settings() == {"video": {"crf": 23, "preset": "veryfast"}}
 
 
 def test_shipped_mobile_manipulator_config_loads() -> None:
-    cfg = load_config(CONFIG_DIR / "bag2ortf_mobile_manipulator.yaml")
+    cfg = load_mapping(CONFIG_DIR / "bag2ortf_mobile_manipulator.yaml")
     assert cfg.action == ActionMapping("/cmd_vel", time="receive", policy="latest")
     assert cfg.wrenches == ()
     assert cfg.camera("head_depth") == CameraMapping(
@@ -115,15 +118,15 @@ def test_shipped_mobile_manipulator_config_loads() -> None:
 def test_shipped_arm_config_matches_the_synthetic_bag(tmp_path: Path) -> None:
     """Every topic the example maps is one the project's teleop bag records (it converts it as is)."""
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.1)
-    cfg = load_config(CONFIG_DIR / "bag2ortf_arm.yaml")
+    cfg = load_mapping(CONFIG_DIR / "bag2ortf_arm.yaml")
     assert set(cfg.topics()) <= set(bag.msgtypes)
 
 
 @pytest.mark.parametrize("name", ["bag2ortf_arm.yaml", "bag2ortf_mobile_manipulator.yaml"])
 def test_shipped_configs_round_trip(name: str, tmp_path: Path) -> None:
-    cfg = load_config(CONFIG_DIR / name)
-    write_config(cfg, tmp_path / "again.yaml")
-    assert load_config(tmp_path / "again.yaml") == cfg
+    cfg = load_mapping(CONFIG_DIR / name)
+    write_mapping(cfg, tmp_path / "again.yaml")
+    assert load_mapping(tmp_path / "again.yaml") == cfg
 
 
 # ---------------------------------------------------------------- reading and writing
@@ -131,26 +134,26 @@ def test_shipped_configs_round_trip(name: str, tmp_path: Path) -> None:
 
 def test_empty_file_and_empty_mapping_are_the_defaults(tmp_path: Path) -> None:
     (tmp_path / "empty.yaml").write_text("# nothing\n")
-    assert load_config(tmp_path / "empty.yaml") == ConversionConfig()
-    assert config_from_mapping({}, "x") == ConversionConfig()
-    assert ConversionConfig().step == StepClock(30.0, None)
+    assert load_mapping(tmp_path / "empty.yaml") == TopicMapping()
+    assert mapping_from_dict({}, "x") == TopicMapping()
+    assert TopicMapping().step == StepClock(30.0, None)
 
 
 def test_every_field_round_trips_through_yaml(tmp_path: Path) -> None:
     path = tmp_path / "full.yaml"
-    write_config(FULL, path)
+    write_mapping(FULL, path)
     text = path.read_text()
     assert text.startswith("# ortf-bag2ortf topic mapping")
-    assert load_config(path) == FULL
-    assert config_from_mapping(config_to_mapping(FULL), "x") == FULL
+    assert load_mapping(path) == FULL
+    assert mapping_from_dict(mapping_to_dict(FULL), "x") == FULL
     # every key is written, unset ones as null, so the file shows what can be set
-    assert config_to_mapping(ConversionConfig())["cameras"] == {}
-    assert yaml.safe_load(dump_config(ConversionConfig()))["joint_states"] is None
-    assert "world_frame: null" in dump_config(ConversionConfig())
+    assert mapping_to_dict(TopicMapping())["cameras"] == {}
+    assert yaml.safe_load(dump_mapping(TopicMapping()))["joint_states"] is None
+    assert "world_frame: null" in dump_mapping(TopicMapping())
 
 
 def test_list_form_of_cameras_and_wrenches_reads_like_the_mapping_form() -> None:
-    listed = config_from_mapping(
+    listed = mapping_from_dict(
         {
             "cameras": [
                 {"name": "a", "topic": "/a/image", "kind": "rgb"},
@@ -160,7 +163,7 @@ def test_list_form_of_cameras_and_wrenches_reads_like_the_mapping_form() -> None
         },
         "x",
     )
-    keyed = config_from_mapping(
+    keyed = mapping_from_dict(
         {
             "cameras": {"a": {"topic": "/a/image", "kind": "rgb"}, "b": {"topic": "/b", "kind": "depth"}},
             "wrenches": {"ft": {"topic": "/ft"}},
@@ -182,17 +185,17 @@ def test_ros_parameters_read_like_the_yaml() -> None:
         "tf_topics": ("/tf",),
         "writer.video.crf": 30,
     }
-    cfg = config_from_parameters(params)
+    cfg = mapping_from_parameters(params)
     assert cfg.cameras == (CameraMapping("wrist", "/wrist/image_raw", "rgb"),)
     assert cfg.step == StepClock(None, "wrist")
     assert cfg.episodes.ranges == ((0.0, 1.0), (2.0, 3.0))
-    assert cfg.writer == {"video": {"crf": 30}}
+    assert cfg.writer_settings() == {"video": {"crf": 30}} and cfg.writer.video.crf == 30
     with pytest.raises(ConversionError, match=r"^parameters: step: is a value and a namespace$"):
-        config_from_parameters({"step": 1, "step.rate_hz": 2.0})
+        mapping_from_parameters({"step": 1, "step.rate_hz": 2.0})
 
 
 def test_frames_lose_a_leading_slash() -> None:
-    cfg = config_from_mapping({"base_frame": "/base_link", "wrenches": {"ft": {"topic": "/ft", "frame": "/tool"}}}, "x")
+    cfg = mapping_from_dict({"base_frame": "/base_link", "wrenches": {"ft": {"topic": "/ft", "frame": "/tool"}}}, "x")
     assert cfg.base_frame == "base_link" and cfg.wrenches[0].frame == "tool"
 
 
@@ -305,27 +308,27 @@ def test_bad_mapping_is_one_line_naming_file_and_key(data: object, message: str)
 
 def test_unreadable_files_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(ConversionError, match=r"nope\.yaml: cannot read the topic mapping \(No such file"):
-        load_config(tmp_path / "nope.yaml")
+        load_mapping(tmp_path / "nope.yaml")
     bad = tmp_path / "bad.yaml"
     bad.write_text("cameras: [\n")
     with pytest.raises(ConversionError, match=r"bad\.yaml: not valid YAML: .*line 2"):
-        load_config(bad)
+        load_mapping(bad)
     twice = tmp_path / "twice.yaml"
     twice.write_text("step:\n  rate_hz: 10\nstep:\n  rate_hz: 20\n")
     with pytest.raises(ConversionError, match=r"twice\.yaml: not valid YAML: key 'step' given twice \(line 3\)"):
-        load_config(twice)
+        load_mapping(twice)
     (tmp_path / "dir.yaml").mkdir()
     with pytest.raises(ConversionError, match=r"dir\.yaml: cannot read the topic mapping"):
-        load_config(tmp_path / "dir.yaml")
+        load_mapping(tmp_path / "dir.yaml")
 
 
 def test_an_invalid_config_is_not_written(tmp_path: Path) -> None:
     broken = dataclasses.replace(FULL, step=StepClock(rate_hz=30.0, camera="wrist"))
     with pytest.raises(ConversionError, match="step: give exactly one of"):
-        write_config(broken, tmp_path / "out.yaml")
+        write_mapping(broken, tmp_path / "out.yaml")
     assert not (tmp_path / "out.yaml").exists()
     with pytest.raises(ConversionError, match=r"cannot write the topic mapping"):
-        write_config(FULL, tmp_path)  # a directory
+        write_mapping(FULL, tmp_path)  # a directory
 
 
 # ---------------------------------------------------------------- auto-detection
@@ -362,8 +365,8 @@ def test_auto_config_of_the_synthetic_teleop_bag(tmp_path: Path) -> None:
     """The canonical example converts with no config: every topic lands where it belongs."""
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.1)
     with BagSource(bag.path) as source:
-        cfg = auto_config(source.topics(), step_rate_hz=15.0)
-    assert cfg == ConversionConfig(
+        cfg = detect_mapping(source.topics(), step_rate_hz=15.0)
+    assert cfg == TopicMapping(
         cameras=(
             CameraMapping("depth_camera", "/depth_camera/image_raw", "depth", "/depth_camera/camera_info"),
             CameraMapping("overhead_camera", "/overhead_camera/image_raw", "rgb", "/overhead_camera/camera_info"),
@@ -375,14 +378,14 @@ def test_auto_config_of_the_synthetic_teleop_bag(tmp_path: Path) -> None:
         step=StepClock(15.0),
     )
     path = tmp_path / "auto.yaml"
-    write_config(cfg, path)
-    assert load_config(path) == cfg
+    write_mapping(cfg, path)
+    assert load_mapping(path) == cfg
 
 
 def test_auto_config_of_a_ros1_bag_with_compressed_images_and_legacy_tf(tmp_path: Path) -> None:
     bag = write_teleop_bag(tmp_path / "t.bag", "ros1", duration_s=0.1, compressed=True, legacy_tf=True)
     with BagSource(bag.path) as source:
-        cfg = auto_config(source.topics())
+        cfg = detect_mapping(source.topics())
     assert [(c.name, c.topic) for c in cfg.cameras if c.kind == "rgb"] == [
         ("overhead_camera", "/overhead_camera/image_raw/compressed"),
         ("wrist_camera", "/wrist_camera/image_raw/compressed"),
@@ -392,17 +395,17 @@ def test_auto_config_of_a_ros1_bag_with_compressed_images_and_legacy_tf(tmp_path
 
 def test_auto_config_of_third_party_bags() -> None:
     with BagSource(RESOURCES / "UbiquityRobotics__fiducials/fiducial_slam/test/aruco_images.bag") as source:
-        cfg = auto_config(source.topics())
+        cfg = detect_mapping(source.topics())
     assert cfg.cameras == (
         CameraMapping("raspicam_node", "/raspicam_node/image/compressed", "rgb", "/raspicam_node/camera_info"),
     )
     assert cfg.joint_states is None and cfg.action == ActionMapping() and cfg.tf_topics == ()
     with BagSource(RESOURCES / "cruise-automation__rosbag.js/fixtures/example.bag") as source:
-        turtle = auto_config(source.topics())
+        turtle = detect_mapping(source.topics())
     assert turtle.action == ActionMapping("/turtle1/cmd_vel", time="receive")  # Twist has no header
     assert turtle.cameras == () and turtle.tf_topics == ("/tf",)
     with BagSource(RESOURCES / "geocamxyz__rosbags-rs/tests/test_bags/test_bag_mcap") as source:
-        odd = auto_config(source.topics())
+        odd = detect_mapping(source.topics())
     assert {c.name: c.topic for c in odd.cameras} == {  # both named test_sensor_msgs: full names instead
         "test_sensor_msgs_compressed_image": "/test/sensor_msgs/compressed_image",
         "test_sensor_msgs_image": "/test/sensor_msgs/image",
@@ -425,7 +428,7 @@ def test_auto_config_realsense_and_duplicates() -> None:
         _topic("/left/wrench", "geometry_msgs/msg/WrenchStamped"),  # "left" is free: the cameras took full names
         _topic("/camera/wrench", "geometry_msgs/msg/WrenchStamped"),
     ]
-    cfg = auto_config(topics)
+    cfg = detect_mapping(topics)
     assert [(c.name, c.kind, c.camera_info_topic) for c in cfg.cameras] == [
         ("camera_aligned_depth_to_color", "depth", "/camera/aligned_depth_to_color/camera_info"),
         ("camera_color", "rgb", "/camera/color/camera_info"),
@@ -441,10 +444,10 @@ def test_auto_config_wrench_name_taken_by_a_camera() -> None:
         _topic("/wrist/image_raw", "sensor_msgs/msg/Image"),
         _topic("/wrist/wrench", "geometry_msgs/msg/WrenchStamped"),
     ]
-    cfg = auto_config(topics)
+    cfg = detect_mapping(topics)
     assert [c.name for c in cfg.cameras] == ["wrist"]
     assert [w.name for w in cfg.wrenches] == ["wrist_wrench"]
-    config_from_mapping(config_to_mapping(cfg), "x")  # valid: names are unique
+    mapping_from_dict(mapping_to_dict(cfg), "x")  # valid: names are unique
 
 
 @pytest.mark.parametrize(
@@ -488,7 +491,7 @@ def test_auto_config_state_and_action(topics: list[tuple[str, str]], state: str 
         "Twist": "geometry_msgs",
         "PoseStamped": "geometry_msgs",
     }
-    cfg = auto_config([_topic(name, f"{packages[kind]}/msg/{kind}") for name, kind in topics])
+    cfg = detect_mapping([_topic(name, f"{packages[kind]}/msg/{kind}") for name, kind in topics])
     assert (cfg.joint_states.topic if cfg.joint_states else None) == state
     assert cfg.action == action
 
@@ -528,13 +531,13 @@ CONTROLLER = "control_msgs/msg/JointTrajectoryControllerState"
     ],
 )
 def test_auto_config_of_controller_states(topics: list[tuple[str, str]], state: str, action: str | None) -> None:
-    cfg = auto_config([_topic(name, msgtype) for name, msgtype in topics])
+    cfg = detect_mapping([_topic(name, msgtype) for name, msgtype in topics])
     assert cfg.joint_states == JointStateMapping(state)
     assert cfg.action == ActionMapping(action or state)
 
 
 def test_describe_mapping_says_what_a_controller_state_gives() -> None:
-    cfg = ConversionConfig(
+    cfg = TopicMapping(
         joint_states=JointStateMapping("/arm_controller/state"), action=ActionMapping("/arm_controller/state")
     )
     types = {"/arm_controller/state": "control_msgs/JointTrajectoryControllerState"}
@@ -554,13 +557,13 @@ def test_describe_mapping_says_what_a_controller_state_gives() -> None:
 def test_a_mapping_names_a_controller_state_as_it_names_a_joint_state(tmp_path: Path) -> None:
     path = tmp_path / "m.yaml"
     path.write_text("joint_states: {topic: /arm_controller/state}\naction: {topic: /arm_controller/state}\n")
-    cfg = load_config(path)
+    cfg = load_mapping(path)
     assert cfg.joint_states == JointStateMapping("/arm_controller/state")
     assert cfg.action == ActionMapping("/arm_controller/state")
 
 
 def test_auto_config_tf_and_robot_description_by_name_and_type() -> None:
-    cfg = auto_config(
+    cfg = detect_mapping(
         [
             _topic("/robot1/tf", "tf2_msgs/msg/TFMessage"),
             _topic("/robot1/tf_static", "tf2_msgs/msg/TFMessage", count=1),
@@ -586,9 +589,9 @@ def test_describe_mapping_says_what_happens() -> None:
         "camera depth (depth): /cam/depth/image_raw (header time, nearest, no camera_info: intrinsics unknown)" in lines
     )
     assert "episodes: 0-1.5 s, 2-7.25 s" in lines
-    default = describe_mapping(ConversionConfig(), {})
+    default = describe_mapping(TopicMapping(), {})
     assert "sync tolerance 16.7 ms (half the 30 Hz step period); steps beyond it are kept and counted" in default
-    live = describe_mapping(ConversionConfig(), None)
+    live = describe_mapping(TopicMapping(), None)
     assert any(line.startswith("sync tolerance from the streams' rates, once measured") for line in live)
     assert "action: none recorded; the next step's joint positions (declared so in the manifest)" in default
     assert "joint state: none" in default and "cameras: none" in default

@@ -22,9 +22,9 @@ from test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import ActionMapping, write_config
 from ortf_ros.pipeline.decode import Decoder, DefinitionFormat
 from ortf_ros.pipeline.extract import extract
+from ortf_ros.pipeline.mapping import ActionMapping, write_mapping
 from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, RawMessage, Sample
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
@@ -68,7 +68,7 @@ def convert(bag: TeleopBagInfo, out: Path, **change: Any) -> tuple[Episode, dict
     """The detected mapping (the joint state sampled ``latest``, so that each step's state
     is a message's), through the CLI; the episode and the JSON summary."""
     config = replace(mapping_for(bag.path), **change)
-    write_config(config, out.parent / f"{out.name}.yaml")
+    write_mapping(config, out.parent / f"{out.name}.yaml")
     result = run_cli(str(bag.path), "-o", str(out), "--config", str(out.parent / f"{out.name}.yaml"), "--json")
     assert result.returncode == 0, result.stderr
     (summary,) = json.loads(result.stdout)["recordings"]

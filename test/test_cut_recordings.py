@@ -19,7 +19,7 @@ from test_bag2ortf import test_joint_values_exact_after_name_reordering as check
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
-from ortf_ros.pipeline.config import write_config
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic_bag import TOPIC_WRENCH, TeleopBagInfo, cut_recording, seconds, wrench, write_teleop_bag
 
@@ -165,7 +165,7 @@ def test_a_cut_recording_converts_into_a_valid_dataset_of_what_it_holds(
     assert listed.returncode == 0, listed.stderr
     assert f"warning: {path}: read in part" in listed.stdout
     mapping = tmp_path / "mapping.yaml"
-    write_config(mapping_for(path), mapping)
+    write_mapping(mapping_for(path), mapping)
     out = tmp_path / "ds"
     done = run_cli(str(path), "-o", str(out), "--config", str(mapping), "--json")
     assert done.returncode == 0, done.stderr

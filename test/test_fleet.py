@@ -24,7 +24,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import UsageError
 from ortf_ros.fleet.inputs import recordings
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import EpisodeSplit, write_config
+from ortf_ros.pipeline.mapping import EpisodeSplit, write_mapping
 from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
 
 JOBS = {"in-place": ["--jobs", "1"], "jobs-2": ["--jobs", "2"]}
@@ -104,7 +104,7 @@ def three_episode_recording(tmp_path: Path) -> tuple[Path, Path]:
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.5)
     mapping = tmp_path / "mapping.yaml"
     split = EpisodeSplit(mode="ranges", ranges=((0.0, 0.4), (0.5, 0.9), (1.0, 1.4)))
-    write_config(replace(mapping_for(bag.path), episodes=split), mapping)
+    write_mapping(replace(mapping_for(bag.path), episodes=split), mapping)
     return bag.path, mapping
 
 

@@ -38,19 +38,19 @@ from ortf_ros.io.h264 import (
 )
 from ortf_ros.io.h264_bits import frame_num, sequence_facts
 from ortf_ros.io.video import FrameKind
-from ortf_ros.pipeline.config import auto_config, write_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.h264_camera import (
+from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
+from ortf_ros.pipeline.offline import register_types
+from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
+from ortf_ros.pipeline.sources.bag import BagSource
+from ortf_ros.pipeline.streams.h264_camera import (
     COMPRESSED_VIDEO_TYPE,
     EncodedCameraGate,
     ParameterSets,
     encoded_frame,
     is_h264_format,
 )
-from ortf_ros.pipeline.offline import register_types
-from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Stamps
-from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic import write_demo_dataset
 from ortf_ros.synthetic_bag import (
     H264_GOP,
@@ -305,9 +305,9 @@ def test_an_h264_camera_mapped_as_depth_is_refused(tmp_path: Path, capsys: pytes
     config = TeleopConfig("mcap", duration_s=0.4, h264_cameras=(TOPIC_WRIST_IMAGE,), with_depth=False)
     bag = write_scene_bag(tmp_path / "bag", config)
     with BagSource(bag.path) as source:
-        mapping = auto_config(source.topics())
+        mapping = detect_mapping(source.topics())
     cameras = tuple(replace(c, kind="depth") if c.name == CAMERA else c for c in mapping.cameras)
-    write_config(replace(mapping, cameras=cameras), tmp_path / "mapping.yaml")
+    write_mapping(replace(mapping, cameras=cameras), tmp_path / "mapping.yaml")
     assert bag2ortf([str(bag.path), "-o", str(tmp_path / "ds"), "--config", str(tmp_path / "mapping.yaml")]) == 1
     error = capsys.readouterr().err.strip()
     assert error.endswith(

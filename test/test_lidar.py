@@ -34,20 +34,20 @@ from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import ROLE_LIDAR, ROLE_POINT_CLOUD, accounts_from_rows
 from ortf_ros.format.manifest import Sensor
-from ortf_ros.pipeline.config import (
-    ConversionConfig,
+from ortf_ros.pipeline.mapping import (
     LaserScanMapping,
     PointCloudMapping,
-    auto_config,
-    config_from_mapping,
-    config_from_parameters,
-    config_to_mapping,
+    TopicMapping,
     describe_mapping,
+    detect_mapping,
+    mapping_from_dict,
+    mapping_from_parameters,
+    mapping_to_dict,
 )
-from ortf_ros.pipeline.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.pipeline.samples import PointField, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.base import TopicInfo
+from ortf_ros.pipeline.streams.range_sensors import cloud_bytes, point_cloud
 from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
 from ortf_ros.synthetic_bag import (
     CLOUD_FIELDS,
@@ -228,7 +228,7 @@ def test_a_cloud_file_cut_short_is_reported(converted_mcap: tuple[TeleopBagInfo,
 
 def test_auto_config_detects_scans_and_clouds(converted_mcap: tuple[TeleopBagInfo, Path]) -> None:
     with BagSource(converted_mcap[0].path) as source:
-        config = auto_config(source.topics())
+        config = detect_mapping(source.topics())
     assert config.laser_scans == (LaserScanMapping("lidar", TOPIC_SCAN),)
     assert config.point_clouds == (PointCloudMapping("lidar_points", TOPIC_POINTS),)
     lines = describe_mapping(config, None)
@@ -243,7 +243,7 @@ def test_auto_config_names_a_microphone_and_a_lidar_of_one_namespace_apart() -> 
     def topic(name: str, msgtype: str) -> TopicInfo:
         return TopicInfo(name, msgtype, msgtype, 10, 1, 2, "", "ros2msg", "cdr")
 
-    config = auto_config(
+    config = detect_mapping(
         [
             topic("/front/audio", "audio_common_msgs/msg/AudioStamped"),
             topic("/front/scan", "sensor_msgs/msg/LaserScan"),
@@ -252,24 +252,24 @@ def test_auto_config_names_a_microphone_and_a_lidar_of_one_namespace_apart() -> 
     )
     names = [config.audio[0].name, config.laser_scans[0].name, config.point_clouds[0].name]
     assert len(set(names)) == 3, names
-    assert config_from_mapping(config_to_mapping(config), "x") == config
+    assert mapping_from_dict(mapping_to_dict(config), "x") == config
 
 
 def test_mapping_keys_round_trip_and_are_checked() -> None:
-    config = ConversionConfig(
+    config = TopicMapping(
         laser_scans=(LaserScanMapping("front", "/front/scan", time="receive", policy="latest"),),
         point_clouds=(PointCloudMapping("top", "/top/points"),),
     )
-    assert config_from_mapping(config_to_mapping(config), "x") == config
+    assert mapping_from_dict(mapping_to_dict(config), "x") == config
     parameters = {"laser_scans.front.topic": "/front/scan", "laser_scans.front.time": "receive"}
     parameters |= {"laser_scans.front.policy": "latest", "point_clouds.top.topic": "/top/points"}
-    assert config_from_parameters(parameters) == config  # the recorder's ROS parameters, same keys
+    assert mapping_from_parameters(parameters) == config  # the recorder's ROS parameters, same keys
     with pytest.raises(Exception, match="laser_scans.front.policy: .*latest or nearest"):
-        config_from_mapping({"laser_scans": {"front": {"topic": "/s", "policy": "linear"}}}, "m.yaml")
+        mapping_from_dict({"laser_scans": {"front": {"topic": "/s", "policy": "linear"}}}, "m.yaml")
     with pytest.raises(Exception, match="native: .*false is not supported"):
-        config_from_mapping({"laser_scans": {"front": {"topic": "/s", "native": False}}}, "m.yaml")
+        mapping_from_dict({"laser_scans": {"front": {"topic": "/s", "native": False}}}, "m.yaml")
     with pytest.raises(Exception, match="names must be unique"):
-        config_from_mapping({"laser_scans": {"a": {"topic": "/s"}}, "point_clouds": {"a": {"topic": "/p"}}}, "m.yaml")
+        mapping_from_dict({"laser_scans": {"a": {"topic": "/s"}}, "point_clouds": {"a": {"topic": "/p"}}}, "m.yaml")
 
 
 def _cloud_msg(

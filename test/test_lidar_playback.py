@@ -19,9 +19,9 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout, point_clouds
-from ortf_ros.pipeline.config import write_config
-from ortf_ros.pipeline.range_sensors import point_cloud
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.pipeline.samples import Stamps
+from ortf_ros.pipeline.streams.range_sensors import point_cloud
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.synthetic_bag import (
@@ -66,7 +66,7 @@ def test_the_player_publishes_every_scan_and_cloud(ros: None, tmp_path: Path) ->
     finally:
         recorder.close()
     mapping = tmp_path / "mapping.yaml"
-    write_config(replay_mapping(dataset.manifest, default_settings().messages, split_episodes=False), mapping)
+    write_mapping(replay_mapping(dataset.manifest, default_settings().messages, split_episodes=False), mapping)
     again = tmp_path / "again"
     assert bag2ortf([str(tmp_path / "recording"), "-o", str(again), "--config", str(mapping)]) == 0
     assert validate(again).ok

@@ -15,8 +15,8 @@ import pytest
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import ConversionConfig, auto_config
 from ortf_ros.pipeline.flow import LIVE
+from ortf_ros.pipeline.mapping import TopicMapping, detect_mapping
 from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, Reply, check_output, live_writer_config
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.live import LiveSource
@@ -111,14 +111,14 @@ def live(tmp_path: Path) -> Iterator[Live]:
     scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100)
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
     with BagSource([bag.path]) as opened:
-        mapping: ConversionConfig = auto_config(opened.topics())
+        mapping: TopicMapping = detect_mapping(opened.topics())
     clock = Clock()
     source = LiveSource("test", LIVE, clock)
     messages = Messages(scene)
     for topic, msgtype in scene.msgtypes().items():
         source.add_topic(topic, msgtype, frames="image" in topic)
     settings = RecorderSettings(
-        output=tmp_path / "dataset", mapping=mapping, writer=live_writer_config({}, "test"), warmup_s=2.0
+        output=tmp_path / "dataset", mapping=mapping, writer=live_writer_config(TopicMapping()), warmup_s=2.0
     )
     recorder = LiveRecorder(settings, source)
     thread = threading.Thread(target=recorder.run, daemon=True)

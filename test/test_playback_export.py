@@ -22,9 +22,9 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
-from ortf_ros.pipeline.config import auto_config, load_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.mapping import detect_mapping, load_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.settings import default_settings
@@ -126,9 +126,9 @@ def test_export_converts_back_to_the_same_dataset(exported: tuple[Path, Path, Pa
 
 def test_without_a_mapping_detection_finds_the_same_streams(exported: tuple[Path, Path, Path]) -> None:
     _, out, mapping = exported
-    written = load_config(mapping)
+    written = load_mapping(mapping)
     with BagSource(out) as source:
-        detected = auto_config(source.topics())
+        detected = detect_mapping(source.topics())
     assert detected.cameras == written.cameras
     assert detected.joint_states is not None and written.joint_states is not None
     assert detected.joint_states.topic == written.joint_states.topic

@@ -23,7 +23,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import write_config
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
@@ -130,7 +130,7 @@ def test_recording_the_player_converts_back_to_the_same_dataset(played: Played, 
     mapping = tmp_path / "mapping.yaml"
     # One episode per recording: over DDS the episode topic and the data travel separately,
     # so the boundary messages cannot be trusted to arrive before and after the data.
-    write_config(replay_mapping(first.manifest, default_settings().messages, split_episodes=False), mapping)
+    write_mapping(replay_mapping(first.manifest, default_settings().messages, split_episodes=False), mapping)
     again = tmp_path / "again"
     assert bag2ortf([str(tmp_path / "recording"), "-o", str(again), "--config", str(mapping)]) == 0
     report = validate(again, strict=True)

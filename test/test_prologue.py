@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ortf_ros.pipeline.config import auto_config
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
+from ortf_ros.pipeline.mapping import detect_mapping
 from ortf_ros.pipeline.offline import read_prologue
 from ortf_ros.pipeline.prologue import PrologueBuilder, prologue_topics
 from ortf_ros.pipeline.samples import RawMessage
@@ -32,7 +32,7 @@ def test_a_missing_urdf_topic_is_not_waited_for(tmp_path: Path, description: str
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=4.0)
     source = CountingSource([bag.path])
     with source:
-        mapping = replace(auto_config(source.topics()), robot_description_topic=description)
+        mapping = replace(detect_mapping(source.topics()), robot_description_topic=description)
         prologue = read_prologue(source, SampleDecoder(Decoder()), mapping)
         wanted = sum(t.count for t in source.topics() if t.topic in prologue_topics(mapping))
         assert prologue.joint_state is not None and len(prologue.images) == len(mapping.cameras)
@@ -44,7 +44,7 @@ def test_a_missing_urdf_topic_is_not_waited_for(tmp_path: Path, description: str
 def test_a_urdf_given_is_not_waited_for_and_missing_names_what_is_lacking(tmp_path: Path) -> None:
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=1.0)
     with BagSource([bag.path]) as source:
-        mapping = auto_config(source.topics())
+        mapping = detect_mapping(source.topics())
         present = {t.topic for t in source.topics()}
         builder = PrologueBuilder(mapping, SampleDecoder(Decoder()), present, urdf_given=True)
         assert "no frame yet on /wrist_camera/image_raw" in builder.missing()

@@ -305,10 +305,10 @@ def test_given_parameters_are_the_command_lines_under_the_prefixes(make_node: Ca
     }
     assert given_parameters(node, ["cameras.wrist.topic"]) == {"cameras.wrist.topic": "/x"}
     assert given_parameters(node, []) == {}
-    # What the recorder does with them: config_from_parameters nests the dotted names.
-    from ortf_ros.pipeline.config import config_from_parameters
+    # What the recorder does with them: mapping_from_parameters nests the dotted names.
+    from ortf_ros.pipeline.mapping import mapping_from_parameters
 
-    (camera,) = config_from_parameters(given_parameters(node, ["cameras", "step"]), "node recorder").cameras
+    (camera,) = mapping_from_parameters(given_parameters(node, ["cameras", "step"]), "node recorder").cameras
     assert (camera.name, camera.topic, camera.kind) == ("wrist", "/x", "rgb")
 
 

@@ -23,7 +23,7 @@ from test_controller_state import assert_action_is
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.pipeline.config import ActionMapping, write_config
+from ortf_ros.pipeline.mapping import ActionMapping, write_mapping
 from ortf_ros.synthetic_bag import (
     ARM_JOINTS,
     FINGER_JOINTS,
@@ -46,7 +46,7 @@ GENERIC = tuple(f"joint_{i}" for i in range(9))
 def convert(bag: Path, out: Path, **change: Any) -> tuple[Episode, dict[str, Any]]:
     """The detected mapping (the joint state sampled ``latest``), changed, through the CLI."""
     config = replace(mapping_for(bag), **change)
-    write_config(config, out.parent / f"{out.name}.yaml")
+    write_mapping(config, out.parent / f"{out.name}.yaml")
     result = run_cli(str(bag), "-o", str(out), "--config", str(out.parent / f"{out.name}.yaml"), "--json")
     assert result.returncode == 0, result.stderr
     (summary,) = json.loads(result.stdout)["recordings"]

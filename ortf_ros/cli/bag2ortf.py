@@ -35,7 +35,7 @@ from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.format.accounting import StreamAccount, accounted
 from ortf_ros.io import paths
 from ortf_ros.io.cpus import usable_cpus
-from ortf_ros.pipeline.config import EpisodeLabels, describe_mapping, dump_config, load_config
+from ortf_ros.pipeline.mapping import EpisodeLabels, describe_mapping, dump_mapping, load_mapping
 from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
 
@@ -44,14 +44,13 @@ PROG = "ortf-bag2ortf"
 
 
 def _settings(args: argparse.Namespace) -> ConversionSettings:
-    """What every recording is converted with: the mapping file's config (or detection),
-    the flags over it, the URDF."""
+    """What every recording is converted with: the mapping file's mapping (or the detected
+    one), the flags over it, the URDF."""
     labels = EpisodeLabels(
         task=args.task or "", success=args.success, failure_reason=args.failure_reason, operator_notes=args.notes
     )
     return ConversionSettings(
-        mapping=load_config(args.config) if args.config is not None else None,
-        mapping_name=args.config or "mapping",
+        mapping=load_mapping(args.config) if args.config is not None else None,
         rate_hz=args.rate,
         labels=labels,
         urdf=read_urdf(Path(args.urdf)) if args.urdf is not None else None,
@@ -73,7 +72,7 @@ def _list(args: argparse.Namespace, inputs: list[Path]) -> int:
             print("mapping:")
             rates = {t.topic: t.rate_hz or 0.0 for t in source.topics()}
             types = {t.topic: t.msgtype for t in source.topics()}
-            for line in describe_mapping(settings.config_for(source), rates, types):
+            for line in describe_mapping(settings.mapping_for(source), rates, types):
                 print(f"  {line}")
     return EXIT_OK
 
@@ -82,7 +81,7 @@ def _write_config(args: argparse.Namespace, inputs: list[Path]) -> int:
     """The mapping as YAML, to a file or (``-``) to standard output."""
     target = paths.output_file(args.write_config, "the topic mapping", replace=True, stream_ok=True, inputs=inputs)
     with BagSource([inputs[0]]) as source:
-        text = dump_config(_settings(args).config_for(source))
+        text = dump_mapping(_settings(args).mapping_for(source))
     write_text(target, text)
     if target is not None and target.is_file():
         print(f"wrote {target}: edit it, then pass it with --config")

@@ -19,7 +19,7 @@ from ortf_ros.cli.outputs import write_text
 from ortf_ros.cli.progress import progress_bar
 from ortf_ros.errors import UsageError, naming
 from ortf_ros.io import paths
-from ortf_ros.pipeline.config import dump_config
+from ortf_ros.pipeline.mapping import dump_mapping
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import IMAGE_FORMATS, default_settings, read_parameter_file, settings_from_parameters
@@ -51,7 +51,7 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
         result = export_mcap(dataset, out, messages, episodes=args.episode, force=args.force, warn=warn)
     if args.write_config is not None:  # first: with the mapping on standard output, a closed pipe ends it quietly
         mapping = replay_mapping(result.manifest, messages, split_episodes=True)
-        write_text(mapping_out, dump_config(mapping))
+        write_text(mapping_out, dump_mapping(mapping))
     # The mapping going to standard output, what is said goes to stderr.
     report = sys.stderr if args.write_config is not None and mapping_out is None else sys.stdout
     total = sum(result.counts.values())

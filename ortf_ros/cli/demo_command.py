@@ -29,7 +29,7 @@ from ortf_ros.cli.outputs import removed_on_failure
 from ortf_ros.demo import demo_mapping, live_skipped, show_validated
 from ortf_ros.errors import UsageError, naming
 from ortf_ros.io import paths
-from ortf_ros.pipeline.config import write_config
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.synthetic_bag import check_size, write_teleop_bag
 
 MARKER = ".ortf-demo"
@@ -149,7 +149,7 @@ def _offline(args: argparse.Namespace, out: Path) -> int:
     print("  joint states, commands, 1 kHz force-torque, TF, URDF, a microphone, a 2D lidar, a point cloud,")
     print("  detections on the wrist camera)\n")
     mapping_file = out / "mapping.yaml"
-    write_config(demo_mapping(bags[0].path), mapping_file)
+    write_mapping(demo_mapping(bags[0].path), mapping_file)
     dataset = out / "dataset"
     writer_args = ["--config", str(mapping_file), "--task", "Pick up the peg", "--success"]
     code = bag2ortf([str(b.path) for b in bags] + ["-o", str(dataset), *writer_args])

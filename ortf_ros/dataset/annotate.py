@@ -9,7 +9,7 @@ leaves the old objects with a new picture of the same frame at worst, never a JS
 picture is missing. Annotating again replaces both.
 
 The rendering (``render_annotations``) is shared with the detections a recording carries
-(``ortf_ros.pipeline.detections``): one picture whether a person or a detector labelled the scene.
+(``ortf_ros.pipeline.streams.detections``): one picture whether a person or a detector labelled the scene.
 """
 
 from __future__ import annotations

@@ -214,7 +214,7 @@ class FleetConversion:
                 _remove_attempts(self._scratch, slot.index)
         try:
             with BagSource([slot.input]) as source:
-                config = self.settings.config_for(source)
+                config = self.settings.mapping_for(source)
                 result = convert_recording(
                     source,
                     self.output,

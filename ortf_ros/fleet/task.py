@@ -86,7 +86,7 @@ def run_task(task: RecordingTask) -> TaskResult:
         attempt = Path(tempfile.mkdtemp(dir=task.scratch, prefix=part_prefix(task.index)))
         atomic.write_json(attempt / ATTEMPT_FILE, {"host": socket.gethostname(), "pid": os.getpid()})
         with BagSource([task.input]) as source:
-            config = task.settings.config_for(source)
+            config = task.settings.mapping_for(source)
             at_once = task.conversions_at_once or usable_cpus()
             result = convert_recording(
                 source,

@@ -27,7 +27,7 @@ AUDIO_SENSOR_TYPE = "audio"
 class AudioFormat:
     """How a microphone's samples are laid out: ``sample_format`` one of ``SAMPLE_FORMATS``
     (or, for the older message layout, the GStreamer name its ``AudioInfo`` gave: see
-    ``pipeline.audio.stored_format``), channels interleaved."""
+    ``pipeline.streams.audio.stored_format``), channels interleaved."""
 
     sample_format: str
     channels: int

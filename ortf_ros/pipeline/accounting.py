@@ -35,7 +35,7 @@ from ortf_ros.format.accounting import (
     StreamAccount,
 )
 from ortf_ros.pipeline.assemble import TopicCounts
-from ortf_ros.pipeline.config import ConversionConfig
+from ortf_ros.pipeline.mapping import TopicMapping
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class _Stream:
     topic: str
 
 
-def data_streams(config: ConversionConfig) -> list[_Stream]:
+def data_streams(config: TopicMapping) -> list[_Stream]:
     """The mapped topics that become data, one row each, in mapping order. A topic that is
     both the joint state and the action (a controller's state) is one row, ``joint_states``."""
     found = [_Stream(c.name, ROLE_DEPTH if c.kind == "depth" else ROLE_CAMERA, c.topic) for c in config.cameras]
@@ -93,7 +93,7 @@ class EpisodeTally:
 
     def accounts(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         *,
         queue_full: Mapping[str, int] | None = None,
         lost_in_transport: Mapping[str, int] | None = None,

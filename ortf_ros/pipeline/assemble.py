@@ -28,11 +28,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io.still import decode_alone
-from ortf_ros.pipeline.audio import AudioError, AudioRouter
-from ortf_ros.pipeline.config import ConversionConfig, TimeSource
-from ortf_ros.pipeline.detections import FirstFrameDetections
-from ortf_ros.pipeline.h264_camera import EncodedCameraGate, ParameterSets
-from ortf_ros.pipeline.range_input import CLOUDS_HELD_MAX, RangeInput
+from ortf_ros.pipeline.mapping import TimeSource, TopicMapping
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -53,6 +49,10 @@ from ortf_ros.pipeline.samples import (
     WrenchSample,
     stream_time,
 )
+from ortf_ros.pipeline.streams.audio import AudioError, AudioRouter
+from ortf_ros.pipeline.streams.detections import FirstFrameDetections
+from ortf_ros.pipeline.streams.h264_camera import EncodedCameraGate, ParameterSets
+from ortf_ros.pipeline.streams.range_input import CLOUDS_HELD_MAX, RangeInput
 from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
 from ortf_ros.pipeline.tf import TfBuffer
 
@@ -260,7 +260,7 @@ class Assembler:
 
     def __init__(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         manifest: Manifest,
         steps: StepLayout,
         writer: DatasetWriter,
@@ -822,7 +822,7 @@ class Assembler:
         self.tf.prune_before(keep_from)
 
     def scene_annotations(self) -> Rendered | None:
-        """The detections' annotations of the episode (``pipeline.detections``), once finished."""
+        """The detections' annotations of the episode (``pipeline.streams.detections``), once finished."""
         if self.detections is None:
             return None
         # The episode's zero: the writer's origin (its first step's or sample's time), on the

@@ -23,8 +23,8 @@ from rosbags.interfaces import Nodetype
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from ortf_ros.pipeline import audio_definitions
 from ortf_ros.pipeline.samples import BadMessage, RawMessage, Serialization
+from ortf_ros.pipeline.streams import audio_definitions
 
 if TYPE_CHECKING:
     from rosbags.interfaces.typing import Typesdict

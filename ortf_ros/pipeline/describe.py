@@ -32,11 +32,9 @@ from ortf_ros.format.manifest import (
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.pipeline.assemble import StepLayout
-from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
-from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance
+from ortf_ros.pipeline.mapping import CameraMapping, SyncTolerance, TopicMapping, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
-from ortf_ros.pipeline.range_manifest import range_description
 from ortf_ros.pipeline.robot import UrdfRobot, robot_from_urdf
 from ortf_ros.pipeline.samples import (
     ControllerStateSample,
@@ -46,6 +44,8 @@ from ortf_ros.pipeline.samples import (
     PointCloudSample,
     VectorSample,
 )
+from ortf_ros.pipeline.streams.audio import describe_audio
+from ortf_ros.pipeline.streams.range_manifest import range_description
 from ortf_ros.pipeline.tf import Pose
 
 FALLBACK_ACTION = "fallback: the next step's joint positions (the recording has no action topic)"
@@ -64,7 +64,7 @@ class Description:
 
 
 def describe(
-    config: ConversionConfig,
+    config: TopicMapping,
     prologue: Prologue,
     *,
     name: str,
@@ -100,7 +100,7 @@ class DatasetJoints:
     warnings: tuple[str, ...]  # what the summary says of how they were named
 
 
-def dataset_joints(config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None) -> DatasetJoints:
+def dataset_joints(config: TopicMapping, prologue: Prologue, robot: UrdfRobot | None) -> DatasetJoints:
     """Which joints the dataset holds and how they are named. By name: the URDF's movable
     joints the joint states name (a controller's state names only its own), in the URDF's
     order; without a URDF, as named. Without names: see ``unnamed_joint_names``."""
@@ -128,7 +128,7 @@ def dataset_joints(config: ConversionConfig, prologue: Prologue, robot: UrdfRobo
     return DatasetJoints(robot.with_joints(kept), kept, (), (warning,))
 
 
-def first_joint_state(config: ConversionConfig, prologue: Prologue) -> JointStateSample:
+def first_joint_state(config: TopicMapping, prologue: Prologue) -> JointStateSample:
     """The prologue's joint state; without one, the refusal says why (what the mapping
     lacks, or what was wrong with the topic's messages)."""
     if config.joint_states is None:
@@ -167,7 +167,7 @@ def unnamed_joints_warning(topic: str, names: tuple[str, ...], robot: UrdfRobot 
     )
 
 
-def stream_rates(config: ConversionConfig, prologue: Prologue) -> dict[str, float]:
+def stream_rates(config: TopicMapping, prologue: Prologue) -> dict[str, float]:
     """Messages/s per topic, cameras at their frame rate (``camera_fps``)."""
     rates = dict(prologue.rates)
     rates.update({c.topic: camera_fps(prologue, c.name, c.topic) for c in config.cameras})
@@ -182,9 +182,7 @@ def action_joints(action: JointStateSample | VectorSample | ControllerStateSampl
     return action if isinstance(action, JointStateSample) else None
 
 
-def step_layout(
-    config: ConversionConfig, prologue: Prologue, robot: UrdfRobot | None, joints: DatasetJoints
-) -> StepLayout:
+def step_layout(config: TopicMapping, prologue: Prologue, robot: UrdfRobot | None, joints: DatasetJoints) -> StepLayout:
     """``robot``: the URDF's, for the end-effector frames; ``joints``: what the steps hold."""
     state = first_joint_state(config, prologue)
     if joints.robot is not None:
@@ -236,7 +234,7 @@ def step_layout(
 
 
 def build_manifest(
-    config: ConversionConfig,
+    config: TopicMapping,
     prologue: Prologue,
     robot: UrdfRobot | None,
     steps: StepLayout,
@@ -327,7 +325,7 @@ def _robot(robot: UrdfRobot | None, steps: StepLayout) -> Robot:
     return Robot(name="unknown", dof=len(joints), joints=joints, gripper=gripper, end_effector_link=ee)
 
 
-def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, ...]:
+def _aligned_streams(config: TopicMapping, steps: StepLayout) -> tuple[str, ...]:
     names = ["joint_states", *(w.name for w in config.wrenches), *(c.name for c in config.cameras)]
     names += [s.name for s in config.laser_scans]
     if config.action.topic is not None:
@@ -338,7 +336,7 @@ def _aligned_streams(config: ConversionConfig, steps: StepLayout) -> tuple[str, 
 
 
 def _action_space(
-    config: ConversionConfig, steps: StepLayout, action: JointStateSample | VectorSample | ControllerStateSample | None
+    config: TopicMapping, steps: StepLayout, action: JointStateSample | VectorSample | ControllerStateSample | None
 ) -> ActionSpace:
     if steps.action_by_joint_name:
         dims = tuple(
@@ -476,7 +474,7 @@ def _transform(pose: Pose) -> Transform:
     return Transform((float(t[0]), float(t[1]), float(t[2])), (float(r[0]), float(r[1]), float(r[2]), float(r[3])))
 
 
-def _frames(config: ConversionConfig, prologue: Prologue, steps: StepLayout) -> dict[str, Frame]:
+def _frames(config: TopicMapping, prologue: Prologue, steps: StepLayout) -> dict[str, Frame]:
     """Every TF frame: static ones fixed with their transform, moving ones dynamic with their topic."""
     frames: dict[str, Frame] = {}
     tree = prologue.tf.frames()

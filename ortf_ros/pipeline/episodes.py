@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from ortf_ros.pipeline.config import EpisodeSplit
+from ortf_ros.pipeline.mapping import EpisodeSplit
 from ortf_ros.pipeline.samples import RawMessage
 
 Decision = Literal["begin", "end", "keep", "skip"]

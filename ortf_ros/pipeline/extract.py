@@ -35,9 +35,7 @@ import av
 import numpy as np
 
 from ortf_ros.io.still import decode_alone
-from ortf_ros.pipeline import audio, range_sensors
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE, compressed_video, encoded_frame, is_h264_format
 from ortf_ros.pipeline.samples import (
     CONTROLLER_STATE_TYPE,
     BadMessage,
@@ -56,6 +54,8 @@ from ortf_ros.pipeline.samples import (
     WrenchSample,
     ros_rotations,
 )
+from ortf_ros.pipeline.streams import audio, range_sensors
+from ortf_ros.pipeline.streams.h264_camera import COMPRESSED_VIDEO_TYPE, compressed_video, encoded_frame, is_h264_format
 
 _NS = 1_000_000_000
 _MAX_MM = 65535
@@ -452,7 +452,7 @@ def _gripper(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
 
 
 def _audio(handler: audio.AudioHandler) -> Handler:
-    """An ``audio_common_msgs`` message (``pipeline.audio``), its stamps read as every header's are."""
+    """An ``audio_common_msgs`` message (``pipeline.streams.audio``), its stamps read as every header's are."""
 
     def extract_audio(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
         return handler(msg, raw.topic, _stamps(raw, getattr(msg, "header", None)))

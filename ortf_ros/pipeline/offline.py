@@ -10,11 +10,10 @@ from the bag's index, the segmenter, the runs of a chunk, progress by message co
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
@@ -22,12 +21,12 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assemble import TopicCounts
-from ortf_ros.pipeline.config import ConversionConfig, SyncTolerance
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import describe
 from ortf_ros.pipeline.episodes import Segmenter
 from ortf_ros.pipeline.fastpath import SampleDecoder, has_blocks
 from ortf_ros.pipeline.flow import OFFLINE, Flow
+from ortf_ros.pipeline.mapping import SyncTolerance, TopicMapping
 from ortf_ros.pipeline.prologue import Prologue, PrologueBuilder
 from ortf_ros.pipeline.robot import copy_meshes
 from ortf_ros.pipeline.session import EpisodeSession
@@ -42,10 +41,10 @@ mean an append to each staging log every few milliseconds; and a recording stays
 disk, so what a killed conversion did not log is had again by converting it again."""
 
 
-def converter_writer_config(settings: Mapping[str, Any], source: str) -> WriterConfig:
-    """A conversion's writer settings: the mapping's ``writer:`` section (``settings``)
-    over the converter's defaults."""
-    return WriterConfig.from_mapping({"step_batch": CONVERTER_STEP_BATCH, **settings}, source)
+def converter_writer_config(mapping: TopicMapping) -> WriterConfig:
+    """A conversion's writer settings: the mapping's ``writer:`` section over the converter's
+    defaults."""
+    return mapping.writer_over(WriterConfig(step_batch=CONVERTER_STEP_BATCH))
 
 
 def register_types(source: BagSource, decoder: Decoder) -> None:
@@ -56,7 +55,7 @@ def register_types(source: BagSource, decoder: Decoder) -> None:
 
 
 def read_prologue(
-    source: BagSource, decoder: SampleDecoder, config: ConversionConfig, *, urdf_given: bool = False
+    source: BagSource, decoder: SampleDecoder, config: TopicMapping, *, urdf_given: bool = False
 ) -> Prologue:
     """Read from the recording's start until the prologue is complete (or the end)."""
     present = {t.topic for t in source.topics() if t.count}
@@ -94,7 +93,7 @@ class ConversionResult:
 def convert_recording(
     recording: list[Path] | BagSource,
     output: Path,
-    config: ConversionConfig,
+    config: TopicMapping,
     *,
     urdf: str | None = None,
     name: str = "ortf-bag2ortf dataset",
@@ -124,7 +123,7 @@ def convert_recording(
         description = describe(config, prologue, name=name, collection=COLLECTION, urdf=urdf)
         warnings = [*source.salvage_warnings(), *description.warnings]
         if writer_config is None:
-            writer_config = converter_writer_config(config.writer, "the mapping's writer settings")
+            writer_config = converter_writer_config(config)
         counts = TopicCounts()
         writer = DatasetWriter(output, description.manifest, config=writer_config, urdf=description.urdf)
         with writer:
@@ -190,7 +189,7 @@ def _start_encoders(writer: DatasetWriter) -> float:
 def _stream(
     source: BagSource,
     decoder: SampleDecoder,
-    config: ConversionConfig,
+    config: TopicMapping,
     session: EpisodeSession,
     progress: Callable[[int, int], None] | None,
     progress_every: int,
@@ -244,7 +243,7 @@ def _stream(
     end()
 
 
-def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> None:
+def check_topics(config: TopicMapping, source: BagSource, where: Path) -> None:
     """A mapping that names a topic the recording does not have is a mistake worth one clear
     line; but not a camera_info topic: the conversion falls back to the calibration file
     or unknown intrinsics, and warns (many recordings have it for some cameras only)."""
@@ -257,7 +256,7 @@ def check_topics(config: ConversionConfig, source: BagSource, where: Path) -> No
         raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")
 
 
-def mapped_topics(config: ConversionConfig) -> set[str]:
+def mapped_topics(config: TopicMapping) -> set[str]:
     """The topics whose messages become the episodes' data (TF included)."""
     topics = {*config.tf_topics, *config.tf_static_topics, *(c.topic for c in config.cameras)}
     topics |= {w.topic for w in config.wrenches}

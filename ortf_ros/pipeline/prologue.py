@@ -25,12 +25,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
-from ortf_ros.pipeline import audio
 from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
-from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
-from ortf_ros.pipeline.h264_camera import ParameterSets, first_image
+from ortf_ros.pipeline.mapping import CameraMapping, TopicMapping
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
@@ -50,6 +48,8 @@ from ortf_ros.pipeline.samples import (
     VectorSample,
     stream_time,
 )
+from ortf_ros.pipeline.streams import audio
+from ortf_ros.pipeline.streams.h264_camera import ParameterSets, first_image
 from ortf_ros.pipeline.tf import TfBuffer
 
 TF_WINDOW_NS = 1_000_000_000  # input read before the prologue is complete: dynamic TF names the moving frames
@@ -72,7 +72,7 @@ class Prologue:
     problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
-    audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
+    audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``streams.audio``)
     scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
     clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
     encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)
@@ -81,7 +81,7 @@ class Prologue:
     parameter_sets: dict[str, ParameterSets] = field(default_factory=dict)
 
 
-def prologue_topics(config: ConversionConfig) -> set[str]:
+def prologue_topics(config: TopicMapping) -> set[str]:
     """The topics whose messages the prologue learns from."""
     wanted = {config.robot_description_topic, *config.tf_topics, *config.tf_static_topics}
     wanted |= {c.topic for c in config.cameras}
@@ -107,7 +107,7 @@ class PrologueBuilder:
 
     def __init__(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         decoder: SampleDecoder,
         present: Collection[str],
         *,

@@ -30,7 +30,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout  # (not the builtin before Python 3.11)
 from dataclasses import dataclass, field, replace
@@ -48,12 +48,13 @@ from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.encoder_process import Prestart
+from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.assemble import NS, TopicCounts
-from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import Description, describe
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import LIVE, Flow
+from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.offline import mapped_topics
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.session import EpisodeSession
@@ -65,7 +66,7 @@ an episode is open; failed: the pipeline stopped on an error (``error`` says whi
 closed: shut down."""
 
 COLLECTION = {"operator": "human_teleop", "source": "ortf_recorder"}
-LIVE_WRITER_DEFAULTS: dict[str, Any] = {"step_batch": LIVE.step_batch, "video": {"preset": "ultrafast"}}
+LIVE_WRITER_DEFAULTS = WriterConfig(step_batch=LIVE.step_batch, video=VideoSettings(preset="ultrafast"))
 """A live recorder's writer settings unless the mapping's ``writer:`` sets them: x264's
 ``ultrafast`` leaves headroom on two cores for three cameras at 30 fps, and 8 steps per
 staging append is what a kill can lose."""
@@ -85,16 +86,15 @@ def _receive_ns(item: Queued) -> int:
     return item.raw.receive_ns
 
 
-def live_writer_config(settings: Mapping[str, Any], source: str) -> WriterConfig:
+def live_writer_config(mapping: TopicMapping) -> WriterConfig:
     """The recorder's writer settings: the mapping's ``writer:`` over the live defaults."""
-    video = {**LIVE_WRITER_DEFAULTS["video"], **settings.get("video", {})}
-    return WriterConfig.from_mapping({**LIVE_WRITER_DEFAULTS, **settings, "video": video}, source)
+    return mapping.writer_over(LIVE_WRITER_DEFAULTS)
 
 
 @dataclass(frozen=True)
 class RecorderSettings:
     output: Path
-    mapping: ConversionConfig
+    mapping: TopicMapping
     writer: WriterConfig
     flow: Flow = LIVE
     # Start waits at most this long (from the first message) for a URDF on the mapped

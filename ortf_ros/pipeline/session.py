@@ -21,13 +21,13 @@ from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.accounting import EpisodeTally
 from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
 from ortf_ros.pipeline.batching import BlockFeed
-from ortf_ros.pipeline.config import ConversionConfig
-from ortf_ros.pipeline.detections import with_detections
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow
-from ortf_ros.pipeline.h264_camera import ParameterSets
+from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import RawMessage, RawRun, TransformSample
 from ortf_ros.pipeline.sources.identity import RecordingIdentity
+from ortf_ros.pipeline.streams.detections import with_detections
+from ortf_ros.pipeline.streams.h264_camera import ParameterSets
 from ortf_ros.pipeline.tf import TfBuffer
 
 DISCARDED_EMPTY = "episode without a complete step (discarded)"
@@ -44,7 +44,7 @@ class EpisodeSession:
     def __init__(
         self,
         writer: DatasetWriter,
-        config: ConversionConfig,
+        config: TopicMapping,
         steps: StepLayout,
         decoder: SampleDecoder,
         flow: Flow,

@@ -12,24 +12,24 @@ sampling policy picks the message of that step.
 from __future__ import annotations
 
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.pipeline.config import (
+from ortf_ros.pipeline.mapping import (
     ActionMapping,
     AudioMapping,
     CameraMapping,
-    ConversionConfig,
     EpisodeLabels,
     EpisodeSplit,
     JointStateMapping,
     LaserScanMapping,
     PointCloudMapping,
     StepClock,
+    TopicMapping,
     WrenchMapping,
 )
 from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.settings import MessageSettings
 
 
-def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episodes: bool = True) -> ConversionConfig:
+def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episodes: bool = True) -> TopicMapping:
     """The mapping for a recording of what ``settings`` publish of a dataset with ``manifest``.
 
     ``split_episodes`` splits at the episode topic (one episode per played episode);
@@ -57,7 +57,7 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
     gripper = pub.gripper_joints if isinstance(listed, list) and list(pub.gripper_joints) == listed else ()
     episode_topic = settings.topic("episode")
     split = split_episodes and "episode" in streams
-    return ConversionConfig(
+    return TopicMapping(
         cameras=cameras,
         joint_states=JointStateMapping(settings.topic("joint_states"), policy="nearest")
         if "joint_states" in streams

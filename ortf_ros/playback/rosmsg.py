@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ortf_ros.pipeline.audio_definitions import register as register_audio
 from ortf_ros.pipeline.decode import ros2_typestore
+from ortf_ros.pipeline.streams.audio_definitions import register as register_audio
 
 NS = 1_000_000_000
 Floats = Sequence[float] | np.ndarray

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ortf_ros.demo import demo_mapping, show_validated
 from ortf_ros.errors import GET_ROS_2
-from ortf_ros.pipeline.config import write_config
+from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.ros.entry import ROS_PACKAGES
 from ortf_ros.synthetic_bag import write_teleop_bag
 
@@ -179,7 +179,7 @@ class Child:
         return lines[-LOG_TAIL_LINES:]
 
 
-def write_mapping(path: Path) -> None:
+def write_scene_mapping(path: Path) -> None:
     """The mapping ``ortf-bag2ortf --write-config`` writes for a short bag of the scene (as
     the offline part's): the recorder is given it instead of detecting one from the graph,
     so that it starts without waiting for the graph to settle."""
@@ -196,7 +196,7 @@ def write_mapping(path: Path) -> None:
             audio="ros2" if streams["audio"] else None,
         )
         mapping = demo_mapping(bag.path)
-    write_config(mapping, path)
+    write_mapping(mapping, path)
 
 
 def run_live_demo(out: Path, *, episode_s: float = EPISODE_S) -> int:
@@ -205,7 +205,7 @@ def run_live_demo(out: Path, *, episode_s: float = EPISODE_S) -> int:
     root, logs = out / "live", out / "live-logs"
     logs.mkdir(parents=True, exist_ok=True)
     mapping = out / "live-mapping.yaml"
-    write_mapping(mapping)
+    write_scene_mapping(mapping)
     domain = domain_id()
     children: list[Child] = []
     try:

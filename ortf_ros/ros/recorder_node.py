@@ -48,8 +48,8 @@ from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
 from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
-from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, describe_mapping
 from ortf_ros.pipeline.flow import LIVE
+from ortf_ros.pipeline.mapping import MAPPING_KEYS, TopicMapping, describe_mapping
 from ortf_ros.pipeline.recorder import (
     SHUTDOWN_TIMEOUT_S,
     Labels,
@@ -107,7 +107,7 @@ class RecorderNode(Node):
         settings = RecorderSettings(
             output=p.output,
             mapping=self.mapping,
-            writer=live_writer_config(self.mapping.writer, "the mapping's writer settings"),
+            writer=live_writer_config(self.mapping),
             flow=flow,
             warmup_s=p.warmup_s,
             urdf=urdf,
@@ -158,7 +158,7 @@ class RecorderNode(Node):
         else:
             self.log.info(text)
 
-    def _detect_mapping(self) -> ConversionConfig:
+    def _detect_mapping(self) -> TopicMapping:
         """The mapping ``ortf-bag2ortf`` would detect, from the topics the graph has after
         ``discovery_s`` (until the list stops growing, at most twice that)."""
         p = self.parameters

@@ -19,17 +19,18 @@ from ortf_ros.bounds import Bound
 from ortf_ros.errors import ConversionError, OrtfError, UsageError, os_error_line
 from ortf_ros.io import paths
 from ortf_ros.pipeline import robot
-from ortf_ros.pipeline.config import (
-    ConversionConfig,
-    auto_config,
-    config_from_mapping,
-    config_to_mapping,
-    load_config,
-)
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE
+from ortf_ros.pipeline.mapping import (
+    TopicMapping,
+    detect_mapping,
+    load_mapping,
+    mapping_from_dict,
+    mapping_to_dict,
+    nested_parameters,
+)
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sources.bag import TopicInfo
+from ortf_ros.pipeline.streams.h264_camera import COMPRESSED_VIDEO_TYPE
 
 NODE_NAME = "ortf_recorder"
 
@@ -131,29 +132,18 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
     )
 
 
-def mapping_from(file: Path | None, overrides: Mapping[str, object]) -> ConversionConfig | None:
+def mapping_from(file: Path | None, overrides: Mapping[str, object]) -> TopicMapping | None:
     """The mapping file (if any) with ``overrides`` (flat dotted parameter names) over it;
     None when neither is given (detect the mapping from the graph)."""
     if file is None and not overrides:
         return None
-    base = config_to_mapping(load_config(file)) if file is not None else {}
+    base = mapping_to_dict(load_mapping(file)) if file is not None else {}
     source = f"{file} with parameters" if file is not None and overrides else str(file or "parameters")
-    return config_from_mapping(_merged(base, _nested(overrides)), source)
+    return mapping_from_dict(_merged(base, nested_parameters(overrides, _clash)), source)
 
 
-def _nested(flat: Mapping[str, object]) -> dict[str, Any]:
-    """``{"cameras.wrist.topic": x}`` -> ``{"cameras": {"wrist": {"topic": x}}}``."""
-    nested: dict[str, Any] = {}
-    for name, value in flat.items():
-        node = nested
-        *parents, leaf = name.split(".")
-        for part in parents:
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise SettingsError(f"parameter {name}: {part} is a value and a namespace")
-            node = child
-        node[leaf] = list(value) if isinstance(value, tuple) else value
-    return nested
+def _clash(name: str, namespace: str) -> SettingsError:
+    return SettingsError(f"parameter {name}: {namespace.rpartition('.')[2]} is a value and a namespace")
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -203,12 +193,12 @@ OFFLINE_ONLY_TYPES = (CONTROLLER_STATE_TYPE,)
 ``control_msgs`` Python package beside it): a live mapping never picks them."""
 
 
-def detected_mapping(topics: Sequence[TopicInfo], step_rate_hz: float, discovery_s: float) -> ConversionConfig:
+def detected_mapping(topics: Sequence[TopicInfo], step_rate_hz: float, discovery_s: float) -> TopicMapping:
     """The mapping ``ortf-bag2ortf`` would detect from the live graph's ``topics`` (one per
     type a topic has), but for the types only a conversion reads (``OFFLINE_ONLY_TYPES``):
     without a JointState or a camera, one line that says what the graph has instead."""
     live = [t for t in topics if canonical_msgtype(t.msgtype) not in OFFLINE_ONLY_TYPES]
-    mapping = auto_config(live, step_rate_hz=step_rate_hz)
+    mapping = detect_mapping(live, step_rate_hz=step_rate_hz)
     if mapping.joint_states is None and not mapping.cameras:
         offline = sorted({t.topic for t in topics} - {t.topic for t in live})
         hint = (
@@ -228,7 +218,7 @@ LIVE_AUDIO_TYPES = ("audio_common_msgs/msg/AudioStamped", "audio_common_msgs/msg
 """What a live microphone may publish: the ROS 2 layout, the one installed (``ros/audio_common_msgs``)."""
 
 
-def mapped_types(config: ConversionConfig) -> Sequence[tuple[str, tuple[str, ...]]]:
+def mapped_types(config: TopicMapping) -> Sequence[tuple[str, tuple[str, ...]]]:
     """Each mapped topic with the message types it may carry (the pipeline's extractors')."""
     images = ("sensor_msgs/msg/Image", "sensor_msgs/msg/CompressedImage", COMPRESSED_VIDEO_TYPE)
     actions = (

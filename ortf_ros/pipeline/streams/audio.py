@@ -30,14 +30,14 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.io.wav import packed_24bit
-from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
-from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource
+from ortf_ros.pipeline.mapping import AudioMapping, TimeSource, TopicMapping
 from ortf_ros.pipeline.samples import (
     AudioChunkSample,
     AudioInfoSample,
     Sample,
     Stamps,
 )
+from ortf_ros.pipeline.streams.audio_definitions import PORTAUDIO_FORMATS
 
 if TYPE_CHECKING:
     from ortf_ros.dataset.writer import DatasetWriter
@@ -161,7 +161,7 @@ def from_bytes(data: np.ndarray, described: AudioFormat) -> np.ndarray:
 # ---------------------------------------------------------------- what a microphone is
 
 
-def learn_format(formats: dict[str, AudioFormat], config: ConversionConfig, topic: str, sample: Sample) -> None:
+def learn_format(formats: dict[str, AudioFormat], config: TopicMapping, topic: str, sample: Sample) -> None:
     """The prologue's part: each microphone's format, from its first chunk (the ROS 2
     layout) or its first ``AudioInfo`` (the older one). ``formats``: name -> format."""
     for mapping in config.audio:
@@ -178,12 +178,12 @@ def _format_of(sample: Sample, topic: str, mapping: AudioMapping) -> AudioFormat
     return None
 
 
-def prologue_topics(config: ConversionConfig) -> set[str]:
+def prologue_topics(config: TopicMapping) -> set[str]:
     """The topics a microphone's format comes from."""
     return {t for a in config.audio for t in (a.topic, *a.info_topics)}
 
 
-def lacking(config: ConversionConfig, formats: Mapping[str, AudioFormat], present: frozenset[str]) -> list[str]:
+def lacking(config: TopicMapping, formats: Mapping[str, AudioFormat], present: frozenset[str]) -> list[str]:
     """What the prologue still waits for: the format of each microphone that delivers."""
     return [f"no audio format yet on {a.topic}" for a in config.audio if a.topic in present and a.name not in formats]
 
@@ -205,7 +205,7 @@ def require_format(
 
 
 def describe_audio(
-    config: ConversionConfig, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
+    config: TopicMapping, formats: Mapping[str, AudioFormat], problems: Mapping[str, str] | None = None
 ) -> list[Sensor]:
     """The manifest's microphones, in mapping order (the first one's file is ``audio_file``)."""
     sensors = []
@@ -235,7 +235,7 @@ class AudioRouter:
 
     def __init__(
         self,
-        config: ConversionConfig,
+        config: TopicMapping,
         manifest: Manifest,
         writer: DatasetWriter,
         clock_ns: Callable[[int], int],

@@ -27,9 +27,9 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import point_clouds
 from ortf_ros.format.manifest import Manifest, NativeStream, Sensor, StateComponent
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
-from ortf_ros.pipeline.config import ConversionConfig, LaserScanMapping, PointCloudMapping
-from ortf_ros.pipeline.range_sensors import DATATYPE_NAMES
+from ortf_ros.pipeline.mapping import LaserScanMapping, PointCloudMapping, TopicMapping
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, PointField
+from ortf_ros.pipeline.streams.range_sensors import DATATYPE_NAMES
 
 REP117 = "kept as sent (REP 117): +inf no return within range_max, -inf closer than range_min, NaN invalid"
 POINT_CLOUD_FILES = "point_clouds/{name}/chunk-NNN/episode_NNNNNN.parquet"
@@ -134,7 +134,7 @@ def _first(found: Mapping[str, _T], name: str, missing: str) -> _T:
 
 
 def range_description(
-    config: ConversionConfig,
+    config: TopicMapping,
     scans: dict[str, LaserScanSample],
     clouds: dict[str, PointCloudSample],
     rates: dict[str, float],

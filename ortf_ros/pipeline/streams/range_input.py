@@ -1,6 +1,6 @@
 """The assembler's side of laser scans and point clouds: which scans and clouds are taken,
 and which are counted as undecodable because their layout is not the one the manifest
-declares (``pipeline.range_manifest``, from each topic's first message).
+declares (``pipeline.streams.range_manifest``, from each topic's first message).
 
 A scan's ranges and intensities are fixed-size columns of its native-rate table, so a scan
 with another number of ranges, or with intensities where the first had none (or the other
@@ -20,9 +20,9 @@ import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.pipeline.config import ConversionConfig
-from ortf_ros.pipeline.range_manifest import CloudLayout, cloud_layout, scan_columns
+from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, stream_time
+from ortf_ros.pipeline.streams.range_manifest import CloudLayout, cloud_layout, scan_columns
 from ortf_ros.pipeline.sync import StreamSampler
 
 NS = 1_000_000_000
@@ -51,9 +51,7 @@ class RangeInput:
     """Scans and clouds on their way in: ``scan_rows`` for the native-rate table, ``cloud``
     for the episode's cloud file; each one's sampler (``scans``) for the steps."""
 
-    def __init__(
-        self, config: ConversionConfig, manifest: Manifest, writer: DatasetWriter, counts: TopicCounts
-    ) -> None:
+    def __init__(self, config: TopicMapping, manifest: Manifest, writer: DatasetWriter, counts: TopicCounts) -> None:
         self.writer = writer
         self.counts = counts
         self.scan_names = {s.topic: s.name for s in config.laser_scans}
