@@ -31,7 +31,7 @@ from ortf_ros.format.manifest import (
 )
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
-from ortf_ros.pipeline.assemble import StepLayout
+from ortf_ros.pipeline.assembly.steps import StepLayout
 from ortf_ros.pipeline.audio import describe_audio
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig, SyncTolerance, sync_tolerance

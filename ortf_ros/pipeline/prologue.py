@@ -26,12 +26,12 @@ import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.pipeline import audio
-from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.h264_camera import ParameterSets, first_image
 from ortf_ros.pipeline.samples import (
+    NS,
     AudioChunkSample,
     AudioInfoSample,
     BadMessage,

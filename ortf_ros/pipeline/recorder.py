@@ -48,7 +48,7 @@ from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io.encoder_process import Prestart
-from ortf_ros.pipeline.assemble import NS, TopicCounts
+from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import Description, describe
@@ -56,6 +56,7 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import LIVE, Flow
 from ortf_ros.pipeline.offline import mapped_topics
 from ortf_ros.pipeline.prologue import PrologueBuilder
+from ortf_ros.pipeline.samples import NS
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.live import LiveSource, Queued
 
