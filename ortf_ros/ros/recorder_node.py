@@ -52,13 +52,12 @@ from ortf_ros.pipeline.config import MAPPING_KEYS, ConversionConfig, describe_ma
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.recorder import (
     SHUTDOWN_TIMEOUT_S,
-    Labels,
     LiveRecorder,
     RecorderSettings,
-    Reply,
     check_output,
     live_writer_config,
 )
+from ortf_ros.pipeline.recording.state import Labels, Reply
 from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.ros import runtime
