@@ -11,10 +11,11 @@ from ortf_ros.dataset.depth_preview import stage_depth_preview
 from ortf_ros.dataset.recording import CopiedVideo
 from ortf_ros.dataset.writer_core import WriterCore
 from ortf_ros.errors import ReaderError, VideoRefusedError, WriterError
-from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter
+from ortf_ros.io.encoder_pool import Prestart
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.io.packet_video import StagedPacketVideo
 from ortf_ros.io.segment import VideoSegment, stage_segment
+from ortf_ros.io.staged_video import StagedVideoWriter
 from ortf_ros.io.video import frame_kind, probe, storage_format
 
 
@@ -24,7 +25,7 @@ class VideoInput(WriterCore):
     def start_encoders(self) -> Prestart:
         """Start an encoder process for each camera now rather than at its first frame, for
         a live recorder before its first episode; ``ready()`` of the result says when they
-        serve (``encoder_process.Prestart``)."""
+        serve (``encoder_pool.Prestart``)."""
         videos = []
         for sensor in self.manifest.cameras.values():
             assert sensor.resolution is not None  # checked at open

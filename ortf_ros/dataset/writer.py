@@ -54,7 +54,7 @@ from ortf_ros.format.manifest import Manifest, Sensor
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io import atomic
-from ortf_ros.io.encoder_process import wait_for_processes_let_go
+from ortf_ros.io.encoder_pool import wait_for_processes_let_go
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING
 
 log = logging.getLogger(__name__)

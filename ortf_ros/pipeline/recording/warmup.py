@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.io.encoder_process import Prestart
+from ortf_ros.io.encoder_pool import Prestart
 from ortf_ros.pipeline.describe import describe
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.prologue import PrologueBuilder
