@@ -34,7 +34,6 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import TimeoutError as FutureTimeout  # (not the builtin before Python 3.11)
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,14 +44,13 @@ from ortf_ros.errors import ConversionError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
-from ortf_ros.pipeline.flow import LIVE, Flow
+from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.offline import mapped_topics
 from ortf_ros.pipeline.recording.commands import Command, EpisodeCommands
 from ortf_ros.pipeline.recording.health import Health
-from ortf_ros.pipeline.recording.state import Counters, Labels, RecorderState, Reply, State
+from ortf_ros.pipeline.recording.state import Counters, Labels, RecorderSettings, RecorderState, Reply, State
 from ortf_ros.pipeline.recording.warmup import TF_HISTORY_NS, Warmup
 from ortf_ros.pipeline.sources.live import LiveSource, Queued
 
@@ -72,22 +70,6 @@ def live_writer_config(settings: Mapping[str, Any], source: str) -> WriterConfig
     """The recorder's writer settings: the mapping's ``writer:`` over the live defaults."""
     video = {**LIVE_WRITER_DEFAULTS["video"], **settings.get("video", {})}
     return WriterConfig.from_mapping({**LIVE_WRITER_DEFAULTS, **settings, "video": video}, source)
-
-
-@dataclass(frozen=True)
-class RecorderSettings:
-    output: Path
-    mapping: ConversionConfig
-    writer: WriterConfig
-    flow: Flow = LIVE
-    # Start waits at most this long (from the first message) for a URDF on the mapped
-    # topic and for the cameras' camera_info; then the dataset is opened without them
-    # (warnings; the intrinsics from the camera_info_url file, else unknown). Other missing
-    # topics keep start refusing: a dataset without its cameras or joint state is no dataset.
-    warmup_s: float = 10.0
-    name: str = "ortf_recorder dataset"
-    urdf: str | None = None  # a URDF given by the user (over /robot_description)
-    urdf_source: str = "the urdf parameter"
 
 
 class LiveRecorder:

@@ -1,26 +1,27 @@
-"""What the live recorder's jobs share: the recorder's state, the open dataset and session,
-the episode being recorded and what the operator said of it, the warnings. One object,
-held by the warm-up, the commands and the health alike, so that none needs another."""
+"""What the live recorder's jobs share: its settings, the recorder's state, the open
+dataset and session, the episode being recorded and what the operator said of it, the
+warnings. One object, held by the warm-up, the commands and the health alike, so that
+none needs another."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from pathlib import Path
+from typing import Literal
 
 from datasketches import kll_floats_sketch
 
+from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.describe import Description
+from ortf_ros.pipeline.flow import LIVE, Flow
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.live import LiveSource
-
-if TYPE_CHECKING:  # (the settings are the recorder's, which imports this)
-    from ortf_ros.pipeline.recorder import RecorderSettings
 
 State = Literal["waiting", "ready", "recording", "failed", "closed"]
 """waiting: for the warm-up's messages; ready: the dataset is open, no episode; recording:
@@ -29,6 +30,22 @@ closed: shut down."""
 
 WARNINGS_KEPT = 20  # the latest warnings, in the status (all of them go to the log)
 LATENCY_K = 200  # KLL sketch size: quantiles within about 1.3 %, a few kB
+
+
+@dataclass(frozen=True)
+class RecorderSettings:
+    output: Path
+    mapping: ConversionConfig
+    writer: WriterConfig
+    flow: Flow = LIVE
+    # Start waits at most this long (from the first message) for a URDF on the mapped
+    # topic and for the cameras' camera_info; then the dataset is opened without them
+    # (warnings; the intrinsics from the camera_info_url file, else unknown). Other missing
+    # topics keep start refusing: a dataset without its cameras or joint state is no dataset.
+    warmup_s: float = 10.0
+    name: str = "ortf_recorder dataset"
+    urdf: str | None = None  # a URDF given by the user (over /robot_description)
+    urdf_source: str = "the urdf parameter"
 
 
 @dataclass
