@@ -48,6 +48,7 @@ import psutil
 from measure import MB, Row, print_table
 
 from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
@@ -189,7 +190,7 @@ def fill(writer: DatasetWriter, template: Episode, count: int) -> float:
     """``count`` episodes imported from ``template``; seconds per episode."""
     start = time.perf_counter()
     for _ in range(count):
-        writer.import_episode(template)
+        import_episode(writer, template)
     return (time.perf_counter() - start) / max(count, 1)
 
 

@@ -644,9 +644,9 @@ _Key = tuple[str, int, str]  # pstats: (file, first line, function); file "~" fo
 READ = ["ortf_ros.pipeline.sources.bag:BagSource._messages"]
 SAMPLES = ["ortf_ros.pipeline.fastpath:SampleDecoder.samples", "ortf_ros.pipeline.fastpath:SampleDecoder.block"]
 ASSEMBLE = [
-    "ortf_ros.pipeline.assemble:Assembler.feed",
-    "ortf_ros.pipeline.assemble:Assembler.emit_ready",
-    "ortf_ros.pipeline.assemble:Assembler.finish",
+    "ortf_ros.pipeline.assembly.assembler:Assembler.feed",
+    "ortf_ros.pipeline.assembly.assembler:Assembler.emit_ready",
+    "ortf_ros.pipeline.assembly.assembler:Assembler.finish",
 ]
 ADD_FRAME = ["ortf_ros.dataset.writer:DatasetWriter.add_frame"]
 ADD_SAMPLES = ["ortf_ros.dataset.writer:DatasetWriter.add_samples"]

@@ -17,7 +17,7 @@ Prints one table:
    command). Wall seconds, recordings per second and real time, and each mode's
    recordings per second over the sequential run's. Ray's start-up (``ray.init`` and
    ``ray.shutdown`` in a process of their own) is shown beside it: a fixed cost per run.
-2. ``DatasetWriter.import_episode``, what the driver does with every recording a worker
+2. ``dataset.importing.import_episode``, what the driver does with every recording a worker
    converted: one 2 s episode (two 640x480 cameras) converted once, then imported 1000
    times (``--quick``: 100) into one dataset through one open writer, as the driver
    opens it. The median import of the first ten, around the 100th and 500th, and of the
@@ -53,6 +53,7 @@ from bench_bag2ortf import DEFAULT_CACHE, BagSpec, CachedBag, ForeignLoad, conve
 from measure import MB, Row, print_table
 
 from ortf_ros.dataset.commit import PARQUET_COMPRESSION
+from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
@@ -227,7 +228,7 @@ def import_rows(bag: CachedBag, tmp: Path, count: int) -> list[Row]:
     with DatasetWriter(output, manifest, urdf=read_text(urdf) if urdf.exists() else None) as writer:
         for number in range(1, count + 1):
             start = time.perf_counter()
-            writer.import_episode(episode)
+            import_episode(writer, episode)
             seconds.append(time.perf_counter() - start)
             if number % FLOOR_EVERY == 0:
                 floors.append(copy_floor(episode, tmp / "floor"))

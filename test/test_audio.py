@@ -508,7 +508,7 @@ def test_audio_past_what_a_wav_holds_is_one_line_naming_the_file(tmp_path: Path)
 
 def test_parallel_conversion_imports_each_recordings_audio(tmp_path: Path) -> None:
     """``--jobs 2``: each recording is converted to a dataset of its own and its episodes
-    imported (``DatasetWriter.import_episode``), audio files and chunk tables with them."""
+    imported (``importing.import_episode``), audio files and chunk tables with them."""
     configs = [replace(scene("mcap", "ros2", "s16le", 1), start_ns=START_NS + i * 10**10) for i in range(2)]
     bags = [write_scene_bag(tmp_path / f"bag{i}", config) for i, config in enumerate(configs)]
     with BagSource(bags[0].path) as source:

@@ -25,7 +25,7 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.format import layout
-from ortf_ros.io import encoder_process
+from ortf_ros.io import staged_video
 from ortf_ros.io import video as video_io
 from ortf_ros.io.mapped_file import MappedFile, locate
 from ortf_ros.pipeline.mapping import (
@@ -618,7 +618,7 @@ def test_raw_frames_of_a_split_mcap_recording_are_encoded_where_they_lie(
         located.append(None if found is None else found[0].serial)
         return found
 
-    monkeypatch.setattr(encoder_process, "locate", counted)
+    monkeypatch.setattr(staged_video, "locate", counted)
     config = mapping_for(bag.path)
     convert_recording([bag.path], tmp_path / "ds", config)
     frames = sum(bag.counts[c.topic] for c in config.cameras)

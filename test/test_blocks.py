@@ -27,7 +27,8 @@ from test_extract import HEADER_SEC, assert_same_samples, build, full_way, joint
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.pipeline import offline
-from ortf_ros.pipeline.assemble import Assembler, _JointMerger
+from ortf_ros.pipeline.assembly.assembler import Assembler
+from ortf_ros.pipeline.assembly.joints import JointMerger
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import Layout, SampleDecoder, has_blocks
@@ -427,7 +428,7 @@ def test_merging_a_block_equals_merging_its_messages_in_order() -> None:
         decoder.samples(raw)
     [block] = as_block(decoder, messages[10:])
     assert isinstance(block, SampleBlock) and len(block.parts) == 2 * len(layouts)  # with and without velocities
-    one_by_one, whole = _JointMerger(joints), _JointMerger(joints)
+    one_by_one, whole = JointMerger(joints), JointMerger(joints)
     for merger in (one_by_one, whole):
         for raw in messages[:10]:
             sample = decoder.samples(raw)[0]

@@ -202,7 +202,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.staged_video import StagedVideoWriter
 from ortf_ros.io.video import VideoSettings
 
 writer = StagedVideoWriter(Path(sys.argv[1]), 64, 48, 30, "rgb", VideoSettings(), camera="cam")
@@ -269,7 +269,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.staged_video import StagedVideoWriter
 from ortf_ros.io.video import VideoSettings
 
 lock = open(sys.argv[2], "wb")

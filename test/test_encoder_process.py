@@ -21,29 +21,28 @@ import numpy as np
 import psutil
 import pytest
 
-from ortf_ros.io import encoder_process
+from ortf_ros.io import encoder_pool
 from ortf_ros.io.encoder_process import (
     CLOSE,
     CLOSED,
     FRAME,
     FREE,
-    MAPPED_QUEUE_FRAMES,
     OPEN,
-    StagedVideoWriter,
-    _freed_slots,
     _FreedSlots,
     _messages,
     _serve,
-    _slot_message,
+    freed_slots,
+    slot_message,
 )
 from ortf_ros.io.mapped_file import MappedFile
+from ortf_ros.io.staged_video import MAPPED_QUEUE_FRAMES, StagedVideoWriter
 from ortf_ros.io.video import VideoSettings
 
 
 def _next_reply(writer: socket.socket) -> tuple[int, ...]:
     reply = writer.recv(4096)
     assert reply[:1] == FREE
-    return _freed_slots(reply[1:])
+    return freed_slots(reply[1:])
 
 
 def test_freed_slots_go_back_together_and_before_the_process_waits() -> None:
@@ -146,7 +145,7 @@ def test_slots_freed_before_a_close_go_back_before_it_is_confirmed(tmp_path: Pat
     job["settings"] = asdict(VideoSettings())
     with writer, process:
         writer.settimeout(30)
-        for message in (OPEN + json.dumps(job).encode(), *(_slot_message(FRAME, slot) for slot in range(3)), CLOSE):
+        for message in (OPEN + json.dumps(job).encode(), *(slot_message(FRAME, slot) for slot in range(3)), CLOSE):
             writer.send(message)  # (all waiting at once: no reply is due before the close)
         server = threading.Thread(target=_serve, args=(process, ring), daemon=True)
         server.start()
@@ -201,10 +200,10 @@ def test_an_encoder_process_imports_this_ortf_ros_whatever_the_working_directory
 def test_prestarted_processes_serve_before_they_are_needed_and_are_taken(tmp_path: Path) -> None:
     """A prestart is ready once each process answers (its imports done); a video of that
     size then takes one of them instead of starting its own."""
-    prestart = encoder_process.Prestart([(64, 48, "rgb"), (64, 48, "depth")], 4)
+    prestart = encoder_pool.Prestart([(64, 48, "rgb"), (64, 48, "depth")], 4)
     assert prestart.wait()
-    with encoder_process._idle_lock:
-        waiting = {process.process.pid for process in encoder_process._idle}
+    with encoder_pool._idle_lock:
+        waiting = {process.process.pid for process in encoder_pool._idle}
     assert len(waiting) >= 2 and all(psutil.pid_exists(pid) for pid in waiting)
     writer = StagedVideoWriter(
         tmp_path / "rgb.mp4", 64, 48, 30.0, "rgb", VideoSettings(preset="ultrafast"), camera="c", queue_frames=4

@@ -17,6 +17,7 @@ from test_bag2ortf import RESOURCES, mapping_for
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.edits import delete_episodes
+from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.run_lock import run_lock, run_lock_path
 from ortf_ros.dataset.validation import validate
@@ -121,7 +122,7 @@ def test_a_recording_cut_off_between_its_episodes_gets_the_rest(tmp_path: Path) 
         source = converted.episode(0).record.source
         assert source is not None
         record = replace(converted.episode(0).record, source=replace(source, episodes=None))
-        writer.import_episode(Episode(converted, record))
+        import_episode(writer, Episode(converted, record))
     assert bag2ortf([str(bag), "-o", str(cut), "--config", str(mapping)]) == 0
     assert dataset_digest(cut)["episodes"] == dataset_digest(whole)["episodes"]
 

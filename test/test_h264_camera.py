@@ -18,7 +18,7 @@ import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
-from ortf_ros.dataset import writer as writer_module
+from ortf_ros.dataset import video_input
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.validation import validate
@@ -27,7 +27,7 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
 from ortf_ros.format.manifest import Resolution
-from ortf_ros.io.encoder_process import Prestart
+from ortf_ros.io.encoder_pool import Prestart
 from ortf_ros.io.h264 import (
     PUBLISHED_ENCODING_KEY,
     AnnexBEncoder,
@@ -261,7 +261,7 @@ def test_no_encoder_process_is_started_for_an_h264_camera(
         asked.extend(videos)
         return Prestart([], queue_frames)
 
-    monkeypatch.setattr(writer_module, "Prestart", prestart)
+    monkeypatch.setattr(video_input, "Prestart", prestart)
     with DatasetWriter(root) as writer:
         writer.start_encoders()
         cameras = writer.manifest.cameras

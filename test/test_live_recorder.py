@@ -17,7 +17,8 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.mapping import TopicMapping, detect_mapping
-from ortf_ros.pipeline.recorder import LiveRecorder, RecorderSettings, Reply, check_output, live_writer_config
+from ortf_ros.pipeline.recorder import LiveRecorder, check_output, live_writer_config
+from ortf_ros.pipeline.recording.state import RecorderSettings, Reply
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.synthetic_bag import (

@@ -14,7 +14,7 @@ import pytest
 from av.video.reformatter import ColorRange
 
 from ortf_ros.io import atomic
-from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.staged_video import StagedVideoWriter
 from ortf_ros.io.video import (
     COLOUR_MATRIX,
     StagingEncoder,

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from ortf_ros.dataset.config import WriterConfig
+from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.logs import StepLog
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import StagedEpisode, lock_dataset
@@ -391,7 +392,7 @@ def test_import_episode_copies_another_datasets_episode_without_reencoding(
     target = tmp_path / "target"
     write_demo_dataset(target, episodes=1, steps=3, width=64, height=48)
     with DatasetWriter(target) as writer:
-        imported = [writer.import_episode(source.episode(i)) for i in (2, 0)]
+        imported = [import_episode(writer, source.episode(i)) for i in (2, 0)]
     assert [r.episode_id for r in imported] == ["000001", "000002"]
     assert (imported[0].success, imported[0].failure_reason) == (False, "gripper slipped")
     result = load_dataset(target)
@@ -415,7 +416,7 @@ def test_import_refuses_a_differently_laid_out_episode(
         DatasetWriter(other) as writer,
         pytest.raises(WriterError, match="cannot import episode 000000: cameras differ"),
     ):
-        writer.import_episode(load_dataset(source_root).episode(0))
+        import_episode(writer, load_dataset(source_root).episode(0))
     assert len(load_dataset(other)) == 1
 
 

@@ -17,7 +17,7 @@ import numpy as np
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format import layout
 from ortf_ros.io import video
-from ortf_ros.io.encoder_process import StagedVideoWriter
+from ortf_ros.io.staged_video import StagedVideoWriter
 from ortf_ros.io.video import VideoSettings
 
 REUSABLE_CODEC = "h264"

@@ -157,7 +157,7 @@ class AudioFile:
             self._file.close()
 
     def copy_from(self, audio: Path, table: Path) -> None:
-        """Stage another dataset's episode audio instead (``DatasetWriter.import_episode``)."""
+        """Stage another dataset's episode audio instead (``importing.import_episode``)."""
         self.close()
         self.wav.unlink()
         shutil.copyfile(audio, self.wav.with_suffix(audio.suffix))

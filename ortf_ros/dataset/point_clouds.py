@@ -96,7 +96,7 @@ class CloudLog:
         return self.count - 1
 
     def append_file(self, path: Path) -> None:
-        """Another dataset's committed clouds of this stream (``DatasetWriter.import_episode``),
+        """Another dataset's committed clouds of this stream (``importing.import_episode``),
         a row group (a cloud) at a time, relabelled with this episode's id."""
         if not path.exists():
             return

@@ -19,8 +19,8 @@ from ortf_ros.format.audio import audio_codec, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
 from ortf_ros.format.schema import step_schema, stream_schema
-from ortf_ros.io.encoder_process import StagedVideoWriter
 from ortf_ros.io.packet_video import StagedPacketVideo
+from ortf_ros.io.staged_video import StagedVideoWriter
 
 
 @dataclass(frozen=True)

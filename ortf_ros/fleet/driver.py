@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.run_lock import run_lock
@@ -302,7 +303,7 @@ class FleetConversion:
                 if place in present:
                     episodes.append(present[place])
                 elif not held.has(place):  # (a place whose episode was deleted stays deleted)
-                    episodes.append(writer.import_episode(episode).episode_id)
+                    episodes.append(import_episode(writer, episode).episode_id)
             if present:  # (those imported say how many there are; those held before may not)
                 writer.complete_source(list(present.values()), len(converted.episodes))
         except Exception as exc:

@@ -32,18 +32,16 @@ which a terminal's Ctrl-C or a service manager's stop send to every process of t
 group, and SIGHUP: what they mean for the episode is the writer's decision, and the
 encoder process lives exactly as long as the writer's end of the socket.
 
-Reuse: starting an encoder process (Python and PyAV) takes about 0.15 s, too long to pay
-at every episode of a live recorder, so a process whose video closed cleanly waits for
-the next video of that frame size (at most ``IDLE_PROCESSES`` wait; each exits when the
-writer's process does).
+The writer's side: ``staged_video.StagedVideoWriter`` (a video's frames) and
+``encoder_pool`` (the processes, started ahead and reused). Here: the protocol between
+them and the encoder process, and the process itself.
 
 Run as ``python -m ortf_ros.io.encoder_process CONTROL_FD RING_FD RING_BYTES`` by
-``StagedVideoWriter`` only.
+``encoder_pool.EncoderProcess`` only.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import json
 import mmap
@@ -52,20 +50,14 @@ import select
 import signal
 import socket
 import struct
-import subprocess
 import sys
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
-import ortf_ros
 from ortf_ros.errors import WriterError, describe
-from ortf_ros.io.mapped_file import MappedFile, locate
-from ortf_ros.io.video import FrameKind, StagingEncoder, VideoSettings, as_frame_rate
+from ortf_ros.io.video import FrameKind, StagingEncoder, VideoSettings
 
 # Writer to encoder process: open a video (JSON body), encode a slot, take a file (its
 # descriptor attached), encode a frame that lies in that file, close the video.
@@ -74,22 +66,24 @@ OPEN, FRAME, MAP, MAPPED_FRAME, CLOSE = b"O", b"F", b"M", b"P", b"C"
 # (text), it is closed.
 FREE, FAILED, CLOSED = b"R", b"E", b"D"
 MESSAGE_BYTES = 4096
-IDLE_PROCESSES = 4
-MAPPED_QUEUE_FRAMES = 32
-"""Frames per camera that may wait for the encoder process when they lie in a mapped file,
-whatever ``queue_frames``: such a frame takes no memory while it waits. The reader hands
-frames to its cameras in turn, and waits whenever one encoder is behind; a deeper queue
-keeps the other encoders busy meanwhile (on the benchmark's two cores, they were busy
-1.77 of the time with 9 waiting frames, and 1.84 with 32)."""
-
 
 _SLOT = struct.Struct("<I")
 _SERIAL = struct.Struct("<Q")  # a MappedFile's serial number
 _MAPPED_FRAME = struct.Struct("<IQQ")  # slot, the file's serial number, offset of the frame in it
 
 
-def _slot_message(kind: bytes, slot: int) -> bytes:
+def slot_message(kind: bytes, slot: int) -> bytes:
     return kind + _SLOT.pack(slot)
+
+
+def map_message(serial: int) -> bytes:
+    """MAP: the file sent with this message is the writer's ``serial``."""
+    return MAP + _SERIAL.pack(serial)
+
+
+def mapped_frame_message(slot: int, serial: int, offset: int) -> bytes:
+    """MAPPED_FRAME: the frame numbered ``slot`` lies at ``offset`` in file ``serial``."""
+    return MAPPED_FRAME + _MAPPED_FRAME.pack(slot, serial, offset)
 
 
 FREE_SLOTS_MAX = (MESSAGE_BYTES - 1) // _SLOT.size  # slot numbers one FREE message holds
@@ -99,410 +93,15 @@ def _free_message(slots: list[int]) -> bytes:
     return FREE + struct.pack(f"<{len(slots)}I", *slots)
 
 
-def _freed_slots(body: bytes) -> tuple[int, ...]:
+def freed_slots(body: bytes) -> tuple[int, ...]:
     return struct.unpack(f"<{len(body) // _SLOT.size}I", body)
 
 
-def _frame_layout(width: int, height: int, kind: FrameKind) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
+def frame_layout(width: int, height: int, kind: FrameKind) -> tuple[tuple[int, ...], np.dtype[np.generic]]:
     """(shape, dtype) of a frame as the writer takes it and a ring slot holds it."""
     if kind == "depth":
         return (height, width), np.dtype(np.uint16)
     return (height, width, 3), np.dtype(np.uint8)
-
-
-class _EncoderProcess:
-    """One encoder process, its frame ring and the writer's end of its socket."""
-
-    def __init__(self, slot_bytes: int, slots: int) -> None:
-        self.slot_bytes = slot_bytes
-        self.slots = slots
-        size = slot_bytes * slots
-        ring_fd = os.memfd_create("ortf-frames")
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        try:
-            os.ftruncate(ring_fd, size)
-            self.ring = mmap.mmap(ring_fd, size)
-            command = [
-                sys.executable,
-                "-c",
-                _RUN_OFF_THE_WORKING_DIRECTORY,
-                str(theirs.fileno()),
-                str(ring_fd),
-                str(size),
-            ]
-            # A session (and so a process group) of its own: a terminal's Ctrl-C is the
-            # writer's to handle. (start_new_session, not process_group=0: that is 3.11's.)
-            self.process = subprocess.Popen(
-                command,
-                pass_fds=(theirs.fileno(), ring_fd),
-                stdin=subprocess.DEVNULL,
-                env=_child_environment(),
-                start_new_session=True,
-            )
-        except BaseException:
-            ours.close()
-            raise
-        finally:
-            theirs.close()
-            os.close(ring_fd)
-        self.control = ours
-
-    def send(self, message: bytes, fds: list[int] | None = None) -> bool:
-        """False when the process is gone. ``fds`` go with the message (SCM_RIGHTS)."""
-        try:
-            if fds:
-                socket.send_fds(self.control, [message], fds)
-            else:  # (a frame: a plain send, without sendmsg's ancillary data to build)
-                self.control.send(message)
-        except OSError:  # EPIPE, ECONNRESET: it exited
-            return False
-        return True
-
-    def receive(self, wait: bool) -> bytes | None:
-        """The next message; b"" once the process is gone; None when nothing waits and ``wait`` is false."""
-        while True:
-            try:
-                return self.control.recv(MESSAGE_BYTES, 0 if wait else socket.MSG_DONTWAIT)
-            except BlockingIOError:
-                return None
-            except ConnectionResetError:  # it exited with messages unread; those it sent still follow
-                continue
-            except OSError:
-                return b""
-
-    def exit_status(self) -> str:
-        """How the process ended, for an error message (it has closed its socket)."""
-        try:
-            code = self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            return "the encoder process stopped answering"
-        if code < 0:
-            name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
-            return f"the encoder process was killed by {name}"
-        return f"the encoder process exited with code {code}"
-
-    def stop(self) -> None:
-        """End the process: closing the socket ends its loop, after what it was sent."""
-        self.control.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-
-
-_RUN_OFF_THE_WORKING_DIRECTORY = (
-    "import runpy, sys\n"
-    "if sys.path and sys.path[0] == '': del sys.path[0]\n"
-    f"runpy.run_module({__name__!r}, run_name='__main__', alter_sys=True)\n"
-)
-"""The child's program: this module as ``__main__``, without the working directory that
-``python -c`` (and ``-m``) puts first on the path, where another checkout of ortf_ros
-would be the one imported. (PYTHONSAFEPATH does the same from Python 3.11 on; this works
-on 3.10 too.)"""
-
-
-def _child_environment() -> dict[str, str]:
-    """This environment, with ortf_ros imported from where this process imports it: first
-    on the path (see ``_RUN_OFF_THE_WORKING_DIRECTORY``)."""
-    package_root = str(Path(ortf_ros.__file__).resolve().parent.parent)
-    paths = [package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
-
-
-_idle: list[_EncoderProcess] = []
-_let_go: list[_EncoderProcess] = []  # finishing a video on their own, to be reaped
-_idle_lock = threading.Lock()
-
-
-def _take_process(slot_bytes: int, slots: int) -> _EncoderProcess:
-    """A waiting process with a ring of this size, or a new one."""
-    with _idle_lock:
-        _let_go[:] = [process for process in _let_go if process.process.poll() is None]
-        for process in _idle:
-            if (process.slot_bytes, process.slots) == (slot_bytes, slots) and process.process.poll() is None:
-                _idle.remove(process)
-                return process
-    return _EncoderProcess(slot_bytes, slots)
-
-
-PRESTART_TIMEOUT_S = 60.0
-
-
-class Prestart:
-    """Encoder processes started ahead of their videos, one per (width, height, kind), to
-    wait among the idle ones. A process takes a while to import PyAV and OpenCV (seconds
-    on a busy machine), during which ``write`` waits once the ring is full: a live
-    recorder starts its cameras' before the first episode, whose first second of frames
-    would otherwise be held up and its subscriptions' queues overflow.
-
-    Nothing here blocks: ``ready`` says whether every process serves yet (a close with no
-    video open is answered once its imports are done), so the caller keeps taking its
-    input meanwhile. One that does not answer within ``PRESTART_TIMEOUT_S`` is stopped;
-    its video gets a process at its first frame, as without a prestart."""
-
-    def __init__(self, videos: list[tuple[int, int, FrameKind]], queue_frames: int) -> None:
-        self._waiting: list[_EncoderProcess] = []
-        self._deadline = time.monotonic() + PRESTART_TIMEOUT_S
-        for width, height, kind in videos[:IDLE_PROCESSES]:
-            shape, dtype = _frame_layout(width, height, kind)
-            process = _EncoderProcess(int(np.prod(shape)) * dtype.itemsize, queue_frames + 1)
-            if process.send(CLOSE):
-                self._waiting.append(process)
-            else:
-                process.stop()
-
-    def ready(self) -> bool:
-        """Whether every process answered (or was given up on); those that did wait idle."""
-        still = []
-        for process in self._waiting:
-            answer = _answered(process)
-            if answer is None and time.monotonic() < self._deadline:
-                still.append(process)
-            elif answer:
-                _keep_process(process)
-            else:
-                process.stop()
-        self._waiting = still
-        return not still
-
-    def wait(self, timeout_s: float = PRESTART_TIMEOUT_S) -> bool:
-        """Block until ``ready`` (tests, scripts); whether every process answered in time."""
-        deadline = time.monotonic() + timeout_s
-        while not self.ready():
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.01)
-        return True
-
-
-def _answered(process: _EncoderProcess) -> bool | None:
-    """True once ``process`` answered the close, False when it is gone, None while it is not there yet."""
-    while True:
-        message = process.receive(wait=False)
-        if message is None:
-            return None
-        if message == b"":
-            return False
-        if message[:1] == CLOSED:
-            return True
-
-
-def _let_go_of(process: _EncoderProcess) -> None:
-    """Close its socket without waiting: it encodes what it was handed, closes the file,
-    lets go of what it holds and exits on its own (reaped by a later ``_take_process``)."""
-    process.control.close()
-    with _idle_lock:
-        _let_go.append(process)
-
-
-def wait_for_processes_let_go(timeout_s: float = 60.0) -> None:
-    """Wait until every process let go of (``abandon``, an interrupted ``close``) has
-    finished its video and exited. One that had not read its OPEN yet opens its video by
-    path: in a directory made anew there for another episode, or (making it again) in one
-    just removed, if the writer did not wait. Raises ``WriterError`` when one is still
-    running after ``timeout_s`` in all."""
-    deadline = time.monotonic() + timeout_s
-    with _idle_lock:
-        waiting = list(_let_go)
-    for process in waiting:
-        try:
-            process.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            raise WriterError(
-                f"an encoder process let go of (pid {process.process.pid}) is still finishing its video "
-                f"after {timeout_s:.0f} s"
-            ) from None
-    with _idle_lock:
-        _let_go[:] = [process for process in _let_go if process.process.poll() is None]
-
-
-def _keep_process(process: _EncoderProcess) -> None:
-    with _idle_lock:
-        _idle.append(process)
-        surplus = _idle[:-IDLE_PROCESSES]
-        del _idle[:-IDLE_PROCESSES]
-    for old in surplus:
-        old.stop()
-
-
-@atexit.register
-def _stop_idle_processes() -> None:
-    with _idle_lock:
-        waiting = list(_idle)
-        _idle.clear()
-    for process in waiting:
-        process.stop()
-
-
-class StagedVideoWriter:
-    """Encodes one camera's frames into a fragmented MP4, in an encoder process.
-
-    ``write`` copies the frame into the ring (the caller may reuse its array), or for a
-    view of a ``MappedFile`` sends where it lies, and returns at once unless all
-    ``queue_frames`` + 1 slots wait for the encoder (for a view, unless
-    ``MAPPED_QUEUE_FRAMES`` frames or all slots wait, whichever are more): memory is
-    that many frames plus one GOP inside the encoder. A failure of the encoder (its
-    error, or the process's death) is raised as a ``WriterError`` naming the camera by
-    every ``write`` and ``close`` after it, so an episode missing frames is never taken
-    for a complete one; what reached the file stays there. The encoder process keeps
-    ``hold`` (a file descriptor) open until the video is closed, also when this process
-    dies.
-    """
-
-    def __init__(
-        self,
-        path: Path,
-        width: int,
-        height: int,
-        fps: float,
-        kind: FrameKind,
-        settings: VideoSettings,
-        *,
-        camera: str,
-        queue_frames: int = 8,
-        hold: int | None = None,
-    ) -> None:
-        self.path = path
-        self.camera = camera
-        self.kind = kind
-        self.shape, self._dtype = _frame_layout(width, height, kind)
-        self.frames_written = 0
-        job = {
-            "path": str(path),
-            "width": width,
-            "height": height,
-            "fps": as_frame_rate(fps),
-            "kind": kind,
-            "settings": asdict(settings),
-        }
-        slots = queue_frames + 1
-        self._process = _take_process(int(np.prod(self.shape)) * self._dtype.itemsize, slots)
-        self._ring: np.ndarray = np.frombuffer(self._process.ring, self._dtype).reshape(slots, *self.shape)
-        self._slots = slots
-        self._free = list(range(slots))  # the ring's slots
-        # Numbers past the ring, for frames that lie in a mapped file only (they need no slot's memory).
-        self._free_mapped = list(range(slots, max(slots, MAPPED_QUEUE_FRAMES)))
-        self._mapped: int | None = None  # serial number of the file the process holds for this video
-        self._failure: str | None = None
-        self._alive = True  # the process has not closed its socket
-        self._closed = False  # the process confirmed the close
-        self._finished = False
-        opening = OPEN + json.dumps(job).encode()
-        if len(opening) > MESSAGE_BYTES:
-            self._process.stop()
-            raise WriterError(f"camera {camera!r}: {path}: the path is too long for the encoder process")
-        if not self._process.send(opening, None if hold is None else [hold]):
-            self._lost()
-
-    def write(self, image: np.ndarray) -> int:
-        """Hand one frame to the encoder; returns its frame index."""
-        if self._finished:
-            raise WriterError(f"camera {self.camera!r}: {self.path} is closed; it takes no more frames")
-        self._receive(wait=False)
-        self._raise_failure()
-        if image.shape != self.shape or image.dtype != self._dtype:
-            raise WriterError(
-                f"camera {self.camera!r}: expected a {self._dtype.name} image of shape {self.shape}, "
-                f"got {image.dtype.name} {image.shape}"
-            )
-        located = locate(image)
-        while (free := self._free_for(located)) is None:
-            self._receive(wait=True)
-            self._raise_failure()
-        slot = free.pop()
-        try:
-            message = self._handover(slot, image, located)
-        except BaseException:  # (an interrupt): the frame was not handed over, so its slot is free again
-            free.append(slot)
-            raise
-        if message is None or not self._process.send(message):
-            self._lost()
-            self._raise_failure()
-        self.frames_written += 1
-        return self.frames_written - 1
-
-    def _free_for(self, located: tuple[MappedFile, int] | None) -> list[int] | None:
-        """The free numbers a frame takes one of: a frame in a mapped file (``located``)
-        those past the ring first; None while none is free."""
-        if located is not None and self._free_mapped:
-            return self._free_mapped
-        return self._free or None
-
-    def _handover(self, slot: int, image: np.ndarray, located: tuple[MappedFile, int] | None) -> bytes | None:
-        """The message that hands ``image`` over in ``slot``: where it lies in a mapped file
-        (``located``; the file sent first if need be), or the slot it was copied into. None
-        when the process is gone."""
-        if located is None:
-            self._ring[slot] = image
-            return _slot_message(FRAME, slot)
-        mapped, offset = located
-        if mapped.serial != self._mapped:
-            if not self._process.send(MAP + _SERIAL.pack(mapped.serial), [mapped.fileno()]):
-                return None
-            self._mapped = mapped.serial
-        return MAPPED_FRAME + _MAPPED_FRAME.pack(slot, mapped.serial, offset)
-
-    def close(self) -> None:
-        """Encode what was written, flush the encoder and close the file (waits for it)."""
-        if not self._finished:
-            self._finished = True
-            try:
-                if self._alive and not self._process.send(CLOSE):
-                    self._lost()
-                while self._alive and not self._closed:
-                    self._receive(wait=True)
-            finally:
-                del self._ring  # the process may be reused: this writer no longer writes into its ring
-                if self._closed and self._failure is None:
-                    _keep_process(self._process)
-                elif self._failure is None:  # interrupted: the process finishes the video on its own
-                    self._fail("closing the video was interrupted")
-                    _let_go_of(self._process)
-                else:
-                    self._process.stop()
-        self._raise_failure()
-
-    def abandon(self) -> None:
-        """Let go of the video without waiting: the encoder process encodes what it was
-        handed, closes the file, lets go of ``hold`` and exits on its own (as when this
-        process dies). For an interrupted close of the episode's other videos."""
-        if not self._finished:
-            self._finished = True
-            self._fail("the video was abandoned before it was closed")
-            del self._ring
-            _let_go_of(self._process)
-
-    def _receive(self, wait: bool) -> None:
-        """Take in what the process has sent: the first message waited for when ``wait``."""
-        while self._alive:
-            message = self._process.receive(wait)
-            wait = False
-            if message is None:
-                return
-            kind, body = message[:1], message[1:]
-            if kind == FREE:
-                for slot in _freed_slots(body):
-                    (self._free if slot < self._slots else self._free_mapped).append(slot)
-            elif kind == FAILED:
-                self._fail(body.decode(errors="replace"))
-            elif kind == CLOSED:
-                self._closed = True
-                return
-            else:  # b"": the socket closed
-                self._lost()
-
-    def _lost(self) -> None:
-        self._alive = False
-        self._fail(self._process.exit_status())
-
-    def _fail(self, reason: str) -> None:
-        if self._failure is None:
-            self._failure = f"camera {self.camera!r}: encoding into {self.path} failed: {reason}"
-
-    def _raise_failure(self) -> None:
-        if self._failure is not None:
-            raise WriterError(self._failure)
 
 
 # -- the encoder process ---------------------------------------------------------------
@@ -523,7 +122,7 @@ def _serve(control: socket.socket, ring: mmap.mmap) -> None:
             source.let_go()
             try:
                 job = json.loads(body)
-                shape, dtype = _frame_layout(job["width"], job["height"], job["kind"])
+                shape, dtype = frame_layout(job["width"], job["height"], job["kind"])
                 frames = np.frombuffer(ring, dtype).reshape(-1, *shape)
                 freed.batch = max(1, min(len(frames) // 2, FREE_SLOTS_MAX))
                 encoder = StagingEncoder(

@@ -34,7 +34,7 @@ from ortf_ros.format.accounting import (
     ROLE_WRENCH,
     StreamAccount,
 )
-from ortf_ros.pipeline.assemble import TopicCounts
+from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.mapping import TopicMapping
 
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ortf_ros.pipeline.assemble import Assembler
+from ortf_ros.pipeline.assembly.assembler import Assembler
 from ortf_ros.pipeline.fastpath import SampleDecoder, carries_tf
 from ortf_ros.pipeline.samples import RawMessage, RawRun
 

@@ -31,7 +31,7 @@ from ortf_ros.format.manifest import (
 )
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
-from ortf_ros.pipeline.assemble import StepLayout
+from ortf_ros.pipeline.assembly.steps import StepLayout
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.mapping import CameraMapping, SyncTolerance, TopicMapping, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps

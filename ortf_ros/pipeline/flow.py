@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.pipeline.assemble import NATIVE_BATCH_MAX
+from ortf_ros.pipeline.assembly.native import NATIVE_BATCH_MAX
 from ortf_ros.pipeline.batching import BLOCK_MESSAGES
 
 

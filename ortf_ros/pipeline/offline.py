@@ -20,7 +20,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.pipeline.assemble import TopicCounts
+from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import describe
 from ortf_ros.pipeline.episodes import Segmenter

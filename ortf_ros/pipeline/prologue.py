@@ -3,7 +3,7 @@
 The manifest describes the robot (URDF), the coordinate frames (static TF, and which
 frames move), each camera's geometry, calibration and frame rate, the joint names and
 the action's shape. A bag gives these from its first seconds, read ahead
-(``offline.read_prologue``); a live recorder from a warm-up over its subscriptions. Both
+(``ReadAhead.messages``); a live recorder from a warm-up over its subscriptions. Both
 feed one ``PrologueBuilder`` message by message and ask it when it has enough
 (``complete``) and, when time runs out, what is still missing (``missing``).
 
@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
-from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.mapping import CameraMapping, TopicMapping
 from ortf_ros.pipeline.samples import (
+    NS,
     AudioChunkSample,
     AudioInfoSample,
     BadMessage,
@@ -72,7 +72,7 @@ class Prologue:
     problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
-    audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``streams.audio``)
+    audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
     scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
     clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
     encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)

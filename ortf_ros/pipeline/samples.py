@@ -16,6 +16,7 @@ import numpy as np
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.io.h264 import PacketFacts
 
+NS = 1_000_000_000  # nanoseconds a second: every time here is an integer of them
 Serialization = Literal["cdr", "ros1"]
 TimeSource = Literal["header", "receive"]
 """Which of a sample's clocks a stream's time is: its header stamp, or when it was received."""
@@ -266,6 +267,12 @@ class SampleBlock:
 
     def __len__(self) -> int:
         return len(self.receive_ns)
+
+    def times(self, source: TimeSource) -> np.ndarray:
+        """``stream_time`` of each row."""
+        if source == "header":
+            return np.where(self.header_ns != 0, self.header_ns, self.receive_ns)
+        return self.receive_ns
 
     def stacked(self, run: int) -> np.ndarray:
         """One run of every message, a row each in block order (the parts' runs must be as wide)."""

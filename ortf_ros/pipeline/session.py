@@ -19,7 +19,9 @@ from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.accounting import EpisodeTally
-from ortf_ros.pipeline.assemble import Assembler, StepLayout, TopicCounts
+from ortf_ros.pipeline.assembly.assembler import Assembler
+from ortf_ros.pipeline.assembly.counts import TopicCounts
+from ortf_ros.pipeline.assembly.steps import StepLayout
 from ortf_ros.pipeline.batching import BlockFeed
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.flow import Flow

@@ -52,13 +52,11 @@ from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.mapping import MAPPING_KEYS, TopicMapping, describe_mapping
 from ortf_ros.pipeline.recorder import (
     SHUTDOWN_TIMEOUT_S,
-    Labels,
     LiveRecorder,
-    RecorderSettings,
-    Reply,
     check_output,
     live_writer_config,
 )
+from ortf_ros.pipeline.recording.state import Labels, RecorderSettings, Reply
 from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.pipeline.sources.live import LiveSource
 from ortf_ros.ros import runtime

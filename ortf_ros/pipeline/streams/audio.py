@@ -229,7 +229,7 @@ class AudioRouter:
     """An episode's audio on its way to the writer: each chunk's samples appended to its
     microphone's file, as published, with its time (``stream_time`` of the mapping's time
     source: ``time_of`` is ``samples.stream_time``) on the steps' clock (``clock_ns``:
-    ``Assembler._clock_ns``). The format is the
+    ``NativeBatching.clock_ns``). The format is the
     manifest's; a message in another one is not written (the file has one format): the
     assembler counts it as undecodable, with the reason."""
 

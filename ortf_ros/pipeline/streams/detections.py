@@ -2,7 +2,7 @@
 the boxes nearest in time to the episode's first frame of the mapped camera become its
 ``scene_objects.json``, drawn on that frame as ``first_frame.jpg`` (the rendering
 ``ortf annotate`` uses: ``dataset.annotate.render_annotations``). The same for a live recorder
-and a conversion: both assemble through ``pipeline.assemble``, which hands this the camera's
+and a conversion: both assemble through ``pipeline.assembly``, which hands this the camera's
 first frame and every detections message of the episode.
 
 Memory: the first frame (one copy) and at most ``EARLY_KEPT`` messages received before it (a

@@ -33,7 +33,7 @@ more, the clock is started by the clouds."""
 
 
 class TopicCounts(Protocol):
-    """The counters of ``assemble.TopicCounts`` this module adds to."""
+    """The counters of ``assembly.counts.TopicCounts`` this module adds to."""
 
     undecodable: Counter[str]
     out_of_order: Counter[str]
