@@ -33,7 +33,7 @@ from ortf_ros.pipeline.config import (
     write_config,
 )
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 RESOURCES = Path(__file__).resolve().parent / "resources"

@@ -38,14 +38,9 @@ from test_spec_api import spec_snippets, staged
 
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import GET_ROS_2
-from ortf_ros.synthetic_bag import (
-    TOPIC_JOINT_STATES,
-    TOPIC_WRENCH,
-    TOPIC_WRIST_IMAGE,
-    TeleopBagInfo,
-    stamp_ns,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.schedule import stamp_ns
+from ortf_ros.synthetic.topics import TOPIC_JOINT_STATES, TOPIC_WRENCH, TOPIC_WRIST_IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 VERSION = "0.1.0"
