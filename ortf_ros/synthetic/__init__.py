@@ -9,7 +9,8 @@ what a converter must produce. Two scenes:
   joints), ``motion`` (joints, command, wrench), ``tf`` (frames, static and moving
   transforms), ``images`` (frames that carry their number, depth), ``lidar``, ``audio``,
   ``detections``, ``schedule`` (when each message is stamped and received), ``typestore``
-  and ``messages`` + ``camera_messages`` (each message built and serialized); written by
+  (the message definitions) and ``messages`` (each message built and serialized, with
+  ``camera_messages``, ``sensor_messages`` and ``message_factory``); written by
   ``bag`` (with ``bag_sinks``), or published in real time by ``ortf_scene_publisher``
   (``ortf_ros.ros.scene_publisher``) through ``live`` and ``live_report``;
 - the demo arm, a dataset's episodes without ROS messages: ``demo_arm`` (its manifest,

@@ -22,6 +22,7 @@ from ortf_ros.synthetic.images import (
     depth_frame,
     rgb_frame,
 )
+from ortf_ros.synthetic.message_factory import Build, MessageFactory
 from ortf_ros.synthetic.tf import DEPTH_FRAME, OVERHEAD_CAMERA_FRAME, SIDE_CAMERA_FRAME, WRIST_CAMERA_FRAME
 from ortf_ros.synthetic.topics import (
     CAMERA_FRAMES,
@@ -31,7 +32,7 @@ from ortf_ros.synthetic.topics import (
     TOPIC_SIDE_CAMERA_INFO,
     TOPIC_WRIST_CAMERA_INFO,
 )
-from ortf_ros.synthetic.typestore import COMPRESSED_VIDEO_TYPE, Build, MessageFactory
+from ortf_ros.synthetic.typestore import COMPRESSED_VIDEO_TYPE
 
 
 class CameraMessages:

@@ -1,5 +1,6 @@
 """The scene's lidar (``TeleopConfig.lidar``): a 2D scan and an organized point cloud in
-``LIDAR_FRAME``, their values exact functions of the sequence number, and their messages.
+``LIDAR_FRAME``, their values exact functions of the sequence number (their messages:
+``sensor_messages``).
 
 The scan holds REP 117's +inf (no return), -inf (too close) and NaN (invalid) at fixed
 places, and the cloud a NaN point and padding bytes between fields and after each row,
@@ -12,9 +13,6 @@ import math
 from typing import Any
 
 import numpy as np
-
-from ortf_ros.synthetic.tf import LIDAR_FRAME
-from ortf_ros.synthetic.typestore import MessageFactory
 
 SCAN_RATE_HZ = 10
 SCAN_SAMPLES = 90
@@ -85,40 +83,3 @@ def cloud_data(seq: int) -> bytes:
         points[name] = values
     raw[:, : CLOUD_WIDTH * CLOUD_POINT_STEP] = points.view(np.uint8).reshape(CLOUD_HEIGHT, -1)
     return raw.tobytes()
-
-
-def laser_scan(factory: MessageFactory, seq: int, stamp: int) -> Any:
-    """Scan ``seq`` as a ``sensor_msgs/LaserScan``."""
-    return factory.new(
-        "sensor_msgs/msg/LaserScan",
-        header=factory.header(stamp, LIDAR_FRAME, seq),
-        angle_min=SCAN_ANGLE_MIN,
-        angle_max=SCAN_ANGLE_MIN + (SCAN_SAMPLES - 1) * SCAN_ANGLE_INCREMENT,
-        angle_increment=SCAN_ANGLE_INCREMENT,
-        time_increment=1.0 / SCAN_RATE_HZ / SCAN_SAMPLES,
-        scan_time=1.0 / SCAN_RATE_HZ,
-        range_min=SCAN_RANGE[0],
-        range_max=SCAN_RANGE[1],
-        ranges=scan_ranges(seq),
-        intensities=scan_intensities(seq),
-    )
-
-
-def point_cloud(factory: MessageFactory, seq: int, stamp: int) -> Any:
-    """Cloud ``seq`` as a ``sensor_msgs/PointCloud2`` (``cloud_data``)."""
-    fields = [
-        factory.new("sensor_msgs/msg/PointField", name=name, offset=offset, datatype=datatype, count=count)
-        for name, offset, datatype, count in CLOUD_FIELDS
-    ]
-    return factory.new(
-        "sensor_msgs/msg/PointCloud2",
-        header=factory.header(stamp, LIDAR_FRAME, seq),
-        height=CLOUD_HEIGHT,
-        width=CLOUD_WIDTH,
-        fields=fields,
-        is_bigendian=False,
-        point_step=CLOUD_POINT_STEP,
-        row_step=CLOUD_WIDTH * CLOUD_POINT_STEP + CLOUD_ROW_PADDING,
-        data=np.frombuffer(cloud_data(seq), np.uint8),
-        is_dense=False,
-    )

@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ortf_ros.synthetic.audio import audio_info_message, audio_message
 from ortf_ros.synthetic.camera_messages import CameraMessages
 from ortf_ros.synthetic.detections import DETECTIONS_TYPE, detections_message
-from ortf_ros.synthetic.lidar import laser_scan, point_cloud
+from ortf_ros.synthetic.message_factory import Build, MessageFactory
 from ortf_ros.synthetic.motion import (
     COMMAND_ORDER,
     joint_command,
@@ -31,6 +30,7 @@ from ortf_ros.synthetic.motion import (
 from ortf_ros.synthetic.robot import teleop_urdf
 from ortf_ros.synthetic.scene import TeleopConfig
 from ortf_ros.synthetic.schedule import seconds
+from ortf_ros.synthetic.sensor_messages import audio_info_message, audio_message, laser_scan, point_cloud
 from ortf_ros.synthetic.tf import (
     FT_FRAME,
     LIDAR_TRANSFORM,
@@ -53,7 +53,7 @@ from ortf_ros.synthetic.topics import (
     TOPIC_TF_STATIC,
     TOPIC_WRENCH,
 )
-from ortf_ros.synthetic.typestore import CONTROLLER_STATE_TYPE, Build, MessageFactory
+from ortf_ros.synthetic.typestore import CONTROLLER_STATE_TYPE
 
 
 class Messages(MessageFactory):

@@ -1,18 +1,15 @@
-"""The message types the scene is written in, and a factory of messages for its builders.
+"""The message types the scene is written in.
 
 rosbags' typestores (ROS 2 Jazzy, ROS 1 Noetic) plus what neither has: ros_control's
 ``JointTrajectoryControllerState`` in the layout asked for, foxglove's
 ``CompressedVideo``, vision_msgs and audio_common_msgs, field for field as upstream
 defines them, so that the bytes written are what those packages would write.
-``MessageFactory`` is what every message builder (``messages``, ``camera_messages``,
-``lidar``, ``audio``) makes its messages with.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
@@ -21,13 +18,8 @@ from ortf_ros.pipeline.audio_definitions import AudioLayout
 from ortf_ros.pipeline.audio_definitions import register as register_audio
 from ortf_ros.synthetic.detections import register_vision_msgs
 
-if TYPE_CHECKING:
-    from ortf_ros.synthetic.scene import TeleopConfig
-
 ControllerLayout = Literal["jazzy", "humble"]
 """The ROS 2 definition of a controller state in a rosbag2 bag (a ROS 1 bag has ROS 1's)."""
-Build = Callable[[int, int], Any]
-"""A topic's message builder: (seq, header stamp) -> the message."""
 
 CONTROLLER_STATE_TYPE = "control_msgs/msg/JointTrajectoryControllerState"
 COMPRESSED_VIDEO_TYPE = "foxglove_msgs/msg/CompressedVideo"
@@ -74,26 +66,3 @@ def typestore(ros1: bool, controller_layout: ControllerLayout = "jazzy", audio: 
     store.register(get_types_from_msg(definition, "tf2_msgs/msg/TFMessage"))
     store.register(get_types_from_msg(definition, "tf/msg/tfMessage"))
     return store
-
-
-class MessageFactory:
-    """The typestore of a scene's recording format, and its messages' common parts.
-
-    ``config`` is read as each message is built (the live publisher gives it another
-    ``start_ns`` once its clock starts, keeping whatever was cached)."""
-
-    def __init__(self, config: TeleopConfig) -> None:
-        self.config = config
-        self.ros1 = config.fmt == "ros1"
-        self.store = typestore(self.ros1, config.controller_layout, config.audio)
-        self.types = self.store.types
-
-    def new(self, msgtype: str, **fields: Any) -> Any:
-        """An instance of the typestore's class for ``msgtype``."""
-        return self.types[msgtype](**fields)
-
-    def header(self, stamp: int, frame_id: str, seq: int = 0) -> Any:
-        time = self.new("builtin_interfaces/msg/Time", sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
-        if self.ros1:
-            return self.new("std_msgs/msg/Header", seq=seq, stamp=time, frame_id=frame_id)
-        return self.new("std_msgs/msg/Header", stamp=time, frame_id=frame_id)
