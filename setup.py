@@ -124,6 +124,8 @@ setup(
             # ROS 2 nodes: `ros2 run ortf_ros ortf_player` (colcon installs them into lib/ortf_ros)
             "ortf_player = ortf_ros.ros.entry:player",
             "ortf_recorder = ortf_ros.ros.entry:recorder",
+            # the synthetic scene published live: the recorder tried without a robot
+            "ortf_scene_publisher = ortf_ros.ros.entry:scene_publisher",
         ],
     },
 )

@@ -54,7 +54,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
 from ortf_ros.io import parquet_append
-from ortf_ros.synthetic import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
 
 WIDTH, HEIGHT, FPS = 96, 72, 30
 EPISODE_S = 30.0

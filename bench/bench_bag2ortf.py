@@ -4,7 +4,7 @@ Prints one table:
 
 0. The generated bags (MCAP, rosbag2 directories) and how long they took to generate.
    They are cached under ``.cache/bench/`` keyed by their parameters and by a hash of
-   ``ortf_ros/synthetic_bag.py``, so a second run skips generation.
+   the generator's modules (``ortf_ros/synthetic/*.py``), so a second run skips generation.
 1. Conversion speed, per x264 preset (ultrafast, veryfast), of a 60 s bag with two
    640x480 @ 30 fps rgb8 cameras, JointState @ 500 Hz, WrenchStamped @ 1 kHz,
    TF @ 100 Hz, a 50 Hz joint command and camera_info (no depth camera), as a multiple
@@ -64,7 +64,7 @@ import numpy as np
 import psutil
 from measure import MB, Row, bare_video_stream, peak_rss_with_encoders, print_table, run_measured_child
 
-import ortf_ros.synthetic_bag as synthetic_bag
+import ortf_ros.synthetic as synthetic
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.io.video import VideoSettings
@@ -72,7 +72,9 @@ from ortf_ros.pipeline.mapping import StepClock, TopicMapping, detect_mapping, w
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording, converter_writer_config
 from ortf_ros.pipeline.samples import Payload
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import CAMERAS, START_NS, write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.scene import START_NS
+from ortf_ros.synthetic.topics import CAMERAS
 
 WIDTH, HEIGHT, FPS = 640, 480, 30
 JOINT_HZ, WRENCH_HZ, TF_HZ, COMMAND_HZ = 500, 1000, 100, 50
@@ -88,8 +90,12 @@ DEFAULT_CACHE = REPO / ".cache" / "bench"
 
 
 def generator_hash() -> str:
-    """Short hash of the generator's source: a changed generator makes new bags."""
-    return hashlib.sha256(Path(synthetic_bag.__file__).read_bytes()).hexdigest()[:10]
+    """Short hash of the generator's source (every module of ``ortf_ros.synthetic``): a
+    changed generator makes new bags."""
+    digest = hashlib.sha256()
+    for module in sorted(Path(synthetic.__file__).parent.glob("*.py")):
+        digest.update(module.read_bytes())
+    return digest.hexdigest()[:10]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,8 @@ from ortf_ros.convert.lerobot_export import REENCODE_SETTINGS, to_lerobot
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.synthetic import RGB_CAMERAS, write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import RGB_CAMERAS
 
 FPS = 30
 

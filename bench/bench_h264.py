@@ -2,7 +2,7 @@
 converter and the recorder do with it, ``io.packet_video``) against decoding the same
 stream and encoding it again (what storing it like a raw camera would take), in one run.
 
-The stream: ``SECONDS`` of a synthetic camera (``synthetic_bag.rgb_frame``) at 640x480 and
+The stream: ``SECONDS`` of a synthetic camera (``synthetic.images.rgb_frame``) at 640x480 and
 30 fps, encoded as an on-board encoder publishes it (``io.h264.AnnexBEncoder``: libx264, an
 IDR frame with its SPS and PPS every 10 frames, no B-frames), its packets held in memory.
 Rows, each the median of ``REPEAT`` runs:
@@ -36,7 +36,8 @@ from measure import MB, Row, print_table
 from ortf_ros.io.h264 import AnnexBEncoder, packet_facts
 from ortf_ros.io.packet_video import StagedPacketVideo
 from ortf_ros.io.video import StagingEncoder, VideoSettings, finalize, probe
-from ortf_ros.synthetic_bag import TOPIC_WRIST_IMAGE, rgb_frame
+from ortf_ros.synthetic.images import rgb_frame
+from ortf_ros.synthetic.topics import TOPIC_WRIST_IMAGE
 
 WIDTH, HEIGHT, FPS, SECONDS = 640, 480, 30, 20
 REPEAT = 3

@@ -66,16 +66,11 @@ from bench_bag2ortf import ForeignLoad
 from measure import MB, Row, print_table
 
 from ortf_ros.pipeline.flow import LIVE
-from ortf_ros.synthetic_bag import (
-    CAMERA_FRAMES,
-    TOPIC_ROBOT_DESCRIPTION,
-    TOPIC_TF_STATIC,
-    TeleopConfig,
-    decode_frame_number,
-    receive_latency_ns,
-    stamp_ns,
-    write_scene_bag,
-)
+from ortf_ros.synthetic.bag import write_scene_bag
+from ortf_ros.synthetic.images import decode_frame_number
+from ortf_ros.synthetic.scene import TeleopConfig
+from ortf_ros.synthetic.schedule import receive_latency_ns, stamp_ns
+from ortf_ros.synthetic.topics import CAMERA_FRAMES, TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDER_PARAMS = REPO / "config" / "record.yaml"
@@ -540,7 +535,7 @@ class FloorRun:
 
 
 def scene_config(duration_s: float = 2.0) -> TeleopConfig:
-    """The scene the publisher publishes with ``SCENE_ARGS``, as ``synthetic_bag`` describes it."""
+    """The scene the publisher publishes with ``SCENE_ARGS``, as ``ortf_ros.synthetic`` describes it."""
     return TeleopConfig(
         fmt="mcap",
         duration_s=duration_s,

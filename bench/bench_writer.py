@@ -45,7 +45,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import step_schema
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.synthetic import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
 
 WIDTH, HEIGHT, FPS = 640, 480, 30
 CYCLE = 60  # distinct pre-generated frames / states, reused cyclically

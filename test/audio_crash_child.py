@@ -13,7 +13,7 @@ import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.audio import AudioFormat, audio_sensor
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
 
 CHUNK, RATE = 1024, 16000
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 import needs
 
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 
 class _SkippedModule(pytest.Module):

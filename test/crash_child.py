@@ -18,7 +18,7 @@ from typing import Any
 from ortf_ros.dataset import catalog, commit
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.io import parquet_append
-from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
 
 WIDTH, HEIGHT = 64, 48
 

@@ -18,7 +18,9 @@ from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.mapping import write_mapping
-from ortf_ros.synthetic_bag import START_NS, BagFormat, TeleopBagInfo, decode_frame_number, write_teleop_bag
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.images import decode_frame_number
+from ortf_ros.synthetic.scene import START_NS, BagFormat
 
 NS = 1_000_000_000
 

@@ -31,7 +31,7 @@ from ortf_ros.dataset.staging import StagedEpisode, staged_episode_dirs
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.io.segment import whole_video
-from ortf_ros.synthetic import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import DEPTH_CAMERA, RGB_CAMERAS, demo_action, demo_depth, demo_rgb, demo_state
 
 STREAM = "wrist_ft"
 BEFORE, FAILING = 1500, 2000  # samples added before the capped call, and in it

@@ -18,7 +18,7 @@ from ortf_ros.pipeline.offline import convert_recording
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import MessageSettings, default_settings
-from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
 
 SYNC_TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
 

@@ -16,7 +16,8 @@ import rclpy
 from child_process import kill_if_running
 
 from ortf_ros.ros.recorder_client import RecorderClient
-from ortf_ros.synthetic_bag import H264Message, TeleopBagInfo, TeleopConfig, write_scene_bag
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_scene_bag
+from ortf_ros.synthetic.scene import H264Message, TeleopConfig
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -34,7 +35,7 @@ class Scene:
     lidar: bool = False  # a LaserScan and a PointCloud2 (TeleopConfig.lidar)
     h264: tuple[str, ...] = ()  # image topics published H.264 on <topic>/h264
     h264_message: H264Message = "CompressedVideo"
-    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame (synthetic_detections)
+    detections: bool = False  # vision_msgs/Detection2DArray per wrist frame (synthetic.detections)
 
     def arguments(self) -> list[str]:
         args = ["--width", str(self.width), "--height", str(self.height), "--fps", str(self.fps)]
@@ -50,7 +51,7 @@ class Scene:
         return args
 
     def teleop(self, duration_s: float, start_ns: int) -> TeleopConfig:
-        """The scene as ``synthetic_bag`` describes it."""
+        """The scene as ``ortf_ros.synthetic`` describes it."""
         return TeleopConfig(
             fmt="mcap",
             duration_s=duration_s,

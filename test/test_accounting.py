@@ -34,13 +34,9 @@ from ortf_ros.format.accounting import (
 )
 from ortf_ros.format.metadata import read_episodes
 from ortf_ros.io.video import probe
-from ortf_ros.synthetic_bag import (
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
-    TOPIC_WRIST_IMAGE,
-    typestore,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_WRIST_IMAGE
+from ortf_ros.synthetic.typestore import typestore
 
 TOPIC_OVERHEAD_IMAGE = "/overhead_camera/image_raw"
 

@@ -35,9 +35,10 @@ from ortf_ros.pipeline.mapping import (
     write_mapping,
 )
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic import DEPTH_CAMERA, TASKS, demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.synthetic_bag import write_teleop_bag
-from ortf_ros.synthetic_detections import TOPIC_DETECTIONS, detected_objects
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.demo_arm import DEPTH_CAMERA, TASKS, demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.detections import detected_objects
+from ortf_ros.synthetic.topics import TOPIC_DETECTIONS
 
 WIDTH, HEIGHT, STEPS, FPS = 64, 48, 6, 30
 DEPTH = DEPTH_CAMERA[0]
@@ -222,7 +223,7 @@ def converted(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def assert_detections_annotated(root: Path) -> None:
-    """The synthetic detections (``synthetic_detections``) of the wrist camera's first frame,
+    """The synthetic detections (``synthetic.detections``) of the wrist camera's first frame,
     as scene objects and drawn on that frame."""
     with load_dataset(root).episode(0) as episode:
         objects = episode.scene_objects()

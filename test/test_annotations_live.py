@@ -25,7 +25,7 @@ from ortf_ros.pipeline.samples import DetectionsSample, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.recorder_client import RecorderError
-from ortf_ros.synthetic_detections import TOPIC_DETECTIONS
+from ortf_ros.synthetic.topics import TOPIC_DETECTIONS
 
 RECORDER_PARAMS = "config/record.yaml"
 

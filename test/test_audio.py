@@ -1,4 +1,4 @@
-"""Audio offline: recordings the tests write (``synthetic_bag`` with ``audio``) in both
+"""Audio offline: recordings the tests write (``ortf_ros.synthetic`` with ``audio``) in both
 ``audio_common_msgs`` layouts, converted by ``ortf-bag2ortf``: every sample published is in
 the episode's WAV, in order, as published (read back with ``wave`` and PyAV), the chunk
 table says when each message was recorded and where a dropped one was, and the dataset
@@ -58,19 +58,14 @@ from ortf_ros.pipeline.samples import AudioChunkSample, AudioInfoSample, BadMess
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.pipeline.streams.audio import describe_audio, from_bytes
 from ortf_ros.pipeline.streams.audio_definitions import OLDER_LAYOUT, ROS2_LAYOUT, audio_data_arrays
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.synthetic_bag import (
-    START_NS,
-    TOPIC_AUDIO,
-    TOPIC_AUDIO_INFO,
-    Messages,
-    TeleopBagInfo,
-    TeleopConfig,
-    audio_samples,
-    stamp_ns,
-    typestore,
-    write_scene_bag,
-)
+from ortf_ros.synthetic.audio import audio_samples
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_scene_bag
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.messages import Messages
+from ortf_ros.synthetic.scene import START_NS, TeleopConfig
+from ortf_ros.synthetic.schedule import stamp_ns
+from ortf_ros.synthetic.topics import TOPIC_AUDIO, TOPIC_AUDIO_INFO
+from ortf_ros.synthetic.typestore import typestore
 
 REPO = Path(__file__).resolve().parents[1]
 DROPPED = 5

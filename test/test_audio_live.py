@@ -26,7 +26,9 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.io.wav import read_wav
 from ortf_ros.pipeline.streams.audio_definitions import AUDIO_STAMPED
 from ortf_ros.playback.rosmsg import RosMessages
-from ortf_ros.synthetic_bag import TeleopConfig, audio_samples, write_scene_bag
+from ortf_ros.synthetic.audio import audio_samples
+from ortf_ros.synthetic.bag import write_scene_bag
+from ortf_ros.synthetic.scene import TeleopConfig
 
 DROPPED = tuple(range(20, 1000, 9))  # every 9th message from 1.3 s on: several in any episode
 EPISODE_S = 2.0

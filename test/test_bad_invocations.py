@@ -30,7 +30,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.demo_command import MARKER_TEXT
 from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 60

@@ -42,24 +42,14 @@ from ortf_ros.pipeline.offline import CONVERTER_STEP_BATCH, convert_recording
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import Pose, interpolate_pose, xyzw_to_wxyz
-from ortf_ros.synthetic_bag import (
-    ARM_JOINTS,
-    FINGER_JOINTS,
-    FINGERS_ONLY_EVERY,
-    JOINTS,
-    START_NS,
-    TOPIC_DEPTH_IMAGE,
-    BagFormat,
-    TeleopBagInfo,
-    decode_frame_number,
-    depth_frame,
-    dynamic_transforms,
-    joint_positions,
-    seconds,
-    stamp_ns,
-    wrench,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.images import decode_frame_number, depth_frame
+from ortf_ros.synthetic.motion import FINGERS_ONLY_EVERY, joint_positions, wrench
+from ortf_ros.synthetic.robot import ARM_JOINTS, FINGER_JOINTS, JOINTS
+from ortf_ros.synthetic.scene import START_NS, BagFormat
+from ortf_ros.synthetic.schedule import seconds, stamp_ns
+from ortf_ros.synthetic.tf import dynamic_transforms
+from ortf_ros.synthetic.topics import TOPIC_DEPTH_IMAGE
 
 RESOURCES = Path(__file__).parent / "resources"
 TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"

@@ -30,7 +30,7 @@ from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
 
 STAGED_STEPS_BEFORE_KILL = 30
 

@@ -48,16 +48,11 @@ from ortf_ros.pipeline.samples import (
 )
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.tf import TfBuffer
-from ortf_ros.synthetic_bag import (
-    JOINTS,
-    START_NS,
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
-    TOPIC_TF,
-    TOPIC_WRENCH,
-    joint_positions,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.motion import joint_positions
+from ortf_ros.synthetic.robot import JOINTS
+from ortf_ros.synthetic.scene import START_NS
+from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_TF, TOPIC_WRENCH
 
 
 def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock | TransformBlock]:

@@ -38,17 +38,10 @@ from ortf_ros.pipeline.prologue import prologue_topics
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.settings import default_settings
-from ortf_ros.synthetic_bag import (
-    CAMERA_DISTORTION,
-    TOPIC_DEPTH_IMAGE,
-    TOPIC_OVERHEAD_CAMERA_INFO,
-    TOPIC_OVERHEAD_IMAGE,
-    BagFormat,
-    TeleopBagInfo,
-    camera_intrinsics,
-    decode_frame_number,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.images import CAMERA_DISTORTION, camera_intrinsics, decode_frame_number
+from ortf_ros.synthetic.scene import BagFormat
+from ortf_ros.synthetic.topics import TOPIC_DEPTH_IMAGE, TOPIC_OVERHEAD_CAMERA_INFO, TOPIC_OVERHEAD_IMAGE
 
 LACKING = "overhead_camera"
 UNKNOWN_WARNING = (

@@ -22,7 +22,8 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
 from ortf_ros.playback.settings import read_parameter_file, settings_from_parameters
-from ortf_ros.synthetic import DEPTH_CAMERA, JOINTS, RGB_CAMERAS, write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import DEPTH_CAMERA, JOINTS, RGB_CAMERAS
 
 WIDTH, HEIGHT = 64, 48
 JOINT_STATE, IMAGE = "sensor_msgs/msg/JointState", "sensor_msgs/msg/Image"

@@ -35,7 +35,7 @@ from ortf_ros.pipeline.mapping import (
     write_mapping,
 )
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 RESOURCES = Path(__file__).resolve().parent / "resources"

@@ -1,6 +1,6 @@
 """ros_control controller state (control_msgs/JointTrajectoryControllerState) instead of
 JointState: the joint state is its actual / feedback, the action (with no command topic)
-its desired / reference. Bags of every format and layout written by ``synthetic_bag``,
+its desired / reference. Bags of every format and layout written by ``ortf_ros.synthetic``,
 converted by the CLI, the datasets read back and checked value by value against the
 analytic functions at the stamps of the messages each step used."""
 
@@ -28,28 +28,21 @@ from ortf_ros.pipeline.mapping import ActionMapping, write_mapping
 from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, RawMessage, Sample
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
-from ortf_ros.synthetic_bag import (
-    ARM_JOINTS,
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.messages import Messages
+from ortf_ros.synthetic.motion import (
     CONTROLLER_JOINTS,
-    CONTROLLER_STATE_TYPE,
-    JOINTS,
-    TOPIC_CONTROLLER_STATE,
-    TOPIC_JOINT_COMMAND,
-    BagFormat,
-    ControllerLayout,
-    Messages,
-    TeleopBagInfo,
-    TeleopConfig,
-    controller_state_definition,
     joint_command,
     joint_efforts,
     joint_positions,
     joint_velocities,
-    seconds,
     select_joints,
-    stamp_ns,
-    write_teleop_bag,
 )
+from ortf_ros.synthetic.robot import ARM_JOINTS, JOINTS
+from ortf_ros.synthetic.scene import BagFormat, TeleopConfig
+from ortf_ros.synthetic.schedule import seconds, stamp_ns
+from ortf_ros.synthetic.topics import TOPIC_CONTROLLER_STATE, TOPIC_JOINT_COMMAND
+from ortf_ros.synthetic.typestore import CONTROLLER_STATE_TYPE, ControllerLayout, controller_state_definition
 
 ARM = [JOINTS.index(n) for n in ARM_JOINTS]  # the arm's places in the analytic vectors
 KINDS: list[tuple[BagFormat, ControllerLayout]] = [

@@ -24,7 +24,7 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.io import atomic, parquet_append
 from ortf_ros.io.video import VideoReader, finalize, plain_copy
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 CHILD = Path(__file__).with_name("crash_child.py")
 

@@ -21,7 +21,10 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import TOPIC_WRENCH, TeleopBagInfo, cut_recording, seconds, wrench, write_teleop_bag
+from ortf_ros.synthetic.bag import TeleopBagInfo, cut_recording, write_teleop_bag
+from ortf_ros.synthetic.motion import wrench
+from ortf_ros.synthetic.schedule import seconds
+from ortf_ros.synthetic.topics import TOPIC_WRENCH
 
 Stored = tuple[str, int, bytes]  # topic, receive time, payload
 

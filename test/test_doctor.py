@@ -26,7 +26,16 @@ from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
 from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
 from ortf_ros.quality.doctor import DoctorSettings, examine
 from ortf_ros.quality.findings import QualityFinding
-from ortf_ros.synthetic import JOINTS, LIMIT, RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state, demo_urdf
+from ortf_ros.synthetic.demo_arm import (
+    JOINTS,
+    LIMIT,
+    RGB_CAMERAS,
+    demo_action,
+    demo_manifest,
+    demo_rgb,
+    demo_state,
+    demo_urdf,
+)
 
 FPS = 30
 STEPS = 90  # 3 s

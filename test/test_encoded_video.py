@@ -18,7 +18,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import VideoRefusedError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.io.segment import VideoSegment, whole_video
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 STEPS = 12  # ORTF's GOP is 10: keyframes at frames 0 and 10
 

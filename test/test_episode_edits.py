@@ -31,7 +31,7 @@ from ortf_ros.errors import DatasetBusyError, UsageError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
 from ortf_ros.format.metadata import EpisodeRecord
-from ortf_ros.synthetic import TASKS, demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import TASKS, demo_action, demo_manifest, demo_rgb, demo_state
 
 CHILD = Path(__file__).with_name("edit_child.py")
 STEPS, STEP_HZ, FT_HZ, CAMERAS = 8, 30, 200, ("cam_wrist", "cam_overhead")

@@ -34,7 +34,8 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.io.video import VideoSettings
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state, write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
 
 REPO = Path(__file__).resolve().parents[1]
 SETUP = REPO.parent / "shared" / "lerobot-env" / "setup.sh"

@@ -20,7 +20,7 @@ from ortf_ros.convert import to_mixtrain
 from ortf_ros.convert.mixtrain_export import sidecar
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.format import layout
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 STATE = ("joint_positions", "joint_velocities", "ee_position", "ee_orientation", "gripper_position")
 CAMERAS = ("cam_wrist", "cam_overhead", "depth")

@@ -22,8 +22,8 @@ from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.rerun_export import export_rerun
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.synthetic import JOINTS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
-from ortf_ros.synthetic_bag import TOPIC_SIDE_IMAGE
+from ortf_ros.synthetic.demo_arm import JOINTS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
+from ortf_ros.synthetic.topics import TOPIC_SIDE_IMAGE
 
 COLOUR, DEPTH, UNCALIBRATED = ("wrist_camera", "overhead_camera"), "depth_camera", "side_camera"
 FT = "ft_sensor"

@@ -23,7 +23,7 @@ from cli_errors import one_line_error
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.format import layout
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 CHILD = Path(__file__).with_name("rlds_child.py")

@@ -37,7 +37,8 @@ from ortf_ros.pipeline.samples import (
     WrenchSample,
 )
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import BagFormat, write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.scene import BagFormat
 
 RESOURCES = Path(__file__).parent / "resources"
 GEOCAM = RESOURCES / "geocamxyz__rosbags-rs" / "tests" / "test_bags"

@@ -26,7 +26,8 @@ from ortf_ros.errors import UsageError
 from ortf_ros.fleet.inputs import recordings
 from ortf_ros.format import layout
 from ortf_ros.pipeline.mapping import EpisodeSplit, write_mapping
-from ortf_ros.synthetic_bag import START_NS, write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.scene import START_NS
 
 JOBS = {"in-place": ["--jobs", "1"], "jobs-2": ["--jobs", "2"]}
 

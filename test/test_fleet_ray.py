@@ -24,7 +24,7 @@ from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.validation import validate
 from ortf_ros.fleet.task import ATTEMPT_FILE, DATASET_DIR
 from ortf_ros.format import layout
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 

@@ -51,17 +51,11 @@ from ortf_ros.pipeline.streams.h264_camera import (
     encoded_frame,
     is_h264_format,
 )
-from ortf_ros.synthetic import write_demo_dataset
-from ortf_ros.synthetic_bag import (
-    H264_GOP,
-    TOPIC_WRIST_IMAGE,
-    H264Message,
-    TeleopBagInfo,
-    TeleopConfig,
-    decode_frame_number,
-    rgb_frame,
-    write_scene_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_scene_bag
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.images import H264_GOP, decode_frame_number, rgb_frame
+from ortf_ros.synthetic.scene import H264Message, TeleopConfig
+from ortf_ros.synthetic.topics import TOPIC_WRIST_IMAGE
 
 CAMERA = "wrist_camera"
 LEAD = 3  # packets before the first keyframe

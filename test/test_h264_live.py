@@ -21,7 +21,9 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefixed_units, nal_units
-from ortf_ros.synthetic_bag import H264_GOP, TOPIC_WRIST_IMAGE, H264Message, decode_frame_number, rgb_frame
+from ortf_ros.synthetic.images import H264_GOP, decode_frame_number, rgb_frame
+from ortf_ros.synthetic.scene import H264Message
+from ortf_ros.synthetic.topics import TOPIC_WRIST_IMAGE
 
 CAMERA = "wrist_camera"
 

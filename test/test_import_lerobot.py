@@ -30,7 +30,7 @@ from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import VideoReader, probe
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
 LENGTHS = (24, 9, 37)

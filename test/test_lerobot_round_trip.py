@@ -24,7 +24,7 @@ from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.format import layout
 from ortf_ros.io.video import VideoSettings, probe
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 STEPS, WIDTH, HEIGHT = 15, 64, 48
 COLOUR = ("cam_wrist", "cam_overhead")

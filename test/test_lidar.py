@@ -48,30 +48,27 @@ from ortf_ros.pipeline.samples import PointField, Stamps
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.base import TopicInfo
 from ortf_ros.pipeline.streams.range_sensors import cloud_bytes, point_cloud
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
-from ortf_ros.synthetic_bag import (
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.lidar import (
     CLOUD_FIELDS,
     CLOUD_HEIGHT,
     CLOUD_POINT_STEP,
     CLOUD_RATE_HZ,
     CLOUD_WIDTH,
-    LIDAR_FRAME,
-    LIDAR_TRANSFORM,
     SCAN_ANGLE_INCREMENT,
     SCAN_ANGLE_MIN,
     SCAN_RATE_HZ,
     SCAN_SAMPLES,
-    TOPIC_POINTS,
-    TOPIC_SCAN,
-    BagFormat,
-    TeleopBagInfo,
     cloud_data,
     cloud_values,
     scan_intensities,
     scan_ranges,
-    stamp_ns,
-    write_teleop_bag,
 )
+from ortf_ros.synthetic.scene import BagFormat
+from ortf_ros.synthetic.schedule import stamp_ns
+from ortf_ros.synthetic.tf import LIDAR_FRAME, LIDAR_TRANSFORM
+from ortf_ros.synthetic.topics import TOPIC_POINTS, TOPIC_SCAN
 
 DURATION_S = 1.2
 

@@ -24,14 +24,8 @@ from ortf_ros.pipeline.samples import Stamps
 from ortf_ros.pipeline.streams.range_sensors import point_cloud
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
-from ortf_ros.synthetic_bag import (
-    CLOUD_RATE_HZ,
-    SCAN_RATE_HZ,
-    START_NS,
-    cloud_values,
-    scan_intensities,
-    scan_ranges,
-)
+from ortf_ros.synthetic.lidar import CLOUD_RATE_HZ, SCAN_RATE_HZ, cloud_values, scan_intensities, scan_ranges
+from ortf_ros.synthetic.scene import START_NS
 
 
 @pytest.fixture(scope="module")

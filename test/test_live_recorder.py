@@ -21,17 +21,15 @@ from ortf_ros.pipeline.recorder import LiveRecorder, check_output, live_writer_c
 from ortf_ros.pipeline.recording.state import RecorderSettings, Reply
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.live import LiveSource
-from ortf_ros.synthetic_bag import (
-    START_NS,
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.messages import Messages
+from ortf_ros.synthetic.scene import START_NS, TeleopConfig
+from ortf_ros.synthetic.schedule import Event, schedule
+from ortf_ros.synthetic.topics import (
     TOPIC_JOINT_STATES,
     TOPIC_ROBOT_DESCRIPTION,
     TOPIC_WRIST_CAMERA_INFO,
     TOPIC_WRIST_IMAGE,
-    Event,
-    Messages,
-    TeleopConfig,
-    schedule,
-    write_teleop_bag,
 )
 
 NS = 1_000_000_000

@@ -24,7 +24,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_rgb, demo_state
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
 
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
 

@@ -28,8 +28,10 @@ from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.playback.timeline import GAP_NS
-from ortf_ros.synthetic import demo_action, demo_manifest, demo_state, write_demo_dataset
-from ortf_ros.synthetic_bag import FINGER_JOINTS, START_NS
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_state
+from ortf_ros.synthetic.robot import FINGER_JOINTS
+from ortf_ros.synthetic.scene import START_NS
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from ortf_ros.pipeline.offline import read_prologue
 from ortf_ros.pipeline.prologue import PrologueBuilder, prologue_topics
 from ortf_ros.pipeline.samples import RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 
 class CountingSource(BagSource):

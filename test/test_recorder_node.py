@@ -34,14 +34,10 @@ from ortf_ros.dataset.reader import Dataset, Episode, load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.validation import validate
-from ortf_ros.synthetic_bag import (
-    FINGERS_ONLY_EVERY,
-    JOINTS,
-    decode_frame_number,
-    depth_frame,
-    joint_positions,
-    seconds,
-)
+from ortf_ros.synthetic.images import decode_frame_number, depth_frame
+from ortf_ros.synthetic.motion import FINGERS_ONLY_EVERY, joint_positions
+from ortf_ros.synthetic.robot import JOINTS
+from ortf_ros.synthetic.schedule import seconds
 
 EPISODE_S = 1.5
 CAMERAS = ("wrist_camera", "overhead_camera")

@@ -32,7 +32,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
 from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
-from ortf_ros.synthetic import (
+from ortf_ros.synthetic.demo_arm import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
     demo_action,

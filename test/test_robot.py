@@ -10,7 +10,7 @@ import pytest
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Joint, Robot
 from ortf_ros.pipeline.robot import copy_meshes, robot_from_urdf, split_package_uri
-from ortf_ros.synthetic_bag import teleop_urdf
+from ortf_ros.synthetic.robot import teleop_urdf
 
 PANDA_DIR = Path(__file__).resolve().parent / "resources" / "moveit__moveit_resources"
 PANDA_PACKAGE = PANDA_DIR / "panda_description"

@@ -56,7 +56,9 @@ from recorder_ros import Scene, record_one_episode
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
-from ortf_ros.synthetic_bag import FINGERS_ONLY_EVERY, JOINTS, joint_positions, seconds
+from ortf_ros.synthetic.motion import FINGERS_ONLY_EVERY, joint_positions
+from ortf_ros.synthetic.robot import JOINTS
+from ortf_ros.synthetic.schedule import seconds
 
 REPO = Path(__file__).resolve().parents[1]
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"

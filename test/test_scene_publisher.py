@@ -1,9 +1,9 @@
-"""The scene publisher over real DDS on loopback, and the synthetic_bag options it needs.
+"""The scene publisher over real DDS on loopback, and the synthetic scene's options it needs.
 
 ``ortf_scene_publisher`` runs as a child process (its environment built from
 ``os.environ``, which conftest set up for DDS); a real rclpy node in this process takes
 every message as raw CDR, decodes it with the real message classes and checks it against
-``synthetic_bag``: frame numbers, joint values, the latched topics, and byte for byte
+``ortf_ros.synthetic``: frame numbers, joint values, the latched topics, and byte for byte
 against a bag ``write_teleop_bag`` writes with the same options and ``start_ns``.
 """
 
@@ -31,13 +31,21 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
 
+from ortf_ros.errors import UsageError
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.message_types import message_class
-from ortf_ros.ros.scene_publisher import Options, ScenePublisher, UsageError
+from ortf_ros.ros.scene_arguments import Options
+from ortf_ros.ros.scene_publisher import ScenePublisher
 from ortf_ros.ros.scene_publisher import main as scene_publisher_main
-from ortf_ros.synthetic_bag import (
+from ortf_ros.synthetic.bag import write_scene_bag, write_teleop_bag
+from ortf_ros.synthetic.images import decode_frame_number, depth_frame
+from ortf_ros.synthetic.motion import joint_positions, joint_state_names, joint_velocities, select_joints
+from ortf_ros.synthetic.robot import teleop_urdf
+from ortf_ros.synthetic.scene import TeleopConfig
+from ortf_ros.synthetic.schedule import schedule, seconds, stamp_ns
+from ortf_ros.synthetic.tf import SIDE_CAMERA_FRAME, static_transforms
+from ortf_ros.synthetic.topics import (
     CAMERAS,
-    SIDE_CAMERA_FRAME,
     TOPIC_CONTROLLER_STATE,
     TOPIC_DEPTH_IMAGE,
     TOPIC_JOINT_STATES,
@@ -47,20 +55,6 @@ from ortf_ros.synthetic_bag import (
     TOPIC_SIDE_IMAGE,
     TOPIC_TF_STATIC,
     TOPIC_WRIST_IMAGE,
-    TeleopConfig,
-    decode_frame_number,
-    depth_frame,
-    joint_positions,
-    joint_state_names,
-    joint_velocities,
-    schedule,
-    seconds,
-    select_joints,
-    stamp_ns,
-    static_transforms,
-    teleop_urdf,
-    write_scene_bag,
-    write_teleop_bag,
 )
 
 WIDTH, HEIGHT = 64, 48
@@ -218,7 +212,7 @@ def test_a_subscriber_receives_the_scene_live(ros: None, tmp_path: Path) -> None
         pixels = np.frombuffer(bytes(depth.data), "<u2").reshape(HEIGHT, WIDTH)
         np.testing.assert_array_equal(pixels, depth_frame(seq, WIDTH, HEIGHT))
 
-    # Joint values are synthetic_bag's at each message's stamp.
+    # Joint values are the synthetic scene's at each message's stamp.
     for seq, data in enumerate(received[TOPIC_JOINT_STATES]):
         msg = _decode(data, msgtypes[TOPIC_JOINT_STATES])
         stamp = _stamp(msg.header)
@@ -314,7 +308,7 @@ def test_bad_option_exit_code(tmp_path: Path) -> None:
     assert log.read_text() == "ortf_scene_publisher: argument --depth: invalid positive int value: '0'\n"
 
 
-# ---------------------------------------------------------------- the synthetic_bag options
+# ---------------------------------------------------------------- the synthetic scene's options
 
 
 def test_per_camera_compression_and_side_camera_in_a_bag(tmp_path: Path) -> None:

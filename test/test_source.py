@@ -27,13 +27,30 @@ from ortf_ros.errors import ConversionError
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import RawMessage
 from ortf_ros.pipeline.sources.bag import BATCH_MESSAGES, BagSource, TopicInfo
-from ortf_ros.synthetic_bag import (
-    CAMERAS,
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.images import camera_intrinsics, decode_frame_number, depth_frame, rgb_frame
+from ortf_ros.synthetic.motion import (
     COMMAND_ORDER,
+    joint_command,
+    joint_efforts,
+    joint_positions,
+    joint_state_names,
+    joint_velocities,
+    select_joints,
+    wrench,
+)
+from ortf_ros.synthetic.robot import teleop_urdf
+from ortf_ros.synthetic.schedule import receive_latency_ns, seconds, stamp_ns
+from ortf_ros.synthetic.tf import (
     DEPTH_FRAME,
     FT_FRAME,
     OVERHEAD_CAMERA_FRAME,
     STATIC_TRANSFORMS,
+    WRIST_CAMERA_FRAME,
+    dynamic_transforms,
+)
+from ortf_ros.synthetic.topics import (
+    CAMERAS,
     TOPIC_DEPTH_CAMERA_INFO,
     TOPIC_DEPTH_IMAGE,
     TOPIC_JOINT_COMMAND,
@@ -45,25 +62,6 @@ from ortf_ros.synthetic_bag import (
     TOPIC_TF_STATIC,
     TOPIC_WRENCH,
     TOPIC_WRIST_CAMERA_INFO,
-    WRIST_CAMERA_FRAME,
-    TeleopBagInfo,
-    camera_intrinsics,
-    decode_frame_number,
-    depth_frame,
-    dynamic_transforms,
-    joint_command,
-    joint_efforts,
-    joint_positions,
-    joint_state_names,
-    joint_velocities,
-    receive_latency_ns,
-    rgb_frame,
-    seconds,
-    select_joints,
-    stamp_ns,
-    teleop_urdf,
-    wrench,
-    write_teleop_bag,
 )
 
 SHORT = {"duration_s": 0.4, "wrench_rate_hz": 500}

@@ -36,7 +36,7 @@ from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.errors import FormatError, OrtfError, UsageError
 from ortf_ros.format import layout
-from ortf_ros.synthetic import write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = REPO.parent / "shared" / "spec" / "ortf-v0.2.txt"

@@ -24,19 +24,24 @@ from rosbags.interfaces import ConnectionExtRosbag2, QosDurability
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.synthetic_bag import (
-    ARM_JOINTS,
-    BASE_LATENCY_NS,
-    CODE_DIGITS,
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.images import CODE_DIGITS, decode_frame_number, depth_frame, rgb_frame
+from ortf_ros.synthetic.motion import (
     COMMAND_LEAD_S,
     CONTROLLER_JOINTS,
-    CONTROLLER_STATE_TYPE,
-    FINGER_JOINTS,
-    HAND,
-    JITTER_STEP_NS,
     JOINT_STATE_ORDER,
-    JOINTS,
-    STATIC_TRANSFORMS,
+    joint_command,
+    joint_efforts,
+    joint_positions,
+    joint_state_names,
+    joint_velocities,
+    select_joints,
+)
+from ortf_ros.synthetic.robot import ARM_JOINTS, FINGER_JOINTS, JOINTS, teleop_urdf
+from ortf_ros.synthetic.scene import TeleopConfig
+from ortf_ros.synthetic.schedule import BASE_LATENCY_NS, JITTER_STEP_NS, schedule, stamp_ns
+from ortf_ros.synthetic.tf import HAND, STATIC_TRANSFORMS, dynamic_transforms, ee_pose, quat_from_rpy
+from ortf_ros.synthetic.topics import (
     TOPIC_CONTROLLER_STATE,
     TOPIC_DEPTH_IMAGE,
     TOPIC_JOINT_COMMAND,
@@ -47,24 +52,8 @@ from ortf_ros.synthetic_bag import (
     TOPIC_TF_STATIC,
     TOPIC_WRENCH,
     TOPIC_WRIST_IMAGE,
-    TeleopConfig,
-    decode_frame_number,
-    depth_frame,
-    dynamic_transforms,
-    ee_pose,
-    joint_command,
-    joint_efforts,
-    joint_positions,
-    joint_state_names,
-    joint_velocities,
-    quat_from_rpy,
-    rgb_frame,
-    schedule,
-    select_joints,
-    stamp_ns,
-    teleop_urdf,
-    write_teleop_bag,
 )
+from ortf_ros.synthetic.typestore import CONTROLLER_STATE_TYPE
 
 TFMESSAGE_MD5 = "94810edda583a504dfda3829e70d7eec"  # tf2_msgs/TFMessage and tf/tfMessage alike
 

@@ -1,7 +1,7 @@
 """Joint states that list no joint names (drivers that publish positions only): named
 after the URDF's movable joints when there are as many, else joint_0, joint_1, ... with
 a warning; and every refusal on the way names what the messages lack. Bags written by
-``synthetic_bag`` (or, for malformed messages, here with rosbags), converted by the CLI,
+``ortf_ros.synthetic`` (or, for malformed messages, here with rosbags), converted by the CLI,
 the datasets checked value by value against what was written."""
 
 from __future__ import annotations
@@ -24,21 +24,12 @@ from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.mapping import ActionMapping, write_mapping
-from ortf_ros.synthetic_bag import (
-    ARM_JOINTS,
-    FINGER_JOINTS,
-    JOINTS,
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
-    BagFormat,
-    TeleopBagInfo,
-    joint_efforts,
-    joint_positions,
-    joint_velocities,
-    seconds,
-    stamp_ns,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.motion import joint_efforts, joint_positions, joint_velocities
+from ortf_ros.synthetic.robot import ARM_JOINTS, FINGER_JOINTS, JOINTS
+from ortf_ros.synthetic.scene import BagFormat
+from ortf_ros.synthetic.schedule import seconds, stamp_ns
+from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES
 
 GENERIC = tuple(f"joint_{i}" for i in range(9))
 

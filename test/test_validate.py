@@ -33,7 +33,8 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format.accounting import ACCOUNTING_TYPE, StreamAccount
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.synthetic import JOINTS, demo_manifest, write_demo_dataset
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import JOINTS, demo_manifest
 
 WIDTH, HEIGHT, FPS = 32, 24, 10
 STEPS = 4

@@ -9,8 +9,9 @@ MANIFEST.in leaves out a file setup.py needs), checks both as PyPI does (``twine
 it on 3.12 and on 3.10, the oldest declared), installs the wheel alone and runs the ROS-free
 commands on a bag of the synthetic scene: ``ortf-bag2ortf``, ``ortf validate``, ``ortf
 info``, ``ortf export lerobot``, ``from ortf import load_dataset``. The ROS-only ones must
-say in one line what they need, not fail: ``ortf_recorder`` and ``ortf_player`` exit 2,
-``ortf demo`` runs its offline part and skips the live one. Nothing of this repository or of
+say in one line what they need, not fail: ``ortf_recorder``, ``ortf_player`` and
+``ortf_scene_publisher`` exit 2, ``ortf demo`` runs its offline part and skips the live one.
+Nothing of this repository or of
 the ROS 2 in the test's own venv may leak into those venvs (sys.path, PYTHONPATH, the ROS
 wheels' library path), or the test would pass where a user's install fails.
 
@@ -38,14 +39,9 @@ from test_spec_api import spec_snippets, staged
 
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import GET_ROS_2
-from ortf_ros.synthetic_bag import (
-    TOPIC_JOINT_STATES,
-    TOPIC_WRENCH,
-    TOPIC_WRIST_IMAGE,
-    TeleopBagInfo,
-    stamp_ns,
-    write_teleop_bag,
-)
+from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
+from ortf_ros.synthetic.schedule import stamp_ns
+from ortf_ros.synthetic.topics import TOPIC_JOINT_STATES, TOPIC_WRENCH, TOPIC_WRIST_IMAGE
 
 REPO = Path(__file__).resolve().parents[1]
 VERSION = "0.1.0"
@@ -64,7 +60,9 @@ DROPPED_ENV = (
 )
 """What this process's environment has of its own venv and ROS 2 (the ROS wheels'
 bootstrapper sets most of it), which a user's fresh venv does not."""
-NEEDS_ROS = re.compile(r"(ortf_player|ortf_recorder): needs ROS 2 \((rclpy|\w+_interfaces|\w+_msgs|\w+_srvs) is not ")
+NEEDS_ROS = re.compile(
+    r"(ortf_player|ortf_recorder|ortf_scene_publisher): needs ROS 2 \((rclpy|\w+_interfaces|\w+_msgs|\w+_srvs) is not "
+)
 PIP_TIMEOUT_S = 900  # a cold pip cache downloads pyarrow, PyAV and OpenCV
 COMMAND_TIMEOUT_S = 300
 
@@ -253,6 +251,7 @@ def test_the_wheel_holds_both_packages_their_assets_and_no_tests(dist: Dist) -> 
         "ortf-bag2ortf = ortf_ros.cli.entry:bag2ortf",
         "ortf_player = ortf_ros.ros.entry:player",
         "ortf_recorder = ortf_ros.ros.entry:recorder",
+        "ortf_scene_publisher = ortf_ros.ros.entry:scene_publisher",
     ):
         assert script in entry_points, script
     assert "Requires-Python: >=3.10" in metadata
@@ -432,7 +431,7 @@ def test_load_dataset_reads_the_steps(converted: Converted, bags: list[TeleopBag
     assert read["first"] == firsts and len(firsts[0]) == 7
 
 
-@pytest.mark.parametrize("node", ["ortf_recorder", "ortf_player"])
+@pytest.mark.parametrize("node", ["ortf_recorder", "ortf_player", "ortf_scene_publisher"])
 def test_the_nodes_say_they_need_ros_2_and_exit_2(venv: Venv, node: str) -> None:
     result = venv.run(node)
     assert result.returncode == 2, output(result)

@@ -28,7 +28,8 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
-from ortf_ros.synthetic import (
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
     demo_action,
@@ -36,7 +37,6 @@ from ortf_ros.synthetic import (
     demo_manifest,
     demo_rgb,
     demo_state,
-    write_demo_dataset,
 )
 
 CHILD = Path(__file__).with_name("fsize_child.py")

@@ -28,7 +28,8 @@ from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.io import video as video_io
 from ortf_ros.io.mapped_file import MappedFile
-from ortf_ros.synthetic import (
+from ortf_ros.synthetic.dataset import write_demo_dataset
+from ortf_ros.synthetic.demo_arm import (
     DEPTH_CAMERA,
     RGB_CAMERAS,
     TASKS,
@@ -37,7 +38,6 @@ from ortf_ros.synthetic import (
     demo_manifest,
     demo_rgb,
     demo_state,
-    write_demo_dataset,
 )
 
 

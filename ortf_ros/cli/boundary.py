@@ -11,7 +11,8 @@ and an exit code, the README's; only a bug keeps its traceback.
 - Ctrl-C: exit 130 (128 + SIGINT); SIGTERM and SIGHUP stop it the same way (143, 129),
   so what it had not finished is removed as on Ctrl-C.
 
-Command-line parsing goes through ``OneLineParser``, whose errors are one line too.
+Command-line parsing goes through ``OneLineParser``, whose errors are one line too (or
+``UsageErrorParser``, whose errors this boundary says).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from ortf_ros.errors import (
     EXIT_OK,
     EXIT_USAGE,
     OrtfError,
+    UsageError,
     exit_code,
     failure_line,
     os_error_line,
@@ -46,6 +48,7 @@ __all__ = [
     "EXIT_PIPE_CLOSED",
     "EXIT_USAGE",
     "OneLineParser",
+    "UsageErrorParser",
     "run_guarded",
     "say",
 ]
@@ -170,3 +173,12 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         say(self.prog, f"error: {message} (see {self.prog} --help)")
         raise SystemExit(EXIT_USAGE)
+
+
+class UsageErrorParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise ``UsageError`` with argparse's message, for a
+    command that parses inside ``run_guarded``: the boundary says it as ``PROG: MESSAGE``
+    and returns 2, so a caller of the command's ``main`` gets the exit code back."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)

@@ -25,12 +25,13 @@ from ortf_ros import bounds
 from ortf_ros.cli import arguments
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.boundary import EXIT_FAILED, EXIT_OK, OneLineParser
+from ortf_ros.cli.demo_shared import demo_mapping, live_skipped, show_validated
 from ortf_ros.cli.outputs import removed_on_failure
-from ortf_ros.demo import demo_mapping, live_skipped, show_validated
 from ortf_ros.errors import UsageError, naming
 from ortf_ros.io import paths
 from ortf_ros.pipeline.mapping import write_mapping
-from ortf_ros.synthetic_bag import check_size, write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
+from ortf_ros.synthetic.images import check_size
 
 MARKER = ".ortf-demo"
 """The file (with ``MARKER_TEXT``) that says a directory is a demo's output, which

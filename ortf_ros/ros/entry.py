@@ -1,4 +1,5 @@
-"""The nodes' console scripts (``ortf_player``, ``ortf_recorder``), kept free of ROS imports.
+"""The nodes' console scripts (``ortf_player``, ``ortf_recorder``, ``ortf_scene_publisher``),
+kept free of ROS imports.
 
 ``pip install ortf_ros`` on a machine without ROS 2 installs these scripts too. Each one
 imports its node module only when it runs, so a missing ROS is one line naming what
@@ -36,6 +37,11 @@ def player() -> int:
 def recorder() -> int:
     """``ortf_recorder``: ``ortf_ros.ros.recorder_node``."""
     return _run_node("ortf_recorder", "ortf_ros.ros.recorder_node")
+
+
+def scene_publisher() -> int:
+    """``ortf_scene_publisher``: ``ortf_ros.ros.scene_publisher``."""
+    return _run_node("ortf_scene_publisher", "ortf_ros.ros.scene_publisher")
 
 
 def _run_node(script: str, module_name: str) -> int:

@@ -36,11 +36,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ortf_ros.demo import demo_mapping, show_validated
+from ortf_ros.cli.demo_shared import demo_mapping, show_validated
 from ortf_ros.errors import GET_ROS_2
 from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.ros.entry import ROS_PACKAGES
-from ortf_ros.synthetic_bag import write_teleop_bag
+from ortf_ros.synthetic.bag import write_teleop_bag
 
 if TYPE_CHECKING:
     from ortf_ros.ros.recorder_client import RecorderClient

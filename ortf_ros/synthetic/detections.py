@@ -1,9 +1,9 @@
-"""Synthetic detections for the test scene (``synthetic_bag``, opt-in ``TeleopConfig.detections``):
+"""Synthetic detections for the teleop scene (opt-in ``TeleopConfig.detections``):
 a ``vision_msgs/Detection2DArray`` per wrist camera frame, stamped as the frame, with a box per
 synthetic object, so a conversion or a recorder has detections to turn into an episode's
 ``scene_objects.json``.
 
-The objects are the scene's code blocks (``synthetic_bag.rgb_frame``): each detection frames a
+The objects are the scene's code blocks (``images.rgb_frame``): each detection frames a
 block, which a test finds again in the picture drawn. ``VISION_MSGS`` are the ROS 2 vision_msgs
 4.x (Humble, Jazzy) definitions of the types a ``Detection2DArray`` holds, field for field, for
 the typestore that serializes them (``ros/vision_msgs`` builds the same package for rclpy).
@@ -18,7 +18,6 @@ import numpy as np
 from rosbags.typesys import get_types_from_msg
 from rosbags.typesys.store import Typestore
 
-TOPIC_DETECTIONS = "/wrist_camera/detections"
 DETECTIONS_TYPE = "vision_msgs/msg/Detection2DArray"
 
 VISION_MSGS: dict[str, str] = {

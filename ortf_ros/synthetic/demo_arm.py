@@ -1,18 +1,17 @@
-"""A deterministic synthetic robot and episode: the built-in demo, test and benchmark input.
+"""The demo dataset's robot and episodes: a 7-joint arm whose every value is a pure
+function of (episode, step), so a test can regenerate exactly what was written and
+compare it with what is read back.
 
-Every value is a pure function of (episode, step), so a test can regenerate exactly
-what was written and compare it with what is read back. Images are smooth moving
-patterns (like camera content, unlike noise, which no video codec compresses).
+Unlike the teleop scene (``scene``, ``messages``), nothing here is a ROS message: these
+values go straight into a ``DatasetWriter`` (``dataset.write_demo_dataset``, and the tests
+and benchmarks that write their own episodes). Images are smooth moving patterns (like
+camera content, unlike noise, which no video codec compresses).
 """
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
-from ortf_ros.dataset.config import WriterConfig
-from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import (
     ActionDimension,
     ActionSpace,
@@ -27,7 +26,7 @@ from ortf_ros.format.manifest import (
     StateComponent,
     Transform,
 )
-from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.synthetic.robot import UrdfJoint, revolute_chain, urdf
 
 JOINTS = tuple(f"demo_joint{i}" for i in range(1, 8))
 LIMIT = 2.8
@@ -38,27 +37,10 @@ TASKS = ("Pick up the red box and place it in the bowl", "Open the drawer")
 
 def demo_urdf() -> str:
     """A 7-joint serial arm whose joint names match the demo manifest."""
-    links = ['  <link name="base_link"/>']
-    joints = []
-    parent = "base_link"
-    for i, name in enumerate(JOINTS, start=1):
-        child = f"demo_link{i}"
-        links.append(f'  <link name="{child}"/>')
-        joints.append(
-            f'  <joint name="{name}" type="revolute">\n'
-            f'    <parent link="{parent}"/><child link="{child}"/>\n'
-            f'    <origin xyz="0 0 0.1" rpy="0 0 0"/><axis xyz="0 0 1"/>\n'
-            f'    <limit lower="{-LIMIT}" upper="{LIMIT}" effort="87" velocity="2.1"/>\n'
-            "  </joint>"
-        )
-        parent = child
-    links.append('  <link name="demo_hand"/>')
-    joints.append(
-        '  <joint name="demo_hand_joint" type="fixed">\n'
-        f'    <parent link="{parent}"/><child link="demo_hand"/>\n'
-        "  </joint>"
-    )
-    return '<?xml version="1.0"?>\n<robot name="ortf_demo_arm">\n' + "\n".join(links + joints) + "\n</robot>\n"
+    links = [f"demo_link{i}" for i in range(1, len(JOINTS) + 1)]
+    joints = revolute_chain(JOINTS, links, "base_link", LIMIT)
+    joints.append(UrdfJoint("demo_hand_joint", "fixed", links[-1], "demo_hand"))
+    return urdf("ortf_demo_arm", ["base_link", *links, "demo_hand"], joints)
 
 
 def demo_manifest(width: int = 640, height: int = 480, fps: int = 30, depth: bool = True) -> Manifest:
@@ -168,40 +150,3 @@ def demo_depth(step: int, width: int, height: int) -> np.ndarray:
     bump = 400 * np.exp(-(((x - width / 2 - step) / (width / 6)) ** 2 + ((y - height / 2) / (height / 6)) ** 2))
     depth: np.ndarray = (1500 + 2 * x - bump + (step % 7)).astype(np.uint16)
     return depth
-
-
-def write_demo_dataset(
-    root: str | os.PathLike[str],
-    *,
-    episodes: int = 1,
-    steps: int = 90,
-    width: int = 640,
-    height: int = 480,
-    fps: int = 30,
-    depth: bool = True,
-    config: WriterConfig | None = None,
-) -> list[EpisodeRecord]:
-    """Write (or append) ``episodes`` synthetic episodes with the demo URDF."""
-    records = []
-    with DatasetWriter(root, demo_manifest(width, height, fps, depth), config=config, urdf=demo_urdf()) as writer:
-        first = writer.episode_count
-        for episode in range(first, first + episodes):
-            writer.begin_episode(TASKS[episode % len(TASKS)])
-            for step in range(steps):
-                images = {cam: demo_rgb(n, step, width, height) for n, cam in enumerate(RGB_CAMERAS)}
-                if depth:
-                    images[DEPTH_CAMERA[0]] = demo_depth(step, width, height)
-                writer.add_step(
-                    1_700_000_000.0 + episode * 100 + step / fps,
-                    demo_state(episode, step, fps),
-                    demo_action(episode, step, fps),
-                    images,
-                )
-            records.append(
-                writer.end_episode(
-                    success=episode % 3 != 2,
-                    failure_reason="gripper slipped" if episode % 3 == 2 else None,
-                    operator_notes=f"synthetic episode {episode}",
-                )
-            )
-    return records

@@ -1,6 +1,11 @@
-"""What ``ortf demo`` shows, shared by its offline part (``cli``) and its live part
-(``ros.live_demo``): the mapping both use, a dataset validated and shown, and the line
-that skips the live part where ROS 2 is not installed (``pip install ortf_ros`` alone)."""
+"""What ``ortf demo`` shows, shared by its offline part (``demo_command``) and its live
+part (``ortf_ros.ros.live_demo``): the mapping both use, a dataset validated and shown, and
+the line that skips the live part where ROS 2 is not installed (``pip install ortf_ros``
+alone).
+
+In ``cli/`` rather than ``synthetic/``: these are the demo command's steps (a mapping
+detected, ``ortf validate``, ``ortf doctor``, ``ortf info``), not synthetic data; the
+synthetic scene stays free of the dataset checks it is used to test."""
 
 from __future__ import annotations
 
