@@ -13,21 +13,11 @@ import numpy as np
 
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.format.manifest import (
-    ActionDimension,
-    ActionSpace,
-    Extrinsics,
-    Frame,
-    Joint,
-    Manifest,
-    ObservationSpace,
-    Resolution,
-    Robot,
-    Sensor,
-    StateComponent,
-    Transform,
-)
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.robot import Joint, Robot
+from ortf_ros.format.sensors import Extrinsics, Frame, Resolution, Sensor, Transform
+from ortf_ros.format.spaces import ActionDimension, ActionSpace, ObservationSpace, StateComponent
 
 JOINTS = tuple(f"demo_joint{i}" for i in range(1, 8))
 LIMIT = 2.8

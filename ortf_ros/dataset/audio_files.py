@@ -41,7 +41,7 @@ from ortf_ros.format.audio import (
     audio_relative,
     sensor_format,
 )
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.wav import HEADER, WAV_MAX_DATA_BYTES, file_bytes, wav_header
 

@@ -53,9 +53,10 @@ from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import StreamAccount, accounts_to_rows
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_process import Prestart, StagedVideoWriter, wait_for_processes_let_go
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY

@@ -28,7 +28,8 @@ import numpy as np
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io.wav import packed_24bit
 from ortf_ros.pipeline.audio_definitions import PORTAUDIO_FORMATS
 from ortf_ros.pipeline.config import AudioMapping, ConversionConfig, TimeSource

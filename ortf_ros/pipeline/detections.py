@@ -28,8 +28,8 @@ import numpy as np
 from ortf_ros.dataset.annotate import Rendered, render_annotations
 from ortf_ros.dataset.catalog import iso_utc
 from ortf_ros.dataset.writer import Annotations
-from ortf_ros.format.manifest import Sensor
 from ortf_ros.format.scene_objects import PALETTE, BoundingBox, SceneObject, SceneObjects
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.pipeline.config import DetectionsMapping
 from ortf_ros.pipeline.samples import DetectedBox, DetectionsSample
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import Resolution
+from ortf_ros.format.sensors import Resolution
 from ortf_ros.io.h264 import H264_FORMAT, decode_keyframe, is_annex_b, packet_facts
 from ortf_ros.io.h264_bits import SequenceFacts, frame_num, sequence_facts
 from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Sample, Stamps

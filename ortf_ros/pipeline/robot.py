@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Joint, Robot
+from ortf_ros.format.robot import Joint, Robot
 from ortf_ros.io import atomic
 from ortf_ros.io.text import read_text
 

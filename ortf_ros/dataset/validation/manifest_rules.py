@@ -17,7 +17,8 @@ from ortf_ros.dataset.validation.files import read_json
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Transform
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Transform
 
 # The ORTF versions whose rules this validator knows; it cannot check a format it does not know.
 KNOWN_VERSIONS = (layout.ORTF_VERSION,)
