@@ -27,6 +27,7 @@ from ortf_ros.dataset.annotate import Rendered
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.audio import AudioError, AudioRouter
 from ortf_ros.pipeline.config import ConversionConfig, TimeSource
@@ -56,7 +57,6 @@ from ortf_ros.pipeline.samples import (
 from ortf_ros.pipeline.sync import Sampled, StreamSampler, lerp_array
 from ortf_ros.pipeline.tf import TfBuffer
 
-NS = 1_000_000_000
 # A step waits for the TF after its time this much input time longer than for other
 # streams: TF often comes at a few Hz, and a pose interpolated between the transforms
 # around the step, rather than the last one held, should not depend on when steps are

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline import audio
-from ortf_ros.pipeline.assemble import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.config import CameraMapping, ConversionConfig
 from ortf_ros.pipeline.fastpath import SampleDecoder

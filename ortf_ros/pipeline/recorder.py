@@ -47,8 +47,9 @@ from ortf_ros.errors import ConversionError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.units import NS
 from ortf_ros.io.encoder_process import Prestart
-from ortf_ros.pipeline.assemble import NS, TopicCounts
+from ortf_ros.pipeline.assemble import TopicCounts
 from ortf_ros.pipeline.config import ConversionConfig
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.describe import Description, describe
