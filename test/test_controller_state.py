@@ -23,9 +23,9 @@ from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
 from ortf_ros.pipeline.config import ActionMapping, write_config
-from ortf_ros.pipeline.decode import Decoder, DefinitionFormat
+from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
-from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, RawMessage, Sample
+from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, DefinitionFormat, RawMessage, Sample
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
 from ortf_ros.synthetic_bag import (
