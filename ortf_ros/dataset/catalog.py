@@ -35,8 +35,8 @@ from ortf_ros.format.metadata import (
 )
 from ortf_ros.format.native_streams import AlignmentSummary
 from ortf_ros.format.schema import feature_thresholds, stats_features
+from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from ortf_ros import bounds
 from ortf_ros.errors import WriterError
 from ortf_ros.format import fields, layout
 from ortf_ros.format.fields import Fields, JsonDict, Wording
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
 from ortf_ros.io.video import VideoSettings
 
 _T = TypeVar("_T")

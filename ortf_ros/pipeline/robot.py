@@ -43,9 +43,9 @@ from pathlib import Path, PurePosixPath
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.robot import Joint, Robot
+from ortf_ros.format.text import read_text
 from ortf_ros.format.urdf import PACKAGE_SCHEME, URDF_JOINT_TYPES, UrdfDocument, UrdfJoint, parse_urdf
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
 
 _GRIPPER_WORDS = ("finger", "gripper")
 _NOT_END_EFFECTOR = re.compile(r"finger|camera|optical|sensor|imu|lidar|laser|scan|wheel|caster", re.IGNORECASE)

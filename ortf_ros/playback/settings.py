@@ -27,7 +27,8 @@ from ortf_ros import bounds
 from ortf_ros.errors import OrtfError
 from ortf_ros.format import fields
 from ortf_ros.format.fields import Check, Fields, Wording
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
+from ortf_ros.qos import DURABILITIES, RELIABILITIES, Durability, QosSettings, Reliability
 
 StreamKind = Literal[
     "joint_states",
@@ -55,10 +56,6 @@ ImageFormat = Literal["raw", "jpeg"]
 IMAGE_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
 StampMode = Literal["now", "sim"]
 STAMP_MODES: tuple[StampMode, ...] = get_args(StampMode)
-Reliability = Literal["reliable", "best_effort"]
-RELIABILITIES: tuple[Reliability, ...] = get_args(Reliability)
-Durability = Literal["volatile", "transient_local"]
-DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 NODE_NAME = "ortf_player"
 COMPRESSED_SUFFIX = "/compressed"
@@ -69,13 +66,6 @@ DEFAULT_ACTION_TOPIC = "/action"
 
 class SettingsError(OrtfError):
     """A player setting has the wrong type or value (names the file or node and the parameter)."""
-
-
-@dataclass(frozen=True)
-class QosSettings:
-    depth: int
-    reliability: Reliability
-    durability: Durability
 
 
 @dataclass(frozen=True)

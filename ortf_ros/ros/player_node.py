@@ -40,7 +40,8 @@ from ortf_ros.io import paths
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.selection import open_for_playback
-from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, QosSettings, SettingsError, settings_from_parameters
+from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, SettingsError, settings_from_parameters
+from ortf_ros.qos import QosSettings
 from ortf_ros.ros import runtime
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.parameters import declare_parameters

@@ -32,6 +32,7 @@ from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.h264_camera import COMPRESSED_VIDEO_TYPE
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sources.bag import TopicInfo
+from ortf_ros.qos import adapt_to_offers
 
 NODE_NAME = "ortf_recorder"
 
@@ -169,10 +170,6 @@ def qos_overrides(values: Mapping[str, object]) -> dict[str, dict[str, str]]:
                 "qos.wrist_camera.image_raw.reliability",
             )
         topic = "/" + "/".join(parts[1:-1])
-        # (imported here: qos imports rclpy, and the rest of this module, which the offline
-        # detection tests use, is ROS-free)
-        from ortf_ros.ros.qos import adapt_to_offers
-
         try:  # (checked here, at start-up, not when the topic is subscribed)
             adapt_to_offers([], latched=False, **{parts[-1]: str(value)})
         except ValueError as exc:
