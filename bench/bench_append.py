@@ -52,7 +52,9 @@ from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import NativeStream
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.io import parquet_append
 from ortf_ros.synthetic.demo_arm import RGB_CAMERAS, demo_action, demo_manifest, demo_rgb, demo_state
 

@@ -22,7 +22,7 @@ from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.mapping import (

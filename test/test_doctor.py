@@ -23,7 +23,9 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
-from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import Alignment, NativeStream
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.quality.doctor import DoctorSettings, examine
 from ortf_ros.quality.findings import QualityFinding
 from ortf_ros.synthetic.demo_arm import (

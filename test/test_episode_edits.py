@@ -29,8 +29,10 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import Annotations, DatasetWriter
 from ortf_ros.errors import DatasetBusyError, UsageError, WriterError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord
+from ortf_ros.format.native_streams import NativeStream
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.synthetic.demo_arm import TASKS, demo_action, demo_manifest, demo_rgb, demo_state
 
 CHILD = Path(__file__).with_name("edit_child.py")

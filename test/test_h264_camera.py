@@ -26,7 +26,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import BEFORE_FIRST_KEYFRAME
-from ortf_ros.format.manifest import Resolution
+from ortf_ros.format.sensors import Resolution
 from ortf_ros.io.encoder_pool import Prestart
 from ortf_ros.io.h264 import (
     PUBLISHED_ENCODING_KEY,

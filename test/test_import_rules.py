@@ -1,4 +1,5 @@
-"""Which modules may import ROS, read from the source with ``ast`` (nothing is imported).
+"""Which modules may import what, read from the source with ``ast`` (nothing is imported):
+ROS only under ``ortf_ros/ros/``, and each room only the rooms below it (``ROOMS``).
 
 ``pip install ortf_ros`` must work where ROS 2 is not installed, so rclpy and the ROS
 message packages are imported only under ``ortf_ros/ros/``, in function bodies too (a
@@ -153,20 +154,114 @@ def test_console_script_modules_import_no_ros_when_loaded(path: Path) -> None:
 
 
 DATASET = PACKAGE / "dataset"
-ABOVE_THE_ENGINE = ("ortf_ros.pipeline", "ortf_ros.playback", "ortf_ros.convert", "ortf_ros.cli", "ortf_ros.ros")
+ABOVE_THE_ENGINE = ("pipeline", "playback", "convert", "cli", "ros")
 """The dataset engine sits below these: the converters, the player, the exports, the CLI and the
 nodes all share it, so it must not import any of them (a cycle, and the ROS-free install, would
 break first)."""
 
+BASE = frozenset({"errors", "bounds"})
+"""Below every room: the exception hierarchy and the ranges of settings."""
+ROOMS: dict[str, frozenset[str]] = {
+    "errors": frozenset(),
+    "bounds": frozenset(),
+    "qos": frozenset(),
+    "extras": frozenset({"errors"}),
+    "format": BASE,
+    "io": BASE | {"format"},
+    "dataset": BASE | {"format", "io"},
+    "pipeline": BASE | {"format", "io", "dataset"},
+    "fleet": BASE | {"format", "io", "dataset", "pipeline"},
+    "quality": BASE | {"format", "io", "dataset", "pipeline"},
+    "playback": BASE | {"format", "io", "dataset", "pipeline", "qos"},
+    "convert": BASE | {"extras", "format", "io", "dataset", "playback"},
+    "review": BASE | {"extras", "format", "io", "dataset", "quality", "convert"},
+    "synthetic": BASE | {"format", "io", "dataset", "pipeline", "quality"},
+    # Top-level modules on their way into ``synthetic/``: rows of their own until they are there.
+    "synthetic_detections": BASE,
+    "synthetic_bag": BASE | {"format", "io", "pipeline", "synthetic_detections"},
+    "demo": BASE | {"format", "io", "dataset", "pipeline", "quality"},
+    "cli": BASE
+    | {"extras", "format", "io", "dataset", "pipeline", "fleet", "quality", "playback", "convert", "review"}
+    | {"synthetic", "synthetic_bag", "demo"},
+    "ros": BASE
+    | {"format", "io", "dataset", "pipeline", "playback", "qos", "cli", "synthetic", "synthetic_bag", "demo"},
+    "ortf": BASE | {"format", "io", "dataset", "convert"},
+}
+"""The layering as a table: each room (a subpackage of ortf_ros, a top-level module, or the
+``ortf`` package) and the rooms it may import, in function bodies too. Its own room it may
+always import, and the package root (which holds only ``__version__``). Bottom to top:
+errors and bounds; format (the ORTF files and the one reader of settings); io (files,
+video, audio); the dataset engine; the pipeline (recordings to episodes); the fleet, the
+quality checks, the player; the exports; the review pages; the synthetic scenes; the
+command line; the ROS nodes."""
 
-@pytest.mark.parametrize("path", sorted(DATASET.rglob("*.py")), ids=lambda p: str(p.relative_to(REPO)))
-def test_the_dataset_engine_imports_nothing_above_it(path: Path) -> None:
+
+def room(module: str) -> str | None:
+    """``ortf_ros.pipeline.mapping.parse`` -> ``pipeline``, ``ortf_ros.bounds`` -> ``bounds``,
+    ``ortf.convert`` -> ``ortf``; None for the package root and for modules not ours."""
+    parts = module.split(".")
+    if parts[0] == "ortf":
+        return "ortf"
+    return parts[1] if parts[0] == "ortf_ros" and len(parts) > 1 else None
+
+
+def rooms_below(name: str) -> set[str]:
+    """Every room ``name`` reaches through the table (what it may import, directly or not)."""
+    seen: set[str] = set()
+    todo = list(ROOMS[name])
+    while todo:
+        below = todo.pop()
+        if below not in seen:
+            seen.add(below)
+            todo.extend(ROOMS[below])
+    return seen
+
+
+def test_the_rooms_table_is_a_layering() -> None:
+    """Every room it names has a row, and no room reaches itself: rooms that import each
+    other are one design, and would be one room."""
+    named = set().union(*ROOMS.values())
+    assert named <= set(ROOMS), f"rooms without a row: {sorted(named - set(ROOMS))}"
+    circular = sorted(name for name in ROOMS if name in rooms_below(name))
+    assert not circular, f"rooms that reach themselves through the table: {circular}"
+
+
+def test_every_room_has_a_row() -> None:
+    found = {room(module_name(path)) for path in MODULES} - {None}
+    assert found <= set(ROOMS), (
+        f"rooms without a row in ROOMS (add one, with the rooms it may import): {sorted(found - set(ROOMS))}"
+    )
+
+
+def test_the_room_of_a_module() -> None:
+    assert room("ortf_ros.pipeline.mapping.parse") == "pipeline"
+    assert room("ortf_ros.bounds") == "bounds" and room("ortf_ros.format.fields.Fields") == "format"
+    assert room("ortf.convert") == "ortf" and room("ortf_ros") is None and room("numpy") is None
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_each_room_imports_only_the_rooms_below_it(path: Path) -> None:
+    """The package root (``ortf_ros/__init__.py``, its version) belongs to no room and imports none."""
+    own = room(module_name(path))
+    if own is None:
+        allowed, rule = set(), "the package root may import no room"
+    else:
+        assert own in ROOMS, f"{path.relative_to(REPO)}: room {own!r} has no row in ROOMS"
+        allowed = ROOMS[own] | {own}
+        rule = f"room {own!r} may import only {', '.join(sorted(ROOMS[own])) or 'no other room'}"
     offending = [
-        f"line {line}: {module}"
+        f"line {line}: {module} (room {room(module)})"
         for line, module in all_imports(parse(path), path)
-        if any(module == layer or module.startswith(f"{layer}.") for layer in ABOVE_THE_ENGINE)
+        if room(module) is not None and room(module) not in allowed
     ]
-    assert not offending, f"{path.relative_to(REPO)} imports a layer above the dataset engine: {offending}"
+    assert not offending, f"{path.relative_to(REPO)} imports a room it may not ({rule}; see ROOMS): {offending}"
+
+
+def test_the_dataset_engine_imports_nothing_above_it() -> None:
+    """The table keeps the engine below the converters, the player, the exports, the CLI and
+    the nodes (``test_each_room_imports_only_the_rooms_below_it`` checks every module of it)."""
+    assert not rooms_below("dataset") & set(ABOVE_THE_ENGINE)
+    assert {path for path in MODULES if room(module_name(path)) == "dataset"} == set(DATASET.rglob("*.py"))
 
 
 def test_the_engine_folder_holds_the_engine() -> None:

@@ -33,7 +33,7 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import ROLE_LIDAR, ROLE_POINT_CLOUD, accounts_from_rows
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.pipeline.mapping import (
     LaserScanMapping,
     PointCloudMapping,

@@ -23,7 +23,9 @@ from ortf_ros.dataset.validation import RULES, validate
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import WriterError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Alignment, Manifest, NativeStream, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import Alignment, NativeStream
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
 
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15

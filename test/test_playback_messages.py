@@ -20,7 +20,7 @@ from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import ActionDimension, ActionSpace
+from ortf_ros.format.spaces import ActionDimension, ActionSpace
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.samples import RawMessage
 from ortf_ros.playback.messages import Outgoing, Playlist

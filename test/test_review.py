@@ -31,7 +31,8 @@ from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
-from ortf_ros.format.manifest import Alignment, NativeStream, StateComponent
+from ortf_ros.format.native_streams import Alignment, NativeStream
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.synthetic.demo_arm import (
     DEPTH_CAMERA,
     RGB_CAMERAS,

@@ -8,7 +8,7 @@ from pathlib import Path, PurePosixPath
 import pytest
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import Joint, Robot
+from ortf_ros.format.robot import Joint, Robot
 from ortf_ros.pipeline.robot import copy_meshes, robot_from_urdf, split_package_uri
 from ortf_ros.synthetic.robot import teleop_urdf
 

@@ -26,10 +26,10 @@ from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPo
 from rclpy.utilities import ok, try_shutdown
 from std_msgs.msg import String
 
-from ortf_ros.playback.settings import Durability, Reliability
+from ortf_ros.qos import Durability, Reliability, adapt_to_offers
 from ortf_ros.ros import runtime
 from ortf_ros.ros.parameters import declare_parameters, given_parameters
-from ortf_ros.ros.qos import adapt_to_offers, subscription_qos
+from ortf_ros.ros.qos import subscription_qos
 
 GRAPH_TIMEOUT_S = 10.0
 _TOPIC_NUMBERS = itertools.count()

@@ -7,7 +7,7 @@ import argparse
 
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
 from ortf_ros.cli.conversions import DATASET
-from ortf_ros.convert.extras import optional_module
+from ortf_ros.extras import optional_module
 from ortf_ros.io import paths
 
 EXTRA = "pip install 'ortf_ros[review]'"

@@ -17,7 +17,8 @@ from ortf_ros.dataset.reader import Episode
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ReaderError
 from ortf_ros.format.audio import audio_sensors
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 
 CHUNKS_SUFFIX = ".chunks.parquet"
 

@@ -21,7 +21,7 @@ from ortf_ros.convert.video_shards import ShardWriter
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import video
 
 Progress = Callable[[int, int], None]

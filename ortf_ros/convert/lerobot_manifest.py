@@ -17,7 +17,10 @@ from pathlib import Path
 from ortf_ros.convert.lerobot_meta import INFO, Feature, LeRobotMeta
 from ortf_ros.convert.lerobot_spaces import EXTRAS_STREAM, UNKNOWN, Spaces, identifier
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import UNKNOWN_INTRINSICS, Frame, Manifest, ObservationSpace, Resolution, Robot, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.robot import Robot
+from ortf_ros.format.sensors import UNKNOWN_INTRINSICS, Frame, Resolution, Sensor
+from ortf_ros.format.spaces import ObservationSpace
 
 CAMERA_PREFIX = "observation.images."
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.errors import ConversionError, FormatError
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
 
 V3 = "v3.0"
 # The ``codebase_version`` values read; v2.1 differs from v2.0 only by statistics files.

@@ -25,7 +25,7 @@ from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Statistics
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING
 
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from ortf_ros.convert.lerobot_meta import INDEX_FEATURES, MODALITY, NUMERIC_DTYPES, Feature, LeRobotMeta
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import ActionDimension, ActionSpace, NativeStream, StateComponent
+from ortf_ros.format.native_streams import NativeStream
+from ortf_ros.format.spaces import ActionDimension, ActionSpace, StateComponent
 
 OBSERVATION_PREFIX = "observation."
 ACTION = "action"

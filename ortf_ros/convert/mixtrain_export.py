@@ -49,7 +49,9 @@ from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError
 from ortf_ros.format import layout
 from ortf_ros.format.audio import audio_sensors
-from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.io import atomic
 
 MIXTRAIN_VERSION = "1.0"

@@ -64,11 +64,11 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.extras import optional_module
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 

@@ -38,12 +38,13 @@ import numpy as np
 import pyarrow as pa
 
 from ortf_ros.convert import rerun_lidar, rerun_plan
-from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.rerun_plan import Plan, Source
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.extras import optional_module
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Sensor, Transform
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor, Transform
 from ortf_ros.io import atomic
 from ortf_ros.playback.selection import open_for_playback
 

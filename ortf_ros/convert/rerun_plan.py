@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, NativeStream, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import NativeStream
 from ortf_ros.format.point_clouds import scan_streams
+from ortf_ros.format.spaces import StateComponent
 
 FT_AXES = ("fx", "fy", "fz", "tx", "ty", "tz")
 JOINT_FIELDS = {"position": "joint_positions", "velocity": "joint_velocities", "effort": "joint_torques"}

@@ -36,12 +36,13 @@ from typing import Any
 
 import numpy as np
 
-from ortf_ros.convert.extras import optional_module
 from ortf_ros.convert.output_dir import check_target, open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.errors import ConversionError
+from ortf_ros.extras import optional_module
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 
 SPLIT = "train"
 VERSION = "1.0.0"

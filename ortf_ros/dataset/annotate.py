@@ -26,7 +26,6 @@ from ortf_ros.dataset.edits import editing
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.errors import FormatError, ReaderError, UsageError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Sensor
 from ortf_ros.format.scene_objects import (
     FIRST_FRAME_FILE,
     SCENE_OBJECTS_FILE,
@@ -35,6 +34,7 @@ from ortf_ros.format.scene_objects import (
     default_camera,
     parse_scene_objects,
 )
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.pictures import annotated_jpeg, colourise_depth, depth_span
 

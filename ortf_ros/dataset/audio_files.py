@@ -41,11 +41,11 @@ from ortf_ros.format.audio import (
     audio_relative,
     sensor_format,
 )
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.units import NS
 from ortf_ros.io import atomic
 from ortf_ros.io.wav import HEADER, WAV_MAX_DATA_BYTES, file_bytes, wav_header
 
-NS = 1_000_000_000
 ROWS_PER_BLOCK = 64  # chunk rows held before they are logged: 4 s of 1024-sample chunks at 16 kHz
 GAP_FACTOR = 1.5
 """A message whose time is this many of the previous message's durations after it follows a gap."""

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from ortf_ros.dataset.stats import DatasetStats
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import AlignmentSummary, Manifest, Statistics
+from ortf_ros.format.manifest import Manifest, Statistics
 from ortf_ros.format.metadata import (
     EpisodeRecord,
     EpisodeSource,
@@ -33,9 +33,10 @@ from ortf_ros.format.metadata import (
     read_tasks,
     tasks_jsonl,
 )
+from ortf_ros.format.native_streams import AlignmentSummary
 from ortf_ros.format.schema import feature_thresholds, stats_features
+from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
 
 log = logging.getLogger(__name__)
 

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
+from dataclasses import fields as dataclass_fields
 from typing import Any, TypeVar
 
 import yaml
 
 from ortf_ros import bounds
 from ortf_ros.errors import WriterError
-from ortf_ros.format import layout
-from ortf_ros.io.text import read_text
+from ortf_ros.format import fields, layout
+from ortf_ros.format.fields import Fields, JsonDict, Wording
+from ortf_ros.format.text import read_text
 from ortf_ros.io.video import VideoSettings
 
 _T = TypeVar("_T")
@@ -64,12 +66,10 @@ class WriterConfig:
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> WriterConfig:
         """Settings from parsed YAML/parameters; unknown keys and wrong types are errors."""
-        video_data = data.get("video", {})
-        if not isinstance(video_data, Mapping):
-            raise WriterError(f"{source}: video: expected a mapping, got {video_data!r}")
-        video = _typed_fields(VideoSettings, video_data, f"{source}: video.")
-        top = {k: v for k, v in data.items() if k != "video"}
-        return replace(_typed_fields(cls, top, f"{source}: "), video=video)
+        top = Fields(data, source, WORDING, keys=_names(cls))
+        video_data: JsonDict = top.get("video", fields.mapping, {})
+        video = _typed_fields(VideoSettings, top.child(video_data, "video", _names(VideoSettings)))
+        return replace(_typed_fields(cls, top, skip="video"), video=video)
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> WriterConfig:
@@ -91,18 +91,25 @@ _WRITER_BOUNDS = {
 }
 
 
-def _typed_fields(kind: type[_T], data: Mapping[str, Any], where: str) -> _T:
-    """Build dataclass ``kind`` from ``data``, checking each value against its default's type."""
+WORDING = Wording(WriterError, show=repr, unknown="unknown setting")
+"""How the writer's setting errors are worded: ``SOURCE: video.crf: expected int, got 'high'``."""
+
+
+def _names(kind: type[object]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclass_fields(kind))  # type: ignore[arg-type]
+
+
+def _typed_fields(kind: type[_T], given: Fields, skip: str = "") -> _T:
+    """Dataclass ``kind`` from ``given``, each value of its default's type; a value out of
+    its bound (the dataclass checks them) is named where it was given."""
     defaults = kind()
-    values = {}
-    for key, value in data.items():
-        if key not in {f.name for f in fields(kind)}:  # type: ignore[arg-type]
-            raise WriterError(f"{where}{key}: unknown setting")
-        expected = type(getattr(defaults, key))
-        if type(value) is not expected:
-            raise WriterError(f"{where}{key}: expected {expected.__name__}, got {value!r}")
-        values[key] = value
+    values = {
+        key: given.get(key, fields.of_type(type(getattr(defaults, key))), getattr(defaults, key))
+        for key in given.data
+        if key != skip
+    }
     try:
         return replace(defaults, **values)  # type: ignore[type-var]
-    except WriterError as exc:  # a value out of its bound: named where it was given
-        raise WriterError(f"{where}{exc}") from None
+    except WriterError as exc:  # "NAME: PROBLEM", from the dataclass's own check
+        name, _, problem = str(exc).partition(": ")
+        raise given.error(name, problem) from None

@@ -51,8 +51,8 @@ from ortf_ros.errors import FormatError, OrtfError, UnknownEpisodeError, WriterE
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.audio import audio_relative, audio_sensors
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
+from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
 
 JOURNAL_FILE = "deletion.json"
 STATS_BATCH_ROWS = 8192  # step rows read at a time to compute the statistics anew (about 1 MB of features)

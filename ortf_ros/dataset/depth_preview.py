@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.scene_objects import DEPTH_COLORIZED_FILE
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.pictures import colourise_depth, depth_span, encode_jpeg
 

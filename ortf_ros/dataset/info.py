@@ -10,7 +10,7 @@ from typing import Any
 from ortf_ros.dataset.reader import Dataset
 from ortf_ros.errors import ReaderError
 from ortf_ros.format.audio import audio_sensors
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io.video import probe
 
 

@@ -28,8 +28,8 @@ from ortf_ros.format.audio import AUDIO_SENSOR_TYPE, audio_sensors
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
+from ortf_ros.format.text import read_text
 from ortf_ros.io.npz import NpzDepthReader
-from ortf_ros.io.text import read_text
 from ortf_ros.io.video import VideoReader, frame_kind
 
 StepIndexConvention = Literal["global", "episode"]

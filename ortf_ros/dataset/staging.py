@@ -37,8 +37,8 @@ from ortf_ros.dataset.logs import read_log
 from ortf_ros.errors import DatasetBusyError, FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
+from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
 
 HEADER_FILE = "episode.json"
 COMMIT_FILE = "COMMIT.json"

@@ -50,9 +50,10 @@ from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.errors import OrtfError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import StreamAccount, accounts_to_rows
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import step_schema
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.encoder_pool import wait_for_processes_let_go
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, RGB_ENCODING

@@ -40,8 +40,8 @@ from ortf_ros.fleet.ledger import Held, Ledger
 from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.fleet.task import DATASET_DIR, RecordingTask, TaskResult, part_prefix, run_task, storage_failure
 from ortf_ros.format import layout
+from ortf_ros.format.text import read_text
 from ortf_ros.io.scratch import remove_stale, scratch_directory
-from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.offline import ConversionResult, convert_recording
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.pipeline.sources.identity import RecordingIdentity, recording_identity

@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 
 AUDIO_SENSOR_TYPE = "audio"
 

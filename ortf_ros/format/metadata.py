@@ -20,7 +20,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.accounting import ACCOUNTING_COLUMN, StreamAccount, accounts_to_rows, stored_accounts
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
 
 
 @dataclass(frozen=True)

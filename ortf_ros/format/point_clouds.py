@@ -26,7 +26,8 @@ from typing import Any
 import pyarrow as pa
 
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 
 POINT_CLOUDS_KEY = "point_clouds"
 """The manifest's top-level key declaring the point cloud streams (an ortf_ros extension)."""

@@ -32,7 +32,7 @@ from av.video.stream import VideoStream
 
 from ortf_ros import bounds
 from ortf_ros.errors import ReaderError, WriterError
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import atomic
 from ortf_ros.io.cpus import usable_cpus
 

@@ -24,8 +24,9 @@ from pathlib import Path
 import yaml
 
 from ortf_ros.errors import ConversionError, OrtfError, os_error_line
-from ortf_ros.io.text import read_text
-from ortf_ros.pipeline.robot import PACKAGE_SCHEME, split_package_uri
+from ortf_ros.format.text import read_text
+from ortf_ros.format.urdf import PACKAGE_SCHEME
+from ortf_ros.pipeline.robot import split_package_uri
 from ortf_ros.pipeline.samples import PinholeCalibration
 
 FILE_SCHEME = "file://"

@@ -17,22 +17,17 @@ when sources might define the same custom type differently.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, cast
+from typing import TYPE_CHECKING, cast
 
 from rosbags.interfaces import Nodetype
 from rosbags.typesys import Stores, TypesysError, get_types_from_idl, get_types_from_msg, get_typestore
 from rosbags.typesys.store import Typestore
 
-from ortf_ros.pipeline.samples import BadMessage, RawMessage, Serialization
+from ortf_ros.pipeline.samples import BadMessage, DefinitionFormat, RawMessage, Serialization
 from ortf_ros.pipeline.streams import audio_definitions
 
 if TYPE_CHECKING:
     from rosbags.interfaces.typing import Typesdict
-
-DefinitionFormat = Literal["ros2msg", "ros2idl", "ros1msg"]
-"""How a recording carries a type's definition (the names MCAP uses for schema encodings):
-``ros2msg``/``ros2idl`` for rosbag2 and MCAP connections, ``ros1msg`` for a ROS 1 bag's
-connection header."""
 
 LEGACY_ALIASES: dict[str, str] = {"tf/msg/tfMessage": "tf2_msgs/msg/TFMessage"}
 """Retired type names and the current type with the same fields."""

@@ -12,24 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import (
-    UNKNOWN_INTRINSICS,
-    ActionDimension,
-    ActionSpace,
-    Alignment,
-    Extrinsics,
-    Frame,
-    Joint,
-    Manifest,
-    NativeStream,
-    ObservationSpace,
-    Resolution,
-    Robot,
-    Sensor,
-    StateComponent,
-    Transform,
-)
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import Alignment, NativeStream
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
+from ortf_ros.format.robot import Joint, Robot
+from ortf_ros.format.sensors import UNKNOWN_INTRINSICS, Extrinsics, Frame, Resolution, Sensor, Transform
+from ortf_ros.format.spaces import ActionDimension, ActionSpace, ObservationSpace, StateComponent
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
 from ortf_ros.pipeline.assembly.steps import StepLayout
 from ortf_ros.pipeline.calibration import CalibrationFile

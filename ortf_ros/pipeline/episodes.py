@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Literal
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.mapping import EpisodeSplit
 from ortf_ros.pipeline.samples import RawMessage
 
 Decision = Literal["begin", "end", "keep", "skip"]
-NS = 1_000_000_000
 
 BEGIN_WORDS = {"start", "begin"}
 END_WORDS = {"stop", "end"}

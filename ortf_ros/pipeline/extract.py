@@ -34,6 +34,7 @@ from typing import Any, Literal
 import av
 import numpy as np
 
+from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import (
@@ -57,7 +58,6 @@ from ortf_ros.pipeline.samples import (
 from ortf_ros.pipeline.streams import audio, range_sensors
 from ortf_ros.pipeline.streams.h264_camera import COMPRESSED_VIDEO_TYPE, compressed_video, encoded_frame, is_h264_format
 
-_NS = 1_000_000_000
 _MAX_MM = 65535
 _JPEG_MAGIC = b"\xff\xd8\xff"
 _PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -96,7 +96,7 @@ def _stamp_ns(stamp: Any) -> int:
     nanosec = getattr(stamp, "nanosec", None)
     if nanosec is None:
         nanosec = stamp.nsecs
-    return int(sec) * _NS + int(nanosec)
+    return int(sec) * NS + int(nanosec)
 
 
 def _stamps(raw: RawMessage, header: Any = None) -> Stamps:
@@ -384,7 +384,7 @@ def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sampl
         elif not valid[0]:
             problem = f"has quaternion (x, y, z, w) = {tuple(xyzw.tolist())}, which is not a rotation"
         if problem is not None:
-            at = f"{stamps.header_ns / _NS:.9f} s" if stamps.header_ns is not None else "?"
+            at = f"{stamps.header_ns / NS:.9f} s" if stamps.header_ns is not None else "?"
             reason = f"{where}: transform {parent!r} -> {child!r} at {at} {problem}"
             out.append(BadMessage(raw.topic, raw.receive_ns, reason))
             continue

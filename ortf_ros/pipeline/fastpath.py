@@ -31,6 +31,7 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.decode import Decoder, canonical_msgtype
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.samples import (
@@ -51,7 +52,6 @@ from ortf_ros.pipeline.samples import (
     ros_rotations,
 )
 
-_NS = 1_000_000_000
 _CDR_LE = b"\x00\x01"  # the encapsulation of little-endian plain CDR
 _STAMP = struct.Struct("<iI")  # a header's stamp: sec, nanosec
 _PAYLOAD_AT = 4  # after the encapsulation; CDR alignment counts from here
@@ -223,7 +223,7 @@ class Layout:
         stamps = []
         for offset, frame_id in zip(self.stamps, self.frame_ids, strict=True):
             sec, nanosec = _STAMP.unpack_from(data, offset)
-            stamps.append(Stamps(raw.receive_ns, sec * _NS + nanosec, frame_id))
+            stamps.append(Stamps(raw.receive_ns, sec * NS + nanosec, frame_id))
         return self.make(raw, stamps, [np.frombuffer(data, "<f8", count, offset) for offset, count in self.runs])
 
     def read_part(self, data: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, BlockPart] | None:
@@ -268,7 +268,7 @@ def _column(data: np.ndarray, dtype: str, offset: int, width: int = 1) -> np.nda
 def _header_ns(data: np.ndarray, stamp_at: int) -> np.ndarray:
     """The header stamp at ``stamp_at`` of each row, in nanoseconds."""
     seconds = _column(data, "<i4", stamp_at)[:, 0].astype(np.int64)
-    header: np.ndarray = seconds * _NS + _column(data, "<u4", stamp_at + 4)[:, 0]
+    header: np.ndarray = seconds * NS + _column(data, "<u4", stamp_at + 4)[:, 0]
     return header
 
 

@@ -25,11 +25,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.mapping import CameraMapping, TopicMapping
 from ortf_ros.pipeline.samples import (
-    NS,
     AudioChunkSample,
     AudioInfoSample,
     BadMessage,
@@ -52,7 +52,7 @@ from ortf_ros.pipeline.streams import audio
 from ortf_ros.pipeline.streams.h264_camera import ParameterSets, first_image
 from ortf_ros.pipeline.tf import TfBuffer
 
-TF_WINDOW_NS = 1_000_000_000  # input read before the prologue is complete: dynamic TF names the moving frames
+TF_WINDOW_NS = NS  # input read before the prologue is complete: dynamic TF names the moving frames
 FPS_MIN_INTERVALS = 5  # frame intervals needed before their median gives a camera's fps
 FPS_MAX_FRAMES = 64  # frame times kept per camera: plenty for a median, and the memory stays flat
 NAME_LISTS_MAX = 64  # joint name lists remembered as seen; a publisher uses one or two

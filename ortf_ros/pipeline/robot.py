@@ -42,13 +42,10 @@ from pathlib import Path, PurePosixPath
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Joint, Robot
+from ortf_ros.format.robot import Joint, Robot
+from ortf_ros.format.text import read_text
+from ortf_ros.format.urdf import PACKAGE_SCHEME, URDF_JOINT_TYPES, UrdfDocument, UrdfJoint, parse_urdf
 from ortf_ros.io import atomic
-from ortf_ros.io.text import read_text
-
-MOVABLE_JOINT_TYPES = ("revolute", "prismatic", "continuous")
-URDF_JOINT_TYPES = (*MOVABLE_JOINT_TYPES, "fixed", "floating", "planar")
-PACKAGE_SCHEME = "package://"
 
 _GRIPPER_WORDS = ("finger", "gripper")
 _NOT_END_EFFECTOR = re.compile(r"finger|camera|optical|sensor|imu|lidar|laser|scan|wheel|caster", re.IGNORECASE)
@@ -156,40 +153,35 @@ def _float(text: str | None, what: str) -> float | None:
         raise ConversionError(f"{what}: expected a number, got {text!r}") from None
 
 
-def _limits(joint: ET.Element, kind: str, where: str) -> tuple[float, float] | None:
-    if kind == "continuous":
+def _limits(joint: UrdfJoint, where: str) -> tuple[float, float] | None:
+    if joint.type == "continuous" or joint.limit is None:
         return None
-    limit = joint.find("limit")
-    if limit is None:
-        return None
-    lower = _float(limit.get("lower"), f"{where}: limit lower")
-    upper = _float(limit.get("upper"), f"{where}: limit upper")
+    lower = _float(joint.limit.get("lower"), f"{where}: limit lower")
+    upper = _float(joint.limit.get("upper"), f"{where}: limit upper")
     if lower is None and upper is None:
         return None
     return (lower or 0.0, upper or 0.0)  # URDF: a missing bound is 0
 
 
-def _velocity_limit(joint: ET.Element, where: str) -> float | None:
+def _velocity_limit(joint: UrdfJoint, where: str) -> float | None:
     """``<limit velocity>``, continuous joints included; None when absent."""
-    limit = joint.find("limit")
-    return None if limit is None else _float(limit.get("velocity"), f"{where}: limit velocity")
+    return None if joint.limit is None else _float(joint.limit.get("velocity"), f"{where}: limit velocity")
 
 
-def _parse(urdf_xml: str, source: str) -> ET.Element:
+def _parse(urdf_xml: str, source: str) -> UrdfDocument:
     try:
-        root = ET.fromstring(urdf_xml)
+        document = parse_urdf(urdf_xml)
     except ET.ParseError as exc:
         raise ConversionError(f"{source}: the URDF is not valid XML ({exc})") from None
-    if root.tag != "robot":
-        raise ConversionError(f"{source}: the URDF's root element is <{root.tag}>, expected <robot>")
-    return root
+    if document.tag != "robot":
+        raise ConversionError(f"{source}: the URDF's root element is <{document.tag}>, expected <robot>")
+    return document
 
 
-def _tree(root: ET.Element, source: str) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
+def _tree(document: UrdfDocument, source: str) -> tuple[tuple[str, ...], dict[str, str], dict[str, str]]:
     """(links, child -> parent link, child link -> joint name), checked to form a forest."""
     links: list[str] = []
-    for link in root.findall("link"):
-        name = link.get("name")
+    for name in document.links:
         if not name:
             raise ConversionError(f"{source}: a <link> has no name")
         if name in links:
@@ -198,12 +190,10 @@ def _tree(root: ET.Element, source: str) -> tuple[tuple[str, ...], dict[str, str
     known = set(links)
     parents: dict[str, str] = {}
     joint_of: dict[str, str] = {}
-    for joint in root.findall("joint"):  # direct children: <transmission> has <joint> too
-        name = joint.get("name", "")
+    for joint in document.joints:
+        name = joint.name or ""
         where = f"{source}: joint {name!r}"
-        parent_el, child_el = joint.find("parent"), joint.find("child")
-        parent = parent_el.get("link") if parent_el is not None else None
-        child = child_el.get("link") if child_el is not None else None
+        parent, child = joint.parent, joint.child
         if not parent or not child:
             raise ConversionError(f"{where}: needs <parent link=...> and <child link=...>")
         for end in (parent, child):
@@ -222,15 +212,6 @@ def _tree(root: ET.Element, source: str) -> tuple[tuple[str, ...], dict[str, str
                 raise ConversionError(f"{source}: the joints form a loop through link {start!r}")
             seen.add(current)
     return tuple(links), parents, joint_of
-
-
-def _mesh_uris(root: ET.Element) -> tuple[str, ...]:
-    uris = [
-        el.get("filename", "").strip()
-        for el in root.iter()
-        if el.tag in ("mesh", "texture") and el.get("filename", "").strip().startswith(PACKAGE_SCHEME)
-    ]
-    return tuple(dict.fromkeys(uris))
 
 
 def _pick_end_effector(
@@ -268,18 +249,18 @@ def robot_from_urdf(
     among them is dropped (it follows another joint). ``end_effector_link`` (when given)
     must be a link of the URDF.
     """
-    root = _parse(urdf_xml, source)
-    name = root.get("name")
+    document = _parse(urdf_xml, source)
+    name = document.name
     if not name:
         raise ConversionError(f"{source}: <robot> has no name")
-    links, parents, joint_of = _tree(root, source)
+    links, parents, joint_of = _tree(document, source)
 
     movable: list[Joint] = []
     mimics: dict[str, str] = {}
     velocities: dict[str, float] = {}
     seen: set[str] = set()
-    for joint in root.findall("joint"):
-        joint_name, kind = joint.get("name"), joint.get("type")
+    for joint in document.joints:
+        joint_name, kind = joint.name, joint.type
         if not joint_name:
             raise ConversionError(f"{source}: a <joint> has no name")
         where = f"{source}: joint {joint_name!r}"
@@ -288,13 +269,12 @@ def robot_from_urdf(
         seen.add(joint_name)
         if kind not in URDF_JOINT_TYPES:
             raise ConversionError(f"{where}: type {kind!r}, expected one of {', '.join(URDF_JOINT_TYPES)}")
-        if kind not in MOVABLE_JOINT_TYPES:
+        if not joint.movable:
             continue
-        mimic = joint.find("mimic")
-        if mimic is not None:
-            mimics[joint_name] = mimic.get("joint", "")
+        if joint.mimic is not None:
+            mimics[joint_name] = joint.mimic
             continue
-        movable.append(Joint(joint_name, kind, len(movable), _limits(joint, kind, where)))
+        movable.append(Joint(joint_name, kind, len(movable), _limits(joint, where)))
         velocity = _velocity_limit(joint, where)
         if velocity is not None:
             velocities[joint_name] = velocity
@@ -327,7 +307,7 @@ def robot_from_urdf(
         end_effector_link=effector,
         links=links,
         parents=parents,
-        mesh_uris=_mesh_uris(root),
+        mesh_uris=document.mesh_uris,
         mimic_joints=mimics,
         joint_of=joint_of,
         velocity_limits=velocities,

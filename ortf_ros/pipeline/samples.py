@@ -16,8 +16,12 @@ import numpy as np
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.io.h264 import PacketFacts
 
-NS = 1_000_000_000  # nanoseconds a second: every time here is an integer of them
 Serialization = Literal["cdr", "ros1"]
+DefinitionFormat = Literal["ros2msg", "ros2idl", "ros1msg"]
+"""How a recording carries a type's definition (the names MCAP uses for schema encodings):
+``ros2msg``/``ros2idl`` for rosbag2 and MCAP connections, ``ros1msg`` for a ROS 1 bag's
+connection header. ``ros1msg`` and ``ros2msg`` both parse with rosbags'
+``get_types_from_msg``, ``ros2idl`` with ``get_types_from_idl``."""
 TimeSource = Literal["header", "receive"]
 """Which of a sample's clocks a stream's time is: its header stamp, or when it was received."""
 # A serialized message: a large one (a camera frame) may be a view of the recording's

@@ -21,6 +21,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.samples import TransformRun, TransformSample
 
 Vector = npt.NDArray[np.float64]
@@ -255,7 +256,7 @@ class _Rejected:
 
 
 def _format_ns(time_ns: int) -> str:
-    seconds, nanoseconds = divmod(time_ns, 1_000_000_000)
+    seconds, nanoseconds = divmod(time_ns, NS)
     return f"{seconds}.{nanoseconds:09d} s"
 
 

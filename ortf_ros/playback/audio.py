@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 from ortf_ros.dataset.audio_codecs import AudioSamples
 from ortf_ros.dataset.reader import Episode
 from ortf_ros.format.audio import audio_codec, sensor_format
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.pipeline.streams.audio_definitions import audio_data_arrays, portaudio_format
 from ortf_ros.playback.rosmsg import RosMessages
 

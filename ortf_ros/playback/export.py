@@ -28,7 +28,8 @@ from ortf_ros.io import atomic
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 from ortf_ros.playback.messages import Playlist
 from ortf_ros.playback.selection import open_for_playback
-from ortf_ros.playback.settings import MessageSettings, QosSettings
+from ortf_ros.playback.settings import MessageSettings
+from ortf_ros.qos import QosSettings
 
 _INFINITE = QosTime(2147483647, 4294967295)
 

@@ -19,7 +19,8 @@ import numpy as np
 
 from ortf_ros.dataset.reader import Episode, column_array
 from ortf_ros.format import point_clouds
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.pipeline.streams.range_manifest import CloudLayout, cloud_layout
 from ortf_ros.pipeline.streams.range_sensors import cloud_bytes
 from ortf_ros.playback.rosmsg import RosMessages

@@ -37,8 +37,8 @@ import pyarrow as pa
 
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.format import layout
+from ortf_ros.format.text import read_text
 from ortf_ros.io.jpeg import JpegEncoder
-from ortf_ros.io.text import read_text
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.pipeline.streams.audio_definitions import AUDIO_STAMPED
 from ortf_ros.pipeline.tf import wxyz_to_xyzw

@@ -17,7 +17,9 @@ from typing import Literal
 
 from ortf_ros.format import layout
 from ortf_ros.format.audio import audio_sensors
-from ortf_ros.format.manifest import Manifest, Sensor, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.pipeline.extract import POSE_NAMES, TWIST_NAMES
 from ortf_ros.pipeline.streams.audio_definitions import AUDIO_STAMPED
 from ortf_ros.playback.lidar import LASER_SCAN_TYPE, POINT_CLOUD_TYPE, CloudOut, ScanOut, cloud_outputs, scan_outputs

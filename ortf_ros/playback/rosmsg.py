@@ -16,10 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.decode import ros2_typestore
 from ortf_ros.pipeline.streams.audio_definitions import register as register_audio
 
-NS = 1_000_000_000
 Floats = Sequence[float] | np.ndarray
 JPEG_FORMAT = "rgb8; jpeg compressed bgr8"
 

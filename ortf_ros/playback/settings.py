@@ -24,9 +24,11 @@ from typing import Literal, TypeVar, cast, get_args
 import yaml
 
 from ortf_ros import bounds
-from ortf_ros.bounds import Bound
 from ortf_ros.errors import OrtfError
-from ortf_ros.io.text import read_text
+from ortf_ros.format import fields
+from ortf_ros.format.fields import Check, Fields, Wording
+from ortf_ros.format.text import read_text
+from ortf_ros.qos import DURABILITIES, RELIABILITIES, Durability, QosSettings, Reliability
 
 StreamKind = Literal[
     "joint_states",
@@ -54,10 +56,6 @@ ImageFormat = Literal["raw", "jpeg"]
 IMAGE_FORMATS: tuple[ImageFormat, ...] = get_args(ImageFormat)
 StampMode = Literal["now", "sim"]
 STAMP_MODES: tuple[StampMode, ...] = get_args(StampMode)
-Reliability = Literal["reliable", "best_effort"]
-RELIABILITIES: tuple[Reliability, ...] = get_args(Reliability)
-Durability = Literal["volatile", "transient_local"]
-DURABILITIES: tuple[Durability, ...] = get_args(Durability)
 
 NODE_NAME = "ortf_player"
 COMPRESSED_SUFFIX = "/compressed"
@@ -68,13 +66,6 @@ DEFAULT_ACTION_TOPIC = "/action"
 
 class SettingsError(OrtfError):
     """A player setting has the wrong type or value (names the file or node and the parameter)."""
-
-
-@dataclass(frozen=True)
-class QosSettings:
-    depth: int
-    reliability: Reliability
-    durability: Durability
 
 
 @dataclass(frozen=True)
@@ -106,7 +97,7 @@ class PlayerSettings:
 
 
 ParameterValue = str | float | bool | int | tuple[str, ...]
-_C = TypeVar("_C", bound=str)
+_V = TypeVar("_V")
 
 _TOPICS: dict[StreamKind, str] = {
     "joint_states": "/joint_states",
@@ -178,103 +169,84 @@ def type_name(value: ParameterValue) -> str:
     return "string array"
 
 
-class _Values:
-    """Parameter values checked against their defaults' types; errors name ``source`` and the parameter."""
+WORDING = Wording(SettingsError, show=repr, label="parameter ", unknown="unknown parameter")
+"""How the player's setting errors are worded: ``SOURCE: parameter NAME: ...``."""
 
-    def __init__(self, values: Mapping[str, object], source: str) -> None:
-        for name in values:
-            if name not in PARAMETERS:
-                raise SettingsError(f"{source}: unknown parameter {name!r}")
-        self.values = values
-        self.source = source
 
-    def fail(self, name: str, expected: str, value: object) -> SettingsError:
-        return SettingsError(f"{self.source}: parameter {name}: expected {expected}, got {value!r}")
+def _typed(f: Fields, name: str, value: object) -> ParameterValue:
+    """``value`` of the type of ``name``'s default (the parameter's type)."""
+    default = PARAMETERS[name]
+    if isinstance(default, tuple):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    elif type(value) is type(default):
+        return cast("ParameterValue", value)
+    if isinstance(default, float) and type(value) is int:
+        raise f.fail(name, "a double (write it with a decimal point)", value)
+    raise f.fail(name, f"a {type_name(default)}", value)
 
-    def _get(self, name: str) -> ParameterValue:
-        default = PARAMETERS[name]
-        value = self.values.get(name, default)
-        if isinstance(default, tuple):
-            if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-                return tuple(value)
-        elif type(value) is type(default):
-            return cast("ParameterValue", value)
-        if isinstance(default, float) and type(value) is int:
-            raise self.fail(name, "a double (write it with a decimal point)", value)
-        raise self.fail(name, f"a {type_name(default)}", value)
 
-    def string(self, name: str) -> str:
-        return cast("str", self._get(name))
+def _as(kind: type[_V]) -> Check[_V]:
+    """A value ``_typed`` has checked, as the type it is."""
+    return lambda f, name, value: cast("_V", value)
 
-    def number(self, name: str, bound: Bound) -> float:
-        value = cast("float", self._get(name))
-        problem = bound.problem(value)
-        if problem is not None:
-            raise SettingsError(f"{self.source}: parameter {name}: {problem}")
-        return value
 
-    def integer(self, name: str, bound: Bound) -> int:
-        return int(self.number(name, bound))
+def _topic(kind: StreamKind) -> Check[str]:
+    """A topic name or, for per-sensor kinds, a pattern with ``{name}``; "" for the action
+    (its topic is then the manifest's)."""
 
-    def flag(self, name: str) -> bool:
-        return cast("bool", self._get(name))
-
-    def strings(self, name: str) -> tuple[str, ...]:
-        return cast("tuple[str, ...]", self._get(name))
-
-    def choice(self, name: str, choices: tuple[_C, ...], value: str | None = None) -> _C:
-        value = self.string(name) if value is None else value
-        if value not in choices:
-            raise self.fail(name, f"one of {', '.join(choices)}", value)
-        return value
-
-    def topic(self, kind: StreamKind) -> str:
-        name = f"topics.{kind}"
-        value = self.string(name)
+    def check(f: Fields, name: str, value: object) -> str:
+        value = fields.string(f, name, value)
         if kind == "action" and value == "":
             return value  # derived from the manifest
-        if not value.startswith("/") or value == "/" or any(c.isspace() for c in value):
-            raise self.fail(name, "a topic name starting with '/'", value)
+        fields.topic_name(f, name, value)
         if kind in PER_SENSOR_KINDS and "{name}" not in value:
-            raise self.fail(name, "a pattern with {name} (one topic per sensor)", value)
+            raise f.fail(name, "a pattern with {name} (one topic per sensor)", value)
         rest = value.replace("{name}", "")
         if "{" in rest or "}" in rest:
-            raise self.fail(name, "no braces but {name}", value)
+            raise f.fail(name, "no braces but {name}", value)
         return value
+
+    return check
 
 
 def settings_from_parameters(values: Mapping[str, object], source: str) -> PlayerSettings:
     """Settings from parameter values (missing ones take their defaults); ``source`` names
     where they came from in errors. Unknown names are errors: a typo would otherwise be
     silently ignored."""
-    v = _Values(values, source)
-    streams = tuple(v.choice("streams", STREAM_KINDS, kind) for kind in v.strings("streams"))
-    rate = v.number("rate", bounds.PLAYBACK_RATE)
-    start_offset = v.number("start_offset", bounds.START_OFFSET_S)
+    v = Fields(values, source, WORDING, keys=PARAMETERS)
+
+    def get(name: str, then: Check[_V]) -> _V:
+        """Parameter ``name``, of its default's type, then checked by ``then``."""
+        return v.get(name, fields.chain(_typed, then), cast("_V", PARAMETERS[name]))
+
+    streams = tuple(fields.one_of(STREAM_KINDS)(v, "streams", kind) for kind in get("streams", _as(tuple)))
+    rate = get("rate", fields.bounded(bounds.PLAYBACK_RATE))
+    start_offset = get("start_offset", fields.bounded(bounds.START_OFFSET_S))
     qos = {
         kind: QosSettings(
-            v.integer(f"qos.{kind}.depth", bounds.QOS_DEPTH),
-            v.choice(f"qos.{kind}.reliability", RELIABILITIES),
-            v.choice(f"qos.{kind}.durability", DURABILITIES),
+            get(f"qos.{kind}.depth", fields.bounded_int(bounds.QOS_DEPTH)),
+            get(f"qos.{kind}.reliability", fields.one_of(RELIABILITIES)),
+            get(f"qos.{kind}.durability", fields.one_of(DURABILITIES)),
         )
         for kind in STREAM_KINDS
     }
     messages = MessageSettings(
-        topics={kind: v.topic(kind) for kind in STREAM_KINDS},
+        topics={kind: get(f"topics.{kind}", _topic(kind)) for kind in STREAM_KINDS},
         streams=frozenset(streams),
-        image_format=v.choice("image_format", IMAGE_FORMATS),
+        image_format=get("image_format", fields.one_of(IMAGE_FORMATS)),
         qos=qos,
     )
     return PlayerSettings(
-        dataset=v.string("dataset"),
-        episodes=v.strings("episodes"),
+        dataset=get("dataset", _as(str)),
+        episodes=get("episodes", _as(tuple)),
         rate=rate,
-        loop=v.flag("loop"),
+        loop=get("loop", _as(bool)),
         start_offset=start_offset,
-        stamps=v.choice("stamps", STAMP_MODES),
-        publish_clock=v.flag("publish_clock"),
-        lookahead_frames=v.integer("lookahead_frames", bounds.LOOKAHEAD_FRAMES),
-        start_paused=v.flag("start_paused"),
+        stamps=get("stamps", fields.one_of(STAMP_MODES)),
+        publish_clock=get("publish_clock", _as(bool)),
+        lookahead_frames=get("lookahead_frames", fields.bounded_int(bounds.LOOKAHEAD_FRAMES)),
+        start_paused=get("start_paused", _as(bool)),
         messages=messages,
     )
 

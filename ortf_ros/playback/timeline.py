@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ortf_ros.dataset.reader import Episode
+from ortf_ros.format.units import NS
 
-NS = 1_000_000_000
 GAP_NS = 500_000_000
 """Pause between episodes on the timeline that could not keep their original times."""
 GRID_TOLERANCE = 1e-3

@@ -21,7 +21,7 @@ import av
 import numpy as np
 
 from ortf_ros.errors import ReaderError
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.quality.runs import EpisodeFindings, Run, RunTracker
 from ortf_ros.quality.settings import DoctorSettings
 from ortf_ros.quality.timing import IntervalChecker, check_rate

@@ -19,8 +19,9 @@ import numpy as np
 
 from ortf_ros.errors import ConversionError, OrtfError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, StateComponent
-from ortf_ros.io.text import read_text
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.spaces import StateComponent
+from ortf_ros.format.text import read_text
 from ortf_ros.pipeline.robot import robot_from_urdf
 from ortf_ros.quality.runs import EpisodeFindings, Run, RunTracker
 from ortf_ros.quality.settings import DoctorSettings

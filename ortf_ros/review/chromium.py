@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ortf_ros.convert.extras import optional_module
+from ortf_ros.extras import optional_module
 
 CHROMIUM, CHROMEDRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 """Where Debian's ``chromium`` and ``chromium-driver`` put them (scripts/setup-env.sh installs both)."""

@@ -22,7 +22,8 @@ import pyarrow as pa
 
 from ortf_ros.dataset.reader import Episode, column_array
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.spaces import StateComponent
 
 MAX_POINTS = 1500
 """Points per series sent to the page: a plot a few thousand pixels wide shows no more."""

@@ -35,11 +35,13 @@ from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
 from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
+from ortf_ros.format.units import NS
 from ortf_ros.io import paths
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.selection import open_for_playback
-from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, QosSettings, SettingsError, settings_from_parameters
+from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, SettingsError, settings_from_parameters
+from ortf_ros.qos import QosSettings
 from ortf_ros.ros import runtime
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.parameters import declare_parameters
@@ -110,7 +112,7 @@ class PlayerNode(Node):
 
     def clock(self, stamp_ns: int) -> None:
         if self.clock_publisher is not None:
-            sec, nanosec = divmod(stamp_ns, 1_000_000_000)
+            sec, nanosec = divmod(stamp_ns, NS)
             self.clock_publisher.publish(Clock(clock=Time(sec=sec, nanosec=nanosec)))
 
     # -- status and services

@@ -17,6 +17,8 @@ from typing import Any
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
 from ortf_ros.errors import ConversionError, OrtfError, UsageError, os_error_line
+from ortf_ros.format import fields
+from ortf_ros.format.fields import Fields, Wording
 from ortf_ros.io import paths
 from ortf_ros.pipeline import robot
 from ortf_ros.pipeline.decode import canonical_msgtype
@@ -26,11 +28,11 @@ from ortf_ros.pipeline.mapping import (
     load_mapping,
     mapping_from_dict,
     mapping_to_dict,
-    nested_parameters,
 )
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sources.bag import TopicInfo
 from ortf_ros.pipeline.streams.h264_camera import COMPRESSED_VIDEO_TYPE
+from ortf_ros.qos import adapt_to_offers
 
 NODE_NAME = "ortf_recorder"
 
@@ -82,20 +84,26 @@ class RecorderParameters:
     operator_notes: str | None
 
 
+WORDING = Wording(SettingsError, show=repr, label="parameter ")
+"""How the recorder's parameter errors are worded: ``parameter NAME: ...``."""
+
+
 def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
-    """The recorder's own settings from declared parameter values, checked."""
+    """The recorder's own settings from declared parameter values (every one given, of its
+    declared type), checked."""
+    given = Fields(values, "", WORDING)
 
     def text(name: str) -> str:
         return str(values[name]).strip()
 
     def number(name: str, bound: Bound) -> float:
-        problem = bound.problem(values[name])
-        if problem is not None:
-            raise SettingsError(f"parameter {name}: {problem}")
-        return float(values[name])  # type: ignore[arg-type]
+        return fields.bounded(bound)(given, name, values[name])
+
+    def count(name: str, bound: Bound) -> int:
+        return fields.bounded_int(bound)(given, name, values[name])
 
     if not text("output"):
-        raise SettingsError("parameter output: required: the dataset directory to record into")
+        raise given.error("output", "required: the dataset directory to record into")
 
     def path(name: str, check: Callable[[str], Path]) -> Path | None:
         """A path parameter checked now, not when the warm-up ends (or never, without publishers)."""
@@ -104,16 +112,13 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
         try:
             return check(str(Path(text(name)).expanduser()))
         except UsageError as exc:
-            raise SettingsError(f"parameter {name}: {exc}") from None
+            raise given.error(name, str(exc)) from None
 
     output = path("output", lambda word: paths.output_dir(word, "the dataset", existing="an ORTF dataset directory"))
     mapping_file = path("mapping", lambda word: paths.input_file(word, "a topic mapping YAML file"))
     urdf_file = path("urdf", lambda word: paths.input_file(word, "a URDF file"))
     assert output is not None
-    if text("on_shutdown") not in ON_SHUTDOWN:
-        raise SettingsError(
-            f"parameter on_shutdown: expected one of {', '.join(ON_SHUTDOWN)}, got {text('on_shutdown')!r}"
-        )
+    on_shutdown = fields.one_of(ON_SHUTDOWN)(given, "on_shutdown", text("on_shutdown"))
     return RecorderParameters(
         output=output,
         mapping_file=mapping_file,
@@ -122,10 +127,10 @@ def recorder_parameters(values: Mapping[str, object]) -> RecorderParameters:
         warmup_s=number("warmup_s", bounds.WARMUP_S),
         discovery_s=number("discovery_s", bounds.WARMUP_S),
         step_rate_hz=number("step_rate_hz", bounds.STEP_RATE_HZ),
-        commit_on_shutdown=text("on_shutdown") == "commit",
+        commit_on_shutdown=on_shutdown == "commit",
         flush_every_ms=number("flush_every_ms", bounds.FLUSH_EVERY_MS),
-        queue_messages=int(number("queue_messages", bounds.QUEUE_MESSAGES)),
-        queue_frames=int(number("queue_frames", bounds.QUEUE_FRAMES)),
+        queue_messages=count("queue_messages", bounds.QUEUE_MESSAGES),
+        queue_frames=count("queue_frames", bounds.QUEUE_FRAMES),
         status_period_s=number("status_period_s", bounds.STATUS_PERIOD_S),
         failure_reason=text("failure_reason") or None,
         operator_notes=text("operator_notes") or None,
@@ -139,11 +144,7 @@ def mapping_from(file: Path | None, overrides: Mapping[str, object]) -> TopicMap
         return None
     base = mapping_to_dict(load_mapping(file)) if file is not None else {}
     source = f"{file} with parameters" if file is not None and overrides else str(file or "parameters")
-    return mapping_from_dict(_merged(base, nested_parameters(overrides, _clash)), source)
-
-
-def _clash(name: str, namespace: str) -> SettingsError:
-    return SettingsError(f"parameter {name}: {namespace.rpartition('.')[2]} is a value and a namespace")
+    return mapping_from_dict(_merged(base, Fields(overrides, "", WORDING).nested()), source)
 
 
 def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -158,23 +159,21 @@ def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
 
 def qos_overrides(values: Mapping[str, object]) -> dict[str, dict[str, str]]:
     """``qos.camera.image_raw.reliability: best_effort`` -> {"/camera/image_raw": {"reliability": ...}}."""
+    given = Fields(values, "", WORDING)
     found: dict[str, dict[str, str]] = {}
     for name, value in values.items():
         parts = name.split(".")
         if len(parts) < 3 or parts[0] != QOS_NAMESPACE or parts[-1] not in ("reliability", "durability"):
-            raise SettingsError(
-                f"parameter {name}: expected qos.<topic, its / as .>.reliability or .durability, e.g. "
-                "qos.wrist_camera.image_raw.reliability"
+            raise given.error(
+                name,
+                "expected qos.<topic, its / as .>.reliability or .durability, e.g. "
+                "qos.wrist_camera.image_raw.reliability",
             )
         topic = "/" + "/".join(parts[1:-1])
-        # (imported here: qos imports rclpy, and the rest of this module, which the offline
-        # detection tests use, is ROS-free)
-        from ortf_ros.ros.qos import adapt_to_offers
-
         try:  # (checked here, at start-up, not when the topic is subscribed)
             adapt_to_offers([], latched=False, **{parts[-1]: str(value)})
         except ValueError as exc:
-            raise SettingsError(f"parameter {name}: {exc}") from None
+            raise given.error(name, str(exc)) from None
         found.setdefault(topic, {})[parts[-1]] = str(value)
     return found
 

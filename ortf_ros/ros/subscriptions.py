@@ -34,9 +34,10 @@ from rclpy.subscription import Subscription
 
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.sources.live import LiveSource
+from ortf_ros.qos import AUTO
 from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.message_types import message_class
-from ortf_ros.ros.qos import AUTO, subscription_qos
+from ortf_ros.ros.qos import subscription_qos
 
 MAX_DEPTH = 1000  # the subscription's history: a reliable publisher resends what a lagging reader has not taken
 DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often

@@ -12,20 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ortf_ros.format.manifest import (
-    ActionDimension,
-    ActionSpace,
-    Extrinsics,
-    Frame,
-    Joint,
-    Manifest,
-    ObservationSpace,
-    Resolution,
-    Robot,
-    Sensor,
-    StateComponent,
-    Transform,
-)
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.robot import Joint, Robot
+from ortf_ros.format.sensors import Extrinsics, Frame, Resolution, Sensor, Transform
+from ortf_ros.format.spaces import ActionDimension, ActionSpace, ObservationSpace, StateComponent
 from ortf_ros.synthetic.robot import UrdfJoint, revolute_chain, urdf
 
 JOINTS = tuple(f"demo_joint{i}" for i in range(1, 8))

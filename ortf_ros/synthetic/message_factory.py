@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from ortf_ros.format.units import NS
 from ortf_ros.synthetic.scene import TeleopConfig
 from ortf_ros.synthetic.typestore import typestore
 
@@ -32,7 +33,7 @@ class MessageFactory:
         return self.types[msgtype](**fields)
 
     def header(self, stamp: int, frame_id: str, seq: int = 0) -> Any:
-        time = self.new("builtin_interfaces/msg/Time", sec=stamp // 1_000_000_000, nanosec=stamp % 1_000_000_000)
+        time = self.new("builtin_interfaces/msg/Time", sec=stamp // NS, nanosec=stamp % NS)
         if self.ros1:
             return self.new("std_msgs/msg/Header", seq=seq, stamp=time, frame_id=frame_id)
         return self.new("std_msgs/msg/Header", stamp=time, frame_id=frame_id)

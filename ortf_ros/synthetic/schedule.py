@@ -16,6 +16,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ortf_ros.format.units import NS
 from ortf_ros.synthetic.scene import START_NS, TeleopConfig
 from ortf_ros.synthetic.topics import (
     COMPRESSED_SUFFIX,
@@ -70,7 +71,7 @@ JITTER_STEP_NS = 40_000  # latency jitter: 0..10 steps, a deterministic function
 
 def stamp_ns(seq: int, rate_hz: float, start_ns: int = START_NS) -> int:
     """Header stamp of message ``seq`` of a stream published at ``rate_hz``."""
-    return start_ns + round(seq * 1_000_000_000 / rate_hz)
+    return start_ns + round(seq * NS / rate_hz)
 
 
 def receive_latency_ns(topic: str, seq: int) -> int:

@@ -29,7 +29,8 @@ from ortf_ros.format.audio import (
     audio_sensors,
     sensor_format,
 )
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io.wav import wav_info
 
 

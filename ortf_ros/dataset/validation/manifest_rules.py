@@ -17,12 +17,13 @@ from ortf_ros.dataset.validation.files import read_json
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
-from ortf_ros.format.manifest import Manifest, Transform
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Transform
+from ortf_ros.format.urdf import MOVABLE_JOINT_TYPES
 
 # The ORTF versions whose rules this validator knows; it cannot check a format it does not know.
 KNOWN_VERSIONS = (layout.ORTF_VERSION,)
 REQUIRED_FIELDS = ("ortf_version", "dataset_id", "robot", "action_space", "observation_space", "sensors", "frames")
-JOINT_TYPES = ("revolute", "prismatic", "continuous")
 # The spec's closed lists for an action dimension (its section 9). The type says how a learner
 # must treat the value (a binary gripper command is not a continuous position), so a type the
 # spec does not list is an error. Units are a fact about the source, not a defect: one the spec
@@ -198,11 +199,11 @@ def _joints(manifest: Manifest) -> list[Finding]:
         finding(
             "manifest.joint_type",
             _FILE,
-            f"joint {joint.name!r} has type {joint.type!r}; expected one of {', '.join(JOINT_TYPES)}",
+            f"joint {joint.name!r} has type {joint.type!r}; expected one of {', '.join(MOVABLE_JOINT_TYPES)}",
             field=f"robot.joints[{i}].type",
         )
         for i, joint in enumerate(manifest.robot.joints)
-        if joint.type not in JOINT_TYPES
+        if joint.type not in MOVABLE_JOINT_TYPES
     ]
     dof, joints = manifest.robot.dof, len(manifest.robot.joints)
     if dof is not None and joints and dof != joints:

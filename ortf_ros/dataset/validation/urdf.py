@@ -14,8 +14,8 @@ from pathlib import Path, PurePosixPath
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.urdf import parse_urdf
 
-MOVABLE_JOINT_TYPES = ("revolute", "prismatic", "continuous")
 _FIELD = "robot.urdf_path"
 
 
@@ -40,23 +40,17 @@ def load_urdf(root: Path, manifest: Manifest) -> tuple[Urdf | None, list[Finding
         message = f"{path!r} must be a file in the {layout.ROBOT_DIR}/ directory"
         return None, [finding("manifest.urdf", layout.MANIFEST, message, field=_FIELD)]
     try:
-        tree = ET.parse(root / path)
+        document = parse_urdf((root / path).read_bytes())
     except FileNotFoundError:
         return None, [finding("manifest.urdf", layout.MANIFEST, f"{path} does not exist", field=_FIELD)]
     except (ET.ParseError, OSError) as exc:
         return None, [finding("manifest.urdf", path, f"not readable XML: {exc}")]
-    robot = tree.getroot()
-    if robot.tag != "robot":
-        return None, [finding("manifest.urdf", path, f"root element is <{robot.tag}>; a URDF has <robot>")]
-    # Direct children only: <transmission> elements also contain <joint> tags.
-    joints = robot.findall("joint")
-    independent = {
-        j.get("name", "") for j in joints if j.get("type") in MOVABLE_JOINT_TYPES and j.find("mimic") is None
-    }
+    if document.tag != "robot":
+        return None, [finding("manifest.urdf", path, f"root element is <{document.tag}>; a URDF has <robot>")]
     return Urdf(
-        joints=frozenset(j.get("name", "") for j in joints),
-        independent_joints=frozenset(independent),
-        links=frozenset(link.get("name", "") for link in robot.findall("link")),
+        joints=frozenset(j.name or "" for j in document.joints),
+        independent_joints=frozenset(j.name or "" for j in document.joints if j.independent),
+        links=frozenset(link or "" for link in document.links),
     ), []
 
 

@@ -18,7 +18,7 @@ from av.container import InputContainer
 
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.errors import OrtfError
-from ortf_ros.format.manifest import Sensor
+from ortf_ros.format.sensors import Sensor
 from ortf_ros.io.video import LOSSLESS_DEPTH_ENCODING, VideoInfo, probe
 
 LOSSLESS_DEPTH_PIX_FMT = "gray16le"

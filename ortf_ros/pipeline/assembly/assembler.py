@@ -12,13 +12,14 @@ import numpy as np
 from ortf_ros.dataset.annotate import Rendered
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.assembly.native import NATIVE_BATCH_MAX, NativeBatching
 from ortf_ros.pipeline.assembly.routes import Routes
 from ortf_ros.pipeline.assembly.step_clock import StepSchedule
 from ortf_ros.pipeline.assembly.steps import StepBuilder, StepLayout
 from ortf_ros.pipeline.mapping import TopicMapping
-from ortf_ros.pipeline.samples import NS, BadMessage, Sample, SampleBlock, TransformBlock
+from ortf_ros.pipeline.samples import BadMessage, Sample, SampleBlock, TransformBlock
 from ortf_ros.pipeline.streams.h264_camera import ParameterSets
 from ortf_ros.pipeline.streams.range_input import RangeInput
 from ortf_ros.pipeline.tf import TfBuffer

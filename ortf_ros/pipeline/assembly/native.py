@@ -15,7 +15,8 @@ import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.pipeline.samples import NS, Stamps
+from ortf_ros.format.units import NS
+from ortf_ros.pipeline.samples import Stamps
 from ortf_ros.pipeline.streams.range_input import CLOUDS_HELD_MAX, HeldCloud, RangeInput
 
 # Native-rate samples held for the writer per stream (plus up to a block); before the

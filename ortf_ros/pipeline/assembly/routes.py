@@ -13,6 +13,7 @@ import numpy as np
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.assembly.joints import JointRoute
@@ -20,7 +21,6 @@ from ortf_ros.pipeline.assembly.native import NativeBatching
 from ortf_ros.pipeline.assembly.steps import StepLayout
 from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import (
-    NS,
     AudioChunkSample,
     AudioInfoSample,
     ControllerStateSample,

@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.mapping import TopicMapping
-from ortf_ros.pipeline.samples import NS
 from ortf_ros.pipeline.sync import StreamSampler
 from ortf_ros.pipeline.tf import TfBuffer
 
@@ -25,7 +25,7 @@ from ortf_ros.pipeline.tf import TfBuffer
 # streams: TF often comes at a few Hz, and a pose interpolated between the transforms
 # around the step, rather than the last one held, should not depend on when steps are
 # looked for. A TF that stops is held after that.
-TF_WAIT_NS = 1_000_000_000
+TF_WAIT_NS = NS
 
 
 class StepSchedule:

@@ -12,9 +12,9 @@ from typing import Any
 import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.mapping import TopicMapping
-from ortf_ros.pipeline.samples import NS
 from ortf_ros.pipeline.sync import Sampled, StreamSampler
 from ortf_ros.pipeline.tf import TfBuffer
 

@@ -49,7 +49,6 @@ from ortf_ros.pipeline.mapping.parse import (
     load_mapping,
     mapping_from_dict,
     mapping_from_parameters,
-    nested_parameters,
     with_writer,
 )
 from ortf_ros.pipeline.mapping.tolerance import SyncTolerance, sync_tolerance
@@ -82,7 +81,6 @@ __all__ = [
     "mapping_from_dict",
     "mapping_from_parameters",
     "mapping_to_dict",
-    "nested_parameters",
     "range_sensor_name",
     "sync_tolerance",
     "with_writer",

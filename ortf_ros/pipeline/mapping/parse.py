@@ -21,6 +21,7 @@ from ortf_ros import bounds
 from ortf_ros.bounds import Bound
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.errors import ConversionError, OrtfError
+from ortf_ros.format.fields import Fields, Wording
 from ortf_ros.pipeline.calibration import normalized_url
 from ortf_ros.pipeline.mapping.model import (
     AUDIO_CODECS,
@@ -535,31 +536,9 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
     )
 
 
-def nested_parameters(flat: Mapping[str, object], clash: Callable[[str, str], Exception]) -> dict[str, Any]:
-    """Flat ROS parameter names nested as a mapping file has them: ``{"cameras.wrist.topic": x}``
-    -> ``{"cameras": {"wrist": {"topic": x}}}``, a tuple as a list. A name under a namespace
-    that is a value raises ``clash(name, namespace)``; a value named after a namespace
-    replaces it."""
-    nested: dict[str, Any] = {}
-    for name, value in flat.items():
-        node = nested
-        *parents, leaf = name.split(".")
-        for i, part in enumerate(parents):
-            child = node.setdefault(part, {})
-            if not isinstance(child, dict):
-                raise clash(name, ".".join(parents[: i + 1]))
-            node = child
-        node[leaf] = list(value) if isinstance(value, tuple) else value
-    return nested
-
-
 def mapping_from_parameters(parameters: Mapping[str, Any], source: str = "parameters") -> TopicMapping:
     """The mapping from flat ROS parameter names (``cameras.wrist_camera.topic``)."""
-
-    def clash(name: str, namespace: str) -> ConversionError:
-        return ConversionError(f"{source}: {namespace}: is a value and a namespace")
-
-    return mapping_from_dict(nested_parameters(parameters, clash), source)
+    return mapping_from_dict(Fields(parameters, source, Wording(ConversionError)).nested(), source)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.recording.state import RecorderState
-from ortf_ros.pipeline.samples import NS
 from ortf_ros.pipeline.sources.live import LiveSource, Queued
 
 STATUS_REFRESH_S = 0.1

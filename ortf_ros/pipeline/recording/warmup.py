@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.format.units import NS
 from ortf_ros.io.encoder_pool import Prestart
 from ortf_ros.pipeline.describe import describe
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.prologue import PrologueBuilder
 from ortf_ros.pipeline.recording.state import RecorderState
-from ortf_ros.pipeline.samples import NS, RawMessage
+from ortf_ros.pipeline.samples import RawMessage
 from ortf_ros.pipeline.session import EpisodeSession
 from ortf_ros.pipeline.sources.live import LiveSource
 

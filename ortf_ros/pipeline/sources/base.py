@@ -15,13 +15,8 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
 from ortf_ros.errors import ConversionError, describe
-from ortf_ros.pipeline.samples import Payload, Serialization
+from ortf_ros.pipeline.samples import DefinitionFormat, Payload, Serialization
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
-
-DefinitionFormat = Literal["ros1msg", "ros2msg", "ros2idl", ""]
-"""How ``TopicInfo.definition`` is written (MCAP's schema encoding names); "" when the
-bag holds no definition. ``ros1msg`` and ``ros2msg`` both parse with rosbags'
-``get_types_from_msg``, ``ros2idl`` with ``get_types_from_idl``."""
 
 MessageCompression = Literal["none", "message", "detect"]
 """rosbag2's per-message zstd: never, always, or told by each payload's magic number."""
@@ -43,7 +38,7 @@ class TopicInfo:
     first_ns: int | None  # receive time of the first message; None when count == 0
     last_ns: int | None
     definition: str  # message definition text as stored in the bag ("" if none)
-    definition_format: DefinitionFormat
+    definition_format: DefinitionFormat | Literal[""]  # "" when the bag holds none
     serialization: Serialization
     digest: str = ""  # ROS 1 md5sum or ROS 2 RIHS01 hash, when the bag has one
     latched: bool = False  # ROS 1 latching, or a rosbag2 transient-local publisher
@@ -69,7 +64,7 @@ class StoredConnection:
     msgtype: str
     original_msgtype: str
     definition: str
-    definition_format: DefinitionFormat
+    definition_format: DefinitionFormat | Literal[""]  # "" when the bag holds none
     serialization: Serialization
     digest: str
     latched: bool

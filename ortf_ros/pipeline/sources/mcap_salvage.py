@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, Literal
 
 import lz4.frame  # type: ignore[import-untyped]
 import yaml
@@ -34,8 +34,9 @@ from rosbags.rosbag2.storage_mcap import ChunkInfo
 
 from ortf_ros.errors import describe
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.samples import DefinitionFormat
+from ortf_ros.pipeline.sources.base import Message as StoredMessage
 from ortf_ros.pipeline.sources.base import (
-    DefinitionFormat,
     MessageCompression,
     Salvage,
     StoredConnection,
@@ -43,7 +44,6 @@ from ortf_ros.pipeline.sources.base import (
     fail,
     guarded,
 )
-from ortf_ros.pipeline.sources.base import Message as StoredMessage
 from ortf_ros.pipeline.sources.compression import decompressed_batch, decompressed_messages
 from ortf_ros.pipeline.sources.mcap_chunks import Batch, chunk_batches, chunk_messages, in_sequence
 from ortf_ros.pipeline.sources.mcap_file import MCAP_MAGIC
@@ -253,7 +253,7 @@ class SalvagedMcap:
             )
         if schema is None:
             raise fail(self.name, f"topic {channel.topic}: its schema record is missing")
-        fmt = _DEFINITION_FORMATS.get(schema.encoding, "")
+        fmt: DefinitionFormat | Literal[""] = _DEFINITION_FORMATS.get(schema.encoding, "")
         return StoredConnection(
             key=self.keys[channel.id],
             topic=channel.topic,

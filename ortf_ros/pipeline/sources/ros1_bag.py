@@ -28,6 +28,7 @@ from lz4.frame import LZ4FrameDecompressor  # type: ignore[import-untyped]
 from lz4.frame import decompress as lz4_decompress
 
 from ortf_ros.errors import ConversionError, describe
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.sources.base import Message, Salvage, StoredConnection, fail, guarded
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
@@ -93,7 +94,7 @@ def _u64(fields: dict[str, bytes], name: str) -> int:
 
 def _time(fields: dict[str, bytes], name: str) -> int:
     sec, nsec = struct.unpack("<II", fields[name])
-    return int(sec) * 1_000_000_000 + int(nsec)
+    return int(sec) * NS + int(nsec)
 
 
 def _records(buf: memoryview, where: str, *, cut: bool = False) -> Iterator[tuple[dict[str, bytes], memoryview]]:
@@ -374,7 +375,7 @@ class Ros1Bag:
                     entries = np.frombuffer(self._read(data_len), dtype=_INDEX_DTYPE)
                     if not entries.size:
                         continue
-                    stamps = entries["sec"].astype(np.int64) * 1_000_000_000 + entries["nsec"]
+                    stamps = entries["sec"].astype(np.int64) * NS + entries["nsec"]
                     key = self.keys[_u32(fields, "conn")]
                     first, last = int(stamps.min()), int(stamps.max())
                     if key in times:

@@ -8,7 +8,7 @@ from pathlib import Path, PurePath
 import yaml
 
 from ortf_ros.errors import describe
-from ortf_ros.io.text import read_text
+from ortf_ros.format.text import read_text
 from ortf_ros.pipeline.sources.base import MessageCompression, fail
 
 STORAGE_SUFFIXES = (".db3", ".mcap", ".db3.zstd", ".mcap.zstd")

@@ -6,14 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import Literal
 
 from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefinitionFormat, QosDurability
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
 from ortf_ros.errors import describe
 from ortf_ros.pipeline.decode import canonical_msgtype
+from ortf_ros.pipeline.samples import DefinitionFormat
 from ortf_ros.pipeline.sources.base import (
-    DefinitionFormat,
     Message,
     MessageCompression,
     Salvage,
@@ -55,7 +56,7 @@ class RosbagsFile:
                 raise UnsupportedSerializationError(
                     f"{name}: topic {conn.topic}: serialization {ext.serialization_format!r}, expected 'cdr'"
                 )
-            fmt = _ROS2_DEFINITION_FORMATS.get(conn.msgdef.format, "")
+            fmt: DefinitionFormat | Literal[""] = _ROS2_DEFINITION_FORMATS.get(conn.msgdef.format, "")
             key = first_key + offset
             self.rosbags_conns[key] = conn
             self.conns.append(

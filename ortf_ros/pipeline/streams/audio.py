@@ -28,7 +28,9 @@ import numpy as np
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
-from ortf_ros.format.manifest import Manifest, Sensor
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.units import NS
 from ortf_ros.io.wav import packed_24bit
 from ortf_ros.pipeline.mapping import AudioMapping, TimeSource, TopicMapping
 from ortf_ros.pipeline.samples import (
@@ -41,8 +43,6 @@ from ortf_ros.pipeline.streams.audio_definitions import PORTAUDIO_FORMATS
 
 if TYPE_CHECKING:
     from ortf_ros.dataset.writer import DatasetWriter
-
-_NS = 1_000_000_000
 
 
 _GSTREAMER_FORMATS: dict[str, tuple[str, str, int]] = {
@@ -260,7 +260,7 @@ class AudioRouter:
         samples = self._samples(sample, sensor, sensor_format(sensor))
         time_ns = self._time_of(sample.stamps, mapping.time)
         stamps = sample.stamps
-        timestamp = (time_ns - self._clock_ns(time_ns)) / _NS
+        timestamp = (time_ns - self._clock_ns(time_ns)) / NS
         self.writer.add_audio(
             mapping.name, samples, timestamp, time_ns=time_ns, stamp_ns=stamps.header_ns, receive_ns=stamps.receive_ns
         )

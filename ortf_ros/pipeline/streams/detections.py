@@ -28,13 +28,13 @@ import numpy as np
 from ortf_ros.dataset.annotate import Rendered, render_annotations
 from ortf_ros.dataset.catalog import iso_utc
 from ortf_ros.dataset.writer import Annotations
-from ortf_ros.format.manifest import Sensor
 from ortf_ros.format.scene_objects import PALETTE, BoundingBox, SceneObject, SceneObjects
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.mapping import DetectionsMapping
 from ortf_ros.pipeline.samples import DetectedBox, DetectionsSample
 
 EARLY_KEPT = 8
-NS = 1_000_000_000
 
 
 def scene_objects(boxes: tuple[DetectedBox, ...], labels: dict[str, str], width: int, height: int) -> list[SceneObject]:

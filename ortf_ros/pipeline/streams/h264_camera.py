@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ortf_ros.errors import ConversionError
-from ortf_ros.format.manifest import Resolution
+from ortf_ros.format.sensors import Resolution
+from ortf_ros.format.units import NS
 from ortf_ros.io.h264 import H264_FORMAT, decode_keyframe, is_annex_b, packet_facts
 from ortf_ros.io.h264_bits import SequenceFacts, frame_num, sequence_facts
 from ortf_ros.pipeline.samples import BadMessage, EncodedFrameSample, ImageSample, RawMessage, Sample, Stamps
@@ -36,7 +37,6 @@ COMPRESSED_VIDEO_TYPE = "foxglove_msgs/msg/CompressedVideo"
 ACCEPTED_PIXEL_FORMATS = ("yuv420p", "yuvj420p")
 """How a published stream may store its pixels: what the episode videos of other cameras
 hold, and what decodes everywhere (LeRobot, browsers)."""
-_NS = 1_000_000_000
 
 
 def is_h264_format(fmt: str) -> bool:
@@ -64,7 +64,7 @@ def compressed_video(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[
         reason = f"{raw.topic} ({raw.msgtype}): format {fmt!r} is not supported (supported: h264)"
         return [BadMessage(raw.topic, raw.receive_ns, reason)]
     stamp = msg.timestamp
-    stamps = Stamps(raw.receive_ns, int(stamp.sec) * _NS + int(stamp.nanosec), str(msg.frame_id).lstrip("/"))
+    stamps = Stamps(raw.receive_ns, int(stamp.sec) * NS + int(stamp.nanosec), str(msg.frame_id).lstrip("/"))
     return [encoded_frame(raw, stamps, bytes(msg.data))]
 
 
@@ -119,7 +119,7 @@ class EncodedCameraGate:
         without a picture (its parameter sets alone, say) is never a frame. ConversionError
         for a stream the video cannot hold as it is."""
         facts = sample.facts
-        at = f"{sample.topic} at {sample.stamps.receive_ns / _NS:.6f} s"
+        at = f"{sample.topic} at {sample.stamps.receive_ns / NS:.6f} s"
         if facts.b_slice:
             raise ConversionError(
                 f"{at}: the H.264 stream has B-frames (frames reordered); published H.264 is stored as it is, "

@@ -20,12 +20,12 @@ import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.units import NS
 from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, stream_time
 from ortf_ros.pipeline.streams.range_manifest import CloudLayout, cloud_layout, scan_columns
 from ortf_ros.pipeline.sync import StreamSampler
 
-NS = 1_000_000_000
 CLOUDS_HELD_MAX = 8
 """Clouds held while the episode's clock has not started (the first step or native-rate
 sample starts it, and a cloud written before would be timed from another origin); with

@@ -25,8 +25,11 @@ import numpy as np
 
 from ortf_ros.errors import ConversionError
 from ortf_ros.format import point_clouds
-from ortf_ros.format.manifest import Manifest, NativeStream, Sensor, StateComponent
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.format.native_streams import NativeStream
 from ortf_ros.format.point_clouds import NON_FINITE_KEY
+from ortf_ros.format.sensors import Sensor
+from ortf_ros.format.spaces import StateComponent
 from ortf_ros.pipeline.mapping import LaserScanMapping, PointCloudMapping, TopicMapping
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, PointField
 from ortf_ros.pipeline.streams.range_sensors import DATATYPE_NAMES

@@ -1,6 +1,7 @@
-"""Optional extras (``pip install 'ortf_ros[NAME]'``): imported by name when a conversion
-that needs one runs, so the core never imports them and mypy checks the package without
-them. A missing one is a usage error (exit 2) whose line says the pip command."""
+"""Optional extras (``pip install 'ortf_ros[NAME]'``): imported by name when a part that
+needs one runs (an export, the review server, the browser that drives it), so the core
+never imports them and mypy checks the package without them. A missing one is a usage
+error (exit 2) whose line says the pip command."""
 
 from __future__ import annotations
 
