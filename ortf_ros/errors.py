@@ -8,6 +8,7 @@ surface with a traceback.
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import ClassVar
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 """The exit codes of every console script (the README lists them)."""
@@ -22,14 +23,55 @@ missing (the nodes' console scripts, ``ortf demo``'s live part)."""
 
 
 class OrtfError(Exception):
-    """Base class of every error ortf_ros raises on purpose."""
+    """Base class of every error ortf_ros raises on purpose: what the CLI boundary tells in
+    one line (``failure_line``) and ends with ``exit_code`` (1; 2 for a usage error)."""
+
+    exit_code: ClassVar[int] = EXIT_FAILED
+
+
+# ------------------------------------------------------------------ the layers, bottom up
+# format -> recording (source) -> mapping -> robot description -> dataset -> export -> usage
 
 
 class FormatError(OrtfError):
     """A file on disk does not follow ORTF v0.2 (names the file and the field)."""
 
 
-class WriterError(OrtfError):
+class ConversionError(OrtfError):
+    """A conversion could not be carried out: the parent of the errors of the layers a
+    conversion passes through (the recording, the mapping, the robot description, an
+    export). Raised as such only where no layer fits; catch it to catch them all."""
+
+
+class SourceError(ConversionError):
+    """A recording (a bag, an MCAP, a live topic) could not be read or decoded: names the
+    file or topic and what was found."""
+
+
+class UnsupportedSerializationError(SourceError):
+    """A connection whose serialization no reader here decodes (not CDR, not ROS 1):
+    its topic is left out, and the conversion goes on without it."""
+
+
+class MappingError(ConversionError):
+    """The mapping (which recorded topic becomes which stream) is invalid, or does not fit
+    the recording: names the file or parameter and the dotted key."""
+
+
+class RobotDescriptionError(ConversionError):
+    """The robot description (URDF) cannot be read or does not fit the joints."""
+
+
+class ExportError(ConversionError):
+    """A dataset could not be exported or imported to another format (LeRobot, RLDS,
+    Mixtrain, MCAP, Rerun): names the target or the source's field."""
+
+
+class DatasetError(OrtfError):
+    """The dataset layer: a dataset could not be written or read."""
+
+
+class WriterError(DatasetError):
     """The writer was handed data it cannot store, or the target cannot be written."""
 
 
@@ -44,12 +86,17 @@ class VideoRefusedError(WriterError):
     written is a plain WriterError, which no fallback would cure."""
 
 
-class ReaderError(OrtfError):
+class EmptyEpisodeError(WriterError):
+    """An episode with nothing to commit (no step, no sample): it is discarded, not written."""
+
+
+class ReaderError(DatasetError):
     """A dataset could not be read (missing or truncated file, unknown episode)."""
 
 
-class ConversionError(OrtfError):
-    """An input recording or export target could not be converted."""
+class SegmentError(ReaderError):
+    """A staged segment (an append-only log of an episode in progress) is cut short or
+    corrupt past its last whole record."""
 
 
 def describe(exc: BaseException) -> str:
@@ -62,6 +109,13 @@ class UsageError(OrtfError):
     """The command line cannot be carried out as given (a flag out of range, a path that is
     missing or of the wrong kind, an unknown episode): exit 2, before anything is written."""
 
+    exit_code: ClassVar[int] = EXIT_USAGE
+
+
+class SettingsError(UsageError):
+    """A setting given to a node or a command (a ROS parameter, a player's or recorder's
+    option) is out of its range or of the wrong type: exit 2."""
+
 
 class UnknownEpisodeError(ReaderError, UsageError):
     """An episode named (by id or position) that the dataset does not hold: a reader's
@@ -69,8 +123,9 @@ class UnknownEpisodeError(ReaderError, UsageError):
 
 
 def exit_code(exc: OrtfError) -> int:
-    """The exit code a console script ends with on ``exc``: 2 for a usage error, else 1."""
-    return EXIT_USAGE if isinstance(exc, UsageError) else EXIT_FAILED
+    """The exit code a console script ends with on ``exc``: its class's (2 for a usage
+    error, else 1)."""
+    return exc.exit_code
 
 
 def os_error_line(exc: OSError) -> str:
