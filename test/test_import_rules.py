@@ -176,15 +176,10 @@ ROOMS: dict[str, frozenset[str]] = {
     "convert": BASE | {"extras", "format", "io", "dataset", "playback"},
     "review": BASE | {"extras", "format", "io", "dataset", "quality", "convert"},
     "synthetic": BASE | {"format", "io", "dataset", "pipeline", "quality"},
-    # Top-level modules on their way into ``synthetic/``: rows of their own until they are there.
-    "synthetic_detections": BASE,
-    "synthetic_bag": BASE | {"format", "io", "pipeline", "synthetic_detections"},
-    "demo": BASE | {"format", "io", "dataset", "pipeline", "quality"},
     "cli": BASE
     | {"extras", "format", "io", "dataset", "pipeline", "fleet", "quality", "playback", "convert", "review"}
-    | {"synthetic", "synthetic_bag", "demo"},
-    "ros": BASE
-    | {"format", "io", "dataset", "pipeline", "playback", "qos", "cli", "synthetic", "synthetic_bag", "demo"},
+    | {"synthetic"},
+    "ros": BASE | {"format", "io", "dataset", "pipeline", "playback", "qos", "cli", "synthetic"},
     "ortf": BASE | {"format", "io", "dataset", "convert"},
 }
 """The layering as a table: each room (a subpackage of ortf_ros, a top-level module, or the
