@@ -49,8 +49,9 @@ class SourceError(ConversionError):
 
 
 class UnsupportedSerializationError(SourceError):
-    """A connection whose serialization no reader here decodes (not CDR, not ROS 1):
-    its topic is left out, and the conversion goes on without it."""
+    """A storage file whose messages are not in a serialization its reader decodes (a
+    rosbag2 connection not in CDR): a fact about the whole file, so no other way of
+    reading it (the salvaging scan of an MCAP) is tried."""
 
 
 class MappingError(ConversionError):
@@ -87,7 +88,8 @@ class VideoRefusedError(WriterError):
 
 
 class EmptyEpisodeError(WriterError):
-    """An episode with nothing to commit (no step, no sample): it is discarded, not written."""
+    """An episode with nothing to commit (no staged step whose frames all reached the
+    disk): it is discarded, not written."""
 
 
 class ReaderError(DatasetError):
@@ -95,8 +97,9 @@ class ReaderError(DatasetError):
 
 
 class SegmentError(ReaderError):
-    """A staged segment (an append-only log of an episode in progress) is cut short or
-    corrupt past its last whole record."""
+    """A run of frames cut out of an encoded video (``io/segment.py``) whose packets do
+    not decode on their own, or are not all there: the cut is refused (the source read,
+    the target untouched), and the caller re-encodes the frames instead."""
 
 
 def describe(exc: BaseException) -> str:

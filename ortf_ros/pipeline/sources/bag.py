@@ -43,7 +43,7 @@ from types import TracebackType
 
 from backports import zstd
 
-from ortf_ros.errors import ConversionError, describe
+from ortf_ros.errors import ConversionError, UnsupportedSerializationError, describe
 from ortf_ros.pipeline.samples import RawBatch, RawMessage, RawRun
 from ortf_ros.pipeline.sources.base import (
     ZSTD_MAGIC,
@@ -52,7 +52,6 @@ from ortf_ros.pipeline.sources.base import (
     StorageFile,
     StoredConnection,
     TopicInfo,
-    UnsupportedSerializationError,
     fail,
 )
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
