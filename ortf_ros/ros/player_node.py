@@ -57,7 +57,9 @@ class PlayerNode(Node):
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
         # The node's parameters are its command line: what is wrong with them is a usage error.
-        self.settings = settings_from_parameters(declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}")
+        self.settings = settings_from_parameters(
+            declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}"
+        )
         if not self.settings.dataset:
             raise UsageError("parameter dataset: required: the directory of the dataset to play")
         try:

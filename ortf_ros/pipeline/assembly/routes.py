@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import AudioError, ConversionError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
@@ -37,7 +37,7 @@ from ortf_ros.pipeline.samples import (
     WrenchSample,
     stream_time,
 )
-from ortf_ros.pipeline.streams.audio import AudioError, AudioRouter
+from ortf_ros.pipeline.streams.audio import AudioRouter
 from ortf_ros.pipeline.streams.detections import FirstFrameDetections
 from ortf_ros.pipeline.streams.h264_camera import EncodedCameraGate, ParameterSets
 from ortf_ros.pipeline.sync import StreamSampler, lerp_array

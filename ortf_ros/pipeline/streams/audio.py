@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import AudioError, ConversionError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.sensors import Sensor
@@ -63,10 +63,6 @@ _GSTREAMER_FORMATS: dict[str, tuple[str, str, int]] = {
 """The older layout's ``sample_format`` names (GStreamer's): big-endian samples are kept
 little-endian (the same values), 24-bit packed ones held in int32."""
 _UNCOMPRESSED_CODINGS = frozenset({"", "wave", "wav", "pcm", "raw", "audio/x-raw"})
-
-
-class AudioError(ValueError):
-    """A message's audio is not what it claims; the text says why (a bad message)."""
 
 
 def _array(values: object, dtype: np.dtype[Any]) -> np.ndarray:
