@@ -37,6 +37,11 @@ class FormatError(OrtfError):
     """A file on disk does not follow ORTF v0.2 (names the file and the field)."""
 
 
+class ThriftError(FormatError):
+    """Bytes that are not compact-protocol Thrift (a Parquet footer damaged on disk):
+    ``io/parquet_append`` says it as a FormatError naming the file."""
+
+
 class ConversionError(OrtfError):
     """A conversion could not be carried out: the parent of the errors of the layers a
     conversion passes through (the recording, the mapping, the robot description, an
@@ -48,9 +53,28 @@ class SourceError(ConversionError):
     file or topic and what was found."""
 
 
+class InvalidMessageError(SourceError):
+    """A recorded message whose content is not what its type claims (an empty image, a
+    step smaller than a row, joint names without positions): the extractor keeps it as a
+    ``BadMessage`` naming the topic and why, counted in the conversion's report, and the
+    conversion goes on; it never ends one."""
+
+
+class AudioError(InvalidMessageError):
+    """A message's audio is not what it claims, or not what its microphone's file holds
+    (its format changed mid-recording): the chunk is counted as undecodable, with this
+    line as the reason."""
+
+
+class InvalidRangeDataError(InvalidMessageError):
+    """A LaserScan or PointCloud2 whose arrays do not fit its own description (more
+    intensities than ranges, a field past the point's end): a bad message."""
+
+
 class UnsupportedSerializationError(SourceError):
-    """A connection whose serialization no reader here decodes (not CDR, not ROS 1):
-    its topic is left out, and the conversion goes on without it."""
+    """A storage file whose messages are not in a serialization its reader decodes (a
+    rosbag2 connection not in CDR): a fact about the whole file, so no other way of
+    reading it (the salvaging scan of an MCAP) is tried."""
 
 
 class MappingError(ConversionError):
@@ -87,16 +111,24 @@ class VideoRefusedError(WriterError):
 
 
 class EmptyEpisodeError(WriterError):
-    """An episode with nothing to commit (no step, no sample): it is discarded, not written."""
+    """An episode with nothing to commit (no staged step whose frames all reached the
+    disk): it is discarded, not written."""
 
 
 class ReaderError(DatasetError):
     """A dataset could not be read (missing or truncated file, unknown episode)."""
 
 
+class OutsideDatasetError(ReaderError):
+    """A path that would leave the dataset (``..``, an absolute path, a symlink pointing
+    out), named by the dataset's own index: the review server refuses it (403) rather
+    than serve a file from elsewhere."""
+
+
 class SegmentError(ReaderError):
-    """A staged segment (an append-only log of an episode in progress) is cut short or
-    corrupt past its last whole record."""
+    """A run of frames cut out of an encoded video (``io/segment.py``) whose packets do
+    not decode on their own, or are not all there: the cut is refused (the source read,
+    the target untouched), and the caller re-encodes the frames instead."""
 
 
 def describe(exc: BaseException) -> str:
@@ -120,6 +152,34 @@ class SettingsError(UsageError):
 class UnknownEpisodeError(ReaderError, UsageError):
     """An episode named (by id or position) that the dataset does not hold: a reader's
     error, and on a command line a usage error (exit 2)."""
+
+
+# ------------------------------------------------------ the servers, nodes and their clients
+
+
+class HttpError(OrtfError):
+    """A request the review server refuses (no such episode, a file outside the dataset,
+    a body that is not JSON): answered as ``{"error": line}`` with ``status`` (an HTTP
+    status code), while the server goes on."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class RecorderError(OrtfError):
+    """What a client of the recorder node waited for did not happen (a timeout, the
+    recorder gone, a start refused): its caller (the live demo, a test) says it in one line."""
+
+
+class DemoError(OrtfError):
+    """Something the live demo waited for did not happen (a child that did not exit, a
+    service refused): one line, then the tails of its children's logs, and exit 1."""
+
+
+class PlaybackStoppedError(OrtfError):
+    """The player was stopped while its producer waited for room in the queue: ends the
+    producer thread quietly (caught in ``playback/player.py``); it never reaches a user."""
 
 
 def exit_code(exc: OrtfError) -> int:

@@ -18,13 +18,13 @@ from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start
 from test_annotations import assert_depth_colorized, assert_detections_annotated
 
 from ortf_ros.dataset.validation import validate
+from ortf_ros.errors import RecorderError
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.mapping import DetectionsMapping, StepClock, detect_mapping, write_mapping
 from ortf_ros.pipeline.samples import DetectionsSample, RawMessage
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.definitions import installed_definition
-from ortf_ros.ros.recorder_client import RecorderError
 from ortf_ros.synthetic.topics import TOPIC_DETECTIONS
 
 RECORDER_PARAMS = "config/record.yaml"

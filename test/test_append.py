@@ -23,7 +23,7 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import staged_episode_dirs
 from ortf_ros.dataset.validation import validate
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import FormatError, WriterError
+from ortf_ros.errors import FormatError, ThriftError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.io import parquet_append
 from ortf_ros.io import thrift_compact as thrift
@@ -86,7 +86,7 @@ def test_the_footer_codec_gives_back_arrows_own_bytes(tmp_path: Path) -> None:
         decoded, used = thrift.decode_struct(footer)
         assert used == len(footer)
         assert thrift.encode_struct(decoded) == footer
-    with pytest.raises(thrift.ThriftError):
+    with pytest.raises(ThriftError):
         thrift.decode_struct(footer[: len(footer) // 2])
 
 

@@ -21,13 +21,14 @@ from test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
+from ortf_ros.errors import SettingsError
 from ortf_ros.format import layout
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
 from ortf_ros.pipeline.mapping import ActionMapping, write_mapping
 from ortf_ros.pipeline.samples import BadMessage, ControllerStateSample, DefinitionFormat, RawMessage, Sample
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
-from ortf_ros.ros.recorder_settings import SettingsError, detected_mapping
+from ortf_ros.ros.recorder_settings import detected_mapping
 from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
 from ortf_ros.synthetic.messages import Messages
 from ortf_ros.synthetic.motion import (

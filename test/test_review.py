@@ -29,6 +29,7 @@ from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import lock_dataset, unlock_dataset
 from ortf_ros.dataset.writer import DatasetWriter
+from ortf_ros.errors import OutsideDatasetError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import QUEUE_FULL, StreamAccount
 from ortf_ros.format.native_streams import Alignment, NativeStream
@@ -50,7 +51,7 @@ from selenium.webdriver.support.select import Select
 from selenium.webdriver.support.ui import WebDriverWait
 
 from ortf_ros.review import chromium, plots
-from ortf_ros.review.access import OutsideDatasetError, dataset_file
+from ortf_ros.review.access import dataset_file
 from ortf_ros.review.app import rerun_available
 from ortf_ros.review.chromium import headless_chromium
 

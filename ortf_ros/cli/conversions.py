@@ -17,7 +17,7 @@ from dataclasses import replace
 from ortf_ros.cli.boundary import EXIT_OK, OneLineParser
 from ortf_ros.cli.outputs import write_text
 from ortf_ros.cli.progress import progress_bar
-from ortf_ros.errors import UsageError, naming
+from ortf_ros.errors import ExportError, SettingsError, UsageError, naming
 from ortf_ros.io import paths
 from ortf_ros.pipeline.mapping import dump_mapping
 from ortf_ros.playback.export import export_mcap
@@ -39,7 +39,10 @@ def _cmd_export_mcap(args: argparse.Namespace) -> int:
     settings = default_settings()
     if args.config is not None:
         paths.input_file(args.config, "a playback parameter YAML file")
-        settings = settings_from_parameters(read_parameter_file(args.config), args.config)
+        try:
+            settings = settings_from_parameters(read_parameter_file(args.config), args.config)
+        except SettingsError as exc:  # (a file the export reads, not the command line: exit 1)
+            raise ExportError(str(exc)) from None
     messages = settings.messages
     if args.image_format:
         messages = replace(messages, image_format=args.image_format)

@@ -21,7 +21,7 @@ import pyarrow as pa
 
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
 from ortf_ros.dataset.stats import FeatureStats
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 
@@ -74,8 +74,8 @@ def dataset_fps(dataset: Dataset) -> int:
             fps = round(rate)
             if fps >= 1 and math.isclose(fps, rate, abs_tol=1e-6):
                 return fps
-            raise ConversionError(f"{layout.MANIFEST}: rate {rate} Hz is not an integer; LeRobot needs integer fps")
-    raise ConversionError(f"{layout.MANIFEST}: no control_frequency_hz and no camera fps; LeRobot needs fps")
+            raise ExportError(f"{layout.MANIFEST}: rate {rate} Hz is not an integer; LeRobot needs integer fps")
+    raise ExportError(f"{layout.MANIFEST}: no control_frequency_hz and no camera fps; LeRobot needs fps")
 
 
 def vector_feature(names: tuple[str, ...]) -> dict[str, Any]:

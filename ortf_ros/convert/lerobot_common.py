@@ -19,7 +19,7 @@ from ortf_ros.convert.episode_video import EpisodeVideo
 from ortf_ros.convert.export_audio import lerobot_audio_info
 from ortf_ros.convert.video_shards import ShardWriter
 from ortf_ros.dataset.reader import Dataset, Episode
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.format import layout
 from ortf_ros.format.sensors import Sensor
 from ortf_ros.io import video
@@ -151,7 +151,7 @@ def append_video(
     """Append an episode's video (one frame per step, checked) to its shard and count it."""
     frames = shard.append(source.path)
     if frames != episode.record.length:
-        raise ConversionError(
+        raise ExportError(
             f"{episode.video_path(camera)}: {frames} frames for {episode.record.length} steps "
             f"(episode {episode.episode_id})"
         )

@@ -49,7 +49,7 @@ from ortf_ros.convert.lerobot_common import (
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
 from ortf_ros.dataset.reader import Dataset, Episode
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.io import atomic
 from ortf_ros.io.video import VideoSettings
 
@@ -78,10 +78,10 @@ def to_lerobot(
 ) -> ExportSummary:
     """Export ``dataset`` to the new directory ``out`` (LeRobot v3.0, or GR00T's v2.0 flavour)."""
     if flavor not in ("lerobot", "gr00t"):
-        raise ConversionError(f"unknown flavor {flavor!r}; expected 'lerobot' or 'gr00t'")
+        raise ExportError(f"unknown flavor {flavor!r}; expected 'lerobot' or 'gr00t'")
     source = open_source(dataset)
     if len(source) == 0:
-        raise ConversionError(f"{source.root}: has no episodes to export")
+        raise ExportError(f"{source.root}: has no episodes to export")
     settings = settings or REENCODE_SETTINGS
     with staged_directory(out) as scratch:
         if flavor == "gr00t":

@@ -27,7 +27,7 @@ import numpy as np
 from av.container import InputContainer
 
 from ortf_ros.convert.lerobot_meta import Feature, VideoSpan
-from ortf_ros.errors import ConversionError, ReaderError
+from ortf_ros.errors import ExportError, ReaderError
 from ortf_ros.io.segment import VideoSegment
 from ortf_ros.io.video import VideoReader
 
@@ -59,9 +59,7 @@ class ShardFrames:
         try:
             return reader.read(index)
         except ReaderError as exc:
-            raise ConversionError(
-                f"{self.feature.key}: frame at {span.from_timestamp + timestamp:.4f} s: {exc}"
-            ) from None
+            raise ExportError(f"{self.feature.key}: frame at {span.from_timestamp + timestamp:.4f} s: {exc}") from None
 
     def _open(self, path: Path) -> VideoReader:
         if self._reader is not None and self._reader.path == path:
@@ -70,7 +68,7 @@ class ShardFrames:
         try:
             self._reader = VideoReader(path, "rgb")
         except ReaderError as exc:
-            raise ConversionError(str(exc)) from None
+            raise ExportError(str(exc)) from None
         return self._reader
 
     def close(self) -> None:
@@ -91,12 +89,12 @@ def decode_still(cell: Any, where: str) -> np.ndarray:
     """An ``Image`` cell ({bytes, path}) decoded to RGB."""
     data = cell.get("bytes") if isinstance(cell, dict) else None
     if not data:
-        raise ConversionError(f"{where}: expected an embedded image ({{bytes, path}}), got no bytes")
+        raise ExportError(f"{where}: expected an embedded image ({{bytes, path}}), got no bytes")
     try:
         with av.open(io.BytesIO(data)) as container:
             assert isinstance(container, InputContainer)
             for frame in container.decode(video=0):
                 return frame.to_ndarray(format="rgb24")
     except (av.error.FFmpegError, EOFError) as exc:
-        raise ConversionError(f"{where}: image does not decode: {exc}") from None
-    raise ConversionError(f"{where}: image holds no frame")
+        raise ExportError(f"{where}: image does not decode: {exc}") from None
+    raise ExportError(f"{where}: image holds no frame")

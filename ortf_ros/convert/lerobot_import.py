@@ -48,7 +48,7 @@ from ortf_ros.convert.lerobot_spaces import ACTION, EXTRAS_STREAM, Part, Spaces,
 from ortf_ros.convert.output_dir import staged_directory
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError, ReaderError, VideoRefusedError, WriterError
+from ortf_ros.errors import ExportError, ReaderError, VideoRefusedError, WriterError
 from ortf_ros.io.segment import whole_video
 
 # The extra column ``ortf export lerobot`` keeps ORTF's step times in (LeRobot's own
@@ -200,7 +200,7 @@ class _EpisodeImporter:
             if self.progress is not None:
                 self.progress(self.done, self.total)
         if steps != episode.length:
-            raise ConversionError(
+            raise ExportError(
                 f"{episode.data_path}: episode {episode.index}: {steps} rows, but its metadata says {episode.length}"
             )
         # The tasks its rows name: GR00T's episodes.jsonl also lists the episode's annotation
@@ -218,7 +218,7 @@ class _EpisodeImporter:
         task = self.meta.tasks.get(task_index) if task_index is not None else None
         task = task or (episode.tasks[0] if episode.tasks else None)
         if task is None:
-            raise ConversionError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
+            raise ExportError(f"{where}: task_index {task_index} is not in {self.meta.tasks_file}")
         self.writer.begin_episode(task, recorded_at=episode.recorded_at)
         self.episode_open = True
         import_lerobot_audio(self.writer, self.meta.root, episode.index)  # (what the export kept beside it)
@@ -250,11 +250,11 @@ class _EpisodeImporter:
         try:
             segment = whole_video(path)
         except ReaderError as exc:
-            raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
+            raise ExportError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
         try:
             self.writer.add_encoded_video(camera, segment)
         except WriterError as exc:
-            raise ConversionError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
+            raise ExportError(f"{exc} (depth camera {camera!r}, kept by ortf export lerobot)") from None
 
     def _rows(self, episode: EpisodeMeta) -> Iterator[pa.RecordBatch]:
         """The episode's rows of its data shard, by LeRobot's dataset-wide ``index`` (v3.0),
@@ -267,12 +267,12 @@ class _EpisodeImporter:
             batches = dataset.to_batches(filter=wanted, batch_size=BATCH_ROWS, batch_readahead=0, fragment_readahead=0)
             yield from (batch for batch in batches if batch.num_rows)  # the filter leaves empty batches
         except (FileNotFoundError, pa.ArrowException) as exc:
-            raise ConversionError(f"{episode.data_path}: cannot read episode {episode.index}: {exc}") from None
+            raise ExportError(f"{episode.data_path}: cannot read episode {episode.index}: {exc}") from None
 
 
 def _column(batch: pa.RecordBatch, name: str, where: str) -> np.ndarray:
     if name not in batch.schema.names:
-        raise ConversionError(f"{where}: column {name!r} is missing")
+        raise ExportError(f"{where}: column {name!r} is missing")
     return np.asarray(batch.column(name).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
@@ -280,14 +280,14 @@ def _matrix(batch: pa.RecordBatch, part: Part, where: str) -> np.ndarray:
     """Elements ``start:end`` of a feature, one row per step; the feature may be stored as a
     scalar, a fixed-size list (``Sequence``/``List`` with a length) or a variable list."""
     if part.feature not in batch.schema.names:
-        raise ConversionError(f"{where}: column {part.feature!r} is missing")
+        raise ExportError(f"{where}: column {part.feature!r} is missing")
     column = batch.column(part.feature)
     kind = column.type
     nested = pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind)
     values = pc.list_flatten(column) if nested else column
     if values.null_count:
-        raise ConversionError(f"{where}: column {part.feature!r} holds nulls")
+        raise ExportError(f"{where}: column {part.feature!r} holds nulls")
     flat = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
     if flat.size % max(batch.num_rows, 1) or (batch.num_rows and flat.size // batch.num_rows < part.end):
-        raise ConversionError(f"{where}: column {part.feature!r}: rows are not vectors of at least {part.end} values")
+        raise ExportError(f"{where}: column {part.feature!r}: rows are not vectors of at least {part.end} values")
     return flat.reshape(batch.num_rows, -1)[:, part.start : part.end]

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ortf_ros.convert.lerobot_meta import INFO, Feature, LeRobotMeta
 from ortf_ros.convert.lerobot_spaces import EXTRAS_STREAM, UNKNOWN, Spaces, identifier
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.robot import Robot
 from ortf_ros.format.sensors import UNKNOWN_INTRINSICS, Frame, Resolution, Sensor
@@ -49,10 +49,10 @@ def lerobot_manifest(meta: LeRobotMeta, spaces: Spaces) -> Manifest:
 def _camera(meta: LeRobotMeta, feature: Feature) -> Sensor:
     where = f"{meta.root / INFO}: features.{feature.key}"
     if feature.info.get("video.is_depth_map"):
-        raise ConversionError(f"{where}.info.video.is_depth_map: depth-map videos are not supported by the import")
+        raise ExportError(f"{where}.info.video.is_depth_map: depth-map videos are not supported by the import")
     channels = feature.info.get("video.channels", 3)
     if channels != 3:
-        raise ConversionError(f"{where}.info.video.channels: expected 3 (RGB), got {channels!r}")
+        raise ExportError(f"{where}.info.video.channels: expected 3 (RGB), got {channels!r}")
     width, height = feature.resolution()
     fps = feature.info.get("video.fps", meta.fps)
     return Sensor(

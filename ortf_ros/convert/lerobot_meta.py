@@ -16,7 +16,7 @@ where the episode index and the tasks are, and in what the templates are filled 
   loader does. v2.1's ``meta/episodes_stats.jsonl`` is not read: the writer computes
   ORTF's statistics from the rows.
 
-Every problem is one ``ConversionError`` naming the file and field, raised before the
+Every problem is one ``ExportError`` naming the file and field, raised before the
 destination is touched.
 """
 
@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ortf_ros.errors import ConversionError, FormatError
+from ortf_ros.errors import ExportError, FormatError
 from ortf_ros.format.text import read_text
 
 V3 = "v3.0"
@@ -84,9 +84,7 @@ class Feature:
         order = self.names or ("height", "width", "channels")
         if len(self.shape) == 3 and {"height", "width"} <= set(order):
             return self.shape[order.index("width")], self.shape[order.index("height")]
-        raise ConversionError(
-            f"{INFO}: features.{self.key}.shape: expected (height, width, channels), got {self.shape}"
-        )
+        raise ExportError(f"{INFO}: features.{self.key}.shape: expected (height, width, channels), got {self.shape}")
 
 
 @dataclass(frozen=True)
@@ -144,13 +142,13 @@ def read_meta(root: Path) -> LeRobotMeta:
     info = _info(root)
     fps = info.get("fps")
     if isinstance(fps, bool) or not isinstance(fps, (int, float)) or fps <= 0:
-        raise ConversionError(f"{root / INFO}: fps: expected a positive number, got {fps!r}")
+        raise ExportError(f"{root / INFO}: fps: expected a positive number, got {fps!r}")
     features = _features(root, info)
     for template in (
         ("data_path", "video_path") if any(f.dtype == "video" for f in features.values()) else ("data_path",)
     ):
         if not isinstance(info.get(template), str):
-            raise ConversionError(f"{root / INFO}: {template}: expected a path template, got {info.get(template)!r}")
+            raise ExportError(f"{root / INFO}: {template}: expected a path template, got {info.get(template)!r}")
     robot_type = info.get("robot_type")
     version = info["codebase_version"]
     videos = [f.key for f in features.values() if f.dtype == "video"]
@@ -176,39 +174,39 @@ def _info(root: Path) -> dict[str, Any]:
     path = root / INFO
     if not path.is_file():
         if (root / "meta" / "manifest.json").is_file():
-            raise ConversionError(f"{path}: missing; {root} is an ORTF dataset, not a LeRobot one")
-        raise ConversionError(f"{path}: missing; is {root} a LeRobot dataset?")
+            raise ExportError(f"{path}: missing; {root} is an ORTF dataset, not a LeRobot one")
+        raise ExportError(f"{path}: missing; is {root} a LeRobot dataset?")
     info = _json_object(path)
     version = info.get("codebase_version")
     if version not in VERSIONS:
-        raise ConversionError(f"{path}: codebase_version: expected one of {', '.join(VERSIONS)}, got {version!r}")
+        raise ExportError(f"{path}: codebase_version: expected one of {', '.join(VERSIONS)}, got {version!r}")
     return info
 
 
 def _features(root: Path, info: Mapping[str, Any]) -> dict[str, Feature]:
     raw = info.get("features")
     if not isinstance(raw, dict) or not raw:
-        raise ConversionError(f"{root / INFO}: features: expected a non-empty object")
+        raise ExportError(f"{root / INFO}: features: expected a non-empty object")
     features = {}
     for key, spec in raw.items():
         where = f"{root / INFO}: features.{key}"
         if not isinstance(spec, dict):
-            raise ConversionError(f"{where}: expected an object")
+            raise ExportError(f"{where}: expected an object")
         dtype, shape, names = spec.get("dtype"), spec.get("shape"), spec.get("names")
         if dtype not in NUMERIC_DTYPES | CAMERA_DTYPES | TEXT_DTYPES:
             known = ", ".join(sorted(NUMERIC_DTYPES | CAMERA_DTYPES | TEXT_DTYPES))
-            raise ConversionError(f"{where}.dtype: unknown dtype {dtype!r}; expected one of {known}")
+            raise ExportError(f"{where}.dtype: unknown dtype {dtype!r}; expected one of {known}")
         if not isinstance(shape, list) or not all(isinstance(n, int) and n > 0 for n in shape):
-            raise ConversionError(f"{where}.shape: expected a list of positive integers, got {shape!r}")
+            raise ExportError(f"{where}.shape: expected a list of positive integers, got {shape!r}")
         if isinstance(names, dict):  # LeRobot's older {"motors": [...]} form
             names = next(iter(names.values()), None) if len(names) == 1 else None
         if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
-            raise ConversionError(f"{where}.names: expected a list of strings, got {names!r}")
+            raise ExportError(f"{where}.names: expected a list of strings, got {names!r}")
         feature_info: dict[str, Any] = spec["info"] if isinstance(spec.get("info"), dict) else {}
         features[key] = Feature(key, dtype, tuple(shape), tuple(names) if names else None, feature_info)
     for key in ("timestamp", "episode_index", "index"):
         if key not in features:
-            raise ConversionError(f"{root / INFO}: features.{key}: required LeRobot feature is missing")
+            raise ExportError(f"{root / INFO}: features.{key}: required LeRobot feature is missing")
     return features
 
 
@@ -218,7 +216,7 @@ def _v3_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str]) -> 
     if not files:
         legacy = root / EPISODES_JSONL
         detail = f" ({legacy.name} is LeRobot v2.x metadata, but {INFO} says {V3})" if legacy.exists() else ""
-        raise ConversionError(f"{directory}: no chunk-*/file-*.parquet episode files{detail}")
+        raise ExportError(f"{directory}: no chunk-*/file-*.parquet episode files{detail}")
     wanted = ["episode_index", "length", "tasks", "data/chunk_index", "data/file_index", "dataset_from_index"]
     for key in videos:
         wanted += [f"videos/{key}/chunk_index", f"videos/{key}/file_index", f"videos/{key}/from_timestamp"]
@@ -228,11 +226,11 @@ def _v3_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str]) -> 
             names = pq.read_schema(file).names
             missing = [c for c in wanted if c not in names]
             if missing:
-                raise ConversionError(f"{file}: columns {missing} are missing (LeRobot v3.0 episode metadata)")
+                raise ExportError(f"{file}: columns {missing} are missing (LeRobot v3.0 episode metadata)")
             optional = [*OUTCOME_COLUMNS, *(f"videos/{key}/to_timestamp" for key in videos)]
             table = pq.read_table(file, columns=wanted + [c for c in optional if c in names])
         except (OSError, pa.ArrowException) as exc:
-            raise ConversionError(f"{file}: not readable Parquet: {exc}") from None
+            raise ExportError(f"{file}: not readable Parquet: {exc}") from None
         for row in table.to_pylist():
             episodes.append(_v3_episode(root, info, row, videos, file))
     episodes.sort(key=lambda e: e.index)
@@ -243,7 +241,7 @@ def _v3_episode(
     root: Path, info: Mapping[str, Any], row: Mapping[str, Any], videos: Sequence[str], file: Path
 ) -> EpisodeMeta:
     if any(v is None for k, v in row.items() if k not in OUTCOME_COLUMNS and not k.endswith("/to_timestamp")):
-        raise ConversionError(f"{file}: episode {row.get('episode_index')}: null in {sorted(row)}")
+        raise ExportError(f"{file}: episode {row.get('episode_index')}: null in {sorted(row)}")
     data_path = _fill(root, info, "data_path", chunk_index=row["data/chunk_index"], file_index=row["data/file_index"])
     spans = {
         key: VideoSpan(
@@ -277,19 +275,19 @@ def _v2_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str], fps
     does (``length / fps``: one frame per row, as LeRobot v2 encodes them)."""
     chunks_size = info.get("chunks_size", CHUNKS_SIZE)
     if isinstance(chunks_size, bool) or not isinstance(chunks_size, int) or chunks_size <= 0:
-        raise ConversionError(f"{root / INFO}: chunks_size: expected a positive integer, got {chunks_size!r}")
+        raise ExportError(f"{root / INFO}: chunks_size: expected a positive integer, got {chunks_size!r}")
     path = root / EPISODES_JSONL
     episodes: dict[int, EpisodeMeta] = {}
     for where, line in _jsonl(path):
         index, length, tasks = line.get("episode_index"), line.get("length"), line.get("tasks")
         if isinstance(index, bool) or not isinstance(index, int) or index < 0:
-            raise ConversionError(f"{where}: episode_index: expected a non-negative integer, got {index!r}")
+            raise ExportError(f"{where}: episode_index: expected a non-negative integer, got {index!r}")
         if isinstance(length, bool) or not isinstance(length, int) or length <= 0:
-            raise ConversionError(f"{where}: length: expected a positive integer, got {length!r}")
+            raise ExportError(f"{where}: length: expected a positive integer, got {length!r}")
         if not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
-            raise ConversionError(f"{where}: tasks: expected a list of strings, got {tasks!r}")
+            raise ExportError(f"{where}: tasks: expected a list of strings, got {tasks!r}")
         if index in episodes:
-            raise ConversionError(f"{where}: episode_index: episode {index} appears twice")
+            raise ExportError(f"{where}: episode_index: episode {index} appears twice")
         chunk = index // chunks_size
         episodes[index] = EpisodeMeta(
             index=index,
@@ -308,7 +306,7 @@ def _v2_episodes(root: Path, info: Mapping[str, Any], videos: Sequence[str], fps
             **_outcome(line),
         )
     if not episodes:
-        raise ConversionError(f"{path}: lists no episodes")
+        raise ExportError(f"{path}: lists no episodes")
     return tuple(episodes[index] for index in sorted(episodes))
 
 
@@ -322,7 +320,7 @@ def _check_files(root: Path, episodes: Sequence[EpisodeMeta]) -> None:
             if path not in seen:
                 seen.add(path)
                 if not path.is_file():
-                    raise ConversionError(f"{path}: missing (episode {episode.index}, by {root / INFO}'s {template})")
+                    raise ExportError(f"{path}: missing (episode {episode.index}, by {root / INFO}'s {template})")
 
 
 def _fill(root: Path, info: Mapping[str, Any], template: str, **fields: Any) -> Path:
@@ -331,7 +329,7 @@ def _fill(root: Path, info: Mapping[str, Any], template: str, **fields: Any) -> 
     try:
         return root / str(info[template]).format(**fields)
     except (KeyError, IndexError, ValueError) as exc:
-        raise ConversionError(
+        raise ExportError(
             f"{root / INFO}: {template}: cannot fill {info[template]!r} with {sorted(fields)}: {exc!r}"
         ) from None
 
@@ -357,10 +355,10 @@ def _v3_tasks(root: Path) -> dict[int, str]:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        raise ConversionError(f"{path}: not readable Parquet: {exc}") from None
+        raise ExportError(f"{path}: not readable Parquet: {exc}") from None
     text = "task" if "task" in table.column_names else "__index_level_0__"
     if "task_index" not in table.column_names or text not in table.column_names:
-        raise ConversionError(f"{path}: expected columns task_index and task (or the task as the index)")
+        raise ExportError(f"{path}: expected columns task_index and task (or the task as the index)")
     return dict(zip(table.column("task_index").to_pylist(), table.column(text).to_pylist(), strict=True))
 
 
@@ -371,7 +369,7 @@ def _v2_tasks(root: Path) -> dict[int, str]:
     for where, line in _jsonl(root / TASKS_JSONL):
         index, task = line.get("task_index"), line.get("task")
         if isinstance(index, bool) or not isinstance(index, int) or not isinstance(task, str):
-            raise ConversionError(f"{where}: expected an integer task_index and a string task, got {line!r}")
+            raise ExportError(f"{where}: expected an integer task_index and a string task, got {line!r}")
         tasks[index] = task
     return tasks
 
@@ -387,14 +385,14 @@ def _jsonl(path: Path) -> Iterator[tuple[str, dict[str, Any]]]:
                 try:
                     value = json.loads(text)
                 except json.JSONDecodeError as exc:
-                    raise ConversionError(f"{where}: not readable JSON: {exc}") from None
+                    raise ExportError(f"{where}: not readable JSON: {exc}") from None
                 if not isinstance(value, dict):
-                    raise ConversionError(f"{where}: expected a JSON object")
+                    raise ExportError(f"{where}: expected a JSON object")
                 yield where, value
     except FileNotFoundError:
-        raise ConversionError(f"{path}: missing (LeRobot v2.x metadata)") from None
+        raise ExportError(f"{path}: missing (LeRobot v2.x metadata)") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConversionError(f"{path}: not readable: {exc}") from None
+        raise ExportError(f"{path}: not readable: {exc}") from None
 
 
 def _modality(root: Path) -> dict[str, Any] | None:
@@ -408,7 +406,7 @@ def _json_object(path: Path) -> dict[str, Any]:
     try:
         value = json.loads(read_text(path))
     except (OSError, FormatError, json.JSONDecodeError) as exc:
-        raise ConversionError(f"{path}: not readable JSON: {exc}") from None
+        raise ExportError(f"{path}: not readable JSON: {exc}") from None
     if not isinstance(value, dict):
-        raise ConversionError(f"{path}: expected a JSON object")
+        raise ExportError(f"{path}: expected a JSON object")
     return value

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ortf_ros.convert.lerobot_meta import INDEX_FEATURES, MODALITY, NUMERIC_DTYPES, Feature, LeRobotMeta
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.format.native_streams import NativeStream
 from ortf_ros.format.spaces import ActionDimension, ActionSpace, StateComponent
 
@@ -70,7 +70,7 @@ def identifier(text: str) -> str:
 
 def split_spaces(meta: LeRobotMeta) -> Spaces:
     if ACTION not in meta.features:
-        raise ConversionError(f"{meta.root / 'meta/info.json'}: features.action: required feature is missing")
+        raise ExportError(f"{meta.root / 'meta/info.json'}: features.action: required feature is missing")
     numeric = {
         k: f
         for k, f in meta.features.items()
@@ -78,18 +78,18 @@ def split_spaces(meta: LeRobotMeta) -> Spaces:
     }
     for feature in numeric.values():
         if len(feature.shape) != 1:
-            raise ConversionError(
+            raise ExportError(
                 f"{meta.root / 'meta/info.json'}: features.{feature.key}.shape: expected a vector, got {feature.shape}"
             )
     observed = [f for k, f in numeric.items() if k.startswith(OBSERVATION_PREFIX)]
     if not observed:
-        raise ConversionError(f"{meta.root / 'meta/info.json'}: features: no numeric observation.* (state) feature")
+        raise ExportError(f"{meta.root / 'meta/info.json'}: features: no numeric observation.* (state) feature")
     state: dict[str, StateComponent] = {}
     state_parts: list[Part] = []
     for feature in observed:
         for part, names in _state_parts(feature, meta.modality if feature.key == "observation.state" else None):
             if part.name in state:
-                raise ConversionError(f"{meta.root / 'meta/info.json'}: state component {part.name!r} appears twice")
+                raise ExportError(f"{meta.root / 'meta/info.json'}: state component {part.name!r} appears twice")
             state[part.name] = StateComponent(part.end - part.start, UNKNOWN, names=names)
             state_parts.append(part)
     extra_features = [f for k, f in numeric.items() if k != ACTION and not k.startswith(OBSERVATION_PREFIX)]
@@ -127,17 +127,17 @@ def _modality_slices(modality: Mapping[str, Any], section: str, size: int) -> li
     """(key, start, end) in array order; they must tile 0..size exactly."""
     entries = modality.get(section)
     if not isinstance(entries, dict):
-        raise ConversionError(f"{MODALITY}: {section}: expected an object of slices")
+        raise ExportError(f"{MODALITY}: {section}: expected an object of slices")
     slices = []
     for key, entry in entries.items():
         start, end = (entry.get("start"), entry.get("end")) if isinstance(entry, dict) else (None, None)
         if not (isinstance(start, int) and isinstance(end, int) and 0 <= start < end):
-            raise ConversionError(f"{MODALITY}: {section}.{key}: expected integer start < end, got {entry!r}")
+            raise ExportError(f"{MODALITY}: {section}.{key}: expected integer start < end, got {entry!r}")
         slices.append((key, start, end))
     slices.sort(key=lambda s: s[1])
     covered = [i for _, a, b in slices for i in range(a, b)]
     if covered != list(range(size)):
-        raise ConversionError(
+        raise ExportError(
             f"{MODALITY}: {section}: slices {[(a, b) for _, a, b in slices]} do not cover 0..{size} exactly once"
         )
     return slices

@@ -67,7 +67,7 @@ import pyarrow.parquet as pq
 from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
 from ortf_ros.convert.output_dir import open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
-from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.errors import ExportError, UsageError
 from ortf_ros.extras import optional_module
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
@@ -164,7 +164,7 @@ class LakeRows:
             yield
         except lake_errors as exc:
             reason = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-            raise ConversionError(f"{target}: the {kind} write failed: {reason}") from None
+            raise ExportError(f"{target}: the {kind} write failed: {reason}") from None
 
     @property
     def files_dir(self) -> str:
@@ -197,14 +197,14 @@ class LakeRows:
         missing = [name for name in want if name not in have]
         extra = [name for name in have if name not in want]
         if missing or extra:
-            raise ConversionError(
+            raise ExportError(
                 f"{target}: this {kind} table's columns differ from the dataset's rows "
                 f"(table lacks {missing or 'none'}, has no counterpart for {extra or 'none'}); "
                 "expected the same columns to append"
             )
         for name, kind_wanted in want.items():
             if have[name] != kind_wanted:
-                raise ConversionError(
+                raise ExportError(
                     f"{target}: column {name} is {have[name]} in the table, {kind_wanted} in the dataset's rows"
                 )
         ours = json.loads(self.property)["column_types"]
@@ -213,7 +213,7 @@ class LakeRows:
             mine, table = ours.get(name) or {}, theirs.get(name) or {}
             for key in sorted(set(mine) | set(table)):
                 if mine.get(key) != table.get(key):
-                    raise ConversionError(
+                    raise ExportError(
                         f"{target}: column {name}: {key} is {table.get(key)} in the table's '{PROPERTY}' property, "
                         f"{mine.get(key)} in this dataset; expected the same to append"
                     )
@@ -374,7 +374,7 @@ def _add_files(transaction: Any, rows: LakeRows, target: Path) -> None:
     finds each file's partition from its task column, the same in every row)."""
     location = urllib.parse.urlparse(transaction.table_metadata.location)
     if location.scheme not in ("", "file"):
-        raise ConversionError(f"{target}: the table lives at {location.geturl()}; expected a local directory")
+        raise ExportError(f"{target}: the table lives at {location.geturl()}; expected a local directory")
     files = _write_data_files(rows, target, Path(location.path) / "data", with_task=True)
     if files:
         transaction.add_files([file.path.as_uri() for file in files])

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.io import atomic
 from ortf_ros.io.scratch import remove_stale, scratch_directory
 
@@ -30,9 +30,9 @@ def check_target(target: Path) -> None:
     """Refuse a destination that holds anything: an export never merges or overwrites."""
     if target.is_dir():
         if any(target.iterdir()):
-            raise ConversionError(f"{target}: exists and is not empty; expected a new or empty directory")
+            raise ExportError(f"{target}: exists and is not empty; expected a new or empty directory")
     elif target.exists():
-        raise ConversionError(f"{target}: exists and is not a directory; expected a new or empty directory")
+        raise ExportError(f"{target}: exists and is not a directory; expected a new or empty directory")
 
 
 @contextlib.contextmanager

@@ -40,7 +40,7 @@ import pyarrow as pa
 from ortf_ros.convert import rerun_lidar, rerun_plan
 from ortf_ros.convert.rerun_plan import Plan, Source
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
-from ortf_ros.errors import ConversionError, UsageError
+from ortf_ros.errors import ExportError, UsageError
 from ortf_ros.extras import optional_module
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
@@ -125,7 +125,7 @@ def _layout(rr: Any, manifest: Manifest, plan: Plan) -> Any:
     return rrb.Blueprint(rrb.Horizontal(scene, rrb.Vertical(rrb.Tabs(*state), rrb.Tabs(*others))), collapse_panels=True)
 
 
-def _write_failure(written: Path, target: Path, exc: RuntimeError) -> OSError | ConversionError:
+def _write_failure(written: Path, target: Path, exc: RuntimeError) -> OSError | ExportError:
     """Why the SDK could not write: a byte appended to its file fails with the reason (a full
     disk, a file size limit) where the SDK's error only says its writer stopped."""
     try:
@@ -135,7 +135,7 @@ def _write_failure(written: Path, target: Path, exc: RuntimeError) -> OSError | 
             os.fsync(handle.fileno())
     except OSError as cause:
         return OSError(cause.errno, cause.strerror, str(target))
-    return ConversionError(f"{target}: the Rerun SDK could not write the recording: {exc}")
+    return ExportError(f"{target}: the Rerun SDK could not write the recording: {exc}")
 
 
 def _check_whole(rr: Any, written: Path, target: Path) -> None:
@@ -147,9 +147,9 @@ def _check_whole(rr: Any, written: Path, target: Path) -> None:
         try:
             whole = bool(rr.chunk.RrdReader(written).recordings())
         except (Warning, RuntimeError, OSError, ValueError) as exc:
-            raise ConversionError(f"{target}: the Rerun SDK did not write the whole recording: {exc}") from None
+            raise ExportError(f"{target}: the Rerun SDK did not write the whole recording: {exc}") from None
     if not whole:
-        raise ConversionError(f"{target}: the Rerun SDK wrote no recording")
+        raise ExportError(f"{target}: the Rerun SDK wrote no recording")
 
 
 def rerun_sdk() -> Any:
@@ -196,7 +196,7 @@ class _Writer:
         try:
             tree = self.rr.urdf.UrdfTree.from_file_path(urdf, entity_path_prefix="robot")
         except (RuntimeError, ValueError, OSError) as exc:
-            raise ConversionError(f"{relative}: Rerun cannot read the URDF: {exc}") from None
+            raise ExportError(f"{relative}: Rerun cannot read the URDF: {exc}") from None
         self.recording.send_chunks(tree.stream(include_joint_transforms=False))
         moved = self.plan.moved_joints
         for joint in tree.joints():
@@ -367,12 +367,12 @@ class _Camera:
             return
         video = self.episode.video_path(self.key)
         if not video.is_file():
-            raise ConversionError(f"{video}: missing (episode {self.episode.episode_id}, camera {self.key})")
+            raise ExportError(f"{video}: missing (episode {self.episode.episode_id}, camera {self.key})")
         asset = self.rr.AssetVideo(path=video)
         try:
             self.frame_times_ns = np.asarray(asset.read_frame_timestamps_nanos(), dtype=np.int64)
         except RuntimeError as exc:
-            raise ConversionError(f"{video}: Rerun cannot read the video's frames: {exc}") from None
+            raise ExportError(f"{video}: Rerun cannot read the video's frames: {exc}") from None
         first = next(self.episode.step_batches(["timestamp"])).column(0)[0].as_py()
         self.writer.at(self.timeline, float(first))
         self.writer.recording.log(self.entity, asset, strict=True)
@@ -398,7 +398,7 @@ class _Camera:
         indices = frames[rows]
         beyond = indices[(indices < 0) | (indices >= len(self.frame_times_ns))]
         if len(beyond):
-            raise ConversionError(
+            raise ExportError(
                 f"{self.episode.video_path(self.key)}: has {len(self.frame_times_ns)} frames; the steps of episode "
                 f"{self.episode.episode_id} show frame {int(beyond[0])}"
             )
@@ -435,7 +435,7 @@ def _depth_meter(sensor: Sensor) -> float:
     """Depth units per meter, from the sensor's ``depth_units``."""
     units = sensor.extra.get("depth_units", DEFAULT_DEPTH_UNITS)
     if units not in DEPTH_UNITS_PER_METER:
-        raise ConversionError(
+        raise ExportError(
             f"{layout.MANIFEST}: sensors[{sensor.name!r}].depth_units: expected one of "
             f"{sorted(DEPTH_UNITS_PER_METER)}, got {units!r}"
         )

@@ -38,7 +38,7 @@ import numpy as np
 
 from ortf_ros.convert.output_dir import check_target, open_source, staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode, column_array
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.extras import optional_module
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
@@ -110,7 +110,7 @@ def episode_features(tfds: Any, manifest: Manifest) -> Any:
         )
     clash = (set(observation) & {STATE}) | (set(manifest.cameras) & set(state))
     if clash:
-        raise ConversionError(
+        raise ExportError(
             f"{layout.MANIFEST}: observation names {sorted(clash)} are used twice "
             "(cameras, state components and the concatenated 'state' share steps/observation)"
         )

@@ -36,7 +36,7 @@ from ortf_ros.dataset.config import RowGroupLimits
 from ortf_ros.dataset.point_clouds import write_cloud_file
 from ortf_ros.dataset.staging import EpisodeOutcome, StagedEpisode
 from ortf_ros.dataset.stats import DatasetStats
-from ortf_ros.errors import WriterError
+from ortf_ros.errors import EmptyEpisodeError, WriterError
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.format.accounting import accounts_from_rows
 from ortf_ros.format.audio import audio_sensors
@@ -46,10 +46,6 @@ from ortf_ros.io import atomic, parquet_append, video
 from ortf_ros.io.cpus import usable_cpus
 
 PARQUET_COMPRESSION = "zstd"
-
-
-class EmptyEpisodeError(WriterError):
-    """The staged episode holds no step whose frames all reached the disk."""
 
 
 @dataclass(frozen=True)

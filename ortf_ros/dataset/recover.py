@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Literal
 
 from ortf_ros.dataset.catalog import Catalog, load_manifest
-from ortf_ros.dataset.commit import EmptyEpisodeError, commit_staged, discard_staged
+from ortf_ros.dataset.commit import commit_staged, discard_staged
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.deletion import finish_pending_deletion, pending_deletion
 from ortf_ros.dataset.staging import (
@@ -27,6 +27,7 @@ from ortf_ros.dataset.staging import (
     staged_episode_dirs,
     unlock_dataset,
 )
+from ortf_ros.errors import EmptyEpisodeError
 
 RECOVERED_NOTE = "Recovered by `ortf recover` after the recording was interrupted; success not evaluated."
 

@@ -32,7 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from backports import zstd
 
-from ortf_ros.errors import FormatError
+from ortf_ros.errors import FormatError, ThriftError
 from ortf_ros.io import atomic
 from ortf_ros.io import thrift_compact as thrift
 
@@ -166,14 +166,14 @@ def _cut(footer: bytes, source: Path, known_tail: bytes | None = None) -> _Foote
                 )
             elif kind not in (thrift.TRUE, thrift.FALSE):
                 fields.value(kind)
-    except thrift.ThriftError as exc:
+    except ThriftError as exc:
         raise FormatError(f"{source}: unreadable Parquet footer: {exc}") from None
     raise FormatError(f"{source}: Parquet footer without num_rows before its row groups")
 
 
 def _struct(value: thrift.Value) -> thrift.Struct:
     if not isinstance(value, thrift.Struct):
-        raise thrift.ThriftError(f"expected a struct, got {type(value).__name__}")
+        raise ThriftError(f"expected a struct, got {type(value).__name__}")
     return value
 
 

@@ -22,7 +22,7 @@ import av
 from av.container import InputContainer, OutputContainer
 from av.video.stream import VideoStream
 
-from ortf_ros.errors import ReaderError, WriterError, describe
+from ortf_ros.errors import SegmentError, WriterError, describe
 from ortf_ros.io.video import STAGING_MUX_OPTIONS, open_video, probe
 
 
@@ -39,10 +39,6 @@ class VideoSegment:
 def whole_video(path: Path) -> VideoSegment:
     """Every frame of ``path``."""
     return VideoSegment(path, 0, probe(path).frames)
-
-
-class SegmentError(ReaderError):
-    """The segment's packets do not decode on their own (or are not all there)."""
 
 
 def segment_packets(container: InputContainer, segment: VideoSegment) -> Iterator[av.Packet[VideoStream]]:

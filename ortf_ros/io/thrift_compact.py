@@ -17,12 +17,10 @@ import struct
 from dataclasses import dataclass
 from typing import TypeAlias
 
+from ortf_ros.errors import ThriftError
+
 STOP, TRUE, FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(13)
 _INTEGERS = (BYTE, I16, I32, I64)
-
-
-class ThriftError(ValueError):
-    """The bytes are not compact-protocol Thrift (a damaged footer)."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ file as a ROS driver's ``camera_info_url`` does: ``file:///abs/calib.yaml``,
 import), or a plain path, which a mapping file takes relative to itself.
 
 The file is read with a YAML parser and checked field by field; every problem is one
-``ConversionError`` line naming the file and the field. As ``camera_calibration_parsers``
+``MappingError`` line naming the file and the field. As ``camera_calibration_parsers``
 does, a file without ``distortion_model`` (older calibrations) is ``plumb_bob``.
 """
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from ortf_ros.errors import ConversionError, OrtfError, os_error_line
+from ortf_ros.errors import MappingError, OrtfError, os_error_line
 from ortf_ros.format.text import read_text
 from ortf_ros.format.urdf import PACKAGE_SCHEME
 from ortf_ros.pipeline.robot import split_package_uri
@@ -82,14 +82,14 @@ def calibration_path(url: str) -> Path:
     package, rel = parts
     prefixes = [p for p in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if p]
     if not prefixes:
-        raise ConversionError(
+        raise MappingError(
             f"{url}: finding a ROS package needs a sourced workspace (AMENT_PREFIX_PATH is not set); "
             "give the file's path or a file:// URL as camera_info_url"
         )
     for prefix in prefixes:
         if (Path(prefix) / "share/ament_index/resource_index/packages" / package).is_file():
             return Path(prefix) / "share" / package / rel
-    raise ConversionError(
+    raise MappingError(
         f"{url}: package {package!r} is not in AMENT_PREFIX_PATH (source its workspace, or give the file's path)"
     )
 
@@ -100,23 +100,23 @@ def read_calibration(url: str) -> CalibrationFile:
     try:
         text = read_text(path)
     except OSError as exc:
-        raise ConversionError(f"cannot read the camera calibration: {os_error_line(exc)}") from None
+        raise MappingError(f"cannot read the camera calibration: {os_error_line(exc)}") from None
     except OrtfError as exc:
-        raise ConversionError(str(exc)) from None
+        raise MappingError(str(exc)) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ConversionError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise MappingError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     return _calibration(path, data)
 
 
 def _calibration(path: Path, data: object) -> CalibrationFile:
-    def fail(key: str, problem: str) -> ConversionError:
-        return ConversionError(f"{path}: {key}: {problem}")
+    def fail(key: str, problem: str) -> MappingError:
+        return MappingError(f"{path}: {key}: {problem}")
 
     if not isinstance(data, Mapping):
         kind = "an empty file" if data is None else type(data).__name__
-        raise ConversionError(
+        raise MappingError(
             f"{path}: expected a camera calibration (image_width, image_height, camera_matrix, ...), got {kind}"
         )
     for key in REQUIRED_KEYS:
@@ -146,7 +146,7 @@ def _calibration(path: Path, data: object) -> CalibrationFile:
 
 
 def _matrix(
-    value: object, key: str, shape: tuple[int, int | None], fail: Callable[[str, str], ConversionError]
+    value: object, key: str, shape: tuple[int, int | None], fail: Callable[[str, str], MappingError]
 ) -> tuple[float, ...]:
     """``{rows, cols, data}`` of the expected shape, its data finite numbers, row-major."""
     rows, cols = shape

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import MappingError, RobotDescriptionError, SourceError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.native_streams import Alignment, NativeStream
 from ortf_ros.format.point_clouds import POINT_CLOUDS_KEY
@@ -105,7 +105,7 @@ def dataset_joints(config: TopicMapping, prologue: Prologue, robot: UrdfRobot | 
         return DatasetJoints(None, names, (), (missing,))
     kept = tuple(n for n in robot.joint_names if n in names)
     if not kept:
-        raise ConversionError(
+        raise RobotDescriptionError(
             f"{topic}: none of the joints its messages name ({', '.join(names)}) is a movable joint of the URDF "
             f"({', '.join(robot.joint_names) or 'none'})"
         )
@@ -120,7 +120,7 @@ def first_joint_state(config: TopicMapping, prologue: Prologue) -> JointStateSam
     """The prologue's joint state; without one, the refusal says why (what the mapping
     lacks, or what was wrong with the topic's messages)."""
     if config.joint_states is None:
-        raise ConversionError(
+        raise MappingError(
             "no sensor_msgs/JointState topic (nor control_msgs/JointTrajectoryControllerState) to build steps from "
             "(none is mapped as joint_states)"
         )
@@ -128,7 +128,7 @@ def first_joint_state(config: TopicMapping, prologue: Prologue) -> JointStateSam
         topic = config.joint_states.topic
         problem = prologue.problems.get(topic)
         why = f": {problem}" if problem else ""
-        raise ConversionError(f"{topic}: no usable joint state message, nothing to build steps from{why}")
+        raise SourceError(f"{topic}: no usable joint state message, nothing to build steps from{why}")
     return prologue.joint_state
 
 
@@ -186,7 +186,7 @@ def step_layout(config: TopicMapping, prologue: Prologue, robot: UrdfRobot | Non
     for key, named in (("base_frame", config.base_frame), ("end_effector_frame", config.end_effector_frame)):
         if named is not None and named not in frames:  # asked for by name: not dropped in silence
             known = ", ".join(sorted(frames)[:8]) + (", ..." if len(frames) > 8 else "") or "none"
-            raise ConversionError(f"{key} {named!r} is not a frame of the TF tree (frames: {known})")
+            raise MappingError(f"{key} {named!r} is not a frame of the TF tree (frames: {known})")
     if base and ee and ee in frames:
         ee_frames = (base, ee)
     action = prologue.action
@@ -196,14 +196,14 @@ def step_layout(config: TopicMapping, prologue: Prologue, robot: UrdfRobot | Non
     elif action is None:
         problem = prologue.problems.get(config.action.topic)
         why = f": {problem}" if problem else ""
-        raise ConversionError(f"{config.action.topic}: the action topic has no usable message{why}")
+        raise SourceError(f"{config.action.topic}: the action topic has no usable message{why}")
     elif by_joint is not None:
         unnamed = joints.unnamed
         commanded = by_joint.names or (unnamed if by_joint.position.size == len(unnamed) else ())
         action_names = tuple(n for n in arm + gripper if n in commanded)
         if not action_names:
             listed = ", ".join(commanded) if commanded else f"no joint names ({by_joint.position.size} positions)"
-            raise ConversionError(
+            raise MappingError(
                 f"{config.action.topic}: the action commands joints by name, and none of its joints ({listed}) is "
                 f"one of the state's ({', '.join(arm + gripper)})"
             )
@@ -399,7 +399,7 @@ def _check_size(camera: CameraMapping, calibration: CalibrationFile, prologue: P
         return  # (refused where the sensor is built: no decodable frame)
     height, width = first.pixels.shape[:2]
     if (calibration.width, calibration.height) != (width, height):
-        raise ConversionError(
+        raise MappingError(
             f"{calibration.path}: image_width x image_height is {calibration.width}x{calibration.height}, "
             f"but camera {camera.name}'s frames on {camera.topic} are {width}x{height}"
         )
@@ -410,7 +410,7 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
     first = prologue.images.get(name)
     if first is None:
         problem = prologue.problems.get(topic)
-        raise ConversionError(f"{topic}: camera {name!r} has no decodable frame" + (f": {problem}" if problem else ""))
+        raise SourceError(f"{topic}: camera {name!r} has no decodable frame" + (f": {problem}" if problem else ""))
     height, width = first.pixels.shape[:2]
     frame_id = first.stamps.frame_id
     extrinsics = _extrinsics(prologue, frame_id, first.stamps.header_ns or first.stamps.receive_ns)
@@ -419,7 +419,7 @@ def _camera_sensor(prologue: Prologue, camera: CameraMapping, calibration: Camer
         extra["calibration_source"] = calibration.source
     if name in prologue.encoded:
         if kind == "depth":
-            raise ConversionError(
+            raise MappingError(
                 f"{topic}: camera {name!r} is mapped as depth but publishes {prologue.encoded[name]} "
                 "(lossy, 8-bit colour): map it with kind rgb"
             )

@@ -34,6 +34,7 @@ from typing import Any, Literal
 import av
 import numpy as np
 
+from ortf_ros.errors import InvalidMessageError
 from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
 from ortf_ros.pipeline.decode import canonical_msgtype
@@ -73,10 +74,6 @@ _COLOUR_ENCODINGS: dict[str, tuple[int, tuple[int, int, int]]] = {
 }
 _DEPTH16_ENCODINGS = frozenset({"mono16", "16uc1"})
 _DEPTH32F_ENCODINGS = frozenset({"32fc1"})
-
-
-class _InvalidError(Exception):
-    """What a message holds is not what it claims; the text says why (caught in ``extract``)."""
 
 
 Handler = Callable[[Any, RawMessage, bool | None], list[Sample]]
@@ -123,7 +120,7 @@ def _vec3(v: Any) -> np.ndarray:
 def _check_names(names: Sequence[str], what: str) -> None:
     if len(set(names)) != len(names):
         repeated = sorted({n for n in names if names.count(n) > 1})
-        raise _InvalidError(f"{what} repeat: {', '.join(repeated)}")
+        raise InvalidMessageError(f"{what} repeat: {', '.join(repeated)}")
 
 
 def _metres_to_mm(metres: np.ndarray) -> np.ndarray:
@@ -143,14 +140,16 @@ def _rows(msg: Any, bytes_per_pixel: int, encoding: str) -> np.ndarray:
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     size = f"{width}x{height} {encoding}"
     if height == 0 or width == 0:
-        raise _InvalidError(f"empty image ({size})")
+        raise InvalidMessageError(f"empty image ({size})")
     row = width * bytes_per_pixel
     if step < row:
-        raise _InvalidError(f"step {step} is smaller than a {size} row ({width} x {bytes_per_pixel} = {row} bytes)")
+        raise InvalidMessageError(
+            f"step {step} is smaller than a {size} row ({width} x {bytes_per_pixel} = {row} bytes)"
+        )
     data = _u8(msg.data)
     need = step * height
     if data.size < need:
-        raise _InvalidError(f"data holds {data.size} bytes, {size} with step {step} needs {need}")
+        raise InvalidMessageError(f"data holds {data.size} bytes, {size} with step {step} needs {need}")
     return data[:need].reshape(height, step)[:, :row]
 
 
@@ -179,14 +178,14 @@ def _image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
         metres = rows.view(">f4" if big else "<f4").reshape(height, width)
         return [ImageSample(raw.topic, stamps, "depth", _metres_to_mm(metres))]
     supported = ", ".join([*_COLOUR_ENCODINGS, "mono16", "16UC1", "32FC1"])
-    raise _InvalidError(f"unsupported image encoding {encoding!r} (supported: {supported})")
+    raise InvalidMessageError(f"unsupported image encoding {encoding!r} (supported: {supported})")
 
 
 def _decode_still(codec: Literal["mjpeg", "png"], data: bytes) -> av.VideoFrame:
     try:
         return decode_alone(codec, data, "JPEG" if codec == "mjpeg" else "PNG")
     except ValueError as exc:
-        raise _InvalidError(str(exc)) from None
+        raise InvalidMessageError(str(exc)) from None
 
 
 def _is_gray16(frame: av.VideoFrame) -> bool:
@@ -197,13 +196,13 @@ def _compressed_depth(fmt: str, data: bytes) -> tuple[Literal["depth"], np.ndarr
     encoding, _, transport = fmt.partition(";")
     encoding = encoding.strip()
     if "compresseddepth rvl" in transport.lower():
-        raise _InvalidError(f"compressedDepth RVL is not supported, only PNG (format {fmt!r})")
+        raise InvalidMessageError(f"compressedDepth RVL is not supported, only PNG (format {fmt!r})")
     if len(data) <= _COMPRESSED_DEPTH_HEADER.size:
-        raise _InvalidError(f"compressedDepth payload of {len(data)} bytes has no image after its 12-byte header")
+        raise InvalidMessageError(f"compressedDepth payload of {len(data)} bytes has no image after its 12-byte header")
     _, quant_a, quant_b = _COMPRESSED_DEPTH_HEADER.unpack_from(data)
     frame = _decode_still("png", data[_COMPRESSED_DEPTH_HEADER.size :])
     if not _is_gray16(frame):
-        raise _InvalidError(f"compressedDepth PNG is {frame.format.name}, expected 16-bit grey")
+        raise InvalidMessageError(f"compressedDepth PNG is {frame.format.name}, expected 16-bit grey")
     values = frame.to_ndarray(format="gray16le")
     key = encoding.lower()
     if key in _DEPTH16_ENCODINGS:
@@ -214,7 +213,7 @@ def _compressed_depth(fmt: str, data: bytes) -> tuple[Literal["depth"], np.ndarr
             metres = np.float32(quant_a) / (values.astype(np.float32) - np.float32(quant_b))
         metres[values == 0] = np.nan
         return "depth", _metres_to_mm(metres)
-    raise _InvalidError(f"compressedDepth of encoding {encoding!r} is not supported (16UC1, 32FC1)")
+    raise InvalidMessageError(f"compressedDepth of encoding {encoding!r} is not supported (16UC1, 32FC1)")
 
 
 def _compressed_image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
@@ -230,12 +229,12 @@ def _compressed_image(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     sniffed = "png" if data.startswith(_PNG_MAGIC) else "jpeg" if data.startswith(_JPEG_MAGIC) else None
     declared = "png" if "png" in key else "jpeg" if ("jpeg" in key or "jpg" in key) else None
     if declared is None and key.strip():
-        raise _InvalidError(f"unsupported compressed format {fmt!r} (supported: jpeg, png, compressedDepth)")
+        raise InvalidMessageError(f"unsupported compressed format {fmt!r} (supported: jpeg, png, compressedDepth)")
     codec = declared or sniffed
     if codec is None:
-        raise _InvalidError(f"no format given and the {len(data)} bytes are neither JPEG nor PNG")
+        raise InvalidMessageError(f"no format given and the {len(data)} bytes are neither JPEG nor PNG")
     if sniffed != codec:
-        raise _InvalidError(f"format {fmt!r} but the {len(data)} bytes do not start like a {codec.upper()}")
+        raise InvalidMessageError(f"format {fmt!r} but the {len(data)} bytes do not start like a {codec.upper()}")
     frame = _decode_still("mjpeg" if codec == "jpeg" else "png", data)
     if codec == "png" and _is_gray16(frame):
         depth = np.ascontiguousarray(frame.to_ndarray(format="gray16le"), dtype=np.uint16)
@@ -254,7 +253,7 @@ def _camera_info(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Samp
     d = msg.D if d is None else d
     k_values = tuple(float(v) for v in k)
     if len(k_values) != 9:
-        raise _InvalidError(f"K has {len(k_values)} values, expected 9 (3x3)")
+        raise InvalidMessageError(f"K has {len(k_values)} values, expected 9 (3x3)")
     return [
         CameraInfoSample(
             topic=raw.topic,
@@ -279,12 +278,12 @@ def _joint_vectors(
     arrays = [(field, _floats(values)) for field, values in fields]
     position_field, position = arrays[0]
     if not names and position.size == 0:
-        raise _InvalidError(f"lists no joint names and no {position_field}")
+        raise InvalidMessageError(f"lists no joint names and no {position_field}")
     count = len(names) or position.size
     counted = f"{count} joint names" if names else f"{count} {position_field} (the message lists no joint names)"
     for field, values in arrays:
         if values.size not in (0, count):
-            raise _InvalidError(f"{field} has {values.size} values for {counted}")
+            raise InvalidMessageError(f"{field} has {values.size} values for {counted}")
     velocity, effort = (arrays[i][1] if i < len(arrays) else np.zeros(0) for i in (1, 2))
     return JointStateSample(raw.topic, _stamps(raw, header), names, position, velocity, effort)
 
@@ -326,7 +325,9 @@ def _controller_state(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     state_point = _trajectory_point(msg, CONTROLLER_STATE_FIELDS)
     if state_point is None:
         present = [f for f in CONTROLLER_STATE_FIELDS if hasattr(msg, f)]
-        raise _InvalidError(f"no joint positions in {' or '.join(present) or 'feedback or actual (no such fields)'}")
+        raise InvalidMessageError(
+            f"no joint positions in {' or '.join(present) or 'feedback or actual (no such fields)'}"
+        )
     state_field, point = state_point
     state = _joint_vectors(raw, msg.header, msg.joint_names, _point_fields(state_field, point))
     reference_point = _trajectory_point(msg, CONTROLLER_REFERENCE_FIELDS)
@@ -335,7 +336,7 @@ def _controller_state(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     reference_field, point = reference_point
     reference = _joint_vectors(raw, msg.header, msg.joint_names, [(f"{reference_field}.positions", point.positions)])
     if reference.position.size != state.position.size:
-        raise _InvalidError(
+        raise InvalidMessageError(
             f"{reference_field}.positions has {reference.position.size} values, "
             f"{state_field}.positions {state.position.size}"
         )
@@ -349,17 +350,11 @@ def _wrench(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
 
 
 def _laser_scan(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
-    try:
-        return [range_sensors.laser_scan(msg, raw.topic, _stamps(raw, msg.header))]
-    except range_sensors.InvalidRangeDataError as exc:
-        raise _InvalidError(str(exc)) from None
+    return [range_sensors.laser_scan(msg, raw.topic, _stamps(raw, msg.header))]
 
 
 def _point_cloud(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
-    try:
-        return [range_sensors.point_cloud(msg, raw.topic, _stamps(raw, msg.header))]
-    except range_sensors.InvalidRangeDataError as exc:
-        raise _InvalidError(str(exc)) from None
+    return [range_sensors.point_cloud(msg, raw.topic, _stamps(raw, msg.header))]
 
 
 def _transforms(msg: Any, raw: RawMessage, static_tf: bool | None) -> list[Sample]:
@@ -407,10 +402,10 @@ def _joint_trajectory(msg: Any, raw: RawMessage, static_tf: bool | None) -> list
     names = tuple(str(n) for n in msg.joint_names)
     _check_names(names, "joint names")
     if len(msg.points) == 0:
-        raise _InvalidError("trajectory has no points")
+        raise InvalidMessageError("trajectory has no points")
     positions = _floats(msg.points[0].positions)
     if positions.size != len(names):
-        raise _InvalidError(f"first point has {positions.size} positions for {len(names)} joint names")
+        raise InvalidMessageError(f"first point has {positions.size} positions for {len(names)} joint names")
     return _vector(raw, msg.header, names, positions)
 
 
@@ -536,7 +531,7 @@ def extract(message: object, raw: RawMessage, *, static_tf: bool | None = None) 
     where = f"{raw.topic} ({raw.msgtype})"
     try:
         return handler(message, raw, static_tf)
-    except (_InvalidError, audio.AudioError) as exc:
+    except InvalidMessageError as exc:  # (audio and range data too)
         return [BadMessage(raw.topic, raw.receive_ns, f"{where}: {exc}")]
     except (AttributeError, TypeError, ValueError, IndexError, OverflowError) as exc:
         # A recording's own definition of a standard type may lack fields or hold odd values.

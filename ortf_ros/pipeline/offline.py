@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import MappingError, SourceError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assembly.counts import TopicCounts
@@ -151,7 +151,7 @@ def convert_recording(
             if session.records:
                 writer.complete_source([r.episode_id for r in session.records], len(session.records))
         if not session.records:
-            raise ConversionError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
+            raise SourceError(f"{inputs[0]}: no episode could be assembled ({dict(counts.skipped_steps)})")
         warnings += [f"TF: {line}" for line in session.tf.problems()]
         warnings += [
             f"{msgtype}: the recording holds no definition of it; read as {label} layout, the one its bytes fit"
@@ -253,7 +253,7 @@ def check_topics(config: TopicMapping, source: BagSource, where: Path) -> None:
     optional |= {t for a in config.audio if a.info_topic is None for t in a.info_topics}  # (guessed siblings)
     missing = [t for t in config.topics() if t not in recorded and t not in optional]
     if missing:
-        raise ConversionError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")
+        raise MappingError(f"{where}: the mapping names topic(s) the recording does not have: {', '.join(missing)}")
 
 
 def mapped_topics(config: TopicMapping) -> set[str]:

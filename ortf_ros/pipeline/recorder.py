@@ -40,7 +40,7 @@ from typing import Any
 from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.staging import lock_dataset, staged_episode_dirs, unlock_dataset
-from ortf_ros.errors import ConversionError, OrtfError, WriterError
+from ortf_ros.errors import DatasetBusyError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -318,18 +318,18 @@ def check_output(output: Path) -> None:
     if output.is_dir():
         if not (output / layout.MANIFEST).exists():
             if any(output.iterdir()):
-                raise ConversionError(f"{output}: the output is a non-empty directory that is not an ORTF dataset")
+                raise WriterError(f"{output}: the output is a non-empty directory that is not an ORTF dataset")
             return
         load_manifest(output)
         staged = staged_episode_dirs(output)
         if staged:
-            raise ConversionError(
+            raise WriterError(
                 f"{output}: has an unfinished episode ({staged[0].name}); run `ortf recover {output}` "
                 "(or `--discard`) first"
             )
         try:
             unlock_dataset(output, lock_dataset(output, wait_s=0))
         except OSError as exc:
-            raise ConversionError(f"{output}: cannot lock the dataset ({exc.strerror or exc})") from None
+            raise WriterError(f"{output}: cannot lock the dataset ({exc.strerror or exc})") from None
         except WriterError:
-            raise ConversionError(f"{output}: another process is writing this dataset") from None
+            raise DatasetBusyError(f"{output}: another process is writing this dataset") from None

@@ -40,7 +40,7 @@ from functools import partial
 from itertools import pairwise
 from pathlib import Path, PurePosixPath
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import RobotDescriptionError
 from ortf_ros.format import layout
 from ortf_ros.format.robot import Joint, Robot
 from ortf_ros.format.text import read_text
@@ -150,7 +150,7 @@ def _float(text: str | None, what: str) -> float | None:
     try:
         return float(text)
     except ValueError:
-        raise ConversionError(f"{what}: expected a number, got {text!r}") from None
+        raise RobotDescriptionError(f"{what}: expected a number, got {text!r}") from None
 
 
 def _limits(joint: UrdfJoint, where: str) -> tuple[float, float] | None:
@@ -172,9 +172,9 @@ def _parse(urdf_xml: str, source: str) -> UrdfDocument:
     try:
         document = parse_urdf(urdf_xml)
     except ET.ParseError as exc:
-        raise ConversionError(f"{source}: the URDF is not valid XML ({exc})") from None
+        raise RobotDescriptionError(f"{source}: the URDF is not valid XML ({exc})") from None
     if document.tag != "robot":
-        raise ConversionError(f"{source}: the URDF's root element is <{document.tag}>, expected <robot>")
+        raise RobotDescriptionError(f"{source}: the URDF's root element is <{document.tag}>, expected <robot>")
     return document
 
 
@@ -183,9 +183,9 @@ def _tree(document: UrdfDocument, source: str) -> tuple[tuple[str, ...], dict[st
     links: list[str] = []
     for name in document.links:
         if not name:
-            raise ConversionError(f"{source}: a <link> has no name")
+            raise RobotDescriptionError(f"{source}: a <link> has no name")
         if name in links:
-            raise ConversionError(f"{source}: link {name!r} is defined twice")
+            raise RobotDescriptionError(f"{source}: link {name!r} is defined twice")
         links.append(name)
     known = set(links)
     parents: dict[str, str] = {}
@@ -195,12 +195,12 @@ def _tree(document: UrdfDocument, source: str) -> tuple[tuple[str, ...], dict[st
         where = f"{source}: joint {name!r}"
         parent, child = joint.parent, joint.child
         if not parent or not child:
-            raise ConversionError(f"{where}: needs <parent link=...> and <child link=...>")
+            raise RobotDescriptionError(f"{where}: needs <parent link=...> and <child link=...>")
         for end in (parent, child):
             if end not in known:
-                raise ConversionError(f"{where}: {end!r} is not a <link> of the URDF")
+                raise RobotDescriptionError(f"{where}: {end!r} is not a <link> of the URDF")
         if child in joint_of:
-            raise ConversionError(f"{where}: link {child!r} is already the child of joint {joint_of[child]!r}")
+            raise RobotDescriptionError(f"{where}: link {child!r} is already the child of joint {joint_of[child]!r}")
         parents[child] = parent
         joint_of[child] = name
     for start in links:
@@ -209,7 +209,7 @@ def _tree(document: UrdfDocument, source: str) -> tuple[tuple[str, ...], dict[st
         while current in parents:
             current = parents[current]
             if current in seen:
-                raise ConversionError(f"{source}: the joints form a loop through link {start!r}")
+                raise RobotDescriptionError(f"{source}: the joints form a loop through link {start!r}")
             seen.add(current)
     return tuple(links), parents, joint_of
 
@@ -252,7 +252,7 @@ def robot_from_urdf(
     document = _parse(urdf_xml, source)
     name = document.name
     if not name:
-        raise ConversionError(f"{source}: <robot> has no name")
+        raise RobotDescriptionError(f"{source}: <robot> has no name")
     links, parents, joint_of = _tree(document, source)
 
     movable: list[Joint] = []
@@ -262,13 +262,13 @@ def robot_from_urdf(
     for joint in document.joints:
         joint_name, kind = joint.name, joint.type
         if not joint_name:
-            raise ConversionError(f"{source}: a <joint> has no name")
+            raise RobotDescriptionError(f"{source}: a <joint> has no name")
         where = f"{source}: joint {joint_name!r}"
         if joint_name in seen:
-            raise ConversionError(f"{where}: defined twice")
+            raise RobotDescriptionError(f"{where}: defined twice")
         seen.add(joint_name)
         if kind not in URDF_JOINT_TYPES:
-            raise ConversionError(f"{where}: type {kind!r}, expected one of {', '.join(URDF_JOINT_TYPES)}")
+            raise RobotDescriptionError(f"{where}: type {kind!r}, expected one of {', '.join(URDF_JOINT_TYPES)}")
         if not joint.movable:
             continue
         if joint.mimic is not None:
@@ -284,7 +284,7 @@ def robot_from_urdf(
         wanted = set(gripper_joints)
         for given in sorted(wanted - set(names) - set(mimics)):
             reason = "is a fixed, floating or planar joint" if given in seen else "is not a joint"
-            raise ConversionError(
+            raise RobotDescriptionError(
                 f"{source}: gripper joint {given!r} {reason} of the URDF (movable: {', '.join(names)})"
             )
         gripper = tuple(n for n in names if n in wanted)
@@ -293,7 +293,7 @@ def robot_from_urdf(
 
     if end_effector_link is not None:
         if end_effector_link not in links:
-            raise ConversionError(f"{source}: end-effector link {end_effector_link!r} is not a link of the URDF")
+            raise RobotDescriptionError(f"{source}: end-effector link {end_effector_link!r} is not a link of the URDF")
         effector: str | None = end_effector_link
     else:
         arm = set(names) - set(gripper)
@@ -420,15 +420,15 @@ def copy_meshes(uris: Sequence[str], mesh_path: Sequence[Path], dest: Path) -> M
         try:
             atomic.write_with(target, partial(_copy, found))
         except OSError as exc:
-            raise ConversionError(f"{found}: cannot copy the mesh to {target} ({exc.strerror or exc})") from None
+            raise RobotDescriptionError(f"{found}: cannot copy the mesh to {target} ({exc.strerror or exc})") from None
         copied.append(CopiedMesh(uri, found, target))
     return MeshReport(tuple(copied), tuple(missing), tuple(invalid))
 
 
 def read_urdf(path: Path) -> str:
-    """A URDF file's text; an empty file or one that is not text is a ConversionError
+    """A URDF file's text; an empty file or one that is not text is a RobotDescriptionError
     naming it (an empty one would otherwise read as "no URDF given")."""
     text = read_text(path)
     if not text.strip():
-        raise ConversionError(f"{path}: empty; expected a URDF (XML) file")
+        raise RobotDescriptionError(f"{path}: empty; expected a URDF (XML) file")
     return text

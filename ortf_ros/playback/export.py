@@ -22,7 +22,7 @@ from pathlib import Path
 from rosbags.interfaces import Connection, Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import StoragePlugin, Writer
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import ExportError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 from ortf_ros.io.scratch import remove_stale, scratch_directory
@@ -71,9 +71,9 @@ def export_mcap(
     """Write the episodes (all when none are named) to ``out``; ``warn`` hears of skipped frames."""
     target = atomic.replaceable(Path(out))
     if target.is_dir():
-        raise ConversionError(f"{target}: is a directory; expected the path of the .mcap file to write")
+        raise ExportError(f"{target}: is a directory; expected the path of the .mcap file to write")
     if target.exists() and not force:
-        raise ConversionError(f"{target}: exists; pass --force to replace it")
+        raise ExportError(f"{target}: exists; pass --force to replace it")
     dataset, ids = open_for_playback(dataset_path, episodes)
     playlist = Playlist(dataset, ids, settings, warn)
     target.parent.mkdir(parents=True, exist_ok=True)

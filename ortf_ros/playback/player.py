@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from ortf_ros.errors import PlaybackStoppedError
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.settings import PlayerSettings
 
@@ -323,13 +324,13 @@ class Player:
                     self._put(episode.position, item)
                 for item in episode.closing():
                     self._put(episode.position, item)
-        except _StoppedError:
+        except PlaybackStoppedError:
             return
         except BaseException as exc:  # handed to the publishing thread, which re-raises it
             self._error = exc
         try:
             self._put(-1, None)
-        except _StoppedError:
+        except PlaybackStoppedError:
             return
 
     def _put(self, position: int, item: Outgoing | None) -> None:
@@ -340,7 +341,7 @@ class Player:
                     self._cond.notify_all()
                 self._cond.wait()
             if self._stopped:
-                raise _StoppedError
+                raise PlaybackStoppedError
             self._full_or_done = item is None
             self._queue.append(_Queued(position, item))
             if item is not None and item.camera is not None:
@@ -351,7 +352,3 @@ class Player:
         if len(self._queue) >= self._max_items:
             return True
         return item.camera is not None and self._frames[item.camera] >= self.settings.lookahead_frames
-
-
-class _StoppedError(Exception):
-    """The player stopped while the producer waited for room."""

@@ -24,7 +24,7 @@ from typing import Literal, TypeVar, cast, get_args
 import yaml
 
 from ortf_ros import bounds
-from ortf_ros.errors import OrtfError
+from ortf_ros.errors import SettingsError
 from ortf_ros.format import fields
 from ortf_ros.format.fields import Check, Fields, Wording
 from ortf_ros.format.text import read_text
@@ -62,10 +62,6 @@ COMPRESSED_SUFFIX = "/compressed"
 """image_transport's name for a camera's JPEG stream: ``<image topic>/compressed``."""
 DEFAULT_ACTION_TOPIC = "/action"
 """The action's topic when ``topics.action`` is empty and the manifest names no topic."""
-
-
-class SettingsError(OrtfError):
-    """A player setting has the wrong type or value (names the file or node and the parameter)."""
 
 
 @dataclass(frozen=True)

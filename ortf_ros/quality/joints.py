@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ortf_ros.errors import ConversionError, OrtfError
+from ortf_ros.errors import OrtfError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.spaces import StateComponent
@@ -48,7 +48,7 @@ def joint_limits(root: Path, manifest: Manifest) -> JointLimits:
     if urdf.is_file():
         try:
             robot = robot_from_urdf(read_text(urdf), source=str(urdf))
-        except (ConversionError, OrtfError, OSError, UnicodeError):
+        except (OrtfError, OSError, UnicodeError):
             robot = None  # a URDF that does not read is ``ortf validate``'s finding
         if robot is not None:
             positions.update({j.name: j.limits for j in robot.joints if j.limits is not None})

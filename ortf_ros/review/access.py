@@ -13,10 +13,7 @@ from pathlib import Path, PurePosixPath
 
 from ortf_ros.dataset.run_lock import lock_held, run_lock_path
 from ortf_ros.dataset.staging import LOCK_FILE, staging_root
-
-
-class OutsideDatasetError(Exception):
-    """A path that leaves the dataset (``..``, an absolute path, a symlink pointing out)."""
+from ortf_ros.errors import OutsideDatasetError
 
 
 def dataset_file(root: Path, relative: str) -> Path:

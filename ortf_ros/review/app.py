@@ -31,10 +31,18 @@ from starlette.routing import Route
 
 from ortf_ros.dataset.edits import delete_episodes, set_episode_labels
 from ortf_ros.dataset.reader import Episode
-from ortf_ros.errors import DatasetBusyError, OrtfError, UnknownEpisodeError, UsageError, os_error_line
+from ortf_ros.errors import (
+    DatasetBusyError,
+    HttpError,
+    OrtfError,
+    OutsideDatasetError,
+    UnknownEpisodeError,
+    UsageError,
+    os_error_line,
+)
 from ortf_ros.format.scene_objects import FIRST_FRAME_FILE
 from ortf_ros.review import pages
-from ortf_ros.review.access import OutsideDatasetError, dataset_file, writer_active
+from ortf_ros.review.access import dataset_file, writer_active
 from ortf_ros.review.catalog import DatasetView, Snapshot
 from ortf_ros.review.depth import DepthPictures
 from ortf_ros.review.findings import Findings
@@ -51,12 +59,6 @@ besides ``plotly.min.js``."""
 
 CACHED = {"Cache-Control": "max-age=3600"}
 """Assets a page visited again need not fetch: an hour, so an upgrade shows within one."""
-
-
-class HttpError(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def plotly_js() -> Path:
@@ -296,7 +298,7 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
         async def run_async(request: Request) -> Response:
             try:
                 return await handler(request)  # type: ignore[no-any-return]
-            except (HttpError, OrtfError, OSError) as exc:
+            except (OrtfError, OSError) as exc:
                 return answer(exc)
 
         return run_async
@@ -304,7 +306,7 @@ def _guarded(handler: Callable[[Request], Any]) -> Callable[[Request], Any]:
     def run(request: Request) -> Response:
         try:
             return handler(request)  # type: ignore[no-any-return]
-        except (HttpError, OrtfError, OSError) as exc:
+        except (OrtfError, OSError) as exc:
             return answer(exc)
 
     return run

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ortf_ros.cli.demo_shared import demo_mapping, show_validated
-from ortf_ros.errors import GET_ROS_2
+from ortf_ros.errors import GET_ROS_2, DemoError, RecorderError
 from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.ros.entry import ROS_PACKAGES
 from ortf_ros.synthetic.bag import write_teleop_bag
@@ -113,10 +113,6 @@ def ros_missing() -> str | None:
             raise
         return missing
     return None
-
-
-class DemoError(Exception):
-    """Something the demo waited for did not happen: one line, then the children's logs."""
 
 
 def say(line: str = "") -> None:
@@ -254,7 +250,7 @@ def record(root: Path, logs: Path, mapping: Path, domain: int, episode_s: float,
     children.append(recorder)
     say(f"  ortf_recorder (pid {recorder.process.pid}) -> {root}")
     say(f"    parameters: {params or 'the defaults'}, mapping {mapping}")
-    from ortf_ros.ros.recorder_client import RecorderClient, RecorderError
+    from ortf_ros.ros.recorder_client import RecorderClient
 
     client = RecorderClient.create("ortf_live_demo", domain_id=domain, alive=recorder.running)
     try:

@@ -34,13 +34,13 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
+from ortf_ros.errors import EXIT_USAGE, OrtfError, SettingsError, UsageError
 from ortf_ros.format.units import NS
 from ortf_ros.io import paths
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.selection import open_for_playback
-from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, SettingsError, settings_from_parameters
+from ortf_ros.playback.settings import NODE_NAME, PARAMETERS, settings_from_parameters
 from ortf_ros.qos import QosSettings
 from ortf_ros.ros import runtime
 from ortf_ros.ros.message_types import message_class
@@ -57,12 +57,9 @@ class PlayerNode(Node):
         super().__init__(NODE_NAME)
         self.log = self.get_logger()  # type: ignore[no-untyped-call]
         # The node's parameters are its command line: what is wrong with them is a usage error.
-        try:
-            self.settings = settings_from_parameters(
-                declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}"
-            )
-        except SettingsError as exc:
-            raise UsageError(str(exc)) from None
+        self.settings = settings_from_parameters(
+            declare_parameters(self, PARAMETERS, SettingsError), f"node {NODE_NAME}"
+        )
         if not self.settings.dataset:
             raise UsageError("parameter dataset: required: the directory of the dataset to play")
         try:

@@ -26,13 +26,11 @@ from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import String
 from std_srvs.srv import SetBool, Trigger
 
+from ortf_ros.errors import RecorderError
+
 RECORDER = "/ortf_recorder"
 LABELS = ("task", "failure_reason", "operator_notes")
 DISCOVERY_SETTLE_S = 0.5  # after a service is first seen, for its response writer to see us too
-
-
-class RecorderError(Exception):
-    """What the client waited for did not happen (a timeout, the recorder gone)."""
 
 
 class RecorderClient:

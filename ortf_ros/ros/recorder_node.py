@@ -47,7 +47,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
-from ortf_ros.errors import EXIT_USAGE, OrtfError, UsageError
+from ortf_ros.errors import EXIT_USAGE, OrtfError, SettingsError, UsageError
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.mapping import MAPPING_KEYS, TopicMapping, describe_mapping
 from ortf_ros.pipeline.recorder import (
@@ -66,7 +66,6 @@ from ortf_ros.ros.recorder_settings import (
     PARAMETERS,
     QOS_NAMESPACE,
     RecorderParameters,
-    SettingsError,
     detected_mapping,
     mapped_types,
     mapping_from,

@@ -16,7 +16,7 @@ from typing import Any
 
 from ortf_ros import bounds
 from ortf_ros.bounds import Bound
-from ortf_ros.errors import ConversionError, OrtfError, UsageError, os_error_line
+from ortf_ros.errors import OrtfError, SettingsError, UsageError, os_error_line
 from ortf_ros.format import fields
 from ortf_ros.format.fields import Fields, Wording
 from ortf_ros.io import paths
@@ -60,10 +60,6 @@ QOS_NAMESPACE = "qos"
 overrides of the QoS adapted to the publishers (``auto``, or the policy)."""
 
 ON_SHUTDOWN = ("commit", "discard")
-
-
-class SettingsError(ConversionError, UsageError):
-    """A parameter the recorder cannot start with (a usage error: exit 2)."""
 
 
 @dataclass(frozen=True)

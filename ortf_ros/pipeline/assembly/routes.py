@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import AudioError, SourceError
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.units import NS
 from ortf_ros.io.still import decode_alone
@@ -37,7 +37,7 @@ from ortf_ros.pipeline.samples import (
     WrenchSample,
     stream_time,
 )
-from ortf_ros.pipeline.streams.audio import AudioError, AudioRouter
+from ortf_ros.pipeline.streams.audio import AudioRouter
 from ortf_ros.pipeline.streams.detections import FirstFrameDetections
 from ortf_ros.pipeline.streams.h264_camera import EncodedCameraGate, ParameterSets
 from ortf_ros.pipeline.sync import StreamSampler, lerp_array
@@ -177,7 +177,7 @@ class Routes:
         resolution = self.manifest.cameras[camera.name].resolution
         height, width = sample.pixels.shape[:2]
         if resolution is not None and (width, height) != (resolution.width, resolution.height):
-            raise ConversionError(
+            raise SourceError(
                 f"{topic} at {sample.stamps.receive_ns / NS:.6f} s: the camera's resolution changed from "
                 f"{resolution.width}x{resolution.height} to {width}x{height} mid-recording"
             )

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import MappingError
 from ortf_ros.io import atomic
 from ortf_ros.pipeline.mapping.model import TopicMapping
 from ortf_ros.pipeline.mapping.parse import mapping_from_dict
@@ -169,4 +169,4 @@ def write_mapping(mapping: TopicMapping, path: str | Path) -> None:
     try:
         atomic.write_text(Path(path), text)
     except OSError as exc:
-        raise ConversionError(f"{path}: cannot write the topic mapping ({exc.strerror or exc})") from None
+        raise MappingError(f"{path}: cannot write the topic mapping ({exc.strerror or exc})") from None

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from ortf_ros import bounds
 from ortf_ros.dataset.config import WriterConfig
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import MappingError
 from ortf_ros.pipeline.samples import TimeSource as TimeSource  # (defined beside Stamps; the mapping names it)
 from ortf_ros.pipeline.sync import Policy
 
@@ -161,7 +161,7 @@ class StepClock:
         # period, and a negative one would never reach the end of a recording.
         problem = None if self.rate_hz is None else bounds.STEP_RATE_HZ.problem(self.rate_hz)
         if problem is not None:
-            raise ConversionError(f"step.rate_hz: {problem}")
+            raise MappingError(f"step.rate_hz: {problem}")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ Memory is bounded by the storage's chunk size (about 1 MB for rosbags' writers),
 the length of the recording: messages are read lazily, chunk by chunk or row by row.
 
 Every problem with the input (missing path, unknown format, damaged file, missing split
-file) is a ``ConversionError`` whose one-line message names the file.
+file) is a ``SourceError`` whose one-line message names the file.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ from types import TracebackType
 
 from backports import zstd
 
-from ortf_ros.errors import ConversionError, describe
+from ortf_ros.errors import ConversionError, SourceError, UnsupportedSerializationError, describe
 from ortf_ros.pipeline.samples import RawBatch, RawMessage, RawRun
 from ortf_ros.pipeline.sources.base import (
     ZSTD_MAGIC,
@@ -52,7 +52,6 @@ from ortf_ros.pipeline.sources.base import (
     StorageFile,
     StoredConnection,
     TopicInfo,
-    UnsupportedSerializationError,
     fail,
 )
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
@@ -101,7 +100,7 @@ class BagSource:
     def __init__(self, paths: Path | str | Sequence[Path | str]) -> None:
         items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         if not items:
-            raise ConversionError("no input given: expected a bag file or a rosbag2 directory")
+            raise SourceError("no input given: expected a bag file or a rosbag2 directory")
         self.paths = tuple(Path(p) for p in items)
         for path in self.paths:
             if not path.exists():
@@ -115,7 +114,7 @@ class BagSource:
 
     def open(self) -> None:
         if self._stack is not None:
-            raise ConversionError(f"{self.paths[0]}: bag source is already open")
+            raise SourceError(f"{self.paths[0]}: bag source is already open")
         self._stack = ExitStack()
         try:
             for path in self.paths:
@@ -232,7 +231,7 @@ class BagSource:
 
     def _check_open(self) -> None:
         if self._stack is None:
-            raise ConversionError(f"{self.paths[0]}: bag source is not open (use it as a context manager)")
+            raise SourceError(f"{self.paths[0]}: bag source is not open (use it as a context manager)")
 
     def topics(self) -> list[TopicInfo]:
         """Every topic, sorted by name; first/last times come from the storage indexes."""
@@ -321,7 +320,7 @@ class BagSource:
         """Messages of ``topics`` (all when None) in receive-time order, read lazily.
 
         Messages with equal receive times keep their storage order. A topic that the
-        recording does not have is a ConversionError.
+        recording does not have is a SourceError.
         """
         return self._messages(self._conns(topics))
 

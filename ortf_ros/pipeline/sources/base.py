@@ -14,7 +14,7 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Literal, Protocol, TypeVar
 
-from ortf_ros.errors import ConversionError, describe
+from ortf_ros.errors import ConversionError, SourceError, describe
 from ortf_ros.pipeline.samples import DefinitionFormat, Payload, Serialization
 from ortf_ros.pipeline.sources.mcap_chunks import Batch
 
@@ -104,20 +104,16 @@ class StorageFile(Protocol):
     def close(self) -> None: ...
 
 
-class UnsupportedSerializationError(ConversionError):
-    """A storage file whose messages are not in a serialization this reader decodes (a
-    fact about the whole file: reading it another way does not help)."""
-
-
-def fail(name: str, problem: str) -> ConversionError:
-    return ConversionError(f"{name}: {problem}")
+def fail(name: str, problem: str) -> SourceError:
+    """The one-line error of a storage file that cannot be read: ``NAME: problem``."""
+    return SourceError(f"{name}: {problem}")
 
 
 _Item = TypeVar("_Item")
 
 
 def guarded(name: str, what: str, stream: Iterator[_Item]) -> Iterator[_Item]:
-    """Re-raise anything a reader throws on bad data as a one-line ConversionError."""
+    """Re-raise anything a reader throws on bad data as a one-line SourceError."""
     try:
         yield from stream
     except ConversionError:

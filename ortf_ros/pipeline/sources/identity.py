@@ -53,7 +53,7 @@ class RecordingIdentity:
 def recording_identity(paths: Sequence[Path]) -> RecordingIdentity:
     """The identity of the recording made of ``paths`` (bag files, or a rosbag2 directory;
     several for the parts of one recording). Raises OSError as reading them would, and
-    ConversionError for a directory that is no rosbag2 recording."""
+    SourceError for a directory that is no rosbag2 recording."""
     files = [file for path in paths for file in _data_files(path)]
     digest = hashlib.blake2b(digest_size=16)
     size = mtime_ns = 0

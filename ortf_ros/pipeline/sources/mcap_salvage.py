@@ -32,7 +32,7 @@ from mcap.records import Channel, Chunk, DataEnd, Footer, McapRecord, Message, S
 from mcap.stream_reader import StreamReader, breakup_chunk
 from rosbags.rosbag2.storage_mcap import ChunkInfo
 
-from ortf_ros.errors import describe
+from ortf_ros.errors import UnsupportedSerializationError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import DefinitionFormat
 from ortf_ros.pipeline.sources.base import Message as StoredMessage
@@ -40,7 +40,6 @@ from ortf_ros.pipeline.sources.base import (
     MessageCompression,
     Salvage,
     StoredConnection,
-    UnsupportedSerializationError,
     fail,
     guarded,
 )

@@ -11,7 +11,7 @@ from typing import Literal
 from rosbags.interfaces import Connection, ConnectionExtRosbag2, MessageDefinitionFormat, QosDurability
 from rosbags.rosbag2 import Reader as Rosbag2Reader
 
-from ortf_ros.errors import describe
+from ortf_ros.errors import UnsupportedSerializationError, describe
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.samples import DefinitionFormat
 from ortf_ros.pipeline.sources.base import (
@@ -19,7 +19,6 @@ from ortf_ros.pipeline.sources.base import (
     MessageCompression,
     Salvage,
     StoredConnection,
-    UnsupportedSerializationError,
     fail,
     guarded,
 )

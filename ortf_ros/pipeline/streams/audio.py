@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import AudioError, MappingError, SourceError
 from ortf_ros.format.audio import FLAC_FORMATS, SAMPLE_FORMATS, AudioFormat, audio_sensor, audio_sensors, sensor_format
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.sensors import Sensor
@@ -63,10 +63,6 @@ _GSTREAMER_FORMATS: dict[str, tuple[str, str, int]] = {
 """The older layout's ``sample_format`` names (GStreamer's): big-endian samples are kept
 little-endian (the same values), 24-bit packed ones held in int32."""
 _UNCOMPRESSED_CODINGS = frozenset({"", "wave", "wav", "pcm", "raw", "audio/x-raw"})
-
-
-class AudioError(ValueError):
-    """A message's audio is not what it claims; the text says why (a bad message)."""
 
 
 def _array(values: object, dtype: np.dtype[Any]) -> np.ndarray:
@@ -196,7 +192,7 @@ def require_format(
     found = formats.get(mapping.name)
     if found is None:
         seen = [problems[t] for t in (mapping.topic, *mapping.info_topics) if problems and t in problems]
-        raise ConversionError(
+        raise SourceError(
             f"audio {mapping.name}: {mapping.topic}: its format is unknown: "
             + (seen[0] if seen else "no AudioStamped message, and no AudioInfo on ")
             + ("" if seen else f"{' or '.join(mapping.info_topics)} (set audio.{mapping.name}.info_topic)")
@@ -213,7 +209,7 @@ def describe_audio(
         found = require_format(mapping, formats, problems)
         stored = stored_format(found)
         if mapping.codec == "flac" and stored.sample_format not in FLAC_FORMATS:
-            raise ConversionError(
+            raise MappingError(
                 f"audio {mapping.name}: {mapping.topic}: codec flac keeps integers of at most 24 bits exactly, and the "
                 f"microphone's samples are {stored.sample_format}: use codec wav (lossless) or aac (lossy)"
             )

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import SourceError
 from ortf_ros.format.sensors import Resolution
 from ortf_ros.format.units import NS
 from ortf_ros.io.h264 import H264_FORMAT, decode_keyframe, is_annex_b, packet_facts
@@ -116,12 +116,12 @@ class EncodedCameraGate:
         """What the video takes of the packet: the packet, or, for an IDR frame that starts
         the episode's video without its SPS and PPS, the camera's last ones in front of it
         (the video's description is read from them); else why it is left out. A packet
-        without a picture (its parameter sets alone, say) is never a frame. ConversionError
+        without a picture (its parameter sets alone, say) is never a frame. SourceError
         for a stream the video cannot hold as it is."""
         facts = sample.facts
         at = f"{sample.topic} at {sample.stamps.receive_ns / NS:.6f} s"
         if facts.b_slice:
-            raise ConversionError(
+            raise SourceError(
                 f"{at}: the H.264 stream has B-frames (frames reordered); published H.264 is stored as it is, "
                 "one frame per packet in the order shown, so the camera must publish without B-frames "
                 "(x264 bframes=0, NVENC's default)"
@@ -161,9 +161,9 @@ class EncodedCameraGate:
         try:
             height, width = decode_keyframe(keyframe).rgb.shape[:2]
         except ValueError as exc:
-            raise ConversionError(f"{at}: {exc}") from None
+            raise SourceError(f"{at}: {exc}") from None
         if expected is not None and (width, height) != (expected.width, expected.height):
-            raise ConversionError(
+            raise SourceError(
                 f"{at}: the camera's resolution changed from {expected.width}x{expected.height} "
                 f"to {width}x{height} mid-recording"
             )

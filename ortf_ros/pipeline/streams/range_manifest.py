@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ortf_ros.errors import ConversionError
+from ortf_ros.errors import SourceError
 from ortf_ros.format import point_clouds
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.native_streams import NativeStream
@@ -132,7 +132,7 @@ _T = TypeVar("_T")
 def _first(found: Mapping[str, _T], name: str, missing: str) -> _T:
     """A sensor's first message, which the manifest is described from (none: ``missing``)."""
     if name not in found:
-        raise ConversionError(missing)
+        raise SourceError(missing)
     return found[name]
 
 

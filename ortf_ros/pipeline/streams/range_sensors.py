@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ortf_ros.errors import InvalidRangeDataError
 from ortf_ros.pipeline.samples import LaserScanSample, PointCloudSample, PointField, Stamps
 
 POINT_DATATYPES: dict[int, str] = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 8: "f8"}
@@ -33,10 +34,6 @@ DATATYPE_NAMES: dict[int, str] = {
 
 PCL_PADDING = "_"
 """The name PCL gives a padding field: bytes that hold no value (left out, as other padding is)."""
-
-
-class InvalidRangeDataError(ValueError):
-    """What a scan or cloud holds is not what it claims; the text says why."""
 
 
 def _f32(values: object) -> np.ndarray:
