@@ -133,7 +133,8 @@ def _named(top: Fields, key: str, keys: tuple[str, ...]) -> list[tuple[str, Fiel
             entries.append((name, named.child(settings, named.where(name), keys)))
         return entries
     first: dict[str, str] = {}
-    for entry in top.entries(key, ("name", *keys)):
+    for i, settings in enumerate(value):  # (each checked before the next is read)
+        entry = top.child(settings, f"{top.where(key)}[{i}]", ("name", *keys))
         name = entry.required("name", _name)
         if name in first:
             raise entry.error("name", f"{name!r} is already the name of {first[name]}")
