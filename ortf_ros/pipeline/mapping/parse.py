@@ -3,24 +3,25 @@ flat ROS parameters (``mapping_from_parameters``) into a ``TopicMapping``.
 
 Everything a mistake could hide in is checked: unknown keys, wrong types, unknown
 policies, kinds and time sources, step clock, names, episode splitting, writer settings.
-Each problem is one ``ConversionError`` line naming the file and the dotted key path, e.g.
+Each key is read with ``format.fields`` in the mapping's ``WORDING``, so each problem is one
+``MappingError`` line naming the file and the dotted key path, e.g.
 ``teleop.yaml: cameras[1].policy: expected one of latest, nearest, linear, got 'mean'``.
 Frame names lose a leading ``/`` (ROS 1 style), as ``extract`` does for TF.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import yaml
 
 from ortf_ros import bounds
-from ortf_ros.bounds import Bound
 from ortf_ros.dataset.config import WriterConfig
-from ortf_ros.errors import ConversionError, OrtfError
+from ortf_ros.errors import MappingError, OrtfError
+from ortf_ros.format import fields
 from ortf_ros.format.fields import Fields, Wording
 from ortf_ros.pipeline.calibration import normalized_url
 from ortf_ros.pipeline.mapping.model import (
@@ -39,155 +40,30 @@ from ortf_ros.pipeline.mapping.model import (
     LaserScanMapping,
     PointCloudMapping,
     StepClock,
+    TimeSource,
     TopicMapping,
     WrenchMapping,
 )
-from ortf_ros.pipeline.sync import POLICIES
+from ortf_ros.pipeline.sync import POLICIES, Policy
 
-_T = TypeVar("_T")
-_S = TypeVar("_S", bound=str)
+WORDING = Wording(MappingError)
+"""How the mapping words its errors: ``SOURCE: cameras.wrist.topic: expected ..., got ...``
+(a value shown as YAML spells it, ``required key is missing``, ``unknown key (expected one of ...)``)."""
 
-_MISSING: Any = object()
-
-
-_show = bounds.show
-
-
-class _Map:
-    """One YAML mapping of the mapping file: typed getters whose errors name the file and key path."""
-
-    def __init__(self, data: object, path: str, source: str, keys: Iterable[str]) -> None:
-        self.path = path
-        self.source = source
-        if not isinstance(data, Mapping):
-            raise self.error("", f"expected a mapping, got {_show(data)}")
-        allowed = tuple(keys)
-        for key in data:
-            if not isinstance(key, str):
-                raise self.error("", f"keys must be strings, got {_show(key)}")
-            if key not in allowed:
-                raise self.error(key, f"unknown key (expected one of {', '.join(allowed)})")
-        self.data: Mapping[str, Any] = data
-
-    def where(self, key: str) -> str:
-        if not key:
-            return self.path or "top level"
-        return f"{self.path}.{key}" if self.path else key
-
-    def error(self, key: str, problem: str) -> ConversionError:
-        return ConversionError(f"{self.source}: {self.where(key)}: {problem}")
-
-    def fail(self, key: str, expected: str, value: object) -> ConversionError:
-        return self.error(key, f"expected {expected}, got {_show(value)}")
-
-    def given(self, key: str) -> bool:
-        """Whether ``key`` is present with a non-null value."""
-        return self.data.get(key) is not None
-
-    def _get(self, key: str, default: _T, convert: Callable[[object], _T], optional: bool) -> _T:
-        value = self.data.get(key, _MISSING)
-        if value is _MISSING:
-            return default
-        if value is None:
-            if optional:
-                return None  # type: ignore[return-value]
-            raise self.error(key, "must not be null")
-        return convert(value)
-
-    def string(self, key: str, default: str) -> str:
-        return self._get(key, default, lambda v: self._string(key, v), optional=False)
-
-    def opt_string(self, key: str) -> str | None:
-        return self._get(key, None, lambda v: self._string(key, v), optional=True)
-
-    def _string(self, key: str, value: object) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(key, "a non-empty string", value)
-        return value
-
-    def topic(self, key: str, default: str) -> str:
-        return self._get(key, default, lambda v: _topic(self, key, v), optional=False)
-
-    def opt_topic(self, key: str) -> str | None:
-        return self._get(key, None, lambda v: _topic(self, key, v), optional=True)
-
-    def opt_frame(self, key: str) -> str | None:
-        return self._get(key, None, lambda v: _frame(self, key, v), optional=True)
-
-    def choice(self, key: str, choices: tuple[_S, ...], default: _S) -> _S:
-        def convert(value: object) -> _S:
-            if value not in choices:
-                raise self.fail(key, f"one of {', '.join(choices)}", value)
-            return value
-
-        return self._get(key, default, convert, optional=False)
-
-    def number(self, key: str, bound: Bound, default: float) -> float:
-        return self._get(key, default, lambda v: _number(self, key, v, bound), optional=False)
-
-    def opt_number(self, key: str, bound: Bound) -> float | None:
-        return self._get(key, None, lambda v: _number(self, key, v, bound), optional=True)
-
-    def boolean(self, key: str, default: bool) -> bool:
-        return self._get(key, default, lambda v: self._bool(key, v), optional=False)
-
-    def opt_boolean(self, key: str) -> bool | None:
-        return self._get(key, None, lambda v: self._bool(key, v), optional=True)
-
-    def _bool(self, key: str, value: object) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(key, "true or false", value)
-        return value
-
-    def topics(self, key: str, default: tuple[str, ...]) -> tuple[str, ...]:
-        def convert(value: object) -> tuple[str, ...]:
-            if not isinstance(value, list):
-                raise self.fail(key, "a list of topic names", value)
-            return _unique(self, key, [_topic(self, f"{key}[{i}]", v) for i, v in enumerate(value)])
-
-        return self._get(key, default, convert, optional=False)
-
-    def strings(self, key: str) -> tuple[str, ...]:
-        def convert(value: object) -> tuple[str, ...]:
-            if not isinstance(value, list):
-                raise self.fail(key, "a list of names", value)
-            return _unique(self, key, [self._string(f"{key}[{i}]", v) for i, v in enumerate(value)])
-
-        return self._get(key, (), convert, optional=False)
-
-    def sub(self, key: str, keys: Iterable[str]) -> _Map | None:
-        """The nested mapping ``key``; None when absent or null."""
-        value = self.data.get(key)
-        return None if value is None else _Map(value, self.where(key), self.source, keys)
+_TOPICS = fields.list_of(fields.topic_name, "a list of topic names", unique=True)
+_NAMES = fields.list_of(fields.nonempty_string, "a list of names", unique=True)
 
 
-def _topic(m: _Map, key: str, value: object) -> str:
-    if not isinstance(value, str) or not value.startswith("/") or value == "/" or any(c.isspace() for c in value):
-        raise m.fail(key, "a topic name starting with '/'", value)
-    return value
+def _time(m: Fields) -> TimeSource:
+    return m.get("time", fields.one_of(TIME_SOURCES), "header")
 
 
-def _frame(m: _Map, key: str, value: object) -> str:
-    if not isinstance(value, str) or not value.lstrip("/") or any(c.isspace() for c in value):
-        raise m.fail(key, "a frame name", value)
-    return value.lstrip("/")
+def _policy(m: Fields, default: Policy) -> Policy:
+    return m.get("policy", fields.one_of(POLICIES), default)
 
 
-def _number(m: _Map, key: str, value: object, bound: Bound) -> float:
-    """``value`` within ``bound`` (the one check a flag or parameter of the same setting has)."""
-    problem = bound.problem(value)
-    if problem is not None:
-        raise m.error(key, problem)
-    return float(value)  # type: ignore[arg-type]
-
-
-def _unique(m: _Map, key: str, values: list[str]) -> tuple[str, ...]:
-    seen: set[str] = set()
-    for i, value in enumerate(values):
-        if value in seen:
-            raise m.error(f"{key}[{i}]", f"{value!r} is listed twice")
-        seen.add(value)
-    return tuple(values)
+def _topic(m: Fields) -> str:
+    return m.required("topic", fields.topic_name)
 
 
 MAPPING_KEYS = (
@@ -228,52 +104,52 @@ _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
 _LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
 
 
-def _named(top: _Map, key: str, keys: tuple[str, ...]) -> list[tuple[str, _Map]]:
+def _by_name(m: Fields, key: str, value: object) -> Mapping[Any, Any] | list[Any]:
+    if not isinstance(value, (Mapping, list)):
+        raise m.fail(key, "a mapping of name -> settings", value)
+    return value
+
+
+def _name(m: Fields, key: str, value: object) -> str:
+    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
+        raise m.fail(key, f"a name matching {NAME_PATTERN.pattern}", value)
+    return value
+
+
+def _named(top: Fields, key: str, keys: tuple[str, ...]) -> list[tuple[str, Fields]]:
     """Entries of ``cameras``/``wrenches``: a mapping name -> settings, or a list of
     settings with a ``name`` each."""
-    value = top.data.get(key)
+    value = top.optional(key, _by_name)
     if value is None:
         return []
-    entries: list[tuple[str, _Map]] = []
+    entries: list[tuple[str, Fields]] = []
     if isinstance(value, Mapping):
+        named = top.child(value, top.where(key))
         for name, settings in value.items():
             if not isinstance(name, str):
-                raise top.error(key, f"names must be strings, got {_show(name)}")
-            where = f"{top.where(key)}.{name}"
+                raise top.error(key, f"names must be strings, got {WORDING.show(name)}")
             if not NAME_PATTERN.fullmatch(name):
-                raise ConversionError(f"{top.source}: {where}: name {name!r} must match {NAME_PATTERN.pattern}")
-            entries.append((name, _Map(settings, where, top.source, keys)))
-    elif isinstance(value, list):
-        first: dict[str, str] = {}
-        for i, settings in enumerate(value):
-            entry = _Map(settings, f"{top.where(key)}[{i}]", top.source, ("name", *keys))
-            name = entry.data.get("name", _MISSING)
-            if name is _MISSING or name is None:
-                raise entry.error("name", "required key is missing")
-            if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
-                raise entry.fail("name", f"a name matching {NAME_PATTERN.pattern}", name)
-            if name in first:
-                raise entry.error("name", f"{name!r} is already the name of {first[name]}")
-            first[name] = entry.path
-            entries.append((name, entry))
-    else:
-        raise top.fail(key, "a mapping of name -> settings", value)
+                raise named.error(name, f"name {name!r} must match {NAME_PATTERN.pattern}")
+            entries.append((name, named.child(settings, named.where(name), keys)))
+        return entries
+    first: dict[str, str] = {}
+    for i, settings in enumerate(value):  # (each checked before the next is read)
+        entry = top.child(settings, f"{top.where(key)}[{i}]", ("name", *keys))
+        name = entry.required("name", _name)
+        if name in first:
+            raise entry.error("name", f"{name!r} is already the name of {first[name]}")
+        first[name] = entry.path
+        entries.append((name, entry))
     return entries
 
 
-def _required_topic(m: _Map, key: str = "topic") -> str:
-    if not m.given(key):
-        raise m.error(key, "required key is missing")
-    return m.topic(key, "")
-
-
-def _camera(name: str, m: _Map, relative_to: Path | None) -> CameraMapping:
+def _camera(name: str, m: Fields, relative_to: Path | None) -> CameraMapping:
     if not m.given("kind"):
-        raise m.error("kind", f"required key is missing (one of {', '.join(CAMERA_KINDS)})")
-    policy = m.choice("policy", POLICIES, "nearest")
+        raise m.error("kind", f"{WORDING.missing} (one of {', '.join(CAMERA_KINDS)})")
+    policy = _policy(m, "nearest")
     if policy == "linear":
         raise m.error("policy", "linear interpolation is for numeric streams; a camera takes latest or nearest")
-    url = m.opt_string("camera_info_url")
+    url = m.optional("camera_info_url", fields.nonempty_string)
     if url is not None:
         try:
             url = normalized_url(url, relative_to)
@@ -281,132 +157,125 @@ def _camera(name: str, m: _Map, relative_to: Path | None) -> CameraMapping:
             raise m.error("camera_info_url", str(exc)) from None
     return CameraMapping(
         name=name,
-        topic=_required_topic(m),
-        kind=m.choice("kind", CAMERA_KINDS, "rgb"),
-        camera_info_topic=m.opt_topic("camera_info_topic"),
-        time=m.choice("time", TIME_SOURCES, "header"),
+        topic=_topic(m),
+        kind=m.get("kind", fields.one_of(CAMERA_KINDS), "rgb"),
+        camera_info_topic=m.optional("camera_info_topic", fields.topic_name),
+        time=_time(m),
         policy=policy,
         camera_info_url=url,
     )
 
 
-def _wrench(name: str, m: _Map) -> WrenchMapping:
+def _wrench(name: str, m: Fields) -> WrenchMapping:
     return WrenchMapping(
         name=name,
-        topic=_required_topic(m),
-        frame=m.opt_frame("frame"),
-        time=m.choice("time", TIME_SOURCES, "header"),
-        policy=m.choice("policy", POLICIES, "nearest"),
-        native=m.boolean("native", True),
-        range_force=m.opt_number("range_force", bounds.RATED_RANGE),
-        range_torque=m.opt_number("range_torque", bounds.RATED_RANGE),
+        topic=_topic(m),
+        frame=m.optional("frame", fields.frame_name),
+        time=_time(m),
+        policy=_policy(m, "nearest"),
+        native=m.get("native", fields.flag, True),
+        range_force=m.optional("range_force", fields.bounded(bounds.RATED_RANGE)),
+        range_torque=m.optional("range_torque", fields.bounded(bounds.RATED_RANGE)),
     )
 
 
-def _audio(name: str, m: _Map) -> AudioMapping:
+def _audio(name: str, m: Fields) -> AudioMapping:
     return AudioMapping(
         name=name,
-        topic=_required_topic(m),
-        info_topic=m.opt_topic("info_topic"),
-        time=m.choice("time", TIME_SOURCES, "header"),
-        codec=m.choice("codec", AUDIO_CODECS, "wav"),
+        topic=_topic(m),
+        info_topic=m.optional("info_topic", fields.topic_name),
+        time=_time(m),
+        codec=m.get("codec", fields.one_of(AUDIO_CODECS), "wav"),
     )
 
 
-def _laser_scan(name: str, m: _Map) -> LaserScanMapping:
-    policy = m.choice("policy", POLICIES, "nearest")
+def _laser_scan(name: str, m: Fields) -> LaserScanMapping:
+    policy = _policy(m, "nearest")
     if policy == "linear":
         raise m.error("policy", "a step points at one scan: latest or nearest, not linear")
-    if not m.boolean("native", True):
+    if not m.get("native", fields.flag, True):
         raise m.error("native", "a scan is kept only at its native rate (steps point at it); false is not supported")
-    return LaserScanMapping(
-        name=name, topic=_required_topic(m), time=m.choice("time", TIME_SOURCES, "header"), policy=policy
-    )
+    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), policy=policy)
 
 
-def _point_cloud(name: str, m: _Map) -> PointCloudMapping:
-    return PointCloudMapping(name=name, topic=_required_topic(m), time=m.choice("time", TIME_SOURCES, "header"))
+def _point_cloud(name: str, m: Fields) -> PointCloudMapping:
+    return PointCloudMapping(name=name, topic=_topic(m), time=_time(m))
 
 
-def _detections(m: _Map | None, cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
-    if m is None:
-        return None
-    camera = m.opt_string("camera")
-    if camera is None:
-        raise m.error("camera", "required key is missing (the camera whose frames the boxes are in)")
+def _camera_name(m: Fields, cameras: Sequence[CameraMapping], camera: str) -> str:
+    """``camera``, which must name one of ``cameras``."""
     if camera not in {c.name for c in cameras}:
         names = ", ".join(c.name for c in cameras) or "none"
         raise m.error("camera", f"{camera!r} is not one of the cameras ({names})")
-    labels = m.data.get("labels") or {}
-    if not isinstance(labels, Mapping) or not all(
+    return camera
+
+
+def _class_labels(m: Fields, key: str, value: object) -> dict[str, str]:
+    if not value:  # (an empty anything is no labels, as null is)
+        return {}
+    if not isinstance(value, Mapping) or not all(
         isinstance(k, (str, int)) and not isinstance(k, bool) and isinstance(v, str) and v.strip()
-        for k, v in labels.items()
+        for k, v in value.items()
     ):
-        raise m.fail("labels", "a mapping of class id -> label", labels)
-    return DetectionsMapping(
-        topic=_required_topic(m),
-        camera=camera,
-        labels={str(k): v for k, v in labels.items()},
-        time=m.choice("time", TIME_SOURCES, "header"),
-    )
+        raise m.fail(key, "a mapping of class id -> label", value)
+    return {str(k): v for k, v in value.items()}
 
 
-def _joint_states(m: _Map | None) -> JointStateMapping | None:
+def _detections(m: Fields | None, cameras: Sequence[CameraMapping]) -> DetectionsMapping | None:
+    if m is None:
+        return None
+    camera = m.optional("camera", fields.nonempty_string)
+    if camera is None:
+        raise m.error("camera", f"{WORDING.missing} (the camera whose frames the boxes are in)")
+    camera = _camera_name(m, cameras, camera)
+    labels = m.optional("labels", _class_labels) or {}
+    return DetectionsMapping(topic=_topic(m), camera=camera, labels=labels, time=_time(m))
+
+
+def _joint_states(m: Fields | None) -> JointStateMapping | None:
     if m is None:
         return None
     return JointStateMapping(
-        topic=_required_topic(m),
-        time=m.choice("time", TIME_SOURCES, "header"),
-        policy=m.choice("policy", POLICIES, "linear"),
-        native=m.boolean("native", True),
+        topic=_topic(m), time=_time(m), policy=_policy(m, "linear"), native=m.get("native", fields.flag, True)
     )
 
 
-def _action(m: _Map | None) -> ActionMapping:
+def _action(m: Fields | None) -> ActionMapping:
     if m is None:
         return ActionMapping()
-    return ActionMapping(
-        topic=m.opt_topic("topic"),
-        time=m.choice("time", TIME_SOURCES, "header"),
-        policy=m.choice("policy", POLICIES, "latest"),
-    )
+    return ActionMapping(topic=m.optional("topic", fields.topic_name), time=_time(m), policy=_policy(m, "latest"))
 
 
-def _step(m: _Map | None, cameras: Sequence[CameraMapping]) -> StepClock:
+def _step(m: Fields | None, cameras: Sequence[CameraMapping]) -> StepClock:
     if m is None or not m.data:
         return StepClock()
-    rate = m.opt_number("rate_hz", bounds.STEP_RATE_HZ)
-    camera = m.opt_string("camera")
+    rate = m.optional("rate_hz", fields.bounded(bounds.STEP_RATE_HZ))
+    camera = m.optional("camera", fields.nonempty_string)
     if (rate is None) == (camera is None):
         raise m.error("", "give exactly one of rate_hz (a fixed control rate) and camera (steps at a camera's frames)")
-    if camera is not None and camera not in {c.name for c in cameras}:
-        names = ", ".join(c.name for c in cameras) or "none"
-        raise m.error("camera", f"{camera!r} is not one of the cameras ({names})")
-    return StepClock(rate_hz=rate, camera=camera)
+    return StepClock(rate_hz=rate, camera=None if camera is None else _camera_name(m, cameras, camera))
 
 
-def _ranges(m: _Map) -> tuple[tuple[float, float], ...]:
-    value = m.data.get("ranges")
-    if value is None:
-        return ()
+def _ranges(m: Fields, key: str, value: object) -> tuple[tuple[float, float], ...]:
     if not isinstance(value, list):
-        raise m.fail("ranges", "a list of [start, end] pairs", value)
+        raise m.fail(key, "a list of [start, end] pairs", value)
     if value and not any(isinstance(v, list) for v in value):
         # A ROS parameter cannot hold a list of lists: [s0, e0, s1, e1, ...] reads the same.
         if len(value) % 2:
-            raise m.fail("ranges", "[start, end] pairs (an even number of seconds)", value)
+            raise m.fail(key, "[start, end] pairs (an even number of seconds)", value)
         value = [value[i : i + 2] for i in range(0, len(value), 2)]
+    seconds = fields.bounded(bounds.RANGE_S)
     ranges: list[tuple[float, float]] = []
     for i, pair in enumerate(value):
-        key = f"ranges[{i}]"
+        where = f"{key}[{i}]"
         if not isinstance(pair, list) or len(pair) != 2:
-            raise m.fail(key, "[start, end] in seconds from the bag's start", pair)
-        start, end = (_number(m, key, v, bounds.RANGE_S) for v in pair)
+            raise m.fail(where, "[start, end] in seconds from the bag's start", pair)
+        start, end = (seconds(m, where, v) for v in pair)
         if end <= start:
-            raise m.error(key, f"ends at {end:g} s, not after its start {start:g} s")
+            raise m.error(where, f"ends at {end:g} s, not after its start {start:g} s")
         if ranges and start < ranges[-1][1]:
             raise m.error(
-                key,
+                where,
                 f"starts at {start:g} s, before the previous range ends ({ranges[-1][1]:g} s); "
                 "ranges must be in order and not overlap",
             )
@@ -414,14 +283,14 @@ def _ranges(m: _Map) -> tuple[tuple[float, float], ...]:
     return tuple(ranges)
 
 
-def _episodes(m: _Map | None) -> EpisodeSplit:
+def _episodes(m: Fields | None) -> EpisodeSplit:
     if m is None:
         return EpisodeSplit()
     split = EpisodeSplit(
-        mode=m.choice("mode", SPLIT_MODES, "input"),
-        topic=m.opt_topic("topic"),
-        gap_s=m.opt_number("gap_s", bounds.GAP_S),
-        ranges=_ranges(m),
+        mode=m.get("mode", fields.one_of(SPLIT_MODES), "input"),
+        topic=m.optional("topic", fields.topic_name),
+        gap_s=m.optional("gap_s", fields.bounded(bounds.GAP_S)),
+        ranges=m.optional("ranges", _ranges) or (),
     )
     needs = {"topic": ("topic", split.topic), "gap": ("gap_s", split.gap_s), "ranges": ("ranges", split.ranges)}
     for mode, (key, value) in needs.items():
@@ -432,33 +301,31 @@ def _episodes(m: _Map | None) -> EpisodeSplit:
     return split
 
 
-def _labels(m: _Map | None) -> EpisodeLabels:
+def _labels(m: Fields | None) -> EpisodeLabels:
     if m is None:
         return EpisodeLabels()
     return EpisodeLabels(
-        task=m.string("task", "teleoperation"),
-        task_topic=m.opt_topic("task_topic"),
-        success=m.opt_boolean("success"),
-        failure_reason=m.opt_string("failure_reason"),
-        operator_notes=m.opt_string("operator_notes"),
+        task=m.get("task", fields.nonempty_string, "teleoperation"),
+        task_topic=m.optional("task_topic", fields.topic_name),
+        success=m.optional("success", fields.flag),
+        failure_reason=m.optional("failure_reason", fields.nonempty_string),
+        operator_notes=m.optional("operator_notes", fields.nonempty_string),
     )
 
 
-def _writer(top: _Map) -> tuple[WriterConfig, tuple[str, ...]]:
-    value = top.data.get("writer")
-    if value is None:
-        return WriterConfig(), ()
+def _writer_settings(m: Fields, key: str, value: object) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
-        raise top.fail("writer", "a mapping of DatasetWriter settings", value)
-    return _writer_section(value, f"{top.source}: writer")
+        raise m.fail(key, "a mapping of DatasetWriter settings", value)
+    return value
 
 
 def _writer_section(section: Mapping[str, Any], source: str) -> tuple[WriterConfig, tuple[str, ...]]:
-    """The ``writer:`` section parsed, and the settings it gives (``TopicMapping.writer_given``)."""
+    """The ``writer:`` section read by the writer's own reader (``WriterConfig.from_mapping``,
+    its words, a mapping's error), and the settings it gives (``TopicMapping.writer_given``)."""
     try:
         writer = WriterConfig.from_mapping(section, source)
     except OrtfError as exc:
-        raise ConversionError(str(exc)) from None
+        raise MappingError(str(exc)) from None
     given: list[str] = []
     for key in section:  # (from_mapping took only known names, and video as a mapping)
         given += [key, *(f"video.{k}" for k in section[key])] if key == "video" else [key]
@@ -478,7 +345,7 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
     A relative ``camera_info_url`` is taken relative to ``relative_to`` (the mapping
     file's directory; None: the working directory) and kept absolute.
     """
-    top = _Map({} if data is None else data, "", source, MAPPING_KEYS)
+    top = Fields({} if data is None else data, source, WORDING, keys=MAPPING_KEYS)
     cameras = tuple(_camera(name, m, relative_to) for name, m in _named(top, "cameras", _CAMERA_KEYS))
     wrenches = tuple(_wrench(name, m) for name, m in _named(top, "wrenches", _WRENCH_KEYS))
     audio = tuple(_audio(name, m) for name, m in _named(top, "audio", _AUDIO_KEYS))
@@ -508,7 +375,8 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
         for i, topic in enumerate(topics):
             if topic in topics[:i]:
                 raise top.error(what, f"topic {topic} is mapped twice")
-    writer, writer_given = _writer(top)
+    section = top.optional("writer", _writer_settings)
+    writer, writer_given = (WriterConfig(), ()) if section is None else _writer_section(section, f"{source}: writer")
     return TopicMapping(
         cameras=cameras,
         joint_states=_joint_states(top.sub("joint_states", _JOINT_KEYS)),
@@ -516,17 +384,17 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
         audio=audio,
         action=_action(top.sub("action", _ACTION_KEYS)),
         detections=_detections(top.sub("detections", _DETECTIONS_KEYS), cameras),
-        tf_topics=top.topics("tf_topics", ("/tf",)),
-        tf_static_topics=top.topics("tf_static_topics", ("/tf_static",)),
-        robot_description_topic=top.topic("robot_description_topic", "/robot_description"),
-        base_frame=top.opt_frame("base_frame"),
-        end_effector_frame=top.opt_frame("end_effector_frame"),
-        world_frame=top.opt_frame("world_frame"),
-        gripper_joints=top.strings("gripper_joints"),
+        tf_topics=top.get("tf_topics", _TOPICS, ("/tf",)),
+        tf_static_topics=top.get("tf_static_topics", _TOPICS, ("/tf_static",)),
+        robot_description_topic=top.get("robot_description_topic", fields.topic_name, "/robot_description"),
+        base_frame=top.optional("base_frame", fields.frame_name),
+        end_effector_frame=top.optional("end_effector_frame", fields.frame_name),
+        world_frame=top.optional("world_frame", fields.frame_name),
+        gripper_joints=top.get("gripper_joints", _NAMES, ()),
         step=_step(top.sub("step", _STEP_KEYS), cameras),
-        sync_tolerance_ms=top.opt_number("sync_tolerance_ms", bounds.SYNC_TOLERANCE_MS),
-        drop_outside_tolerance=top.boolean("drop_outside_tolerance", False),
-        max_latency_ms=top.number("max_latency_ms", bounds.MAX_LATENCY_MS, TopicMapping.max_latency_ms),
+        sync_tolerance_ms=top.optional("sync_tolerance_ms", fields.bounded(bounds.SYNC_TOLERANCE_MS)),
+        drop_outside_tolerance=top.get("drop_outside_tolerance", fields.flag, False),
+        max_latency_ms=top.get("max_latency_ms", fields.bounded(bounds.MAX_LATENCY_MS), TopicMapping.max_latency_ms),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
         labels=_labels(top.sub("labels", _LABEL_KEYS)),
         writer=writer,
@@ -538,7 +406,7 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
 
 def mapping_from_parameters(parameters: Mapping[str, Any], source: str = "parameters") -> TopicMapping:
     """The mapping from flat ROS parameter names (``cameras.wrist_camera.topic``)."""
-    return mapping_from_dict(Fields(parameters, source, Wording(ConversionError)).nested(), source)
+    return mapping_from_dict(Fields(parameters, source, WORDING).nested(), source)
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -566,9 +434,9 @@ def load_mapping(path: str | Path) -> TopicMapping:
         text = Path(path).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConversionError(f"{path}: cannot read the topic mapping ({reason})") from None
+        raise MappingError(f"{path}: cannot read the topic mapping ({reason})") from None
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader
     except yaml.YAMLError as exc:
-        raise ConversionError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise MappingError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     return mapping_from_dict(data, str(path), relative_to=Path(path).absolute().parent)
