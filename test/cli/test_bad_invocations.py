@@ -23,7 +23,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import needs
 import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
@@ -31,6 +30,7 @@ from ortf_ros.cli.demo_command import MARKER_TEXT
 from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic.bag import write_teleop_bag
+from support import needs
 
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 60

@@ -51,7 +51,7 @@ from ortf_ros.synthetic.schedule import seconds, stamp_ns
 from ortf_ros.synthetic.tf import dynamic_transforms
 from ortf_ros.synthetic.topics import TOPIC_DEPTH_IMAGE
 
-RESOURCES = Path(__file__).parent / "resources"
+RESOURCES = Path(__file__).resolve().parents[1] / "support" / "resources"
 TOLERANCE_MS = 25.0  # the 50 Hz command is up to 20 ms old under "latest"
 
 

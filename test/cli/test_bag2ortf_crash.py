@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from test_crash import committed_files
 
+from dataset.test_crash import committed_files
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf

@@ -22,23 +22,23 @@ from typing import Any
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from test_export_rlds import CHILD as RLDS_CHILD
-from test_export_rlds import STEPS, child_env, tfds_python  # noqa: F401 (the fixture)
-from test_export_rlds import test_episode_metadata_and_dataset_info as check_rlds_metadata
-from test_export_rlds import test_tfds_reads_every_step_as_in_the_source as check_rlds_steps
 
 import ortf
 import ortf.convert
 import ortf_ros.convert.lerobot_common
 import ortf_ros.dataset.reader
 import ortf_ros.dataset.validation
+from convert.test_export_rlds import CHILD as RLDS_CHILD
+from convert.test_export_rlds import STEPS, child_env, tfds_python  # noqa: F401 (the fixture)
+from convert.test_export_rlds import test_episode_metadata_and_dataset_info as check_rlds_metadata
+from convert.test_export_rlds import test_tfds_reads_every_step_as_in_the_source as check_rlds_steps
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.errors import FormatError, OrtfError, UsageError
 from ortf_ros.format import layout
 from ortf_ros.synthetic.dataset import write_demo_dataset
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SPEC = REPO.parent / "shared" / "spec" / "ortf-v0.2.txt"
 SNIPPET = re.compile(r"from ortf import load_dataset\n.*?\b(to_\w+)\(ds, \"[^\"\n]*\"\)", re.DOTALL)
 """A snippet of the spec: from its first import to the conversion's call (the spec's text

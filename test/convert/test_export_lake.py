@@ -13,7 +13,6 @@ import av
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cli_errors import one_line_error
 from deltalake import DeltaTable
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import NoSuchTableError
@@ -24,6 +23,7 @@ from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.dataset import write_demo_dataset
+from support.cli_errors import one_line_error
 
 LAKE_FILES = "_files"
 

@@ -19,10 +19,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 from av.container import InputContainer
-from child_process import kill_when
-from cli_errors import one_line_error
-from test_writer_reader import psnr
 
+from dataset.test_writer_reader import psnr
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert.gr00t_export import TASK_ANNOTATION, VALIDITY_ANNOTATION
 from ortf_ros.convert.lerobot_common import ExportSummary
@@ -36,10 +34,12 @@ from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
+from support.child_process import kill_when
+from support.cli_errors import one_line_error
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SETUP = REPO.parent / "shared" / "lerobot-env" / "setup.sh"
-CHILD = Path(__file__).with_name("lerobot_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "lerobot_child.py"
 STEPS, WIDTH, HEIGHT = 20, 64, 48
 COLOUR = ("cam_wrist", "cam_overhead")
 

@@ -13,7 +13,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cli_errors import one_line_error
 
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import to_mixtrain
@@ -21,6 +20,7 @@ from ortf_ros.convert.mixtrain_export import sidecar
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.format import layout
 from ortf_ros.synthetic.dataset import write_demo_dataset
+from support.cli_errors import one_line_error
 
 STATE = ("joint_positions", "joint_velocities", "ee_position", "ee_orientation", "gripper_position")
 CAMERAS = ("cam_wrist", "cam_overhead", "depth")

@@ -14,8 +14,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from cli_errors import one_line_error
-from playback_data import teleop_dataset
 from rerun.chunk import RrdReader
 
 from ortf_ros.cli.ortf import main as ortf
@@ -24,6 +22,8 @@ from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.synthetic.demo_arm import JOINTS, demo_action, demo_depth, demo_manifest, demo_rgb, demo_state, demo_urdf
 from ortf_ros.synthetic.topics import TOPIC_SIDE_IMAGE
+from support.cli_errors import one_line_error
+from support.playback_data import teleop_dataset
 
 COLOUR, DEPTH, UNCALIBRATED = ("wrist_camera", "overhead_camera"), "depth_camera", "side_camera"
 FT = "ft_sensor"

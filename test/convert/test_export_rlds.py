@@ -19,14 +19,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from cli_errors import one_line_error
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.format import layout
 from ortf_ros.synthetic.dataset import write_demo_dataset
+from support.cli_errors import one_line_error
 
-REPO = Path(__file__).resolve().parents[1]
-CHILD = Path(__file__).with_name("rlds_child.py")
+REPO = Path(__file__).resolve().parents[2]
+CHILD = Path(__file__).resolve().parents[1] / "support" / "rlds_child.py"
 STATE = ("joint_positions", "joint_velocities", "ee_position", "ee_orientation", "gripper_position")
 STEPS = 8
 # The first test also builds the TFDS venv (about 3 minutes with an empty pip cache).

@@ -1,5 +1,5 @@
 """``ortf import lerobot`` on a dataset LeRobot itself wrote, compared value by value with
-the formulas it was written from (test/resources/lerobot-v3-reference/PROVENANCE.md),
+the formulas it was written from (test/convert/resources/lerobot-v3-reference/PROVENANCE.md),
 and on hand-made variants: image-typed and H.264 cameras, variable-length list
 columns, GR00T's modality.json, the same episodes in the LeRobot v2.1 layout (a file
 per episode), and bad input."""
@@ -22,7 +22,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from av.video.frame import PictureType
-from cli_errors import one_line_error
 
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_lerobot, lerobot_import, to_lerobot
@@ -31,6 +30,7 @@ from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError
 from ortf_ros.io.video import VideoReader, probe
 from ortf_ros.synthetic.dataset import write_demo_dataset
+from support.cli_errors import one_line_error
 
 REFERENCE = Path(__file__).parent / "resources" / "lerobot-v3-reference"
 LENGTHS = (24, 9, 37)

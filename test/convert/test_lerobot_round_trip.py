@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_writer_reader import psnr
 
+from dataset.test_writer_reader import psnr
 from ortf_ros.cli.ortf import main as ortf_main
 from ortf_ros.convert import from_lerobot, to_lerobot
 from ortf_ros.convert.lerobot_export import REENCODE_SETTINGS

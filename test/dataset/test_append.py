@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_native_streams import assert_only_late_camera_steps, manifest, record
 
+from dataset.test_native_streams import assert_only_late_camera_steps, manifest, record
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.staging import staged_episode_dirs

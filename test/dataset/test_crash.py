@@ -26,7 +26,7 @@ from ortf_ros.io import atomic, parquet_append
 from ortf_ros.io.video import VideoReader, finalize, plain_copy
 from ortf_ros.synthetic.dataset import write_demo_dataset
 
-CHILD = Path(__file__).with_name("crash_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "crash_child.py"
 
 
 def committed_files(root: Path) -> dict[str, bytes]:

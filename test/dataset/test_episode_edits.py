@@ -17,8 +17,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from test_append import LEGACY
 
+from dataset.test_append import LEGACY
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset import deletion, edits
 from ortf_ros.dataset.config import WriterConfig
@@ -35,7 +35,8 @@ from ortf_ros.format.native_streams import NativeStream
 from ortf_ros.format.spaces import StateComponent
 from ortf_ros.synthetic.demo_arm import TASKS, demo_action, demo_manifest, demo_rgb, demo_state
 
-CHILD = Path(__file__).with_name("edit_child.py")
+TEST_DIR = Path(__file__).resolve().parents[1]
+CHILD = ("-m", "support.edit_child")  # run in TEST_DIR: it imports support.crash_child
 STEPS, STEP_HZ, FT_HZ, CAMERAS = 8, 30, 200, ("cam_wrist", "cam_overhead")
 EPISODES = 5  # chunk_size 2: chunks {0, 1}, {2, 3}, {4}; tasks 0, 1, 0, 1, 0
 
@@ -286,11 +287,11 @@ def test_a_delete_killed_anywhere_is_finished_by_recover(dataset: Path, point: s
     before = contents(dataset)
     doomed = {e.episode_id: e.record for e in load_dataset(dataset) if e.episode_id in ("000001", "000002")}
     child = subprocess.run(
-        [sys.executable, str(CHILD), str(dataset), point, *doomed],
+        [sys.executable, *CHILD, str(dataset), point, *doomed],
         capture_output=True,
         text=True,
         timeout=120,
-        cwd=CHILD.parent,
+        cwd=TEST_DIR,
     )
     assert child.returncode == -signal.SIGKILL, child.stderr
     report = validate(dataset, strict=True)
@@ -316,7 +317,7 @@ def test_a_delete_killed_anywhere_is_finished_by_recover(dataset: Path, point: s
 @pytest.mark.parametrize("next_one", ["writer", "edit"])
 def test_an_interrupted_delete_is_finished_by_the_next_writer_or_edit(dataset: Path, next_one: str) -> None:
     child = subprocess.run(
-        [sys.executable, str(CHILD), str(dataset), "rows", "000002"], capture_output=True, timeout=120, cwd=CHILD.parent
+        [sys.executable, *CHILD, str(dataset), "rows", "000002"], capture_output=True, timeout=120, cwd=TEST_DIR
     )
     assert child.returncode == -signal.SIGKILL
     assert (dataset / layout.STAGING_DIR / "deletion.json").is_file()

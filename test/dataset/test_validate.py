@@ -23,10 +23,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from av.video.stream import VideoStream
-from test_audio import AUDIO_BREAKAGES
-from test_lidar import LIDAR_BREAKAGES
-from test_native_streams import STREAM_BREAKAGES
 
+from dataset.test_native_streams import STREAM_BREAKAGES
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.dataset.validation import RULES, Finding, Report, check_manifest, steps, validate
 from ortf_ros.dataset.writer import DatasetWriter
@@ -35,6 +33,8 @@ from ortf_ros.format.accounting import ACCOUNTING_TYPE, StreamAccount
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from ortf_ros.synthetic.demo_arm import JOINTS, demo_manifest
+from pipeline.streams.test_audio import AUDIO_BREAKAGES
+from pipeline.streams.test_lidar import LIDAR_BREAKAGES
 
 WIDTH, HEIGHT, FPS = 32, 24, 10
 STEPS = 4

@@ -18,9 +18,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 import pytest
-from fsize_child import BEFORE, FAILING, HZ, STEP_BATCH, STEPS, STREAM, expected_force
-from test_native_streams import manifest as stream_manifest
 
+from dataset.test_native_streams import manifest as stream_manifest
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.recover import recover
 from ortf_ros.dataset.staging import lock_dataset
@@ -38,8 +37,9 @@ from ortf_ros.synthetic.demo_arm import (
     demo_rgb,
     demo_state,
 )
+from support.fsize_child import BEFORE, FAILING, HZ, STEP_BATCH, STEPS, STREAM, expected_force
 
-CHILD = Path(__file__).with_name("fsize_child.py")
+CHILD = Path(__file__).resolve().parents[1] / "support" / "fsize_child.py"
 WIDTH, HEIGHT = 64, 48
 
 

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
-from test_bag2ortf import RESOURCES, mapping_for
 
+from cli.test_bag2ortf import RESOURCES, mapping_for
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.importing import import_episode
@@ -28,6 +27,7 @@ from ortf_ros.format import layout
 from ortf_ros.pipeline.mapping import EpisodeSplit, write_mapping
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.scene import START_NS
+from support.fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
 
 JOBS = {"in-place": ["--jobs", "1"], "jobs-2": ["--jobs", "2"]}
 

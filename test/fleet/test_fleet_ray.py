@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
-from fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
-from test_bag2ortf_crash import staged_steps
 
+from cli.test_bag2ortf_crash import staged_steps
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.validation import validate
 from ortf_ros.fleet.task import ATTEMPT_FILE, DATASET_DIR
 from ortf_ros.format import layout
 from ortf_ros.synthetic.bag import write_teleop_bag
+from support.fleet_data import Fleet, converted_in_place, dataset_digest, make_fleet
 
 LOOPBACK_ONLY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABLED": "0"}
 

@@ -16,14 +16,14 @@ from typing import Any
 import pytest
 import rclpy
 from ament_index_python.packages import get_package_prefix, get_package_share_directory
-from child_process import kill_if_running
-from colcon_workspace import PACKAGE, PLAYER_NODE, PLAYER_PARAMS, REPO, Workspace, build_workspace
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import Image, JointState
 
 from ortf_ros.playback.settings import read_parameter_file, settings_from_parameters
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from ortf_ros.synthetic.demo_arm import DEPTH_CAMERA, JOINTS, RGB_CAMERAS
+from support.child_process import kill_if_running
+from support.colcon_workspace import PACKAGE, PLAYER_NODE, PLAYER_PARAMS, REPO, Workspace, build_workspace
 
 WIDTH, HEIGHT = 64, 48
 JOINT_STATE, IMAGE = "sensor_msgs/msg/JointState", "sensor_msgs/msg/Image"

@@ -36,7 +36,7 @@ bindings, attributes assigned (store context) rather than read, pybind11 objects
 as unverifiable), and behaviour: a name that exists but acts differently in Humble passes.
 
 Regenerate the inventory from a ros2/rclpy humble checkout (the package folder, the one
-holding ``node.py``): ``python test/test_humble_rclpy.py --generate CHECKOUT/rclpy/rclpy``.
+holding ``node.py``): ``python test/install/test_humble_rclpy.py --generate CHECKOUT/rclpy/rclpy``.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from typing import Any, TypeAlias
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ROS_ROOM = ROOT / "ortf_ros" / "ros"
 INVENTORY = Path(__file__).resolve().parent / "resources" / "humble_rclpy_api.json"
 

@@ -15,9 +15,10 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
-import needs
 import pytest
-from colcon_workspace import (
+
+from support import needs
+from support.colcon_workspace import (
     PACKAGE,
     PLAYER_NODE,
     PLAYER_PARAMS,

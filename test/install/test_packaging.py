@@ -7,7 +7,7 @@ import ast
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_package_xml_declares_ros_and_python_dependencies() -> None:

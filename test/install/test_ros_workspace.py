@@ -49,9 +49,7 @@ import pyarrow.parquet as pq
 import pytest
 import rclpy
 import yaml
-from colcon_workspace import PACKAGE, RECORDER_NODE, RECORDER_PARAMS, Workspace
 from packaging.requirements import Requirement
-from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
@@ -59,8 +57,10 @@ from ortf_ros.format import layout
 from ortf_ros.synthetic.motion import FINGERS_ONLY_EVERY, joint_positions
 from ortf_ros.synthetic.robot import JOINTS
 from ortf_ros.synthetic.schedule import seconds
+from support.colcon_workspace import PACKAGE, RECORDER_NODE, RECORDER_PARAMS, Workspace
+from support.recorder_ros import Scene, record_one_episode
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PY = f"{sys.version_info[0]}.{sys.version_info[1]}"
 INSTALL = REPO / ".cache" / "ros-install" / f"jazzy-py{PY}"
 """The stand-in ROS install of this run's Python version (what /opt/ros/<distro> is to a user)."""

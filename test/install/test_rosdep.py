@@ -21,7 +21,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROSDISTRO = REPO.parent / "shared" / "rosdistro"
 OWN_RULES = REPO / "rosdep" / "ortf_ros.yaml"
 ROSDEP = Path(sys.executable).parent / "rosdep"

@@ -35,15 +35,15 @@ from pathlib import Path
 import av
 import pyarrow.parquet as pq
 import pytest
-from test_spec_api import spec_snippets, staged
 
+from cli.test_spec_api import spec_snippets, staged
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import GET_ROS_2
 from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
 from ortf_ros.synthetic.schedule import stamp_ns
 from ortf_ros.synthetic.topics import TOPIC_JOINT_STATES, TOPIC_WRENCH, TOPIC_WRIST_IMAGE
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 VERSION = "0.1.0"
 PYTHONS = (f"{sys.version_info.major}.{sys.version_info.minor}",)
 """The interpreter that runs the suite: `make test` runs it on 3.12 and again on 3.10 (the

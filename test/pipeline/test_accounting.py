@@ -18,7 +18,6 @@ import pytest
 from rosbags.highlevel import AnyReader
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
-from test_live_recorder import NS, Live, live  # noqa: F401 (the fixture)
 
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
@@ -37,6 +36,7 @@ from ortf_ros.io.video import probe
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_WRIST_IMAGE
 from ortf_ros.synthetic.typestore import typestore
+from pipeline.test_live_recorder import NS, Live, live  # noqa: F401 (the fixture)
 
 TOPIC_OVERHEAD_IMAGE = "/overhead_camera/image_raw"
 

@@ -22,9 +22,8 @@ from rosbags.interfaces import (
 from rosbags.rosbag2 import Reader, StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
-from test_bag2ortf import mapping_for, origin_ns
-from test_extract import HEADER_SEC, assert_same_samples, build, full_way, joint_state_raw, serialize
 
+from cli.test_bag2ortf import mapping_for, origin_ns
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.pipeline import offline
 from ortf_ros.pipeline.assembly.assembler import Assembler
@@ -53,6 +52,7 @@ from ortf_ros.synthetic.motion import joint_positions
 from ortf_ros.synthetic.robot import JOINTS
 from ortf_ros.synthetic.scene import START_NS
 from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES, TOPIC_TF, TOPIC_WRENCH
+from support.messages import HEADER_SEC, assert_same_samples, build, full_way, joint_state_raw, serialize
 
 
 def as_block(decoder: SampleDecoder, messages: list[RawMessage]) -> list[Sample | SampleBlock | TransformBlock]:

@@ -13,8 +13,6 @@ from pathlib import Path
 
 import pytest
 from mcap.reader import make_reader
-from playback_data import on, play
-from test_prologue import CountingSource
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
@@ -42,6 +40,8 @@ from ortf_ros.synthetic.bag import TeleopBagInfo, write_teleop_bag
 from ortf_ros.synthetic.images import CAMERA_DISTORTION, camera_intrinsics, decode_frame_number
 from ortf_ros.synthetic.scene import BagFormat
 from ortf_ros.synthetic.topics import TOPIC_DEPTH_IMAGE, TOPIC_OVERHEAD_CAMERA_INFO, TOPIC_OVERHEAD_IMAGE
+from pipeline.test_prologue import CountingSource
+from support.playback_data import on, play
 
 LACKING = "overhead_camera"
 UNKNOWN_WARNING = (

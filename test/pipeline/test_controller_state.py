@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 import pytest
-from playback_data import on, pairs, play
 from rosbags.typesys import Stores, get_types_from_msg, get_typestore
-from test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 
+from cli.test_bag2ortf import mapping_for, origin_ns, run_cli, vectors
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
@@ -43,6 +42,7 @@ from ortf_ros.synthetic.scene import BagFormat, TeleopConfig
 from ortf_ros.synthetic.schedule import seconds, stamp_ns
 from ortf_ros.synthetic.topics import TOPIC_CONTROLLER_STATE, TOPIC_JOINT_COMMAND
 from ortf_ros.synthetic.typestore import CONTROLLER_STATE_TYPE, ControllerLayout, controller_state_definition
+from support.playback_data import on, pairs, play
 
 ARM = [JOINTS.index(n) for n in ARM_JOINTS]  # the arm's places in the analytic vectors
 KINDS: list[tuple[BagFormat, ControllerLayout]] = [

@@ -17,9 +17,8 @@ import pytest
 from rosbags.rosbag2 import StoragePlugin
 from rosbags.rosbag2 import Writer as Rosbag2Writer
 from rosbags.typesys import Stores, get_typestore
-from test_bag2ortf import mapping_for, run_cli, vectors
-from test_controller_state import assert_action_is
 
+from cli.test_bag2ortf import mapping_for, run_cli, vectors
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
@@ -30,6 +29,7 @@ from ortf_ros.synthetic.robot import ARM_JOINTS, FINGER_JOINTS, JOINTS
 from ortf_ros.synthetic.scene import BagFormat
 from ortf_ros.synthetic.schedule import seconds, stamp_ns
 from ortf_ros.synthetic.topics import TOPIC_JOINT_COMMAND, TOPIC_JOINT_STATES
+from pipeline.test_controller_state import assert_action_is
 
 GENERIC = tuple(f"joint_{i}" for i in range(9))
 

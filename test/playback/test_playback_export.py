@@ -12,9 +12,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from child_process import BLOCK_ROS, kill_when
-from cli_errors import one_line_error
-from playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
@@ -28,6 +25,9 @@ from ortf_ros.pipeline.mapping import detect_mapping, load_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.export import export_mcap
 from ortf_ros.playback.settings import default_settings
+from support.child_process import BLOCK_ROS, kill_when
+from support.cli_errors import one_line_error
+from support.playback_data import equal_columns, stamp_ns, teleop_dataset, vectors
 
 MCAP_MAGIC = b"\x89MCAP0\r\n"
 

@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from av.container import InputContainer
-from playback_data import on, pairs, play, stamp_ns, teleop_dataset, time_ns, vectors
 
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
@@ -32,6 +31,7 @@ from ortf_ros.synthetic.dataset import write_demo_dataset
 from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_state
 from ortf_ros.synthetic.robot import FINGER_JOINTS
 from ortf_ros.synthetic.scene import START_NS
+from support.playback_data import on, pairs, play, stamp_ns, teleop_dataset, time_ns, vectors
 
 
 @pytest.fixture(scope="module")

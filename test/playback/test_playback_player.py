@@ -8,13 +8,13 @@ import time
 from dataclasses import replace
 
 import pytest
-from playback_data import play, teleop_dataset
 
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.errors import ReaderError
 from ortf_ros.playback.messages import Outgoing, Playlist
 from ortf_ros.playback.player import Player
 from ortf_ros.playback.settings import PlayerSettings, default_settings
+from support.playback_data import play, teleop_dataset
 
 
 class Kept:

@@ -54,7 +54,7 @@ from ortf_ros.review.access import OutsideDatasetError, dataset_file
 from ortf_ros.review.app import rerun_available
 from ortf_ros.review.chromium import headless_chromium
 
-ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "review"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "review"
 STEPS, FPS, WRENCH_HZ, WIDTH, HEIGHT = 90, 30, 500, 160, 120
 TASKS = ("Pick up the red box", "Open the drawer")
 
@@ -131,7 +131,7 @@ class Server:
     """``ortf review DATASET --port 0`` as a subprocess; ``url`` from the line it prints."""
 
     def __init__(self, root: Path) -> None:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), *sys.path])}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "ortf_ros.cli.ortf", "review", str(root), "--port", "0"],
             stdout=subprocess.PIPE,

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 import rclpy
-from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
-from test_annotations import assert_depth_colorized, assert_detections_annotated
 
+from dataset.test_annotations import assert_depth_colorized, assert_detections_annotated
 from ortf_ros.dataset.validation import validate
 from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.extract import extract
@@ -26,6 +25,7 @@ from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.recorder_client import RecorderError
 from ortf_ros.synthetic.topics import TOPIC_DETECTIONS
+from support.recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 
 RECORDER_PARAMS = "config/record.yaml"
 

@@ -17,8 +17,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import rclpy
-from playback_ros import Recorder, play_through
-from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Episode, load_dataset
@@ -29,6 +27,8 @@ from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.synthetic.audio import audio_samples
 from ortf_ros.synthetic.bag import write_scene_bag
 from ortf_ros.synthetic.scene import TeleopConfig
+from support.playback_ros import Recorder, play_through
+from support.recorder_ros import Scene, record_one_episode
 
 DROPPED = tuple(range(20, 1000, 9))  # every 9th message from 1.3 s on: several in any episode
 EPISODE_S = 2.0

@@ -14,7 +14,6 @@ import av
 import pytest
 import rclpy
 import yaml
-from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
@@ -24,6 +23,7 @@ from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY, AnnexBEncoder, length_prefi
 from ortf_ros.synthetic.images import H264_GOP, decode_frame_number, rgb_frame
 from ortf_ros.synthetic.scene import H264Message
 from ortf_ros.synthetic.topics import TOPIC_WRIST_IMAGE
+from support.recorder_ros import Scene, record_one_episode
 
 CAMERA = "wrist_camera"
 

@@ -17,13 +17,13 @@ import pyarrow.parquet as pq
 import pytest
 import rclpy
 import yaml
-from recorder_ros import Scene, record_one_episode
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout, point_clouds
 from ortf_ros.synthetic.lidar import CLOUD_RATE_HZ, SCAN_RATE_HZ, cloud_values, scan_intensities, scan_ranges
+from support.recorder_ros import Scene, record_one_episode
 
 EPISODE_S = 2.0
 SCENE = Scene(lidar=True)

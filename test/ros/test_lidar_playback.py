@@ -11,9 +11,6 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 import rclpy
-from playback_data import teleop_dataset
-from playback_ros import play_through
-from test_playback_node import recorder_for
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import load_dataset
@@ -26,6 +23,9 @@ from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
 from ortf_ros.synthetic.lidar import CLOUD_RATE_HZ, SCAN_RATE_HZ, cloud_values, scan_intensities, scan_ranges
 from ortf_ros.synthetic.scene import START_NS
+from ros.test_playback_node import recorder_for
+from support.playback_data import teleop_dataset
+from support.playback_ros import play_through
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rclpy
-from child_process import kill_if_running
-from playback_data import equal_columns, on, play, stamp_ns, teleop_dataset, vectors
-from playback_ros import Recorder, play_through, start_player
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Dataset, load_dataset
@@ -27,6 +24,9 @@ from ortf_ros.pipeline.mapping import write_mapping
 from ortf_ros.playback.publication import Publication
 from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
+from support.child_process import kill_if_running
+from support.playback_data import equal_columns, on, play, stamp_ns, teleop_dataset, vectors
+from support.playback_ros import Recorder, play_through, start_player
 
 LATCHED_KINDS = ("tf_static", "robot_description", "task")
 

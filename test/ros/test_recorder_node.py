@@ -25,8 +25,6 @@ import pyarrow as pa
 import pytest
 import rclpy
 import yaml
-from colcon_workspace import RECORDER_PARAMS, Workspace, build_workspace
-from recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 from std_msgs.msg import String
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
@@ -38,6 +36,8 @@ from ortf_ros.synthetic.images import decode_frame_number, depth_frame
 from ortf_ros.synthetic.motion import FINGERS_ONLY_EVERY, joint_positions
 from ortf_ros.synthetic.robot import JOINTS
 from ortf_ros.synthetic.schedule import seconds
+from support.colcon_workspace import RECORDER_PARAMS, Workspace, build_workspace
+from support.recorder_ros import REPO, Child, Scene, client_for, recorder_command, start_scene
 
 EPISODE_S = 1.5
 CAMERAS = ("wrist_camera", "overhead_camera")

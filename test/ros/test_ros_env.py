@@ -10,13 +10,14 @@ import time
 from pathlib import Path
 
 import rclpy
-from child_process import BLOCK_ROS
 from rclpy.serialization import deserialize_message
-from ros_publisher import COUNT, image_bytes
 from sensor_msgs.msg import Image
 from tf2_msgs.msg import TFMessage
 
-HERE = Path(__file__).parent
+from support.child_process import BLOCK_ROS
+from support.ros_publisher import COUNT, image_bytes
+
+PUBLISHER = Path(__file__).resolve().parents[1] / "support" / "ros_publisher.py"
 
 
 def test_discovery_stays_on_this_machine() -> None:
@@ -33,7 +34,7 @@ def test_tf_and_images_cross_processes_as_raw_cdr() -> None:
         for topic, msg_type in (("/tf", TFMessage), ("/wrist_camera/image_raw", Image)):
             node.create_subscription(msg_type, topic, received[topic].append, 10, raw=True)
         publisher = subprocess.Popen(
-            [sys.executable, str(HERE / "ros_publisher.py")], env=dict(os.environ), stderr=subprocess.PIPE, text=True
+            [sys.executable, str(PUBLISHER)], env=dict(os.environ), stderr=subprocess.PIPE, text=True
         )
         deadline = time.monotonic() + 60
         while min(len(v) for v in received.values()) < COUNT and time.monotonic() < deadline:

@@ -26,7 +26,6 @@ import av
 import numpy as np
 import pytest
 import rclpy
-from child_process import kill_if_running
 from rclpy.executors import SingleThreadedExecutor
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.serialization import deserialize_message
@@ -56,6 +55,7 @@ from ortf_ros.synthetic.topics import (
     TOPIC_TF_STATIC,
     TOPIC_WRIST_IMAGE,
 )
+from support.child_process import kill_if_running
 
 WIDTH, HEIGHT = 64, 48
 LATCHED = (TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC)

@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "ortf_ros"
 PLAYER_NODE = "ortf_player"
 # The parameter file launch/playback.launch.py gives the player, and so the one

@@ -1,6 +1,6 @@
 """Child process of test_episode_edits: deletes episodes and is SIGKILLed at a chosen point.
 
-``python edit_child.py ROOT POINT ID...``; the points are KILL_POINTS below.
+``python -m support.edit_child ROOT POINT ID...`` in test/; the points are KILL_POINTS below.
 """
 
 from __future__ import annotations
@@ -10,10 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from crash_child import die, replace, then_die
-
 from ortf_ros.dataset import catalog, deletion, edits
 from ortf_ros.io import atomic
+from support.crash_child import die, replace, then_die
 
 
 def die_at_next_install(original: Callable[..., Any]) -> Callable[..., Any]:

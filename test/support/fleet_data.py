@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from test_bag2ortf import mapping_for
 
+from cli.test_bag2ortf import mapping_for
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate

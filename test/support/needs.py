@@ -4,8 +4,9 @@ to import it.
 
 The dataset engine is ROS-free and `pip install ortf_ros` users have no rclpy; the suite
 must run there too (`make test-core`). A test module needs what it imports at module
-level, directly or through the modules it imports from this repository (ortf_ros, ortf
-and the test helpers beside it), read with ``ast`` and never imported. A module may add
+level, directly or through the modules it imports from this repository (ortf_ros, ortf,
+the helpers in test/support and other test modules, by their names under test/), read with
+``ast`` and never imported. A module may add
 what it uses only in a child process with a module-level ``NEEDS = ("rclpy", ...)``.
 
 Each optional root module maps to a marker (``-m ros`` selects the tests of the ROS nodes,
@@ -23,8 +24,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-TEST_DIR = REPO / "test"
+TEST_DIR = Path(__file__).resolve().parents[1]
+REPO = TEST_DIR.parent
 FIRST_PARTY = ("ortf_ros", "ortf")
 
 
@@ -157,13 +158,11 @@ def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
 
 def _local_files(name: str) -> list[Path]:
     """The files of this repository that importing ``name`` runs: each package's
-    ``__init__`` on the way and the module itself (a test helper is a file beside the tests)."""
+    ``__init__`` on the way and the module itself (ortf_ros and ortf from the repository's
+    root; anything else from test/, where ``support.fleet_data`` or ``dataset.test_append`` is)."""
     parts = name.split(".")
-    if parts[0] not in FIRST_PARTY:
-        helper = TEST_DIR / f"{parts[0]}.py"
-        return [helper] if len(parts) == 1 and helper.is_file() else []
     files: list[Path] = []
-    base = REPO
+    base = REPO if parts[0] in FIRST_PARTY else TEST_DIR
     for part in parts:
         base = base / part
         if (base / "__init__.py").is_file():

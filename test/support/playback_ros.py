@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import rclpy
-from child_process import kill_if_running
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 from std_srvs.srv import Trigger
@@ -22,8 +21,9 @@ from ortf_ros.pipeline.decode import Decoder
 from ortf_ros.pipeline.samples import RawMessage
 from ortf_ros.playback.rosmsg import RosMessages
 from ortf_ros.ros.message_types import message_class
+from support.child_process import kill_if_running
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PLAYER_PARAMS = REPO / "config" / "playback.yaml"
 PLAYER = "/ortf_player"
 SUBSCRIBER_DEPTH = 10_000

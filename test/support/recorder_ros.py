@@ -13,13 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import rclpy
-from child_process import kill_if_running
 
 from ortf_ros.ros.recorder_client import RecorderClient
 from ortf_ros.synthetic.bag import TeleopBagInfo, write_scene_bag
 from ortf_ros.synthetic.scene import H264Message, TeleopConfig
+from support.child_process import kill_if_running
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,8 @@ from ortf_ros.pipeline.mapping import (
 from ortf_ros.pipeline.sources.bag import BagSource, TopicInfo
 from ortf_ros.synthetic.bag import write_teleop_bag
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
-RESOURCES = Path(__file__).resolve().parent / "resources"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "config"
+RESOURCES = Path(__file__).resolve().parents[2] / "support" / "resources"
 
 FULL = TopicMapping(
     cameras=(

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from mcap.records import Chunk, Message
 from mcap.stream_reader import StreamReader, breakup_chunk
-from test_bag2ortf import mapping_for, run_cli, vectors
-from test_bag2ortf import test_each_step_uses_the_frame_published_nearest_its_time as check_frames
-from test_bag2ortf import test_joint_values_exact_after_name_reordering as check_joint_values
 
+from cli.test_bag2ortf import mapping_for, run_cli, vectors
+from cli.test_bag2ortf import test_each_step_uses_the_frame_published_nearest_its_time as check_frames
+from cli.test_bag2ortf import test_joint_values_exact_after_name_reordering as check_joint_values
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.errors import ConversionError

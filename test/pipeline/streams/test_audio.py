@@ -67,7 +67,8 @@ from ortf_ros.synthetic.schedule import stamp_ns
 from ortf_ros.synthetic.topics import TOPIC_AUDIO, TOPIC_AUDIO_INFO
 from ortf_ros.synthetic.typestore import typestore
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[3]
+CRASH_CHILD = REPO / "test" / "support" / "audio_crash_child.py"
 DROPPED = 5
 CASES = {
     # name: (bag format, layout, sample format, channels)
@@ -375,7 +376,7 @@ def test_a_killed_recorder_loses_at_most_the_chunks_in_flight(tmp_path: Path) ->
     """SIGKILL mid-episode, 150 chunks written: ``ortf recover`` commits the chunks whose
     rows were logged (every 64), sample-exact, with a whole WAV and table, and it validates."""
     root = tmp_path / "ds"
-    child = subprocess.run([sys.executable, str(Path(__file__).parent / "audio_crash_child.py"), str(root), "150"])
+    child = subprocess.run([sys.executable, str(CRASH_CHILD), str(root), "150"])
     assert child.returncode == -signal.SIGKILL
     recover(root)
     episode = load_dataset(root).episode(0)
