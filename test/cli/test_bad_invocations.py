@@ -55,7 +55,7 @@ class Case:
 
     @property
     def marker(self) -> str | None:
-        """What the case needs beyond the core (test/needs.py's marker): the nodes need ROS 2,
+        """What the case needs beyond the core (test/support/needs.py's marker): the nodes need ROS 2,
         the Rerun export its SDK. Where that is missing the case is skipped, not run: it
         would end at the one line saying so, and pass without testing what it names."""
         if self.script in ("ortf_recorder", "ortf_player"):
