@@ -17,7 +17,7 @@
 #               interpreter's installation with the ROS 2 wheels and interface packages in
 #               its own site-packages, and a setup.bash to source: a stand-in for a ROS 2
 #               installed with apt on the system python (/opt/ros/<distro>), which
-#               test/test_ros_workspace.py builds a workspace over as the README says.
+#               test/install/test_ros_workspace.py builds a workspace over as the README says.
 #               The project itself is not installed into it.
 #
 # Without a sourced ROS 2 install (no ROS_DISTRO), it builds:
@@ -129,7 +129,7 @@ case "$ROS_WHEELS" in
     exit 2
     ;;
 esac
-# colcon, to build this package the way ROS users do (test/test_colcon.py): the core,
+# colcon, to build this package the way ROS users do (test/install/test_colcon.py): the core,
 # and colcon-ros for package.xml / ament_python (it pulls colcon-python-setup-py,
 # colcon-cmake, colcon-pkg-config, colcon-recursive-crawl). colcon-bash adds the
 # install/setup.bash that README's instructions source, colcon-package-information
@@ -144,7 +144,7 @@ COLCON_WHEELS=(
 )
 # colcon run by the venv's interpreter, wherever pip found it (with ROS_DISTRO set, the
 # ROS install's own colcon may satisfy the pins, and then there is no .venv/bin/colcon);
-# test/colcon_workspace.py runs it the same way.
+# test/support/colcon_workspace.py runs it the same way.
 VENV_COLCON='import sys; from colcon_core.command import main; sys.exit(main(argv=sys.argv[1:]))'
 
 if [[ -n "${ROS_DISTRO:-}" ]]; then
@@ -198,7 +198,7 @@ fast_path_ok() {
     && { [[ "$MODE" != wheels-* || "$MODE" == wheels-none-* ]] || stamp_matches "$ROS_STAMP" "$ROS_HASH"; }
 }
 
-# ---------------------------------------------------------------- browser for test/test_review.py
+# ---------------------------------------------------------------- browser for test/review/test_review.py
 # `ortf review`'s tests drive Debian's chromium with its chromedriver (Selenium). Checked on
 # every run (two `command -v`), installed with apt-get only when one is missing and we are
 # root on a Debian-like system; elsewhere the tests say what is missing and skip.

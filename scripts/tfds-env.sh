@@ -5,7 +5,7 @@
 #   bash scripts/tfds-env.sh        (idempotent; a second run takes well under a second)
 #
 # TensorFlow is far too heavy for the main .venv that every test run uses (it would
-# add ~1 GB and seconds to every import), so test/test_export_rlds.py builds this one
+# add ~1 GB and seconds to every import), so test/convert/test_export_rlds.py builds this one
 # once (about a minute with a cold pip cache) and runs the export and
 # tfds.builder_from_directory() in it. Rebuilt when this script, setup.py or setup.cfg
 # change (a stamp file holds their hash). TFDS_PYTHON picks the interpreter (default

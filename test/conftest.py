@@ -2,8 +2,17 @@
 start (this one included) runs with LOCALHOST discovery and a domain of its own.
 
 A test module that needs what this interpreter lacks (ROS 2, an optional extra: see
-needs.py) is skipped with one line naming it, before it is imported; its tests carry
-the need's marker (``-m ros``: the tests that need ROS 2)."""
+support/needs.py) is skipped with one line naming it, before it is imported; its tests carry
+the need's marker (``-m ros``: the tests that need ROS 2).
+
+The folders mirror ortf_ros's rooms (dataset/, pipeline/ with mapping/, sources/ and
+streams/, playback/, convert/, cli/, ros/, fleet/, quality/, review/, synthetic/, io/), plus
+install/ (how the package ships: wheel, rosdep, colcon, import rules) and support/ (helpers,
+child scripts, shared recordings). This folder is on sys.path (pyproject's ``pythonpath``),
+and each folder is a package named from here: ``from support.fleet_data import ...``,
+``from dataset.test_append import LEGACY``. Not io/: a package named ``io`` would be
+Python's own, so io/ is a plain folder whose modules pytest imports by their file names,
+which must stay unique (no other module imports them)."""
 
 from __future__ import annotations
 
@@ -21,10 +30,9 @@ os.environ.setdefault("ROS_LOG_DIR", str(Path(tempfile.gettempdir()) / "ortf_ros
 
 from collections.abc import Callable
 
-import needs
-
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.synthetic.dataset import write_demo_dataset
+from support import needs
 
 
 class _SkippedModule(pytest.Module):
@@ -38,7 +46,7 @@ class _SkippedModule(pytest.Module):
 
 def pytest_configure(config: pytest.Config) -> None:
     for marker in needs.MARKERS:
-        config.addinivalue_line("markers", f"{marker}: the test needs an optional dependency (test/needs.py)")
+        config.addinivalue_line("markers", f"{marker}: the test needs an optional dependency (test/support/needs.py)")
 
 
 def pytest_pycollect_makemodule(module_path: Path, parent: pytest.Collector) -> pytest.Module | None:

@@ -1,0 +1,1 @@
+"""Tests of ``ortf_ros/fleet``: many recordings, in place, with ``--jobs`` and on Ray."""

@@ -1,0 +1,1 @@
+"""Tests of ``ortf_ros/pipeline/sources``: reading recordings on disk, whole or cut short."""

@@ -1,0 +1,1 @@
+"""Tests of ``ortf_ros/quality``: ``ortf doctor``."""

@@ -1,0 +1,1 @@
+"""Tests of ``ortf_ros/review``: ``ortf review`` in a real browser."""
