@@ -56,9 +56,9 @@ from ortf_ros.dataset.commit import PARQUET_COMPRESSION
 from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.writer import DatasetWriter
 from ortf_ros.format import layout
+from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
 from ortf_ros.io.cpus import usable_cpus
-from ortf_ros.format.text import read_text
 
 RECORDING_GAP_S = 60.0  # each recording starts this long after the one before
 IMPORTED_S = 2.0  # the episode imported again and again
