@@ -420,6 +420,7 @@ def test_the_names_are_unique() -> None:
     assert len({c.name for c in CASES}) == len(CASES)
 
 
+@pytest.mark.timeout(900)  # the first case's setup runs all ~200 of them (``outcomes``), 4 at a time
 @pytest.mark.parametrize(
     "case", [pytest.param(c, marks=[getattr(pytest.mark, c.marker)] if c.marker else [], id=c.name) for c in CASES]
 )
