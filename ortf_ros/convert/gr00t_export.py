@@ -21,22 +21,8 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from ortf_ros.convert import lerobot_columns as cols
+from ortf_ros.convert import lerobot_common as common
 from ortf_ros.convert.episode_video import episode_video
-from ortf_ros.convert.lerobot_common import (
-    CHUNKS_SIZE,
-    ExportSummary,
-    FrameProgress,
-    Progress,
-    append_video,
-    camera_size,
-    colour_cameras,
-    copy_depth,
-    depth_cameras,
-    keep_ortf_files,
-    ortf_info,
-    task_indices,
-    video_feature,
-)
 from ortf_ros.convert.video_shards import ShardWriter, stream_key
 from ortf_ros.dataset.reader import Dataset
 from ortf_ros.format.manifest import Manifest
@@ -74,29 +60,31 @@ def modality(manifest: Manifest, state: cols.StateLayout, cameras: list[str]) ->
     }
 
 
-def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress: Progress | None) -> ExportSummary:
+def write_gr00t(
+    dataset: Dataset, root: Path, settings: VideoSettings, progress: common.Progress | None
+) -> common.ExportSummary:
     fps = cols.dataset_fps(dataset)
     state = cols.StateLayout.of(dataset.manifest)
-    depth = depth_cameras(dataset)
-    cameras = {key: camera_size(dataset, key) for key in colour_cameras(dataset)}
+    depth = common.depth_cameras(dataset)
+    cameras = {key: common.camera_size(dataset, key) for key in common.colour_cameras(dataset)}
     features = cols.frame_features(
         dataset.manifest, state, (*map(cols.depth_frame_column, depth), TASK_ANNOTATION, VALIDITY_ANNOTATION)
     )
-    features.update({cols.camera_key(k): video_feature(size, fps) for k, size in cameras.items()})
+    features.update({cols.camera_key(k): common.video_feature(size, fps) for k, size in cameras.items()})
     schema = cols.arrow_schema(features)
-    tasks = task_indices(dataset)
+    tasks = common.task_indices(dataset)
     texts = [dataset.task(task_id).instruction for task_id in tasks]
     validity = {outcome: len(texts) + i for i, outcome in enumerate(VALIDITY.values())}
     texts += list(VALIDITY.values())
-    summary = ExportSummary(root, "gr00t")
-    frames = FrameProgress(progress, dataset, len(cameras))
+    summary = common.ExportSummary(root, "gr00t")
+    frames = common.FrameProgress(progress, dataset, len(cameras))
     totals = cols.FrameStats(features)
     scratch = root / ".reencode"
     scratch.mkdir()
     episodes_lines = []
     for episode_index, episode in enumerate(dataset):
         record = episode.record
-        chunk = episode_index // CHUNKS_SIZE
+        chunk = episode_index // common.CHUNKS_SIZE
         task_index = tasks[record.task_id]
         outcome = VALIDITY[record.success]
         annotations = {TASK_ANNOTATION: task_index, VALIDITY_ANNOTATION: validity[outcome]}
@@ -114,10 +102,10 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
                 )
                 shard = ShardWriter(root / target, fps, stream_key(source.path))
                 try:
-                    append_video(shard, source, episode, camera, summary, frames)
+                    common.append_video(shard, source, episode, camera, summary, frames)
                 finally:
                     shard.close()
-            copy_depth(episode, episode_index, depth, root)
+            common.copy_depth(episode, episode_index, depth, root)
         episodes_lines.append(
             {"episode_index": episode_index, "tasks": [episode.task.instruction, outcome], "length": record.length}
         )
@@ -140,15 +128,15 @@ def write_gr00t(dataset: Dataset, root: Path, settings: VideoSettings, progress:
         "total_frames": summary.frames,
         "total_tasks": len(texts),
         "total_videos": summary.episodes * len(cameras),
-        "total_chunks": (summary.episodes - 1) // CHUNKS_SIZE + 1,
-        "chunks_size": CHUNKS_SIZE,
+        "total_chunks": (summary.episodes - 1) // common.CHUNKS_SIZE + 1,
+        "chunks_size": common.CHUNKS_SIZE,
         "fps": fps,
         "splits": {"train": f"0:{summary.episodes}"},
         "data_path": DATA_PATH,
         "video_path": VIDEO_PATH if cameras else None,
         "features": features,
-        "ortf": ortf_info(dataset, state, depth),
+        "ortf": common.ortf_info(dataset, state, depth),
     }
     atomic.write_json(meta / "info.json", info)
-    keep_ortf_files(dataset, root)
+    common.keep_ortf_files(dataset, root)
     return summary

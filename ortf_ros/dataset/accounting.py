@@ -16,24 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from ortf_ros.format import layout
-from ortf_ros.format.accounting import (
-    FRAME_ROLES,
-    ROLE_AUDIO,
-    ROLE_CAMERA,
-    ROLE_DEPTH,
-    ROLE_JOINT_STATES,
-    ROLE_LIDAR,
-    ROLE_POINT_CLOUD,
-    ROLE_TF,
-    ROLE_WRENCH,
-    StreamAccount,
-)
+from ortf_ros.format import accounting, layout
+from ortf_ros.format.accounting import FRAME_ROLES, StreamAccount
 from ortf_ros.format.manifest import Manifest
 
 
 def camera_role(manifest: Manifest, camera: str) -> str:
-    return ROLE_DEPTH if manifest.cameras[camera].is_depth else ROLE_CAMERA
+    return accounting.ROLE_DEPTH if manifest.cameras[camera].is_depth else accounting.ROLE_CAMERA
 
 
 def with_frames_encoded(
@@ -69,7 +58,7 @@ def committed_accounts(
     chunk or a cloud)."""
     rows = {a.stream: a for a in accounts or ()}
     for microphone, chunks in (audio_chunks or {}).items():
-        account = rows.get(microphone) or StreamAccount(microphone, ROLE_AUDIO)
+        account = rows.get(microphone) or StreamAccount(microphone, accounting.ROLE_AUDIO)
         rows[microphone] = replace(account, native_samples=chunks)
     for camera in manifest.cameras:
         account = rows.get(camera) or StreamAccount(camera, camera_role(manifest, camera))
@@ -83,10 +72,14 @@ def committed_accounts(
             steps_referencing=steps_referencing.get(stream, 0),
         )
     for cloud, count in (clouds or {}).items():
-        account = rows.get(cloud) or StreamAccount(cloud, ROLE_POINT_CLOUD)
+        account = rows.get(cloud) or StreamAccount(cloud, accounting.ROLE_POINT_CLOUD)
         rows[cloud] = replace(account, native_samples=count, steps_referencing=0)
     for name, account in rows.items():
-        if account.steps_referencing is None and account.role not in {*FRAME_ROLES, ROLE_TF, ROLE_AUDIO}:
+        if account.steps_referencing is None and account.role not in {
+            *FRAME_ROLES,
+            accounting.ROLE_TF,
+            accounting.ROLE_AUDIO,
+        }:
             rows[name] = replace(account, steps_referencing=length)
     return tuple(rows.values())
 
@@ -94,9 +87,9 @@ def committed_accounts(
 def native_role(manifest: Manifest, stream: str) -> str:
     """The accounting role of a native-rate stream: joint states, a lidar's scans, or a wrench's."""
     if stream == "joint_states":
-        return ROLE_JOINT_STATES
+        return accounting.ROLE_JOINT_STATES
     sensor = manifest.sensor(manifest.native_streams[stream].sensor or "")
-    return ROLE_LIDAR if sensor is not None and sensor.type == "lidar" else ROLE_WRENCH
+    return accounting.ROLE_LIDAR if sensor is not None and sensor.type == "lidar" else accounting.ROLE_WRENCH
 
 
 def native_index_columns(manifest: Manifest) -> dict[str, str]:

@@ -14,8 +14,9 @@ encoding a footer written by Arrow gives back the same bytes; the tests check th
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Concatenate, ParamSpec, TypeAlias
 
 from ortf_ros.errors import ThriftError
 
@@ -69,30 +70,32 @@ def decode_struct(data: bytes) -> tuple[Struct, int]:
     return value, reader.position
 
 
-def encode_struct(value: Struct) -> bytes:
+_Args = ParamSpec("_Args")
+
+
+def _written(write: Callable[Concatenate[bytearray, _Args], None], *args: _Args.args, **kwargs: _Args.kwargs) -> bytes:
+    """What ``write`` puts in a fresh buffer."""
     out = bytearray()
-    _write_struct(out, value)
+    write(out, *args, **kwargs)
     return bytes(out)
+
+
+def encode_struct(value: Struct) -> bytes:
+    return _written(_write_struct, value)
 
 
 def encode_value(kind: int, value: Value) -> bytes:
     """One value without a field header (a list element, say)."""
-    out = bytearray()
-    _write_value(out, kind, value)
-    return bytes(out)
+    return _written(_write_value, kind, value)
 
 
 def zigzag_varint(value: int) -> bytes:
     """An integer as the compact protocol writes i16, i32 and i64 values."""
-    out = bytearray()
-    _zigzag(out, value)
-    return bytes(out)
+    return _written(_zigzag, value)
 
 
 def list_header(element_type: int, size: int) -> bytes:
-    out = bytearray()
-    _write_list_header(out, element_type, size)
-    return bytes(out)
+    return _written(_write_list_header, element_type, size)
 
 
 class FieldReader:

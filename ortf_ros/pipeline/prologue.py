@@ -26,28 +26,10 @@ import numpy as np
 
 from ortf_ros.format.audio import AudioFormat
 from ortf_ros.format.units import NS
+from ortf_ros.pipeline import samples
 from ortf_ros.pipeline.calibration import CalibrationFile, read_calibration
 from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.mapping import CameraMapping, TopicMapping
-from ortf_ros.pipeline.samples import (
-    AudioChunkSample,
-    AudioInfoSample,
-    BadMessage,
-    CameraInfoSample,
-    ControllerStateSample,
-    EncodedFrameSample,
-    ImageSample,
-    JointStateSample,
-    LaserScanSample,
-    PointCloudSample,
-    RawMessage,
-    RobotDescriptionSample,
-    Sample,
-    Stamps,
-    TransformSample,
-    VectorSample,
-    stream_time,
-)
 from ortf_ros.pipeline.streams import audio
 from ortf_ros.pipeline.streams.h264_camera import ParameterSets, first_image
 from ortf_ros.pipeline.tf import TfBuffer
@@ -63,18 +45,19 @@ class Prologue:
     urdf: str | None = None
     tf: TfBuffer = field(default_factory=TfBuffer)
     dynamic_sources: dict[str, str] = field(default_factory=dict)  # child frame -> topic
-    images: dict[str, ImageSample] = field(default_factory=dict)  # camera name -> first frame
-    camera_info: dict[str, CameraInfoSample] = field(default_factory=dict)  # camera name -> first CameraInfo
+    images: dict[str, samples.ImageSample] = field(default_factory=dict)  # camera name -> first frame
+    camera_info: dict[str, samples.CameraInfoSample] = field(default_factory=dict)  # camera name -> first CameraInfo
     calibration_files: dict[str, CalibrationFile] = field(default_factory=dict)  # camera name -> its camera_info_url
-    joint_state: JointStateSample | None = None  # the first with positions
+    joint_state: samples.JointStateSample | None = None  # the first with positions
     joint_names: tuple[str, ...] = ()  # every joint the joint states named, in the order first named
-    action: JointStateSample | VectorSample | ControllerStateSample | None = None  # the first usable
+    # the first usable action
+    action: samples.JointStateSample | samples.VectorSample | samples.ControllerStateSample | None = None
     problems: dict[str, str] = field(default_factory=dict)  # joint state or action topic -> why a message was not
     rates: dict[str, float] = field(default_factory=dict)  # topic -> messages/s
     frame_times: dict[str, list[int]] = field(default_factory=dict)  # camera name -> its first frames' times (ns)
     audio: dict[str, AudioFormat] = field(default_factory=dict)  # microphone name -> its format (``pipeline.audio``)
-    scans: dict[str, LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
-    clouds: dict[str, PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
+    scans: dict[str, samples.LaserScanSample] = field(default_factory=dict)  # laser scan name -> its first scan
+    clouds: dict[str, samples.PointCloudSample] = field(default_factory=dict)  # point cloud name -> its first cloud
     encoded: dict[str, str] = field(default_factory=dict)  # camera name -> codec it publishes (``h264_camera``)
     # H.264 camera name -> its latest SPS and PPS: the episodes' videos may need them (an encoder
     # that sends them once, at the start of its stream)
@@ -134,7 +117,7 @@ class PrologueBuilder:
         self._times: dict[str, tuple[int, int, int]] = {}  # topic -> (count, first, last receive ns)
         self._name_lists: set[tuple[str, ...]] = set()  # the joint states' lists of names seen
 
-    def accept(self, raw: RawMessage) -> None:
+    def accept(self, raw: samples.RawMessage) -> None:
         """One message; only the prologue's topics are decoded, every topic's time is counted."""
         if self._first_ns is None:
             self._first_ns = raw.receive_ns
@@ -146,28 +129,28 @@ class PrologueBuilder:
             for sample in self.decoder.samples(raw):
                 self._learn(raw.topic, sample)
 
-    def _learn(self, topic: str, sample: Sample) -> None:
+    def _learn(self, topic: str, sample: samples.Sample) -> None:
         prologue, config = self.prologue, self.config
-        if isinstance(sample, RobotDescriptionSample) and topic == config.robot_description_topic:
+        if isinstance(sample, samples.RobotDescriptionSample) and topic == config.robot_description_topic:
             prologue.urdf = prologue.urdf or sample.urdf
-        elif isinstance(sample, TransformSample):
+        elif isinstance(sample, samples.TransformSample):
             if prologue.tf.add(sample) and not sample.static:
                 prologue.dynamic_sources.setdefault(sample.child, topic)
-        elif isinstance(sample, ImageSample) and topic in self._cameras:
+        elif isinstance(sample, samples.ImageSample) and topic in self._cameras:
             camera = self._cameras[topic]
             prologue.images.setdefault(camera.name, sample)
             self._frame_time(camera, sample.stamps)
-        elif isinstance(sample, EncodedFrameSample) and topic in self._cameras:
+        elif isinstance(sample, samples.EncodedFrameSample) and topic in self._cameras:
             self._learn_encoded(self._cameras[topic], sample)
-        elif isinstance(sample, CameraInfoSample) and topic in self._infos:
+        elif isinstance(sample, samples.CameraInfoSample) and topic in self._infos:
             prologue.camera_info.setdefault(self._infos[topic].name, sample)
-        elif isinstance(sample, (AudioChunkSample, AudioInfoSample)):
+        elif isinstance(sample, (samples.AudioChunkSample, samples.AudioInfoSample)):
             audio.learn_format(prologue.audio, config, topic, sample)
-        elif isinstance(sample, LaserScanSample) and topic in self._range_sensors:
+        elif isinstance(sample, samples.LaserScanSample) and topic in self._range_sensors:
             prologue.scans.setdefault(self._range_sensors[topic], sample)
-        elif isinstance(sample, PointCloudSample) and topic in self._range_sensors:
+        elif isinstance(sample, samples.PointCloudSample) and topic in self._range_sensors:
             prologue.clouds.setdefault(self._range_sensors[topic], sample)
-        elif isinstance(sample, BadMessage) and topic in self._audio_topics:
+        elif isinstance(sample, samples.BadMessage) and topic in self._audio_topics:
             self._problem(topic, sample.reason)  # (said where the microphone's format stays unknown)
         else:
             if config.joint_states is not None and topic == config.joint_states.topic:
@@ -175,12 +158,12 @@ class PrologueBuilder:
             if topic == config.action.topic:  # (a controller state may be both)
                 self._learn_action(topic, sample)
 
-    def _frame_time(self, camera: CameraMapping, stamps: Stamps) -> None:
+    def _frame_time(self, camera: CameraMapping, stamps: samples.Stamps) -> None:
         times = self.prologue.frame_times.setdefault(camera.name, [])
         if len(times) < FPS_MAX_FRAMES:
-            times.append(stream_time(stamps, camera.time))
+            times.append(samples.stream_time(stamps, camera.time))
 
-    def _learn_encoded(self, camera: CameraMapping, sample: EncodedFrameSample) -> None:
+    def _learn_encoded(self, camera: CameraMapping, sample: samples.EncodedFrameSample) -> None:
         """A published H.264 frame: its time; the first keyframe, decoded, is the camera's first frame."""
         self._frame_time(camera, sample.stamps)
         facts = sample.facts
@@ -198,9 +181,9 @@ class PrologueBuilder:
             return
         self.prologue.encoded[camera.name] = sample.codec
 
-    def _learn_joint_state(self, topic: str, sample: Sample) -> None:
-        state = sample.state if isinstance(sample, ControllerStateSample) else sample
-        if isinstance(state, JointStateSample) and state.position.size and state.names not in self._name_lists:
+    def _learn_joint_state(self, topic: str, sample: samples.Sample) -> None:
+        state = sample.state if isinstance(sample, samples.ControllerStateSample) else sample
+        if isinstance(state, samples.JointStateSample) and state.position.size and state.names not in self._name_lists:
             # (messages may name some joints each: two publishers, an arm's and a gripper's; a
             # message without positions, effort-only say, names no joint the steps can hold)
             if len(self._name_lists) >= NAME_LISTS_MAX:
@@ -209,26 +192,26 @@ class PrologueBuilder:
             self.prologue.joint_names = tuple(dict.fromkeys(self.prologue.joint_names + state.names))
         if self.prologue.joint_state is not None:
             return
-        if isinstance(state, JointStateSample) and state.position.size:
+        if isinstance(state, samples.JointStateSample) and state.position.size:
             self.prologue.joint_state = state
-        elif isinstance(state, JointStateSample):
+        elif isinstance(state, samples.JointStateSample):
             self._problem(topic, f"a JointState lists {len(state.names)} joint names but no positions")
-        elif isinstance(state, BadMessage):
+        elif isinstance(state, samples.BadMessage):
             self._problem(topic, state.reason)
 
-    def _learn_action(self, topic: str, sample: Sample) -> None:
+    def _learn_action(self, topic: str, sample: samples.Sample) -> None:
         if self.prologue.action is not None:
             return
-        if isinstance(sample, ControllerStateSample):
+        if isinstance(sample, samples.ControllerStateSample):
             if sample.reference is not None:
                 self.prologue.action = sample
             else:
                 self._problem(topic, "the controller state holds no reference positions (reference and desired empty)")
-        elif isinstance(sample, JointStateSample) and not sample.position.size:
+        elif isinstance(sample, samples.JointStateSample) and not sample.position.size:
             self._problem(topic, f"a JointState command lists {len(sample.names)} joint names but no positions")
-        elif isinstance(sample, (JointStateSample, VectorSample)):
+        elif isinstance(sample, (samples.JointStateSample, samples.VectorSample)):
             self.prologue.action = sample
-        elif isinstance(sample, BadMessage):
+        elif isinstance(sample, samples.BadMessage):
             self._problem(topic, sample.reason)
 
     def _problem(self, topic: str, problem: str) -> None:

@@ -34,7 +34,7 @@ from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 from std_srvs.srv import Trigger
 
-from ortf_ros.errors import EXIT_USAGE, OrtfError, SettingsError, UsageError
+from ortf_ros.errors import OrtfError, SettingsError, UsageError
 from ortf_ros.format.units import NS
 from ortf_ros.io import paths
 from ortf_ros.playback.messages import Outgoing, Playlist
@@ -147,15 +147,9 @@ def main(args: Sequence[str] | None = None) -> int:
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     # Ctrl-C and SIGTERM reach the publishing loop as KeyboardInterrupt, which stops it
     # cleanly (runtime: rclpy's own handler would invalidate the context under a publish).
-    try:
-        runtime.init(args)
-    except UsageError as exc:
-        print(f"{NODE_NAME}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        node = PlayerNode()
-    except (OrtfError, OSError) as exc:
-        return runtime.exit_on_start_failure(NODE_NAME, exc)
+    node = runtime.start(NODE_NAME, args, PlayerNode, (OrtfError, OSError))
+    if isinstance(node, int):
+        return node
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     spinner = runtime.spin_in_thread(executor, "ortf_player services")

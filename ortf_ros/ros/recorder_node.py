@@ -47,7 +47,7 @@ from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from std_msgs.msg import Header, String
 from std_srvs.srv import SetBool, Trigger
 
-from ortf_ros.errors import EXIT_USAGE, OrtfError, SettingsError, UsageError
+from ortf_ros.errors import OrtfError, SettingsError
 from ortf_ros.pipeline.flow import LIVE
 from ortf_ros.pipeline.mapping import MAPPING_KEYS, TopicMapping, describe_mapping
 from ortf_ros.pipeline.recorder import (
@@ -296,18 +296,9 @@ def _status(level: bytes, title: str, message: str, values: dict[str, Any], hard
 
 
 def main(args: Sequence[str] | None = None) -> int:
-    try:
-        runtime.init(args)
-    except UsageError as exc:
-        print(f"{NODE_NAME}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    try:
-        node = RecorderNode()
-    except (OrtfError, OSError, ValueError) as exc:
-        return runtime.exit_on_start_failure(NODE_NAME, exc)
-    except KeyboardInterrupt:
-        runtime.try_shutdown()
-        return 0
+    node = runtime.start(NODE_NAME, args, RecorderNode, (OrtfError, OSError, ValueError), interrupt_exits=True)
+    if isinstance(node, int):
+        return node
     # Two threads: a service handler waits for the pipeline (a commit takes a while) while
     # the status timer and the label topics go on in the other group.
     services = MultiThreadedExecutor(num_threads=2)

@@ -18,7 +18,8 @@ import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
 
 import rclpy
 from rclpy.executors import Executor, ExternalShutdownException
@@ -26,7 +27,7 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 from rclpy.utilities import try_shutdown
 
-from ortf_ros.errors import EXIT_FAILED, OrtfError, UsageError, exit_code, os_error_line
+from ortf_ros.errors import EXIT_FAILED, EXIT_USAGE, OrtfError, UsageError, exit_code, os_error_line
 from ortf_ros.io import paths
 
 __all__ = [
@@ -117,6 +118,38 @@ def exit_on_start_failure(name: str, exc: BaseException) -> int:
     rclpy.logging.get_logger(name).error(" ".join(line.split()))  # type: ignore[no-untyped-call]
     try_shutdown()
     return exit_code(exc) if isinstance(exc, OrtfError) else EXIT_FAILED
+
+
+NodeT = TypeVar("NodeT", bound=Node)
+
+
+def start(
+    name: str,
+    args: Sequence[str] | None,
+    make: Callable[[], NodeT],
+    failures: tuple[type[BaseException], ...],
+    *,
+    interrupt_exits: bool = False,
+) -> NodeT | int:
+    """A node's start, the same for each node's ``main``: rclpy with ``args`` (``init``),
+    then the node ``make`` builds; or, if it cannot start, the exit code ``main`` returns: a
+    command line rcl refuses is said in one line (2), one of ``failures`` while making the
+    node is ``exit_on_start_failure``, and with ``interrupt_exits`` a Ctrl-C while making it
+    shuts rclpy down and exits 0."""
+    try:
+        init(args)
+    except UsageError as exc:
+        print(f"{name}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return make()
+    except failures as exc:
+        return exit_on_start_failure(name, exc)
+    except KeyboardInterrupt:
+        if not interrupt_exits:
+            raise
+        try_shutdown()
+        return 0
 
 
 def _spin(executor: Executor) -> None:

@@ -38,33 +38,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ortf_ros.pipeline.streams.audio_definitions import AudioLayout
+from ortf_ros.synthetic import topics
 from ortf_ros.synthetic.audio import AUDIO_FORMAT_CODES
 from ortf_ros.synthetic.detections import DETECTIONS_TYPE
 from ortf_ros.synthetic.images import H264_GOP
 from ortf_ros.synthetic.lidar import CLOUD_RATE_HZ, SCAN_RATE_HZ
 from ortf_ros.synthetic.motion import CONTROLLER_JOINTS, joint_state_names
 from ortf_ros.synthetic.robot import ARM_JOINTS, JOINTS
-from ortf_ros.synthetic.topics import (
-    CAMERA_FRAMES,
-    CAMERA_INFO_TOPICS,
-    CAMERAS,
-    COMPRESSED_SUFFIX,
-    H264_SUFFIX,
-    TOPIC_AUDIO,
-    TOPIC_AUDIO_INFO,
-    TOPIC_CONTROLLER_STATE,
-    TOPIC_DEPTH_CAMERA_INFO,
-    TOPIC_DEPTH_IMAGE,
-    TOPIC_DETECTIONS,
-    TOPIC_JOINT_COMMAND,
-    TOPIC_JOINT_STATES,
-    TOPIC_POINTS,
-    TOPIC_ROBOT_DESCRIPTION,
-    TOPIC_SCAN,
-    TOPIC_TF,
-    TOPIC_TF_STATIC,
-    TOPIC_WRENCH,
-)
 from ortf_ros.synthetic.typestore import COMPRESSED_VIDEO_TYPE, CONTROLLER_STATE_TYPE, ControllerLayout
 
 BagFormat = Literal["mcap", "sqlite3", "ros1"]
@@ -143,7 +123,7 @@ class TeleopConfig:
 
     def joint_state_topic(self) -> str:
         """The topic of the joint states: ``/joint_states``, or the controller state's."""
-        return TOPIC_CONTROLLER_STATE if self.controller_state else TOPIC_JOINT_STATES
+        return topics.TOPIC_CONTROLLER_STATE if self.controller_state else topics.TOPIC_JOINT_STATES
 
     def records_command(self) -> bool:
         """Whether ``/joint_command`` is recorded."""
@@ -159,18 +139,18 @@ class TeleopConfig:
     def bag_only_topics(self) -> tuple[str, ...]:
         """Topics of types only a bag can hold here (no ``control_msgs`` Python package to
         publish them live with)."""
-        return (TOPIC_CONTROLLER_STATE,) if self.controller_state else ()
+        return (topics.TOPIC_CONTROLLER_STATE,) if self.controller_state else ()
 
     def cameras(self) -> dict[str, str]:
         """The RGB cameras of the scene: raw image topic -> optical frame."""
-        return CAMERA_FRAMES if self.side_camera else CAMERAS
+        return topics.CAMERA_FRAMES if self.side_camera else topics.CAMERAS
 
     def camera_info_topics(self) -> dict[str, str]:
         """Every camera of the scene, depth included: raw image topic -> its camera_info topic."""
-        topics = {camera: CAMERA_INFO_TOPICS[camera] for camera in self.cameras()}
+        info = {camera: topics.CAMERA_INFO_TOPICS[camera] for camera in self.cameras()}
         if self.with_depth:
-            topics[TOPIC_DEPTH_IMAGE] = TOPIC_DEPTH_CAMERA_INFO
-        return topics
+            info[topics.TOPIC_DEPTH_IMAGE] = topics.TOPIC_DEPTH_CAMERA_INFO
+        return info
 
     def has_camera_info(self, camera: str) -> bool:
         """Whether camera ``camera`` (its raw image topic) publishes its camera_info."""
@@ -182,8 +162,8 @@ class TeleopConfig:
     def image_topic(self, topic: str) -> str:
         """The topic camera ``topic`` (its raw image topic) publishes on."""
         if topic in self.h264_cameras:
-            return topic + H264_SUFFIX
-        return topic + COMPRESSED_SUFFIX if self.is_compressed(topic) else topic
+            return topic + topics.H264_SUFFIX
+        return topic + topics.COMPRESSED_SUFFIX if self.is_compressed(topic) else topic
 
     def image_type(self, camera: str) -> str:
         """The message type camera ``camera`` (its raw image topic) publishes."""
@@ -195,28 +175,30 @@ class TeleopConfig:
     def rates(self) -> dict[str, float | None]:
         """Topic -> publish rate (None: published once, at t = 0)."""
         rates: dict[str, float | None] = {
-            TOPIC_ROBOT_DESCRIPTION: None,
-            TOPIC_TF_STATIC: None,
-            TOPIC_TF: self.tf_rate_hz,
+            topics.TOPIC_ROBOT_DESCRIPTION: None,
+            topics.TOPIC_TF_STATIC: None,
+            topics.TOPIC_TF: self.tf_rate_hz,
             self.joint_state_topic(): self.joint_rate_hz,
         }
         if self.records_command():
-            rates[TOPIC_JOINT_COMMAND] = self.command_rate_hz
+            rates[topics.TOPIC_JOINT_COMMAND] = self.command_rate_hz
         rates |= {self.image_topic(camera): self.fps for camera in self.cameras()}
-        rates |= {CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras() if self.has_camera_info(camera)}
-        rates[TOPIC_WRENCH] = self.wrench_rate_hz
+        rates |= {
+            topics.CAMERA_INFO_TOPICS[camera]: self.fps for camera in self.cameras() if self.has_camera_info(camera)
+        }
+        rates[topics.TOPIC_WRENCH] = self.wrench_rate_hz
         if self.lidar:
-            rates |= {TOPIC_SCAN: SCAN_RATE_HZ, TOPIC_POINTS: CLOUD_RATE_HZ}
+            rates |= {topics.TOPIC_SCAN: SCAN_RATE_HZ, topics.TOPIC_POINTS: CLOUD_RATE_HZ}
         if self.with_depth:
-            rates[TOPIC_DEPTH_IMAGE] = self.fps
-            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
-                rates[TOPIC_DEPTH_CAMERA_INFO] = self.fps
+            rates[topics.TOPIC_DEPTH_IMAGE] = self.fps
+            if self.has_camera_info(topics.TOPIC_DEPTH_IMAGE):
+                rates[topics.TOPIC_DEPTH_CAMERA_INFO] = self.fps
         if self.audio is not None:
-            rates[TOPIC_AUDIO] = self.audio_rate_hz / self.audio_chunk
+            rates[topics.TOPIC_AUDIO] = self.audio_rate_hz / self.audio_chunk
             if self.audio == "older":
-                rates[TOPIC_AUDIO_INFO] = None
+                rates[topics.TOPIC_AUDIO_INFO] = None
         if self.detections:
-            rates[TOPIC_DETECTIONS] = self.fps
+            rates[topics.TOPIC_DETECTIONS] = self.fps
         return rates
 
     def count(self, topic: str) -> int:
@@ -226,37 +208,40 @@ class TeleopConfig:
 
     def dropped(self, topic: str) -> frozenset[int]:
         """The messages of ``topic`` (seq) the recording lacks."""
-        return frozenset(self.audio_dropped) if topic == TOPIC_AUDIO else frozenset()
+        return frozenset(self.audio_dropped) if topic == topics.TOPIC_AUDIO else frozenset()
 
     def msgtypes(self) -> dict[str, str]:
         """Topic -> ROS 2 message type name (a ROS 1 bag's ``tf/tfMessage`` reads as TFMessage)."""
         types = {
-            TOPIC_ROBOT_DESCRIPTION: "std_msgs/msg/String",
-            TOPIC_TF_STATIC: "tf2_msgs/msg/TFMessage",
-            TOPIC_TF: "tf2_msgs/msg/TFMessage",
+            topics.TOPIC_ROBOT_DESCRIPTION: "std_msgs/msg/String",
+            topics.TOPIC_TF_STATIC: "tf2_msgs/msg/TFMessage",
+            topics.TOPIC_TF: "tf2_msgs/msg/TFMessage",
             self.joint_state_topic(): CONTROLLER_STATE_TYPE if self.controller_state else "sensor_msgs/msg/JointState",
         }
         if self.records_command():
-            types[TOPIC_JOINT_COMMAND] = "sensor_msgs/msg/JointState"
+            types[topics.TOPIC_JOINT_COMMAND] = "sensor_msgs/msg/JointState"
         for camera in self.cameras():
             types[self.image_topic(camera)] = self.image_type(camera)
         types |= {
-            CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo"
+            topics.CAMERA_INFO_TOPICS[camera]: "sensor_msgs/msg/CameraInfo"
             for camera in self.cameras()
             if self.has_camera_info(camera)
         }
-        types[TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
+        types[topics.TOPIC_WRENCH] = "geometry_msgs/msg/WrenchStamped"
         if self.lidar:
-            types |= {TOPIC_SCAN: "sensor_msgs/msg/LaserScan", TOPIC_POINTS: "sensor_msgs/msg/PointCloud2"}
+            types |= {
+                topics.TOPIC_SCAN: "sensor_msgs/msg/LaserScan",
+                topics.TOPIC_POINTS: "sensor_msgs/msg/PointCloud2",
+            }
         if self.with_depth:
-            types[TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
-            if self.has_camera_info(TOPIC_DEPTH_IMAGE):
-                types[TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
+            types[topics.TOPIC_DEPTH_IMAGE] = "sensor_msgs/msg/Image"
+            if self.has_camera_info(topics.TOPIC_DEPTH_IMAGE):
+                types[topics.TOPIC_DEPTH_CAMERA_INFO] = "sensor_msgs/msg/CameraInfo"
         if self.audio == "ros2":
-            types[TOPIC_AUDIO] = "audio_common_msgs/msg/AudioStamped"
+            types[topics.TOPIC_AUDIO] = "audio_common_msgs/msg/AudioStamped"
         elif self.audio == "older":
-            types[TOPIC_AUDIO] = "audio_common_msgs/msg/AudioData"
-            types[TOPIC_AUDIO_INFO] = "audio_common_msgs/msg/AudioInfo"
+            types[topics.TOPIC_AUDIO] = "audio_common_msgs/msg/AudioData"
+            types[topics.TOPIC_AUDIO_INFO] = "audio_common_msgs/msg/AudioInfo"
         if self.detections:
-            types[TOPIC_DETECTIONS] = DETECTIONS_TYPE
+            types[topics.TOPIC_DETECTIONS] = DETECTIONS_TYPE
         return types

@@ -18,7 +18,7 @@ from ortf_ros.dataset.validation.extras import annotation_dirs, check_annotation
 from ortf_ros.dataset.validation.findings import Finding, Report, finding
 from ortf_ros.dataset.validation.lidar import check_cloud_files, check_lidar_manifest
 from ortf_ros.dataset.validation.manifest_rules import check_manifest, check_statistics, load_manifest
-from ortf_ros.dataset.validation.steps import check_steps
+from ortf_ros.dataset.validation.steps import StepScan
 from ortf_ros.dataset.validation.streams import check_streams
 from ortf_ros.dataset.validation.tables import Episode, check_episode, check_episode_index, load_episodes, load_tasks
 from ortf_ros.dataset.validation.urdf import check_urdf_joints, load_urdf
@@ -80,7 +80,7 @@ def _check_episodes(
         findings += found
         findings += check_frames_and_steps(item, frame_counts[item.id], frozenset(manifest.native_streams))
         findings += check_audio(root, manifest, item)
-    findings += check_steps(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
+    findings += StepScan(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts).run()
     findings += check_streams(root, manifest, episodes, only=only, pending=pending)
     findings += check_cloud_files(root, manifest, [only] if only is not None else episodes)
     return findings

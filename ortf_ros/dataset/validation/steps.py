@@ -33,26 +33,6 @@ FLAGS = ("is_first", "is_last", "is_terminal")
 Arrays = Mapping[str, np.ndarray]
 
 
-def check_steps(
-    root: Path,
-    manifest: Manifest,
-    episodes: Sequence[Episode],
-    *,
-    only: Episode | None,
-    pending: Collection[str],
-    frame_counts: Mapping[str, Mapping[str, int]],
-) -> list[Finding]:
-    """Rules on every chunk (or, with ``only``, on one episode's rows).
-
-    ``pending`` are episode ids whose commit or deletion was interrupted: their rows are expected
-    to lack an index entry. ``frame_counts`` gives, per episode, each camera's frames.
-    """
-    scanner = _Scanner(root, manifest, episodes, only=only, pending=pending, frame_counts=frame_counts)
-    for chunk_id in scanner.chunks():
-        scanner.scan(chunk_id)
-    return scanner.finish()
-
-
 def _same_type(actual: pa.DataType, expected: pa.DataType) -> bool:
     """Type equality that ignores the list item's name and nullability, which writers choose freely."""
     if pa.types.is_fixed_size_list(actual) and pa.types.is_fixed_size_list(expected):
@@ -231,9 +211,14 @@ class _StepIndexConvention:
         return [finding("steps.step_index_convention", file, message, episode=episode.id, field="step_index")]
 
 
-class _Scanner:
-    """Reads chunk after chunk; an episode's summary is turned into findings and dropped
-    as soon as its chunk is read, so at most one chunk's episodes are held."""
+class StepScan:
+    """Rules on every chunk (or, with ``only``, on one episode's rows): ``run``.
+
+    Reads chunk after chunk; an episode's summary is turned into findings and dropped as soon
+    as its chunk is read, so at most one chunk's episodes are held. ``pending`` are episode ids
+    whose commit or deletion was interrupted: their rows are expected to lack an index entry.
+    ``frame_counts`` gives, per episode, each camera's frames.
+    """
 
     def __init__(
         self,
@@ -264,6 +249,12 @@ class _Scanner:
         self.orphans: Counter[tuple[str, str]] = Counter()  # (file, episode id) -> rows
         self.reference: tuple[str, pa.Schema] | None = None  # the first chunk's schema
         self.reported_nulls: set[tuple[str, str]] = set()
+
+    def run(self) -> list[Finding]:
+        """The findings of every chunk read."""
+        for chunk_id in self.chunks():
+            self.scan(chunk_id)
+        return self.finish()
 
     def chunks(self) -> list[int]:
         """The chunks the selected episodes name, plus (for the whole dataset) any on disk."""
