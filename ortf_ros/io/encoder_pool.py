@@ -256,3 +256,19 @@ def _stop_idle_processes() -> None:
         _idle.clear()
     for process in waiting:
         process.stop()
+
+
+def _forget_processes_in_child() -> None:
+    """In a forked child the waiting processes are the parent's: the child closes its copies
+    of their sockets (a process ends when its socket closes, which the parent's close alone
+    would then no longer do) and starts processes of its own. The lock is made anew: a
+    thread of the parent may have held it at the fork, and that thread does not exist here."""
+    global _idle_lock
+    for process in [*_idle, *_let_go]:
+        process.control.close()
+    _idle.clear()
+    _let_go.clear()
+    _idle_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_processes_in_child)

@@ -6,8 +6,9 @@ appended to."""
 from __future__ import annotations
 
 import errno
-import multiprocessing
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import BinaryIO
 
@@ -255,16 +256,36 @@ def _commit_one(root: str) -> None:
         writer.end_episode()
 
 
+_FORK_AFTER_A_COMMIT = """
+import faulthandler, multiprocessing, sys
+from dataset.test_append import _commit_one
+_commit_one(sys.argv[1] + "/parent")
+def child(root):
+    faulthandler.dump_traceback_later(45, exit=True)  # (a hang prints where each thread waits)
+    _commit_one(root)
+process = multiprocessing.get_context("fork").Process(target=child, args=(sys.argv[1] + "/child",))
+process.start()
+process.join(timeout=60)
+if process.is_alive():
+    process.kill()
+    process.join()
+sys.exit(process.exitcode)
+"""
+
+
 def test_a_forked_child_commits_although_its_parent_has_committed_before(tmp_path: Path) -> None:
     """The commit's threads are kept for the process; a child forked after a commit has none of
-    them and must make its own pool rather than wait on threads that do not exist."""
-    _commit_one(str(tmp_path / "parent"))
-    child = multiprocessing.get_context("fork").Process(target=_commit_one, args=(str(tmp_path / "child"),))
-    child.start()
-    child.join(timeout=60)
-    if child.is_alive():
-        child.kill()
-    assert child.exitcode == 0
+    them and must make its own pool rather than wait on threads that do not exist. (In a fresh
+    interpreter: the threads this test process has from other tests are not the product's.)"""
+    run = subprocess.run(
+        [sys.executable, "-c", _FORK_AFTER_A_COMMIT, str(tmp_path)],
+        cwd=Path(__file__).parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert len(load_dataset(tmp_path / "parent")) == 1
     assert len(load_dataset(tmp_path / "child")) == 1
 
 

@@ -552,7 +552,15 @@ def test_the_encoder_processes_hold_the_dataset_lock_while_their_videos_are_open
 
 
 def _encoder_processes() -> list[psutil.Process]:
-    return [c for c in psutil.Process().children() if "ortf_ros.io.encoder_process" in " ".join(c.cmdline())]
+    """This process's encoder children (other children, e.g. another test's exited one, are not asked)."""
+    found = []
+    for child in psutil.Process().children():
+        try:
+            if "ortf_ros.io.encoder_process" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:  # gone, or a zombie not yet reaped
+            continue
+    return found
 
 
 def _holding(path: Path) -> int:

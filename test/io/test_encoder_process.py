@@ -213,3 +213,37 @@ def test_prestarted_processes_serve_before_they_are_needed_and_are_taken(tmp_pat
     writer.close()
     with av.open(str(tmp_path / "rgb.mp4")) as container:
         assert sum(1 for _ in container.decode(video=0)) == 1
+
+
+def test_a_forked_child_leaves_the_parents_waiting_processes_to_end_when_the_parent_closes_them() -> None:
+    """A waiting process ends when its socket closes. A child forked while processes wait
+    must not keep its copies of their sockets open: the parent's close would then not end
+    them (``stop`` waits, then kills), and a child that encodes would share their sockets."""
+    prestart = encoder_pool.Prestart([(32, 24, "rgb")], 2)
+    assert prestart.wait()
+    with encoder_pool._idle_lock:
+        waiting = list(encoder_pool._idle)
+    assert waiting
+    release_read, release_write = os.pipe()
+    report_read, report_write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child: how many processes it believes wait, then block until released
+        try:
+            os.write(report_write, str(len(encoder_pool._idle)).encode())
+            os.read(release_read, 1)
+        finally:
+            os._exit(0)
+    try:
+        assert os.read(report_read, 16) == b"0"
+        started = time.monotonic()
+        for process in waiting:
+            with encoder_pool._idle_lock:
+                encoder_pool._idle.remove(process)
+            process.stop()
+            assert process.process.returncode == 0  # ended by its socket's close, not killed
+        assert time.monotonic() - started < 10
+    finally:
+        os.write(release_write, b"x")
+        os.waitpid(child, 0)
+        for fd in (release_read, release_write, report_read, report_write):
+            os.close(fd)
