@@ -2,7 +2,8 @@
 
 One recording, a fleet's thousands (directories searched, ``--inputs-from``), in place,
 on this machine's cores (``--jobs``) or on a Ray cluster (``--ray``): ``fleet/``. Run
-again, it converts only what the dataset does not hold yet.
+again, it converts only what the dataset does not hold yet (held, or converted and its
+episodes deleted: ``ortf info`` lists them); ``--again`` converts them anew, beside.
 
 Exit codes: 0 converted (or in the dataset already), 1 a recording could not be
 converted (one line on standard error naming the file and the problem; the others are
@@ -93,7 +94,7 @@ def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
     settings = _settings(args)
     runner = _runner(args, len(inputs))  # (a missing Ray or a malformed address: before anything is written)
     show_progress = sys.stderr.isatty() and not args.json
-    report = _JsonReport(args.output) if args.json else _TextReport(args.output, len(inputs))
+    report = _JsonReport(args.output) if args.json else _TextReport(args.output, len(inputs), args.again)
     with contextlib.ExitStack() as stack:
         if runner is not None:
             stack.callback(runner.close)
@@ -102,7 +103,14 @@ def _convert(args: argparse.Namespace, inputs: list[Path]) -> int:
         bar = stack.enter_context(fleet_progress(show_progress and len(inputs) > 1))
         single = stack.enter_context(progress_bar(show_progress and len(inputs) == 1, inputs[0].name))
         fleet = FleetConversion(
-            output, settings, runner, report=report.recording, progress=bar, message_progress=single, say=report.note
+            output,
+            settings,
+            runner,
+            again=args.again,
+            report=report.recording,
+            progress=bar,
+            message_progress=single,
+            say=report.note,
         )
         try:
             totals = fleet.run(inputs)
@@ -135,9 +143,10 @@ def _has_episodes(dataset: Path) -> bool:
 class _TextReport:
     """Each recording's summary as it is reported; failures on standard error, one line each."""
 
-    def __init__(self, output: str, recordings: int) -> None:
+    def __init__(self, output: str, recordings: int, again: bool) -> None:
         self.output = output
         self.recordings = recordings
+        self.again = again
 
     def recording(self, outcome: Outcome) -> None:
         if outcome.error is not None:  # (among several, which one failed matters)
@@ -159,6 +168,8 @@ class _TextReport:
                 f"{totals.recordings} recordings: {totals.converted} converted, {totals.skipped} skipped "
                 f"(in the dataset already), {totals.failed} failed"
             )
+        if totals.skipped and not self.again:
+            print(f"(`ortf info {self.output}` lists the recordings it holds; --again converts them again)")
 
 
 class _JsonReport:
@@ -199,6 +210,10 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
         return base | {"error": outcome.error}
     if outcome.skipped is not None:
         return base | {"skipped": outcome.skipped}
+    if outcome.again_of is not None:  # (converted again: what was there of it stays, for the user)
+        held = outcome.again_of
+        deleted = [d.episode_id for d in held.deleted]
+        base |= {"converted_again": {"older_episodes": held.ids(), "deleted_episodes": deleted}}
     result = outcome.result
     assert result is not None
     counts = result.counts
@@ -281,10 +296,39 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         print(f"  {steps} step(s) not written: {reason}")
     for warning in summary["warnings"]:
         print(f"  warning: {warning}")
+    if "converted_again" in summary:
+        print(f"  {_again_line(summary['converted_again'], output)}")
+
+
+def _again_line(again: dict[str, list[str | None]], output: str) -> str:
+    """What the dataset held of a recording converted again: its older episodes, kept for the
+    user to delete (or keep both), and those deleted before."""
+    older = [str(i) for i in again["older_episodes"]]
+    deleted = again["deleted_episodes"]
+    said = []
+    if older:
+        said.append(
+            f"older episode(s) {', '.join(older)} came from the same recording and are kept "
+            f"(`ortf episodes delete {output} {' '.join(older)}` deletes them)"
+        )
+    if deleted:
+        known = [str(i) for i in deleted if i is not None]
+        said.append(
+            f"{len(deleted)} episode(s) of it were deleted before" + (f" ({', '.join(known)})" if known else "")
+        )
+    return "converted again (--again): " + "; ".join(said)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog=PROG, description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset.")
+    parser = OneLineParser(
+        prog=PROG,
+        description="Convert MCAP, rosbag2 and ROS 1 recordings into an ORTF dataset.",
+        epilog="A recording the dataset already holds is skipped, so the same command run again resumes: "
+        "it converts only what is missing. A recording is known by its content (a copy elsewhere or under "
+        "another name is the same one), and also one whose episodes were deleted (ortf episodes delete) "
+        "is skipped. `ortf info DATASET` lists the recordings a dataset holds, with their episodes, and "
+        "those deleted. --again converts the named recordings anew.",
+    )
     parser.add_argument(
         "inputs",
         nargs="*",
@@ -315,6 +359,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--failure-reason", type=arguments.text)
     parser.add_argument("--notes", type=arguments.text, help="operator notes")
     parser.add_argument("--json", action="store_true", help="print the conversion summary as JSON")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="convert the recordings even when the dataset holds them or their episodes were deleted (to convert "
+        "them with a better mapping): their new episodes are added beside the older ones, which the summary "
+        "names (delete them with `ortf episodes delete`, or keep both)",
+    )
     parser.add_argument(
         "--jobs",
         type=arguments.bounded(bounds.JOBS),

@@ -98,8 +98,13 @@ episodes that used it, so that a new task does not take the id of a dropped one.
 
 DELETED_SOURCES_KEY = "deleted_sources"
 """Manifest key: the recordings' episodes that were converted and then deleted (``source``
-structs), so that converting the same recordings again does not bring them back
-(``fleet.ledger``)."""
+structs with the episode's ``episode_id``), so that converting the same recordings again
+does not bring them back (``fleet.ledger``) unless asked to (``--again``), and ``ortf info``
+lists them (``held_recordings``)."""
+
+DELETED_ID_KEY = "episode_id"
+"""The deleted episode's id, beside its source in a ``DELETED_SOURCES_KEY`` entry (absent in
+entries written before it was kept)."""
 
 
 def _number(episode_id: str) -> int:
@@ -213,13 +218,15 @@ class Catalog:
         if taken > self.next_episode_index:
             self.manifest = replace(self.manifest, extra={**self.manifest.extra, NUMBERED_UP_TO_KEY: taken})
 
-    def note_sources_deleted(self, sources: Sequence[EpisodeSource]) -> None:
-        """Remember the deleted episodes' sources (``DELETED_SOURCES_KEY``) in the manifest written next."""
-        if not sources:
+    def note_sources_deleted(self, deleted: Sequence[tuple[str, EpisodeSource]]) -> None:
+        """Remember the deleted episodes' sources, each with the episode's id
+        (``DELETED_SOURCES_KEY``; ``held_recordings`` reads them), in the manifest written next."""
+        if not deleted:
             return
         known = self.manifest.extra.get(DELETED_SOURCES_KEY)
         listed = list(known) if isinstance(known, list) else []
-        listed += [source.to_dict() for source in sources if source.to_dict() not in listed]
+        entries = [{**source.to_dict(), DELETED_ID_KEY: episode_id} for episode_id, source in deleted]
+        listed += [entry for entry in entries if entry not in listed]
         self.manifest = replace(self.manifest, extra={**self.manifest.extra, DELETED_SOURCES_KEY: listed})
 
     def _count_totals(self) -> None:

@@ -240,7 +240,7 @@ def finish_deletion(catalog: Catalog, plan: Sequence[PlannedDeletion]) -> list[s
                 _remove_tree(path)
     if deleted:
         catalog.note_numbers_taken([p.episode_id for p in deleted])
-        catalog.note_sources_deleted([p.source for p in deleted if p.source is not None])
+        catalog.note_sources_deleted([(p.episode_id, p.source) for p in deleted if p.source is not None])
         catalog.drop_unused_tasks()
         catalog.replace_stats(recomputed_stats(catalog))
     journal = journal_path(catalog.root)

@@ -1,4 +1,6 @@
-"""``ortf info``: what a dataset holds, at a glance, from metadata and video headers only."""
+"""``ortf info``: what a dataset holds, at a glance, from metadata and video headers only;
+also the recordings its episodes were converted from, and those whose episodes were
+deleted, which ``ortf-bag2ortf`` skips (``held_recordings``): what it remembers is shown."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from ortf_ros.dataset.held_recordings import HeldRecording, deleted_episodes, held_recordings
 from ortf_ros.dataset.reader import Dataset
 from ortf_ros.errors import ReaderError
 from ortf_ros.format.audio import audio_sensors
@@ -34,6 +37,28 @@ class TaskSummary:
 
 
 @dataclass(frozen=True)
+class RecordingSummary:
+    """A recording episodes were converted from: its episodes in the dataset (more than one a
+    place once converted again) and its deleted ones (None: an id not remembered)."""
+
+    path: str
+    fingerprint: str
+    episodes: tuple[str, ...]
+    deleted_episodes: tuple[str | None, ...]
+
+    @classmethod
+    def of(cls, fingerprint: str, held: HeldRecording) -> RecordingSummary:
+        return cls(held.path, fingerprint, tuple(held.ids()), tuple(d.episode_id for d in held.deleted))
+
+    def line(self) -> str:
+        """``PATH -> 000001, 000004; deleted: 000002``."""
+        deleted = ", ".join(i or "(id not remembered)" for i in self.deleted_episodes)
+        said = [", ".join(self.episodes)] if self.episodes else []
+        said += [f"deleted: {deleted}"] if deleted else []
+        return f"{self.path} -> {'; '.join(said)}"
+
+
+@dataclass(frozen=True)
 class DatasetInfo:
     path: str
     name: str
@@ -48,6 +73,8 @@ class DatasetInfo:
     tasks: tuple[TaskSummary, ...]
     microphones: tuple[str, ...] = ()  # one line each: name, rate, channels, sample format, codec
     lidars: tuple[str, ...] = ()  # one line each: name, scan or cloud, rate, samples or channels, source
+    recordings: tuple[RecordingSummary, ...] = ()  # those converted into it, and those deleted from it
+    unsourced: int = 0  # episodes that name no recording (recorded live, or by another tool)
 
     @property
     def success_rate(self) -> float | None:
@@ -81,6 +108,21 @@ class DatasetInfo:
             f"  [{t.task_id}] {t.instruction}  ({t.episodes} episode{'' if t.episodes == 1 else 's'})"
             for t in self.tasks
         ]
+        return out + self._recording_lines()
+
+    def _recording_lines(self) -> list[str]:
+        """The recordings, each with its episodes: what ``ortf-bag2ortf`` skips."""
+        if not self.recordings:
+            return []
+        gone = sum(1 for r in self.recordings if not r.episodes)
+        out = [
+            f"recordings  {len(self.recordings)} converted"
+            + (f", {gone} of them with every episode deleted" if gone else "")
+            + " (ortf-bag2ortf skips them; --again converts them again)"
+        ]
+        out += [f"  {r.line()}" for r in self.recordings]
+        if self.unsourced:
+            out.append(f"  {self.unsourced} other episode(s) name no recording (recorded live, or by another tool)")
         return out
 
 
@@ -116,7 +158,11 @@ def dataset_info(dataset: Dataset) -> DatasetInfo:
         f"{s.extra.get('sample_format')}  {s.extra.get('codec')} ({s.extra.get('source')})"
         for s in audio_sensors(manifest)
     )
+    sources = [(e.episode_id, e.source) for e in dataset.episodes if e.source is not None]
+    held = held_recordings(sources, deleted_episodes(manifest.extra))
     return DatasetInfo(
+        recordings=tuple(RecordingSummary.of(fingerprint, h) for fingerprint, h in held.items()),
+        unsourced=len(dataset.episodes) - len(sources),
         microphones=microphones,
         lidars=tuple(_lidar_line(s) for s in manifest.sensors if s.type == "lidar"),
         path=str(dataset.root),

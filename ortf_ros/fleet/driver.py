@@ -11,6 +11,9 @@
 
 Each recording is first looked up in the dataset (``Ledger``): one held whole is skipped,
 one held in part is converted again in scratch and only its missing episodes imported.
+With ``again`` (``--again``), each is converted anew whatever the dataset holds of it, and
+its episodes added beside those of its earlier conversions (``Outcome.again_of``): the one
+place that decides what is skipped, for all three runners.
 A recording that fails (unreadable, refused) fails alone: it is reported, the others are
 converted, and the run's result says so (``Totals.failed``). What the output itself
 cannot take (a full disk, a lock held by another writer) stops the run.
@@ -29,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
+from ortf_ros.dataset.held_recordings import HeldRecording
 from ortf_ros.dataset.importing import import_episode
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.recover import recover
@@ -36,7 +40,7 @@ from ortf_ros.dataset.run_lock import run_lock
 from ortf_ros.dataset.staging import HEADER_FILE, StagedEpisode, lock_dataset, staged_episode_dirs
 from ortf_ros.dataset.writer import DatasetWriter, check_target
 from ortf_ros.errors import OrtfError, WriterError, failure_line
-from ortf_ros.fleet.ledger import Held, Ledger
+from ortf_ros.fleet.ledger import Ledger
 from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.fleet.task import DATASET_DIR, RecordingTask, TaskResult, part_prefix, run_task, storage_failure
 from ortf_ros.format import layout
@@ -78,7 +82,8 @@ class Runner(Protocol):
 @dataclass(frozen=True)
 class Outcome:
     """What became of one recording: converted (``result``), ``skipped`` (why), or failed
-    (``error``); ``episodes``: its episodes in the dataset."""
+    (``error``); ``episodes``: its episodes in the dataset; ``again_of``: what the dataset held
+    of it before it was converted again (``--again``), for the user to delete or keep."""
 
     index: int
     input: Path
@@ -88,6 +93,7 @@ class Outcome:
     skipped: str | None = None
     error: str | None = None
     notes: tuple[str, ...] = ()
+    again_of: HeldRecording | None = None
 
 
 @dataclass
@@ -106,8 +112,9 @@ class _Slot:
     index: int
     input: Path
     identity: RecordingIdentity | None = None
-    held: Held | None = None
+    held: HeldRecording | None = None  # what the dataset holds of it: the other places are imported
     notes: tuple[str, ...] = ()
+    again_of: HeldRecording | None = None
     outcome: Outcome | None = None
     task: RecordingTask | None = None
     future: Future[TaskResult] | None = None
@@ -117,11 +124,13 @@ class _Slot:
 class FleetConversion:
     """``inputs`` (recordings, in order) into the dataset ``output``. ``report`` hears each
     recording's outcome in input order; ``progress(done, total, bytes)`` after each;
-    ``message_progress(done, total)``, the messages a conversion in place has read."""
+    ``message_progress(done, total)``, the messages a conversion in place has read.
+    ``again``: convert every recording anew, also those the dataset holds or held."""
 
     output: Path
     settings: ConversionSettings
     runner: Runner | None = None
+    again: bool = False
     report: Callable[[Outcome], None] = lambda _: None
     progress: Callable[[int, int, int], None] | None = None
     message_progress: Callable[[int, int], None] | None = None  # (messages read) of a conversion in place
@@ -183,7 +192,7 @@ class FleetConversion:
                 continue
             held = ledger.holds(identity)
             size = identity.size
-            if held is not None and held.whole:
+            if held is not None and held.whole and not self.again:
                 skipped = held.describe()
                 outcome = Outcome(index, path, size, episodes=tuple(held.ids()), skipped=skipped)
                 yield _Slot(index, path, outcome=outcome)
@@ -196,6 +205,9 @@ class FleetConversion:
             notes: tuple[str, ...] = ()
             if held is None and ledger.changed(identity):
                 notes = (f"{identity.path}: other content was converted from this path before; converted as new",)
+            if self.again and held is not None:  # all of its episodes anew, beside the earlier ones
+                yield _Slot(index, path, identity, None, notes, again_of=held)
+                continue
             yield _Slot(index, path, identity, held, notes)
 
     # -- in place -----------------------------------------------------------------
@@ -293,7 +305,7 @@ class FleetConversion:
             return self._outcome(slot, error=task.error or "no result")
         try:
             converted = load_dataset(task.dataset)
-            held = slot.held if slot.held is not None else Held()
+            held = slot.held if slot.held is not None else HeldRecording(str(slot.input))
             present = held.episodes
             writer = self._writer_for(converted)
             episodes = []
@@ -348,7 +360,9 @@ class FleetConversion:
         error: str | None = None,
     ) -> Outcome:
         size = slot.identity.size if slot.identity is not None else 0
-        return Outcome(slot.index, slot.input, size, result, episodes, error=error, notes=slot.notes)
+        return Outcome(
+            slot.index, slot.input, size, result, episodes, error=error, notes=slot.notes, again_of=slot.again_of
+        )
 
     def _done(self, outcome: Outcome) -> None:
         totals = self.totals

@@ -3,18 +3,19 @@
 A run that was killed (its driver, a node), that failed for some recordings, or that is
 given new recordings, is run again as it was: what the dataset holds whole is skipped,
 what it holds in part (a run cut off between two episodes of one recording) is
-converted again and only its missing episodes imported, the rest converted.
+converted again and only its missing episodes imported, the rest converted. (What to do
+with each is the driver's to decide, ``--again`` included: ``FleetConversion._plan``.)
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ortf_ros.dataset.catalog import DELETED_SOURCES_KEY, load_manifest
+from ortf_ros.dataset.catalog import load_manifest
+from ortf_ros.dataset.held_recordings import DeletedEpisode, HeldRecording, deleted_episodes, held_recordings
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
@@ -22,59 +23,19 @@ from ortf_ros.format.schema import SOURCE_COLUMN, SOURCE_TYPE
 from ortf_ros.pipeline.sources.identity import RecordingIdentity
 
 
-@dataclass
-class Held:
-    """The episodes a dataset holds of one recording: episode id by place in the recording,
-    and how many the recording gives (None while no conversion of it ran to its end)."""
-
-    episodes: dict[int, str] = field(default_factory=dict)
-    count: int | None = None
-    deleted: set[int] = field(default_factory=set)  # places whose episode was deleted from the dataset
-
-    @property
-    def whole(self) -> bool:
-        """Every place of the recording is in the dataset, or was and was deleted (a deleted
-        episode is a decision, not a gap: it is not converted again)."""
-        return self.count is not None and all(self.has(position) for position in range(self.count))
-
-    def has(self, position: int) -> bool:
-        return position in self.episodes or position in self.deleted
-
-    def ids(self) -> list[str]:
-        return [self.episodes[position] for position in sorted(self.episodes)]
-
-    def describe(self) -> str:
-        """Why a whole recording is skipped."""
-        deleted = f"{len(self.deleted)} of its episode(s) deleted from it" if self.deleted else ""
-        if not self.episodes:
-            return f"already converted, and {deleted} (not converted again)"
-        return f"already in the dataset (episode {', '.join(self.ids())}" + (f"; {deleted})" if deleted else ")")
-
-
 class Ledger:
     """The recordings of the dataset at ``root`` (none when it does not exist yet), and
     those taken on in this run, by fingerprint."""
 
     def __init__(self, root: Path) -> None:
-        self.held: dict[str, Held] = {}
-        self._by_path: dict[str, str] = {}
         self._this_run: dict[str, str] = {}
         sources, self.unsourced = _sources(root)
-        for episode_id, source in sources:
-            held = self._held(source)
-            held.episodes[source.episode] = episode_id
-            self._by_path[source.path] = source.fingerprint
-        for source in _deleted_sources(root):
-            self._held(source).deleted.add(source.episode)
+        self.held: dict[str, HeldRecording] = held_recordings(sources, _deleted(root))
+        self._by_path = {source.path: source.fingerprint for _, source in sources}
 
-    def _held(self, source: EpisodeSource) -> Held:
-        held = self.held.setdefault(source.fingerprint, Held())
-        if source.episodes is not None:
-            held.count = source.episodes
-        return held
-
-    def holds(self, identity: RecordingIdentity) -> Held | None:
-        """What the dataset holds of this recording (None: nothing)."""
+    def holds(self, identity: RecordingIdentity) -> HeldRecording | None:
+        """What the dataset holds of this recording, or held before its episodes were deleted
+        (None: nothing)."""
         return self.held.get(identity.fingerprint)
 
     def changed(self, identity: RecordingIdentity) -> bool:
@@ -112,10 +73,8 @@ def _sources(root: Path) -> tuple[list[tuple[str, EpisodeSource]], int]:
     return found, 0
 
 
-def _deleted_sources(root: Path) -> list[EpisodeSource]:
-    """The sources of episodes deleted from the dataset (``catalog.DELETED_SOURCES_KEY``)."""
+def _deleted(root: Path) -> list[DeletedEpisode]:
+    """The episodes deleted from the dataset, with their sources (``held_recordings``)."""
     if not (root / layout.MANIFEST).is_file():
         return []
-    listed = load_manifest(root).extra.get(DELETED_SOURCES_KEY)
-    found = [EpisodeSource.from_dict(item) for item in listed] if isinstance(listed, list) else []
-    return [source for source in found if source is not None]
+    return deleted_episodes(load_manifest(root).extra)

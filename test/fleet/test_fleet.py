@@ -140,7 +140,9 @@ def test_an_episode_deleted_after_review_is_not_converted_again(
     capsys.readouterr()
     assert bag2ortf([*fleet.paths(), *common, "--json"]) == 0
     outcomes = json.loads(capsys.readouterr().out)["recordings"]
-    assert outcomes[1]["skipped"] == "already converted, and 1 of its episode(s) deleted from it (not converted again)"
+    assert outcomes[1]["skipped"] == (
+        "already converted; episode 000001 deleted from the dataset (not converted again: --again converts it again)"
+    )
     assert [e.episode_id for e in load_dataset(output).episodes] == ["000000", "000002"]
 
     bag, mapping = three_episode_recording(tmp_path)

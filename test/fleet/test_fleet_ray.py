@@ -1,7 +1,8 @@
 """``ortf-bag2ortf --ray`` on a local Ray cluster the module starts (two CPUs, no dashboard,
 bound to loopback) and stops: the dataset it gives equals the in-place conversion's; a
 worker killed mid-task is retried and leaves nothing behind; a driver killed midway,
-then the same command again, converts only the rest and gives the same dataset."""
+then the same command again, converts only the rest and gives the same dataset; ``--again``
+converts held and deleted recordings anew (test_again: in place and with --jobs)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import pytest
 from cli.test_bag2ortf_crash import staged_steps
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.dataset.edits import delete_episodes
 from ortf_ros.dataset.validation import validate
 from ortf_ros.fleet.task import ATTEMPT_FILE, DATASET_DIR
 from ortf_ros.format import layout
@@ -134,4 +136,23 @@ def test_a_driver_killed_midway_then_run_again_converts_only_the_rest(
     report = validate(output, strict=True)
     assert report.ok, "\n".join(f.line() for f in report.findings)
     assert dataset_digest(output) == in_place
+    assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
+
+
+def test_again_on_ray_adds_new_episodes_beside_the_older_ones(
+    cluster: str, fleet: Fleet, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    output = tmp_path / "ds"
+    args = [*fleet.paths()[:2], "-o", str(output), "--config", str(fleet.mapping), "--ray"]
+    assert bag2ortf(args) == 0
+    delete_episodes(output, ["000001"])
+    capsys.readouterr()
+    assert bag2ortf([*args, "--again", "--json"]) == 0
+    outcomes = json.loads(capsys.readouterr().out)["recordings"]
+    assert [(o["episodes"], o["converted_again"]) for o in outcomes] == [
+        (["000002"], {"older_episodes": ["000000"], "deleted_episodes": []}),
+        (["000003"], {"older_episodes": [], "deleted_episodes": ["000001"]}),
+    ]
+    report = validate(output, strict=True)
+    assert report.ok, "\n".join(f.line() for f in report.findings)
     assert not list(tmp_path.glob(f"{SCRATCH_PREFIX}*"))
