@@ -78,6 +78,8 @@ class ConversionResult:
     warnings: tuple[str, ...]
     sync_tolerance: SyncTolerance
     salvaged: tuple[Salvage, ...] = ()  # the recording's files read only in part (cut short)
+    clock: tuple[str, ...] = ()
+    """What the episodes' clock offsets said (``ClockOffsets.note``): one line each, once."""
     startup_seconds: float = 0.0
     """Of ``seconds``, the time the video encoder processes took to start (each imports
     PyAV and OpenCV: a few tenths of a second, more on a first run whose libraries are
@@ -171,6 +173,7 @@ def convert_recording(
             warnings=tuple(warnings),
             sync_tolerance=description.tolerance,
             salvaged=tuple(source.salvaged),
+            clock=tuple(session.clock_notes),
             startup_seconds=startup_seconds,
         )
 
