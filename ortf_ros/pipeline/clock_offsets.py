@@ -92,6 +92,7 @@ class _Stream:
         self.lag_ns = 0  # followed from the median on
         self.shift_ns: int | None = None  # added to its times; None: not decided yet
         self.suspect_ns: int | None = None  # receive time of the first message off its lag
+        self.normal_ns: int | None = None  # receive time of the last message on it
         self.held: list[Any] = []  # an ``auto`` stream's samples while it is measured late
 
     def observe(self, receive: np.ndarray, lag: np.ndarray) -> None:
@@ -191,25 +192,23 @@ class ClockOffsets:
             if self._first_ns is None and stream.first_ns is not None:
                 self._first_ns = stream.first_ns
             self._held.append((sample, topic))
-            newest = newest_receive_ns(sample)
             if all(len(s.lags) >= MEASURE_MESSAGES for s in self._streams.values()):
                 return self._decide()
-            return self.settle(newest) if newest is not None else []
-        if stream.shift_ns is None:  # a stream that began after the start
+            return []
+        if stream.shift_ns is None:  # a stream that began after the start (decided by ``settle``)
             stream.observe(receive, lag)
             if stream.spec.clock_offset_ms == "auto":
                 stream.held.append(sample)
-                ready = []
-            else:
-                ready = [(shifted(sample, stream.spec.time, self._given_shift(stream)), topic)]
-            newest = newest_receive_ns(sample)
-            return ready + (self.settle(newest) if newest is not None else [])
+                return []
+            return [(shifted(sample, stream.spec.time, self._given_shift(stream)), topic)]
         self._watch(stream, receive, lag)
         return [(shifted(sample, stream.spec.time, stream.shift_ns), topic)]
 
     def settle(self, input_ns: int) -> list[tuple[Any, str]]:
         """Decide what input time ``input_ns`` decides: the offsets, once the window since
-        the first timed message has passed; a late stream's, once its own has."""
+        the first timed message has passed; a late stream's, once its own has. Called
+        between batches of input only: a batch's runs come after its single messages
+        (``RawBatch``), and must be measured before the window closes on them."""
         if not self.decided:
             if self._first_ns is None or input_ns - self._first_ns < MEASURE_WINDOW_NS:
                 return []
@@ -254,8 +253,8 @@ class ClockOffsets:
         for stream in measured:
             stream.start_lag_ns = stream.lag_ns = int(np.median(stream.lags))
         group = self._reference_group([s for s in measured if s.spec.clock_offset_ms is None])
-        if group:
-            self.reference_lag_ns = int(np.median([s.lag_ns for s in group]))
+        if group:  # (its least lag: the offset, with the least latency of its streams)
+            self.reference_lag_ns = min(s.lag_ns for s in group)
         if abs(self.reference_lag_ns) > self.agree_ns:
             self.reference_ns = self.reference_lag_ns
         self._refuse_disagreeing([s for s in measured if s.spec.clock_offset_ms is None], group)
@@ -283,14 +282,13 @@ class ClockOffsets:
         return [(shifted(sample, stream.spec.time, stream.shift_ns), stream.spec.topic) for sample in held]
 
     def _reference_group(self, unkeyed: list[_Stream]) -> list[_Stream]:
-        """The largest group of agreeing streams (ties: the joint state's, then the one
-        nearest the receive clock)."""
+        """The largest group of streams whose lags agree with its least (ties: the joint
+        state's, then the one nearest the receive clock)."""
         best: list[_Stream] = []
         best_rank: tuple[int, bool, int] | None = None
         for stream in unkeyed:
-            group = [s for s in unkeyed if abs(s.lag_ns - stream.lag_ns) <= self.agree_ns]
-            lag = int(np.median([s.lag_ns for s in group]))
-            rank = (len(group), any(s.spec.topic == self._joints for s in group), -abs(lag))
+            group = [s for s in unkeyed if 0 <= s.lag_ns - stream.lag_ns <= self.agree_ns]
+            rank = (len(group), any(s.spec.topic == self._joints for s in group), -abs(stream.lag_ns))
             if best_rank is None or rank > best_rank:
                 best, best_rank = group, rank
         return best
@@ -336,12 +334,12 @@ class ClockOffsets:
             return
         off = np.abs(lag - stream.lag_ns) > self.agree_ns
         if not off.any():
-            stream.suspect_ns = None
+            stream.suspect_ns, stream.normal_ns = None, int(receive[-1])
             stream.lag_ns += int((int(np.median(lag)) - stream.lag_ns) / DRIFT_DIVISOR)
             return
         for at, value, away in zip(receive.tolist(), lag.tolist(), off.tolist(), strict=True):
             if not away:
-                stream.suspect_ns = None
+                stream.suspect_ns, stream.normal_ns = None, at
             elif stream.suspect_ns is None:
                 stream.suspect_ns = at
             elif at - stream.suspect_ns >= JUMP_CONFIRM_NS:
@@ -349,11 +347,13 @@ class ClockOffsets:
 
     def _refuse_jump(self, stream: _Stream, lag: int) -> None:
         at = stream.suspect_ns or 0
+        before = stream.normal_ns if stream.normal_ns is not None else stream.first_ns or at
         origin = self._origin_ns if self._origin_ns is not None else (self._first_ns or at)
         raise ClockOffsetError(
             f"{stream.spec.topic}: its clock jumped by {'+' if lag < stream.lag_ns else '-'}"
-            f"{duration(lag - stream.lag_ns)} against the receive times (an NTP step or a clock reset) at "
-            f"{(at - origin) / NS:.3f} s after the episode's start (receive time {at / NS:.3f} s): "
+            f"{duration(lag - stream.lag_ns)} against the receive times (an NTP step or a clock reset) between "
+            f"{(before - origin) / NS:.3f} s and {(at - origin) / NS:.3f} s after the episode's start "
+            f"(receive times {before / NS:.3f} s and {at / NS:.3f} s): "
             "the data either side of it cannot be put on one clock; end the episode there "
             "(episodes: mode ranges, or topic) to convert each side"
         )

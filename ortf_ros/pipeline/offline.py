@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import MappingError, SourceError
+from ortf_ros.errors import ClockOffsetError, MappingError, SourceError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assembly.counts import TopicCounts
@@ -147,6 +147,9 @@ def convert_recording(
             )
             try:
                 _stream(source, samples, config, session, progress, flow.progress_every)
+            except ClockOffsetError as exc:  # (said of the recording)
+                session.discard()
+                raise ClockOffsetError(f"{inputs[0]}: {exc}") from None
             except BaseException:
                 session.discard()
                 raise
