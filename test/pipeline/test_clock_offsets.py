@@ -77,7 +77,7 @@ def check_against_truth(episode: Episode, start_ns: int, duration_s: float, *, c
     joint_stamps = joints["stamp_ns"].to_numpy()
     positions = joints["position"].combine_chunks().flatten().to_numpy().reshape(joints.num_rows, -1)
     names = episode.dataset.manifest.native_streams["joint_states"].columns["position"].names
-    order = [JOINTS.index(n) for n in names]
+    order = [JOINTS.index(n) for n in names or ()]
     for seq, (stamp, row) in enumerate(zip(joint_stamps.tolist(), positions, strict=True)):
         assert stamp == stamp_ns(seq, 100, start_ns)
         arm = 0 if seq % FINGERS_ONLY_EVERY != FINGERS_ONLY_EVERY - 1 else 7  # (fingers only: the arm's are held)

@@ -49,6 +49,7 @@ class CameraMapping:
     camera_info_url: str | None = None
     clock_offset_ms: ClockOffset = None
 
+
 @dataclass(frozen=True)
 class JointStateMapping:
     """The topic of the robot's joint state: ``sensor_msgs/JointState``, or a ros_control
@@ -61,6 +62,7 @@ class JointStateMapping:
     policy: Policy = "linear"
     native: bool = True
     clock_offset_ms: ClockOffset = None
+
 
 @dataclass(frozen=True)
 class WrenchMapping:
@@ -81,6 +83,7 @@ class WrenchMapping:
 
 AudioCodec = Literal["wav", "flac", "aac"]
 AUDIO_CODECS: tuple[AudioCodec, ...] = ("wav", "flac", "aac")
+
 
 @dataclass(frozen=True)
 class AudioMapping:
@@ -120,6 +123,7 @@ class LaserScanMapping:
     native: bool = True
     clock_offset_ms: ClockOffset = None
 
+
 @dataclass(frozen=True)
 class PointCloudMapping:
     """A ``sensor_msgs/PointCloud2`` topic, the sensor ``name``: every cloud kept, a row
@@ -129,6 +133,7 @@ class PointCloudMapping:
     topic: str
     time: TimeSource = "header"
     clock_offset_ms: ClockOffset = None
+
 
 @dataclass(frozen=True)
 class DetectionsMapping:
@@ -143,6 +148,7 @@ class DetectionsMapping:
     time: TimeSource = "header"
     clock_offset_ms: ClockOffset = None
 
+
 @dataclass(frozen=True)
 class ActionMapping:
     """The command topic (a controller state's: its reference, ``reference`` / ``desired``);
@@ -152,6 +158,7 @@ class ActionMapping:
     time: TimeSource = "header"
     policy: Policy = "latest"
     clock_offset_ms: ClockOffset = None
+
 
 @dataclass(frozen=True)
 class TimedStream:
