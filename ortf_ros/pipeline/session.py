@@ -67,6 +67,7 @@ class EpisodeSession:
         self.feed = BlockFeed(decoder, flow.block_messages)
         self.records: list[EpisodeRecord] = []
         self.clock_notes: list[str] = []  # what the episodes' clock offsets said (``ClockOffsets.note``), each once
+        self.clock_note: str | None = None  # what the last episode's said
         self.task = config.labels.task
         self._assembler: Assembler | None = None
         self._episode_id: str | None = None
@@ -188,6 +189,7 @@ class EpisodeSession:
             return None
         extra = with_detections(annotations() if annotations is not None else None, assembler.scene_annotations())
         clocks = assembler.clock_offsets
+        self.clock_note = clocks.note
         if clocks.note is not None and clocks.note not in self.clock_notes:
             self.clock_notes.append(clocks.note)
         accounts = self._tally.accounts(

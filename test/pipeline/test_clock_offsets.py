@@ -36,6 +36,7 @@ from ortf_ros.synthetic.robot import JOINTS
 from ortf_ros.synthetic.scene import START_NS, TeleopConfig
 from ortf_ros.synthetic.schedule import stamp_ns
 from ortf_ros.synthetic.topics import TOPIC_WRENCH, TOPIC_WRIST_IMAGE
+from pipeline.test_live_recorder import live_recorder
 
 S = 1_000_000_000
 FPS = 30
@@ -302,3 +303,45 @@ def test_a_dataset_of_the_accounting_without_the_clock_fields_validates(tmp_path
         a for a in load_dataset(tmp_path / "out").episode(0).record.accounting or () if a.stream == "joint_states"
     ]
     assert account.clock_offset_ms is None
+
+
+# -- live ----------------------------------------------------------------------------------------
+
+
+def test_live_an_episode_whose_camera_is_on_its_own_clock_is_refused_and_the_recorder_goes_on(
+    tmp_path: Path,
+) -> None:
+    scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100, stamp_offsets=CAMERA_250MS)
+    with live_recorder(tmp_path, scene) as live:
+        live.feed(1.5)
+        assert live.start().success
+        live.feed(1.5)
+        reply = live.recorder.stop()
+        assert not reply.success and "episode 000000 refused, nothing of it written" in reply.message, reply.message
+        assert "cameras.wrist_camera.clock_offset_ms: auto" in reply.message
+        assert any("refused" in warning for warning in live.recorder.status()["warnings"])
+        assert live.recorder.state == "ready" and live.start().success  # the recorder goes on
+        assert live.recorder.discard().success
+    assert not load_dataset(tmp_path / "dataset").episodes
+
+
+def test_live_a_publisher_on_simulated_time_records_on_its_clock(tmp_path: Path) -> None:
+    """Stamps from a simulation's /clock (seconds after 0) while the recorder's receive times
+    are the wall clock's: the steps are the stamps', as long as the data."""
+    scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100, start_ns=SIM_START_NS)
+    with live_recorder(tmp_path, scene) as live:
+        live.clock.now_ns = START_NS  # (the wall clock the recorder receives on)
+        live.events = (replace(e, receive_ns=e.receive_ns + START_NS - SIM_START_NS) for e in live.events)
+        live.feed(1.5)
+        assert live.start().success
+        live.feed(2.0)
+        reply = live.recorder.stop()
+        assert reply.success, reply.message
+    episode = load_dataset(tmp_path / "dataset").episode(0)
+    assert 55 <= episode.record.length <= 61
+    offset_ms, shift_ms = clock_of(episode)["joint_states"]
+    assert offset_ms is not None and abs(offset_ms - (START_NS - SIM_START_NS) / 1e6) < 1 and shift_ms is None
+    native = episode.stream("joint_states", ["stamp_ns"])
+    times = origin_ns(episode) + np.round(episode.steps(["timestamp"])["timestamp"].to_numpy() * S).astype(np.int64)
+    stamps = native["stamp_ns"].to_numpy()
+    assert stamps[0] - S // 100 <= times[0] and times[-1] <= stamps[-1] + S // 100  # (on the stamps' clock)
