@@ -40,7 +40,7 @@ The rule, per episode (``ClockOffsets``):
   that comes back within it was a stall (a burst of messages received late).
 
 Until the offsets are decided (every stream measured, or ``MEASURE_WINDOW_NS`` of input
-time since the episode's first timed message), samples wait here in order: memory is at
+time since the episode's first message), samples wait here in order: memory is at
 most that window's. A stream that begins later is measured from its first messages (an
 ``auto`` one's samples wait meanwhile); while it is, or while a jump is in question, the
 watermark waits where the question began, so no step is decided across it.
@@ -181,6 +181,8 @@ class ClockOffsets:
         """The samples ready for the streams after ``sample`` came, in order, their times on
         the step clock: none while the offsets are measured, which they wait for."""
         stream = self._streams.get(topic)
+        if not self.decided and self._first_ns is None:
+            self._first_ns = newest_receive_ns(sample)
         if stream is None:
             if not self.decided:
                 self._held.append((sample, topic))
@@ -189,8 +191,6 @@ class ClockOffsets:
         receive, lag = lags(sample, stream.spec.time)
         if not self.decided:
             stream.observe(receive, lag)
-            if self._first_ns is None and stream.first_ns is not None:
-                self._first_ns = stream.first_ns
             self._held.append((sample, topic))
             if all(len(s.lags) >= MEASURE_MESSAGES for s in self._streams.values()):
                 return self._decide()
@@ -210,7 +210,9 @@ class ClockOffsets:
         between batches of input only: a batch's runs come after its single messages
         (``RawBatch``), and must be measured before the window closes on them."""
         if not self.decided:
-            if self._first_ns is None or input_ns - self._first_ns < MEASURE_WINDOW_NS:
+            if self._first_ns is None:  # (the window runs from the episode's first input time)
+                self._first_ns = input_ns
+            if input_ns - self._first_ns < MEASURE_WINDOW_NS:
                 return []
             return self._decide()
         ready: list[tuple[Any, str]] = []
@@ -335,7 +337,8 @@ class ClockOffsets:
         off = np.abs(lag - stream.lag_ns) > self.agree_ns
         if not off.any():
             stream.suspect_ns, stream.normal_ns = None, int(receive[-1])
-            stream.lag_ns += int((int(np.median(lag)) - stream.lag_ns) / DRIFT_DIVISOR)
+            center = int(lag[0]) if len(lag) == 1 else int(np.median(lag))
+            stream.lag_ns += int((center - stream.lag_ns) / DRIFT_DIVISOR)
             return
         for at, value, away in zip(receive.tolist(), lag.tolist(), off.tolist(), strict=True):
             if not away:

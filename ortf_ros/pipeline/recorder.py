@@ -291,7 +291,7 @@ class LiveRecorder:
             return
         session.accept(raw)
         if self.shared.episode is None and raw.topic in self.shared.config.tf_topics:
-            session.tf.prune_before(raw.receive_ns - TF_HISTORY_NS)
+            session.tf.prune_history(TF_HISTORY_NS)
 
     def _fail(self, error: str) -> None:
         shared = self.shared

@@ -58,7 +58,7 @@ class ClockPublisher:
     def close(self) -> None:
         self._stop.set()
         self._thread.join()
-        self.node.destroy_node()
+        self.node.destroy_node()  # type: ignore[no-untyped-call]
 
 
 def record(tmp: Path, scene_args: tuple[str, ...], recorder_args: tuple[str, ...]) -> tuple[Path, dict[str, int], str]:

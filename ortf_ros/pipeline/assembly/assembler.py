@@ -48,7 +48,7 @@ class Assembler:
         # and what the watermark takes off the receive times. ``clock_origin_ns``: the
         # episode's start, which a clock jump's time is told from.
         self.clock_offsets = ClockOffsets(config, origin_ns=clock_origin_ns)
-        self._input_ns = -(2**62)  # the newest receive time (or live input time) seen
+        self._input_ns: int | None = None  # the newest receive time (or live input time) seen
         self.counts = counts
         self.tf = tf if tf is not None else TfBuffer()
         tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
@@ -105,8 +105,8 @@ class Assembler:
             self.routes.lost(topic)
             return
         newest = newest_receive_ns(sample)
-        if newest is not None and newest > self._input_ns:
-            self._input_ns = newest
+        if newest is not None:
+            self._input_ns = newest if self._input_ns is None else max(self._input_ns, newest)
         for ready, ready_topic in self.clock_offsets.take(sample, topic):
             self._route(ready, ready_topic)
 
@@ -139,11 +139,12 @@ class Assembler:
 
     def emit_ready(self) -> None:
         """Emit the steps no stream can change any more."""
-        for ready, topic in self.clock_offsets.settle(self._input_ns):
-            self._route(ready, topic)
-        step_input_ns = self.clock_offsets.step_input_ns(self._input_ns)
-        if step_input_ns is not None:  # (the watermark, on the step clock)
-            self.clock.advance(step_input_ns)
+        if self._input_ns is not None:
+            for ready, topic in self.clock_offsets.settle(self._input_ns):
+                self._route(ready, topic)
+            step_input_ns = self.clock_offsets.step_input_ns(self._input_ns)
+            if step_input_ns is not None:  # (the watermark, on the step clock)
+                self.clock.advance(step_input_ns)
         if not self.native.started:
             self.native.start_clock_when_due(self.clock.watermark_ns)
         self._emit_due_steps(final=False)
@@ -153,7 +154,7 @@ class Assembler:
         (the oldest message still queued, or now), so that steps are decided while every
         stream pauses (at the next ``emit_ready``). A bag's input time is its messages'
         receive times, and moves the same way as they are fed."""
-        self._input_ns = max(self._input_ns, input_ns)
+        self._input_ns = input_ns if self._input_ns is None else max(self._input_ns, input_ns)
 
     def finish(self) -> None:
         """Emit the steps the end of input made ready; a held fallback step gets the last state.

@@ -598,8 +598,8 @@ def test_describe_mapping_says_what_happens() -> None:
     wrist = "camera wrist (rgb): /wrist/image_raw (receive time, latest, camera_info /wrist/camera_info, "
     assert wrist + "without it intrinsics unknown)" in lines
     assert (
-        "camera depth (depth): /cam/depth/image_raw (header time -250.5 ms, nearest, no camera_info: intrinsics unknown)"
-        in lines
+        "camera depth (depth): /cam/depth/image_raw (header time -250.5 ms, nearest, "
+        "no camera_info: intrinsics unknown)" in lines
     )
     assert "episodes: 0-1.5 s, 2-7.25 s" in lines
     assert "joint state: /joint_states (receive time, its clock offset measured and taken out, nearest)" in lines, lines
