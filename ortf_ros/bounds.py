@@ -95,6 +95,9 @@ def fields_problem(settings: object, limits: Mapping[str, Bound], prefix: str = 
 STEP_RATE_HZ = Bound(0, 1000, positive=True)
 """Steps per second; 1 kHz is the fastest control loop a dataset steps at."""
 SYNC_TOLERANCE_MS = Bound(0, 10_000)
+CLOCK_OFFSET_MS = Bound(-1e12, 1e12)
+"""A stream's clock offset (``clock_offset_ms``): up to about 30 years either way (a
+simulation's clock starts near 0, a wall clock is decades after 1970)."""
 MAX_LATENCY_MS = Bound(0, 10_000)
 """Samples wait this long at most for their step (memory grows with it)."""
 GAP_S = Bound(0, 86_400, positive=True)

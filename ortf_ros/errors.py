@@ -82,6 +82,13 @@ class MappingError(ConversionError):
     the recording: names the file or parameter and the dotted key."""
 
 
+class ClockOffsetError(MappingError):
+    """A recording whose streams' clocks disagree where the mapping does not say how to put
+    them on one (``clock_offset_ms``), or whose clock jumped within an episode
+    (``pipeline.clock_offsets``): names the topics, their offsets (or the time of the jump)
+    and the key that fixes it; nothing of that episode is written."""
+
+
 class RobotDescriptionError(ConversionError):
     """The robot description (URDF) cannot be read or does not fit the joints."""
 

@@ -245,6 +245,7 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
             for episode_id, record in zip(_dataset_ids(outcome), result.episodes, strict=True)
         },
         "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
+        "clock": list(result.clock),
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
         "warnings": [*result.warnings, *outcome.notes],
@@ -290,6 +291,8 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         print(f"  episode {episode_id}: {accounted(StreamAccount.from_dict(row) for row in rows)}")
     tolerance = summary["sync_tolerance"]
     print(f"  sync tolerance {tolerance['ms']:g} ms ({tolerance['set_by']})")
+    for line in summary["clock"]:
+        print(f"  {line}")
     for stream, steps in summary["steps_outside_tolerance"].items():
         print(f"  {steps} step(s) used a sample of {stream} outside the sync tolerance")
     for reason, steps in summary["steps_skipped"].items():

@@ -28,12 +28,25 @@ its writer died before ending it):
 - ``steps_outside_tolerance``: steps this stream was further than the sync tolerance from
   (dropped or kept as the mapping says; for information).
 
+And of the stream's clock (``pipeline.clock_offsets``; None for a stream without a time of
+its own, TF, or without messages):
+
+- ``clock_offset_ms``: receive time minus the stream's time (its stamp, or receive time:
+  0), the median over the episode's first messages: its latency, plus the offset of its
+  clock from the recorder's when they are not one (a simulation's, an unsynchronised robot's);
+- ``clock_shift_ms``: what was added to the stream's times to put them on the episode's
+  step clock (``clock_offset_ms`` in the mapping); None: nothing.
+
+Both were added after the first datasets were written: a row without them (and an index
+whose column lacks them, ``LEGACY_ACCOUNTING_TYPES``) reads as None.
+
 ``inconsistencies`` gives what does not add up within a row; the validator also compares
 the dataset-side counts with the files.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, overload
@@ -95,9 +108,16 @@ ACCOUNTING_TYPE = pa.list_(
             pa.field("native_samples", pa.int64()),
             pa.field("steps_referencing", pa.int64()),
             pa.field("steps_outside_tolerance", pa.int64()),
+            pa.field("clock_offset_ms", pa.float64()),
+            pa.field("clock_shift_ms", pa.float64()),
         ]
     )
 )
+LEGACY_ACCOUNTING_TYPES = (
+    pa.list_(pa.struct(list(ACCOUNTING_TYPE.value_type)[:-2])),  # before the clock fields
+)
+"""Earlier types of the column, which datasets written then still have: valid as they are."""
+_CLOCKS = ("clock_offset_ms", "clock_shift_ms")
 
 _COUNTS = (
     "received",
@@ -133,6 +153,8 @@ class StreamAccount:
     native_samples: int | None = None
     steps_referencing: int | None = None
     steps_outside_tolerance: int | None = None
+    clock_offset_ms: float | None = None
+    clock_shift_ms: float | None = None
 
     @property
     def dropped_total(self) -> int:
@@ -159,7 +181,7 @@ class StreamAccount:
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"stream": self.stream, "topic": self.topic, "role": self.role}
-        for name in _COUNTS:
+        for name in (*_COUNTS, *_CLOCKS):
             data[name] = getattr(self, name)
         data["dropped"] = [{"reason": reason, "count": count} for reason, count in sorted(self.dropped.items())]
         return data
@@ -167,7 +189,8 @@ class StreamAccount:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> StreamAccount:
         """From a row's struct or staged JSON; raises ValueError/TypeError on a malformed one."""
-        counts = {name: _count(data.get(name), name) for name in _COUNTS}
+        counts: dict[str, Any] = {name: _count(data.get(name), name) for name in _COUNTS}
+        counts |= {name: _milliseconds(data.get(name), name) for name in _CLOCKS}
         dropped: dict[str, int] = {}
         for item in data.get("dropped") or ():
             reason, count = item["reason"], _count(item["count"], "dropped.count")
@@ -186,6 +209,14 @@ def _count(value: Any, name: str) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"{name}: {value!r} is not a count")
     return value
+
+
+def _milliseconds(value: Any, name: str) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{name}: {value!r} is not a number of milliseconds")
+    return float(value)
 
 
 def accounts_to_rows(accounts: Sequence[StreamAccount] | None) -> list[dict[str, Any]] | None:

@@ -35,6 +35,7 @@ from ortf_ros.format.accounting import (
     StreamAccount,
 )
 from ortf_ros.pipeline.assembly.counts import TopicCounts
+from ortf_ros.pipeline.clock_offsets import StreamClock
 from ortf_ros.pipeline.mapping import TopicMapping
 
 
@@ -97,9 +98,11 @@ class EpisodeTally:
         *,
         queue_full: Mapping[str, int] | None = None,
         lost_in_transport: Mapping[str, int] | None = None,
+        clocks: Mapping[str, StreamClock] | None = None,
     ) -> list[StreamAccount]:
         """One row per mapped data topic. ``queue_full`` and ``lost_in_transport`` (per topic):
-        a live recorder's, for the episode; None offline, where nothing is received."""
+        a live recorder's, for the episode; None offline, where nothing is received.
+        ``clocks``: the episode's clock offsets, per topic (``ClockOffsets.streams``)."""
         live = queue_full is not None
         rows = []
         for stream in data_streams(config):
@@ -114,6 +117,7 @@ class EpisodeTally:
             }
             if live:
                 dropped[QUEUE_FULL] = (queue_full or {}).get(topic, 0)
+            clock = (clocks or {}).get(topic)
             rows.append(
                 StreamAccount(
                     stream=stream.name,
@@ -127,6 +131,8 @@ class EpisodeTally:
                     late=self._since("late", topic),
                     kept=self._since("used", topic),
                     steps_outside_tolerance=self._since("outside_tolerance", stream.name) or None,
+                    clock_offset_ms=None if clock is None else clock.offset_ms,
+                    clock_shift_ms=None if clock is None else clock.shift_ms,
                 )
             )
         return rows

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import MappingError, SourceError
+from ortf_ros.errors import ClockOffsetError, MappingError, SourceError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.pipeline.assembly.counts import TopicCounts
@@ -78,6 +78,8 @@ class ConversionResult:
     warnings: tuple[str, ...]
     sync_tolerance: SyncTolerance
     salvaged: tuple[Salvage, ...] = ()  # the recording's files read only in part (cut short)
+    clock: tuple[str, ...] = ()
+    """What the episodes' clock offsets said (``ClockOffsets.note``): one line each, once."""
     startup_seconds: float = 0.0
     """Of ``seconds``, the time the video encoder processes took to start (each imports
     PyAV and OpenCV: a few tenths of a second, more on a first run whose libraries are
@@ -145,6 +147,9 @@ def convert_recording(
             )
             try:
                 _stream(source, samples, config, session, progress, flow.progress_every)
+            except ClockOffsetError as exc:  # (said of the recording)
+                session.discard()
+                raise ClockOffsetError(f"{inputs[0]}: {exc}") from None
             except BaseException:
                 session.discard()
                 raise
@@ -171,6 +176,7 @@ def convert_recording(
             warnings=tuple(warnings),
             sync_tolerance=description.tolerance,
             salvaged=tuple(source.salvaged),
+            clock=tuple(session.clock_notes),
             startup_seconds=startup_seconds,
         )
 

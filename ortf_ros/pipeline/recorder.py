@@ -16,7 +16,9 @@ The same pieces as a bag conversion (``PrologueBuilder``, ``describe``,
   (``recording.commands``);
 - steps are decided by the clock every ``Flow.flush_every_ms``, not only when messages
   come, so they keep coming while every topic pauses;
-- health (``status``) is a snapshot other threads read at any time (``recording.health``).
+- health (``status``) is a snapshot other threads read at any time (``recording.health``);
+- an episode whose clocks disagree (``pipeline.clock_offsets``) is refused, not the
+  recorder: it is discarded with its reason, and the next episode can begin.
 
 ``LiveRecorder`` here is the pipeline thread: it takes the input, feeds it, and hands
 each job to its module in ``pipeline.recording``.
@@ -40,7 +42,7 @@ from typing import Any
 from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.staging import lock_dataset, staged_episode_dirs, unlock_dataset
-from ortf_ros.errors import DatasetBusyError, OrtfError, WriterError
+from ortf_ros.errors import ClockOffsetError, DatasetBusyError, OrtfError, WriterError
 from ortf_ros.errors import describe as describe_error
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -208,6 +210,8 @@ class LiveRecorder:
             tick = time.monotonic()
             try:
                 self._tick()
+            except ClockOffsetError as exc:  # the episode's, not the recorder's: it goes on
+                self.commands.refuse(str(exc))
             except OrtfError as exc:
                 self._fail(str(exc))
             except Exception as exc:  # a bug: say so with its traceback, keep what was committed
@@ -287,7 +291,7 @@ class LiveRecorder:
             return
         session.accept(raw)
         if self.shared.episode is None and raw.topic in self.shared.config.tf_topics:
-            session.tf.prune_before(raw.receive_ns - TF_HISTORY_NS)
+            session.tf.prune_history(TF_HISTORY_NS)
 
     def _fail(self, error: str) -> None:
         shared = self.shared

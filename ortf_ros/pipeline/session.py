@@ -66,6 +66,8 @@ class EpisodeSession:
         self.source = source  # the recording converted (offline), written on each episode
         self.feed = BlockFeed(decoder, flow.block_messages)
         self.records: list[EpisodeRecord] = []
+        self.clock_notes: list[str] = []  # what the episodes' clock offsets said (``ClockOffsets.note``), each once
+        self.clock_note: str | None = None  # what the last episode's said
         self.task = config.labels.task
         self._assembler: Assembler | None = None
         self._episode_id: str | None = None
@@ -108,6 +110,7 @@ class EpisodeSession:
             tf=self.tf,
             native_batch=self.flow.native_batch,
             parameter_sets=self.parameter_sets,
+            clock_origin_ns=recorded_ns,
         )
         self._tally = EpisodeTally(self.counts)
         return self._episode_id
@@ -136,9 +139,15 @@ class EpisodeSession:
         self.feed.feed_run(run, self._assembler)
 
     def end_batch(self) -> None:
-        """The end of a batch of input: steps are decided once a block's worth came."""
-        if self._assembler is not None:
+        """The end of a batch of input: steps are decided once a block's worth came; while
+        the episode's clock offsets are measured, at every batch (its streams' first
+        messages must reach them, not wait for a block's worth)."""
+        if self._assembler is None:
+            return
+        if self._assembler.clock_offsets.decided:
             self.feed.end_batch(self._assembler)
+        else:
+            self.feed.flush(self._assembler)
 
     def flush(self, input_ns: int | None = None) -> None:
         """Feed what waits and decide the steps that are ready; ``input_ns``: nothing
@@ -179,7 +188,13 @@ class EpisodeSession:
             self.counts.skipped_steps[DISCARDED_EMPTY] += 1
             return None
         extra = with_detections(annotations() if annotations is not None else None, assembler.scene_annotations())
-        accounts = self._tally.accounts(self.config, queue_full=queue_full, lost_in_transport=lost_in_transport)
+        clocks = assembler.clock_offsets
+        self.clock_note = clocks.note
+        if clocks.note is not None and clocks.note not in self.clock_notes:
+            self.clock_notes.append(clocks.note)
+        accounts = self._tally.accounts(
+            self.config, queue_full=queue_full, lost_in_transport=lost_in_transport, clocks=clocks.streams()
+        )
         record = self.writer.end_episode(
             success, failure_reason, operator_notes, annotations=extra, accounting=accounts
         )

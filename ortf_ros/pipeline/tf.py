@@ -337,6 +337,14 @@ class TfBuffer:
         self._reject(refused, parent, child, time_ns, count)
         return None
 
+    def prune_history(self, history_ns: int) -> None:
+        """Forget dynamic samples more than ``history_ns`` before their edge's newest: a tree
+        kept between episodes, pruned on the stamps' own clock (which need not be the
+        receive times': ``pipeline.clock_offsets``)."""
+        for edge in self._edges.values():
+            if not edge.static and edge.times:
+                edge.prune_before(edge.times[-1] - history_ns)
+
     def prune_before(self, time_ns: int) -> None:
         """Forget dynamic samples that lookups at ``time_ns`` or later no longer need."""
         for edge in self._edges.values():

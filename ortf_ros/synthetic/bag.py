@@ -168,7 +168,11 @@ def write_scene_bag(
     first = last = 0
     try:
         for event in schedule(config):
-            sink.write(event.topic, event.receive_ns, messages.serialize(event.topic, event.seq, event.stamp_ns))
+            sink.write(
+                event.topic,
+                event.receive_ns,
+                messages.serialize(event.topic, event.seq, event.stamp_ns, event.clock_ns),
+            )
             counts[event.topic] += 1
             first = first or event.receive_ns
             last = event.receive_ns

@@ -71,7 +71,9 @@ class Generator(threading.Thread):
     def run(self) -> None:
         try:
             for event in self.events:
-                if not self._put((event, self.messages.serialize(event.topic, event.seq, event.stamp_ns))):
+                if not self._put(
+                    (event, self.messages.serialize(event.topic, event.seq, event.stamp_ns, event.clock_ns))
+                ):
                     return
             self._put(None)
         except BaseException as exc:  # to the publishing loop, which raises it

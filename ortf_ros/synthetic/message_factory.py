@@ -27,12 +27,14 @@ class MessageFactory:
         self.ros1 = config.fmt == "ros1"
         self.store = typestore(self.ros1, config.controller_layout, config.audio)
         self.types = self.store.types
+        self.clock_ns = 0  # added to header stamps (``Messages.serialize``)
 
     def new(self, msgtype: str, **fields: Any) -> Any:
         """An instance of the typestore's class for ``msgtype``."""
         return self.types[msgtype](**fields)
 
     def header(self, stamp: int, frame_id: str, seq: int = 0) -> Any:
+        stamp += self.clock_ns  # (a publisher on its own clock, while a message is built)
         time = self.new("builtin_interfaces/msg/Time", sec=stamp // NS, nanosec=stamp % NS)
         if self.ros1:
             return self.new("std_msgs/msg/Header", seq=seq, stamp=time, frame_id=frame_id)

@@ -88,9 +88,15 @@ class Messages(MessageFactory):
     def msgtype(self, topic: str) -> str:
         return self.builders[topic][0]
 
-    def serialize(self, topic: str, seq: int, stamp: int) -> bytes:
+    def serialize(self, topic: str, seq: int, stamp: int, clock_ns: int = 0) -> bytes:
+        """Message ``seq`` of ``topic``, of the scene at ``stamp``; its header stamps
+        ``clock_ns`` later (a publisher on its own clock: ``TeleopConfig.stamp_offsets``)."""
         msgtype, build = self.builders[topic]
-        msg = build(seq, stamp)
+        self.clock_ns = clock_ns
+        try:
+            msg = build(seq, stamp)
+        finally:
+            self.clock_ns = 0
         if self.ros1:
             return bytes(self.store.serialize_ros1(msg, msgtype))
         return bytes(self.store.serialize_cdr(msg, msgtype))

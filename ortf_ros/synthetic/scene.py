@@ -93,6 +93,14 @@ class TeleopConfig:
     h264_lead: int = 0  # packets each publishes before its first keyframe (< H264_GOP)
     detections: bool = False  # vision_msgs/Detection2DArray per wrist frame on TOPIC_DETECTIONS (ROS 2 only)
     h264_bframes: bool = False  # their streams reorder frames (2 B-frames; bags only)
+    # Clocks that disagree (``schedule``): every receive time later by ``receive_offset_ns``
+    # (the recorder's clock ahead of the publishers'), and by ``receive_jump``'s ns more from
+    # its t (seconds of stamp time) on (the recorder's clock stepped); a topic of
+    # ``stamp_offsets`` stamps its messages that much later (its publisher's own clock):
+    # what the messages hold is the scene's at the true time either way.
+    receive_offset_ns: int = 0
+    receive_jump: tuple[float, int] | None = None
+    stamp_offsets: tuple[tuple[str, int], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "h264_cameras", tuple(self.h264_cameras))
@@ -114,6 +122,10 @@ class TeleopConfig:
                 known = ", ".join(self.camera_info_topics())
                 raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
         object.__setattr__(self, "audio_dropped", tuple(self.audio_dropped))
+        object.__setattr__(self, "stamp_offsets", tuple(self.stamp_offsets))
+        for topic, _ in self.stamp_offsets:
+            if topic not in self.rates():
+                raise ValueError(f"stamp offset of {topic!r}: expected one of the scene's topics")
         if self.audio is not None and self.audio_format not in AUDIO_FORMAT_CODES:
             raise ValueError(f"audio_format {self.audio_format!r}: expected one of {', '.join(AUDIO_FORMAT_CODES)}")
         if self.detections and self.fmt == "ros1":
@@ -205,6 +217,17 @@ class TeleopConfig:
         rate = self.rates()[topic]
         count = 1 if rate is None else round(self.duration_s * rate)
         return count - len(self.dropped(topic))
+
+    def stamp_offset_ns(self, topic: str) -> int:
+        """How much later than the true time ``topic``'s header stamps are (``stamp_offsets``)."""
+        return dict(self.stamp_offsets).get(topic, 0)
+
+    def receive_offset_at(self, stamp_ns: int) -> int:
+        """How much later than the publishers' clock the recorder's is for a message of this
+        (true) stamp: ``receive_offset_ns``, and ``receive_jump``'s from its time on."""
+        jump = self.receive_jump
+        later = jump is not None and stamp_ns - self.start_ns >= round(jump[0] * 1e9)
+        return self.receive_offset_ns + (jump[1] if later and jump is not None else 0)
 
     def dropped(self, topic: str) -> frozenset[int]:
         """The messages of ``topic`` (seq) the recording lacks."""

@@ -3,7 +3,8 @@ and the live publisher follow.
 
 Every stream publishes at ``t = seq / rate`` for ``seq = 0 .. count - 1`` (``count =
 round(duration_s * rate)``); the header stamp is ``start_ns + stamp offset`` and the
-receive (bag) time adds ``receive_latency_ns(topic, seq)``; analytic values are taken at
+receive (bag) time adds ``receive_latency_ns(topic, seq)`` (and the clock offsets a scene
+may have: ``TeleopConfig.receive_offset_at``, ``stamp_offset_ns``); analytic values are taken at
 ``t = (stamp_ns - start_ns) / 1e9`` (``seconds``). Messages are generated lazily in
 receive-time order (``schedule``), so a 10-minute bag takes no more memory than a
 10-second one, and the live scene can go on without end.
@@ -93,7 +94,8 @@ class Event:
     order: int  # tie-break between topics received at the same instant
     topic: str
     seq: int
-    stamp_ns: int
+    stamp_ns: int  # the true time of its content
+    clock_ns: int = 0  # how much later its header stamp is (``TeleopConfig.stamp_offsets``)
 
 
 def schedule(config: TeleopConfig, *, endless: bool = False) -> Iterator[Event]:
@@ -107,11 +109,13 @@ def schedule(config: TeleopConfig, *, endless: bool = False) -> Iterator[Event]:
     def stream(order: int, topic: str, rate: float | None) -> Iterator[Event]:
         n = 1 if rate is None else round(config.duration_s * rate)
         dropped = config.dropped(topic)
+        clock = config.stamp_offset_ns(topic)
         for seq in itertools.count() if endless and rate is not None else range(n):
             if seq in dropped:
                 continue
             stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
-            yield Event(stamp + receive_latency_ns(topic, seq), order, topic, seq, stamp)
+            receive = stamp + receive_latency_ns(topic, seq) + config.receive_offset_at(stamp)
+            yield Event(receive, order, topic, seq, stamp, clock)
 
     streams = [stream(i, topic, rate) for i, (topic, rate) in enumerate(config.rates().items())]
     return heapq.merge(*streams)

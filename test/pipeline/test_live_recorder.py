@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -81,7 +82,7 @@ class Live:
             self.clock.now_ns = max(self.clock.now_ns, event.receive_ns)
             if event.topic == without:
                 continue
-            data = self.messages.serialize(event.topic, event.seq, event.stamp_ns)
+            data = self.messages.serialize(event.topic, event.seq, event.stamp_ns, event.clock_ns)
             assert self.source.put(event.topic, data, event.receive_ns)
             if event.receive_ns >= until:
                 break
@@ -105,9 +106,11 @@ class Live:
             time.sleep(0.002)
 
 
-@pytest.fixture
-def live(tmp_path: Path) -> Iterator[Live]:
-    scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100)
+@contextmanager
+def live_recorder(tmp_path: Path, scene: TeleopConfig | None = None) -> Iterator[Live]:
+    """A recorder fed by hand with ``scene`` (by default an endless-enough synthetic one)."""
+    if scene is None:
+        scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100)
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
     with BagSource([bag.path]) as opened:
         mapping: TopicMapping = detect_mapping(opened.topics())
@@ -122,10 +125,17 @@ def live(tmp_path: Path) -> Iterator[Live]:
     recorder = LiveRecorder(settings, source)
     thread = threading.Thread(target=recorder.run, daemon=True)
     thread.start()
-    state = Live(source, recorder, clock, iter(schedule(scene)), messages, thread)
-    yield state
-    recorder.shutdown(commit=False)
-    thread.join(timeout=30)
+    try:
+        yield Live(source, recorder, clock, iter(schedule(scene)), messages, thread)
+    finally:
+        recorder.shutdown(commit=False)
+        thread.join(timeout=30)
+
+
+@pytest.fixture
+def live(tmp_path: Path) -> Iterator[Live]:
+    with live_recorder(tmp_path) as state:
+        yield state
 
 
 def test_start_refuses_until_every_stream_delivered_then_records_an_episode(live: Live, tmp_path: Path) -> None:

@@ -19,7 +19,12 @@ import pyarrow.parquet as pq
 
 from ortf_ros.dataset.validation.findings import Finding, finding
 from ortf_ros.format import layout
-from ortf_ros.format.accounting import ACCOUNTING_COLUMN, accounts_from_rows, inconsistencies
+from ortf_ros.format.accounting import (
+    ACCOUNTING_COLUMN,
+    LEGACY_ACCOUNTING_TYPES,
+    accounts_from_rows,
+    inconsistencies,
+)
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, EpisodeSource
 from ortf_ros.format.schema import OPTIONAL_EPISODE_COLUMNS, SOURCE_COLUMN, episode_schema
@@ -91,7 +96,9 @@ def _column_problem(table: pa.Table, expected: pa.Field) -> str | None:
     column = table.column(expected.name)
     if expected.name == _VIDEO_FILES:
         return _video_files_problem(column.type, expected.type)
-    if column.type != expected.type:
+    if column.type != expected.type and not (
+        expected.name == ACCOUNTING_COLUMN and column.type in LEGACY_ACCOUNTING_TYPES
+    ):
         return f"has type {column.type}; expected {expected.type}"
     if not expected.nullable and column.null_count:
         return f"has {column.null_count} null value(s)"

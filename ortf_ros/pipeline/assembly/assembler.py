@@ -1,6 +1,7 @@
 """``Assembler``: one episode's samples into steps, coordinating the jobs of this package.
 
-A sample goes to its stream by kind (``routes``), native-rate samples to the writer in
+A sample goes through the episode's clock offsets (``pipeline.clock_offsets``: measured at
+its start, its time moved onto the step clock) to its stream by kind (``routes``), native-rate samples to the writer in
 batches (``native``); as input time moves on (``step_clock``), each step now due is made
 from the streams' samples and written (``steps``), after the native samples it may point at.
 """
@@ -18,6 +19,7 @@ from ortf_ros.pipeline.assembly.native import NATIVE_BATCH_MAX, NativeBatching
 from ortf_ros.pipeline.assembly.routes import Routes
 from ortf_ros.pipeline.assembly.step_clock import StepSchedule
 from ortf_ros.pipeline.assembly.steps import StepBuilder, StepLayout
+from ortf_ros.pipeline.clock_offsets import ClockOffsets, newest_receive_ns
 from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import BadMessage, Sample, SampleBlock, TransformBlock
 from ortf_ros.pipeline.streams.h264_camera import ParameterSets
@@ -39,8 +41,14 @@ class Assembler:
         tf: TfBuffer | None = None,
         native_batch: int = NATIVE_BATCH_MAX,
         parameter_sets: dict[str, ParameterSets] | None = None,
+        clock_origin_ns: int | None = None,
     ) -> None:
         self.writer = writer
+        # The episode's clocks (``clock_offsets``): what each stream's times are moved by,
+        # and what the watermark takes off the receive times. ``clock_origin_ns``: the
+        # episode's start, which a clock jump's time is told from.
+        self.clock_offsets = ClockOffsets(config, origin_ns=clock_origin_ns)
+        self._input_ns: int | None = None  # the newest receive time (or live input time) seen
         self.counts = counts
         self.tf = tf if tf is not None else TfBuffer()
         tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
@@ -89,19 +97,28 @@ class Assembler:
     def feed(self, sample: Sample | SampleBlock | TransformBlock, topic: str) -> None:
         """Take a sample, or a block of one topic's consecutive samples. Steps wait for
         ``emit_ready``, which the caller must call regularly (``BlockFeed.end_batch`` does,
-        once per block of messages): memory is freed only as steps are emitted."""
+        once per block of messages): memory is freed only as steps are emitted. Samples
+        reach their streams through the episode's ``ClockOffsets``, on the step clock."""
         if isinstance(sample, BadMessage):
             self.counts.undecodable[topic] += 1
             self.counts.reasons.setdefault(topic, sample.reason)
             self.routes.lost(topic)
             return
+        newest = newest_receive_ns(sample)
+        if newest is not None:
+            self._input_ns = newest if self._input_ns is None else max(self._input_ns, newest)
+        for ready, ready_topic in self.clock_offsets.take(sample, topic):
+            self._route(ready, ready_topic)
+
+    def _route(self, sample: Sample | SampleBlock | TransformBlock, topic: str) -> None:
+        assert not isinstance(sample, BadMessage)  # (counted by ``feed``)
+        """A sample on the step clock to its stream; a message recorded more than
+        ``max_latency_ms`` after its stamp (on the step clock) is counted as late."""
         if isinstance(sample, TransformBlock):
-            self.clock.advance(int(sample.receive_ns.max()))
             self.counts.used[topic] += sum(self.tf.add_run(run) for run in sample.edges)
             return
-        latency_ns = self.clock.latency_ns
+        latency_ns = self.clock.latency_ns + self.clock_offsets.reference_ns
         if isinstance(sample, SampleBlock):
-            self.clock.advance(int(sample.receive_ns.max()))
             if topic in self._header_timed:
                 stamped = sample.header_ns != 0  # (0: no stamp, as for a single message)
                 late = int(np.count_nonzero(stamped & (sample.receive_ns - sample.header_ns > latency_ns)))
@@ -115,7 +132,6 @@ class Assembler:
                     self.counts.used[topic] += 1
             return
         stamps = sample.stamps
-        self.clock.advance(stamps.receive_ns)
         if topic in self._header_timed and stamps.header_ns and stamps.receive_ns - stamps.header_ns > latency_ns:
             self.counts.late[topic] += 1
         if self.routes.route(sample, topic):
@@ -123,6 +139,12 @@ class Assembler:
 
     def emit_ready(self) -> None:
         """Emit the steps no stream can change any more."""
+        if self._input_ns is not None:
+            for ready, topic in self.clock_offsets.settle(self._input_ns):
+                self._route(ready, topic)
+            step_input_ns = self.clock_offsets.step_input_ns(self._input_ns)
+            if step_input_ns is not None:  # (the watermark, on the step clock)
+                self.clock.advance(step_input_ns)
         if not self.native.started:
             self.native.start_clock_when_due(self.clock.watermark_ns)
         self._emit_due_steps(final=False)
@@ -130,13 +152,15 @@ class Assembler:
     def advance_input_time(self, input_ns: int) -> None:
         """Nothing received before ``input_ns`` is still to come: a live source's clock
         (the oldest message still queued, or now), so that steps are decided while every
-        stream pauses. A bag's input time is its messages' receive times, and moves the
-        same way as they are fed."""
-        self.clock.advance(input_ns)
+        stream pauses (at the next ``emit_ready``). A bag's input time is its messages'
+        receive times, and moves the same way as they are fed."""
+        self._input_ns = input_ns if self._input_ns is None else max(self._input_ns, input_ns)
 
     def finish(self) -> None:
         """Emit the steps the end of input made ready; a held fallback step gets the last state.
         Native-rate samples after the last step are written too."""
+        for ready, topic in self.clock_offsets.finish():
+            self._route(ready, topic)
         self._emit_due_steps(final=True)
         self.native.send_all()
         self.steps.finish()

@@ -7,14 +7,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ortf_ros.pipeline.decode import canonical_msgtype
-from ortf_ros.pipeline.mapping.model import CameraMapping, TimeSource, TopicMapping
+from ortf_ros.pipeline.mapping.model import CameraMapping, ClockOffset, TimeSource, TopicMapping
 from ortf_ros.pipeline.mapping.tolerance import sync_tolerance
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sync import Policy
 
 
-def _timing(time: TimeSource, policy: Policy) -> str:
-    return f"{time} time, {policy}"
+def _clock(time: TimeSource, offset: ClockOffset) -> str:
+    """The stream's time, and how it is put on the other streams' clock if it is."""
+    if offset == "auto":
+        return f"{time} time, its clock offset measured and taken out"
+    if offset is not None:
+        return f"{time} time {offset:+g} ms"
+    return f"{time} time"
+
+
+def _timing(time: TimeSource, policy: Policy, offset: ClockOffset = None) -> str:
+    return f"{_clock(time, offset)}, {policy}"
 
 
 def _intrinsics(camera: CameraMapping) -> str:
@@ -46,37 +55,49 @@ def describe_mapping(
     lines.append(f"{tolerance}; steps beyond it are {beyond}")
     lines.append(f"max latency: {mapping.max_latency_ms:g} ms from a stamp to its recording")
     for c in mapping.cameras:
-        lines.append(f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy)}, {_intrinsics(c)})")
+        lines.append(
+            f"camera {c.name} ({c.kind}): {c.topic} ({_timing(c.time, c.policy, c.clock_offset_ms)}, {_intrinsics(c)})"
+        )
     if not mapping.cameras:
         lines.append("cameras: none")
     if mapping.joint_states is not None:
         j = mapping.joint_states
         native = ", every message kept at its native rate" if j.native else ""
         fields = ", the controller state's feedback (else actual)" if j.topic in controllers else ""
-        lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy)}{fields}{native})")
+        lines.append(f"joint state: {j.topic} ({_timing(j.time, j.policy, j.clock_offset_ms)}{fields}{native})")
     else:
         lines.append("joint state: none")
     for mic in mapping.audio:
         info = f", format from {mic.info_topic}" if mic.info_topic else ""
-        lines.append(f"audio {mic.name}: {mic.topic} ({mic.time} time, every sample kept, {mic.codec} file{info})")
+        lines.append(
+            f"audio {mic.name}: {mic.topic} ({_clock(mic.time, mic.clock_offset_ms)}, every sample kept, "
+            f"{mic.codec} file{info})"
+        )
     for w in mapping.wrenches:
         frame = f"frame {w.frame}" if w.frame else "frame from the header"
         native = ", every message kept at its native rate" if w.native else ""
-        lines.append(f"force-torque {w.name}: {w.topic} ({_timing(w.time, w.policy)}, {frame}{native})")
+        lines.append(
+            f"force-torque {w.name}: {w.topic} ({_timing(w.time, w.policy, w.clock_offset_ms)}, {frame}{native})"
+        )
     for s in mapping.laser_scans:
         lines.append(
-            f"laser scan {s.name}: {s.topic} ({_timing(s.time, s.policy)}, every scan kept at its native rate)"
+            f"laser scan {s.name}: {s.topic} ({_timing(s.time, s.policy, s.clock_offset_ms)}, "
+            "every scan kept at its native rate)"
         )
     for p in mapping.point_clouds:
-        lines.append(f"point cloud {p.name}: {p.topic} ({p.time} time, every cloud kept in the episode's cloud file)")
+        lines.append(
+            f"point cloud {p.name}: {p.topic} ({_clock(p.time, p.clock_offset_ms)}, "
+            "every cloud kept in the episode's cloud file)"
+        )
     a = mapping.action
     if a.topic in controllers:
         lines.append(
-            f"action: {a.topic} ({_timing(a.time, a.policy)}, the controller's reference (else desired): "
+            f"action: {a.topic} ({_timing(a.time, a.policy, a.clock_offset_ms)}, "
+            "the controller's reference (else desired): "
             "declared so in the manifest)"
         )
     elif a.topic is not None:
-        lines.append(f"action: {a.topic} ({_timing(a.time, a.policy)})")
+        lines.append(f"action: {a.topic} ({_timing(a.time, a.policy, a.clock_offset_ms)})")
     else:
         lines.append("action: none recorded; the next step's joint positions (declared so in the manifest)")
     if mapping.detections is not None:

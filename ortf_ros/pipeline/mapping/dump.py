@@ -32,6 +32,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "camera_info_topic": c.camera_info_topic,
                 "camera_info_url": c.camera_info_url,
                 "time": c.time,
+                "clock_offset_ms": c.clock_offset_ms,
                 "policy": c.policy,
             }
             for c in mapping.cameras
@@ -41,6 +42,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
         else {
             "topic": mapping.joint_states.topic,
             "time": mapping.joint_states.time,
+            "clock_offset_ms": mapping.joint_states.clock_offset_ms,
             "policy": mapping.joint_states.policy,
             "native": mapping.joint_states.native,
         },
@@ -49,6 +51,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "topic": w.topic,
                 "frame": w.frame,
                 "time": w.time,
+                "clock_offset_ms": w.clock_offset_ms,
                 "policy": w.policy,
                 "native": w.native,
                 "range_force": w.range_force,
@@ -57,10 +60,21 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             for w in mapping.wrenches
         },
         "audio": {
-            a.name: {"topic": a.topic, "info_topic": a.info_topic, "time": a.time, "codec": a.codec}
+            a.name: {
+                "topic": a.topic,
+                "info_topic": a.info_topic,
+                "time": a.time,
+                "clock_offset_ms": a.clock_offset_ms,
+                "codec": a.codec,
+            }
             for a in mapping.audio
         },
-        "action": {"topic": mapping.action.topic, "time": mapping.action.time, "policy": mapping.action.policy},
+        "action": {
+            "topic": mapping.action.topic,
+            "time": mapping.action.time,
+            "clock_offset_ms": mapping.action.clock_offset_ms,
+            "policy": mapping.action.policy,
+        },
         "detections": None
         if mapping.detections is None
         else {
@@ -68,6 +82,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             "camera": mapping.detections.camera,
             "labels": dict(mapping.detections.labels),
             "time": mapping.detections.time,
+            "clock_offset_ms": mapping.detections.clock_offset_ms,
         },
         "tf_topics": list(mapping.tf_topics),
         "tf_static_topics": list(mapping.tf_static_topics),
@@ -91,10 +106,19 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
         },
         "writer": mapping.writer_settings(),
         "laser_scans": {
-            s.name: {"topic": s.topic, "time": s.time, "policy": s.policy, "native": s.native}
+            s.name: {
+                "topic": s.topic,
+                "time": s.time,
+                "clock_offset_ms": s.clock_offset_ms,
+                "policy": s.policy,
+                "native": s.native,
+            }
             for s in mapping.laser_scans
         },
-        "point_clouds": {p.name: {"topic": p.topic, "time": p.time} for p in mapping.point_clouds},
+        "point_clouds": {
+            p.name: {"topic": p.topic, "time": p.time, "clock_offset_ms": p.clock_offset_ms}
+            for p in mapping.point_clouds
+        },
     }
 
 
@@ -142,6 +166,12 @@ MAPPING_HEADER = """\
 #                      labels: class id -> name stored as the object's class
 # time                 header: the message's header stamp; receive: when it was recorded
 #                      (use receive for messages without a header)
+# clock_offset_ms      null: the stream's clock is the other streams'; auto: measured at each
+#                      episode's start (receive time minus its time, against the others')
+#                      and taken out; a number: milliseconds added to its times. Without it,
+#                      a stream whose clock is more than max(max_latency_ms, 100) ms off the
+#                      others' is refused (one driver on its own clock; receive time beside
+#                      stamps of a simulation or of an unsynchronised robot)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
 # native               also keep every sample at its native rate in a side table
 # tf_topics, tf_static_topics, robot_description_topic   TF and the URDF (std_msgs/String)

@@ -20,6 +20,9 @@ from ortf_ros.pipeline.samples import TimeSource as TimeSource  # (defined besid
 from ortf_ros.pipeline.sync import Policy
 
 CameraKind = Literal["rgb", "depth"]
+ClockOffset = Literal["auto"] | float | None
+"""A stream's ``clock_offset_ms``: None (its clock is the other streams'), ``"auto"`` (measured
+at each episode's start, ``pipeline.clock_offsets``) or milliseconds added to its times."""
 SplitMode = Literal["input", "topic", "gap", "ranges"]
 
 TIME_SOURCES: tuple[TimeSource, ...] = ("header", "receive")
@@ -44,6 +47,7 @@ class CameraMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     camera_info_url: str | None = None
+    clock_offset_ms: ClockOffset = None
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ class JointStateMapping:
     time: TimeSource = "header"
     policy: Policy = "linear"
     native: bool = True
+    clock_offset_ms: ClockOffset = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,7 @@ class WrenchMapping:
     native: bool = True
     range_force: float | None = None
     range_torque: float | None = None
+    clock_offset_ms: ClockOffset = None
 
 
 AudioCodec = Literal["wav", "flac", "aac"]
@@ -92,6 +98,7 @@ class AudioMapping:
     info_topic: str | None = None
     time: TimeSource = "header"
     codec: AudioCodec = "wav"
+    clock_offset_ms: ClockOffset = None
 
     @property
     def info_topics(self) -> tuple[str, ...]:
@@ -114,6 +121,7 @@ class LaserScanMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     native: bool = True
+    clock_offset_ms: ClockOffset = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +132,7 @@ class PointCloudMapping:
     name: str
     topic: str
     time: TimeSource = "header"
+    clock_offset_ms: ClockOffset = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +146,7 @@ class DetectionsMapping:
     camera: str
     labels: Mapping[str, str] = field(default_factory=dict)
     time: TimeSource = "header"
+    clock_offset_ms: ClockOffset = None
 
 
 @dataclass(frozen=True)
@@ -147,6 +157,18 @@ class ActionMapping:
     topic: str | None = None
     time: TimeSource = "header"
     policy: Policy = "latest"
+    clock_offset_ms: ClockOffset = None
+
+
+@dataclass(frozen=True)
+class TimedStream:
+    """A stream as its clock sees it: the mapping key it is set under (``cameras.wrist``),
+    its topic, which of a message's times it takes, and its ``clock_offset_ms``."""
+
+    key: str
+    topic: str
+    time: TimeSource
+    clock_offset_ms: ClockOffset
 
 
 @dataclass(frozen=True)
@@ -220,6 +242,25 @@ class TopicMapping:
     writer_given: tuple[str, ...] = ()
     laser_scans: tuple[LaserScanMapping, ...] = ()
     point_clouds: tuple[PointCloudMapping, ...] = ()
+
+    def timed_streams(self) -> list[TimedStream]:
+        """Every stream that has a time of its own (``time``, ``clock_offset_ms``), in mapping
+        order, a topic once (a controller state that is both the joint state and the action
+        is ``joint_states``)."""
+        found = [TimedStream(f"cameras.{c.name}", c.topic, c.time, c.clock_offset_ms) for c in self.cameras]
+        if self.joint_states is not None:
+            j = self.joint_states
+            found.append(TimedStream("joint_states", j.topic, j.time, j.clock_offset_ms))
+        found += [TimedStream(f"wrenches.{w.name}", w.topic, w.time, w.clock_offset_ms) for w in self.wrenches]
+        found += [TimedStream(f"audio.{a.name}", a.topic, a.time, a.clock_offset_ms) for a in self.audio]
+        found += [TimedStream(f"laser_scans.{s.name}", s.topic, s.time, s.clock_offset_ms) for s in self.laser_scans]
+        found += [TimedStream(f"point_clouds.{p.name}", p.topic, p.time, p.clock_offset_ms) for p in self.point_clouds]
+        if self.action.topic is not None:
+            found.append(TimedStream("action", self.action.topic, self.action.time, self.action.clock_offset_ms))
+        if self.detections is not None:
+            d = self.detections
+            found.append(TimedStream("detections", d.topic, d.time, d.clock_offset_ms))
+        return list({s.topic: s for s in reversed(found)}.values())[::-1]
 
     def camera(self, name: str) -> CameraMapping | None:
         return next((c for c in self.cameras if c.name == name), None)

@@ -33,6 +33,7 @@ from ortf_ros.pipeline.mapping.model import (
     ActionMapping,
     AudioMapping,
     CameraMapping,
+    ClockOffset,
     DetectionsMapping,
     EpisodeLabels,
     EpisodeSplit,
@@ -56,6 +57,20 @@ _NAMES = fields.list_of(fields.nonempty_string, "a list of names", unique=True)
 
 def _time(m: Fields) -> TimeSource:
     return m.get("time", fields.one_of(TIME_SOURCES), "header")
+
+
+def _clock_offset(m: Fields, key: str, value: object) -> ClockOffset:
+    """``auto`` or milliseconds (``pipeline.clock_offsets``)."""
+    if value == "auto":
+        return "auto"
+    problem = bounds.CLOCK_OFFSET_MS.problem(value)
+    if problem is not None:
+        raise m.fail(key, f"auto or a number of milliseconds within +-{bounds.CLOCK_OFFSET_MS.high:g}", value)
+    return float(value)  # type: ignore[arg-type]
+
+
+def _offset(m: Fields) -> ClockOffset:
+    return m.optional("clock_offset_ms", _clock_offset)
 
 
 def _policy(m: Fields, default: Policy) -> Policy:
@@ -91,14 +106,14 @@ MAPPING_KEYS = (
     "point_clouds",
 )
 """The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
-_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy")
-_JOINT_KEYS = ("topic", "time", "policy", "native")
-_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
-_AUDIO_KEYS = ("topic", "info_topic", "time", "codec")
-_ACTION_KEYS = ("topic", "time", "policy")
-_LASER_SCAN_KEYS = ("topic", "time", "policy", "native")
-_POINT_CLOUD_KEYS = ("topic", "time")
-_DETECTIONS_KEYS = ("topic", "camera", "labels", "time")
+_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "clock_offset_ms", "policy")
+_JOINT_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native")
+_WRENCH_KEYS = ("topic", "frame", "time", "clock_offset_ms", "policy", "native", "range_force", "range_torque")
+_AUDIO_KEYS = ("topic", "info_topic", "time", "clock_offset_ms", "codec")
+_ACTION_KEYS = ("topic", "time", "clock_offset_ms", "policy")
+_LASER_SCAN_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native")
+_POINT_CLOUD_KEYS = ("topic", "time", "clock_offset_ms")
+_DETECTIONS_KEYS = ("topic", "camera", "labels", "time", "clock_offset_ms")
 _STEP_KEYS = ("rate_hz", "camera")
 _EPISODE_KEYS = ("mode", "topic", "gap_s", "ranges")
 _LABEL_KEYS = ("task", "task_topic", "success", "failure_reason", "operator_notes")
@@ -161,6 +176,7 @@ def _camera(name: str, m: Fields, relative_to: Path | None) -> CameraMapping:
         kind=m.get("kind", fields.one_of(CAMERA_KINDS), "rgb"),
         camera_info_topic=m.optional("camera_info_topic", fields.topic_name),
         time=_time(m),
+        clock_offset_ms=_offset(m),
         policy=policy,
         camera_info_url=url,
     )
@@ -172,6 +188,7 @@ def _wrench(name: str, m: Fields) -> WrenchMapping:
         topic=_topic(m),
         frame=m.optional("frame", fields.frame_name),
         time=_time(m),
+        clock_offset_ms=_offset(m),
         policy=_policy(m, "nearest"),
         native=m.get("native", fields.flag, True),
         range_force=m.optional("range_force", fields.bounded(bounds.RATED_RANGE)),
@@ -185,6 +202,7 @@ def _audio(name: str, m: Fields) -> AudioMapping:
         topic=_topic(m),
         info_topic=m.optional("info_topic", fields.topic_name),
         time=_time(m),
+        clock_offset_ms=_offset(m),
         codec=m.get("codec", fields.one_of(AUDIO_CODECS), "wav"),
     )
 
@@ -195,11 +213,11 @@ def _laser_scan(name: str, m: Fields) -> LaserScanMapping:
         raise m.error("policy", "a step points at one scan: latest or nearest, not linear")
     if not m.get("native", fields.flag, True):
         raise m.error("native", "a scan is kept only at its native rate (steps point at it); false is not supported")
-    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), policy=policy)
+    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), clock_offset_ms=_offset(m), policy=policy)
 
 
 def _point_cloud(name: str, m: Fields) -> PointCloudMapping:
-    return PointCloudMapping(name=name, topic=_topic(m), time=_time(m))
+    return PointCloudMapping(name=name, topic=_topic(m), time=_time(m), clock_offset_ms=_offset(m))
 
 
 def _camera_name(m: Fields, cameras: Sequence[CameraMapping], camera: str) -> str:
@@ -229,21 +247,30 @@ def _detections(m: Fields | None, cameras: Sequence[CameraMapping]) -> Detection
         raise m.error("camera", f"{WORDING.missing} (the camera whose frames the boxes are in)")
     camera = _camera_name(m, cameras, camera)
     labels = m.optional("labels", _class_labels) or {}
-    return DetectionsMapping(topic=_topic(m), camera=camera, labels=labels, time=_time(m))
+    return DetectionsMapping(topic=_topic(m), camera=camera, labels=labels, time=_time(m), clock_offset_ms=_offset(m))
 
 
 def _joint_states(m: Fields | None) -> JointStateMapping | None:
     if m is None:
         return None
     return JointStateMapping(
-        topic=_topic(m), time=_time(m), policy=_policy(m, "linear"), native=m.get("native", fields.flag, True)
+        topic=_topic(m),
+        time=_time(m),
+        clock_offset_ms=_offset(m),
+        policy=_policy(m, "linear"),
+        native=m.get("native", fields.flag, True),
     )
 
 
 def _action(m: Fields | None) -> ActionMapping:
     if m is None:
         return ActionMapping()
-    return ActionMapping(topic=m.optional("topic", fields.topic_name), time=_time(m), policy=_policy(m, "latest"))
+    return ActionMapping(
+        topic=m.optional("topic", fields.topic_name),
+        time=_time(m),
+        clock_offset_ms=_offset(m),
+        policy=_policy(m, "latest"),
+    )
 
 
 def _step(m: Fields | None, cameras: Sequence[CameraMapping]) -> StepClock:

@@ -41,6 +41,7 @@ class EpisodeCommands:
         self.warmup = warmup
         self.topics = topics
         self._late_before: Counter[str] = Counter()
+        self._refused: str | None = None  # why the last episode was refused, for the stop that ends it
 
     def execute(self, command: Command) -> Reply:
         shared = self.shared
@@ -92,6 +93,7 @@ class EpisodeCommands:
         if not self.warmup.encoders_ready():
             return Reply(False, "not ready: starting the video encoders")
         episode_id = shared.session.begin(task)
+        self._refused = None
         shared.episode = EpisodeHealth(episode_id, command.asked_ns, time.time(), command.counters)
         self._late_before = Counter(shared.counts.late)
         shared.state = "recording"
@@ -118,8 +120,27 @@ class EpisodeCommands:
             for topic in sorted(self.topics & set(received))
         }
 
+    def refuse(self, reason: str) -> None:
+        """The open episode cannot be recorded as mapped (its streams' clocks disagree, or
+        one jumped: ``ClockOffsetError``): discarded, nothing of it written, and said in the
+        status's warnings and in the reply to the stop that would have ended it."""
+        shared = self.shared
+        episode_id = shared.episode.episode_id if shared.episode is not None else None
+        shared.episode, shared.labels = None, replace(shared.default_labels)
+        if shared.state == "recording":
+            shared.state = "ready"
+        if shared.session is not None:
+            shared.session.discard()
+        refused = f"episode {episode_id or 'being stopped'} refused, nothing of it written: {reason}"
+        if episode_id is not None:  # (a stop that failed so has said it already)
+            self._refused = refused
+        shared.warn(refused)
+
     def _stop(self, at_stop: Counters) -> Reply:
         shared = self.shared
+        refused, self._refused = self._refused, None
+        if shared.episode is None and refused is not None:
+            return Reply(False, refused)
         if shared.episode is None or shared.session is None:
             return Reply(False, "no episode is being recorded")
         numbers = self._episode_numbers(at_stop)
@@ -148,6 +169,8 @@ class EpisodeCommands:
             shared.warn(f"episode {episode_id}: no complete step (every mapped stream must deliver): discarded")
             return Reply(False, f"episode {episode_id} had no complete step and was discarded")
         shared.records.append(record)
+        if shared.session.clock_note is not None:
+            shared.log("info", f"episode {record.episode_id}: {shared.session.clock_note}")
         drops = sum(n["dropped"] for n in numbers.values())
         lost = sum(n["lost_in_transport"] for n in numbers.values())
         losses = f"{drops} message(s) dropped" + (f", {lost} lost in transport" if lost else "")

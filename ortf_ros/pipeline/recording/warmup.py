@@ -58,7 +58,7 @@ class Warmup:
             self._first_ns = raw.receive_ns
         self.builder.accept(raw)
         if raw.topic in self.shared.config.tf_topics:
-            self.builder.prologue.tf.prune_before(raw.receive_ns - TF_HISTORY_NS)
+            self.builder.prologue.tf.prune_history(TF_HISTORY_NS)
 
     def missing(self) -> list[str]:
         """What the recorder still waits for, while its state is waiting."""

@@ -43,9 +43,9 @@ RESOURCES = Path(__file__).resolve().parents[2] / "support" / "resources"
 FULL = TopicMapping(
     cameras=(
         CameraMapping("wrist", "/wrist/image_raw", "rgb", "/wrist/camera_info", "receive", "latest"),
-        CameraMapping("depth", "/cam/depth/image_raw", "depth"),
+        CameraMapping("depth", "/cam/depth/image_raw", "depth", clock_offset_ms=-250.5),
     ),
-    joint_states=JointStateMapping("/joint_states", "receive", "nearest", native=False),
+    joint_states=JointStateMapping("/joint_states", "receive", "nearest", native=False, clock_offset_ms="auto"),
     wrenches=(
         WrenchMapping(
             "ft", "/ft/wrench", "tool0", "receive", "linear", native=False, range_force=500.0, range_torque=10
@@ -190,6 +190,11 @@ def test_ros_parameters_read_like_the_yaml() -> None:
     assert cfg.step == StepClock(None, "wrist")
     assert cfg.episodes.ranges == ((0.0, 1.0), (2.0, 3.0))
     assert cfg.writer_settings() == {"video": {"crf": 30}} and cfg.writer.video.crf == 30
+    offsets = mapping_from_parameters(
+        {**params, "joint_states.clock_offset_ms": "auto", "cameras.wrist.clock_offset_ms": 3}
+    )
+    assert offsets.joint_states is not None and offsets.joint_states.clock_offset_ms == "auto"
+    assert offsets.cameras[0].clock_offset_ms == 3.0
     with pytest.raises(ConversionError, match=r"^parameters: step: is a value and a namespace$"):
         mapping_from_parameters({"step": 1, "step.rate_hz": 2.0})
 
@@ -289,6 +294,13 @@ CAM = {"topic": "/cam/image_raw", "kind": "rgb"}
         ),
         ({"episodes": {"mode": "ranges", "ranges": [0, 1, 2]}}, "episodes.ranges: expected [start, end] pairs"),
         ({"labels": {"task": ""}}, "teleop.yaml: labels.task: expected a non-empty string, got ''"),
+        (
+            {"cameras": {"a": {**CAM, "clock_offset_ms": "measure"}}},
+            "teleop.yaml: cameras.a.clock_offset_ms: expected auto or a number of milliseconds within +-1e+12, "
+            "got 'measure'",
+        ),
+        ({"action": {"topic": "/c", "clock_offset_ms": float("inf")}}, "action.clock_offset_ms: expected auto or a"),
+        ({"wrenches": {"ft": {"topic": "/ft", "clock_offset_ms": True}}}, "wrenches.ft.clock_offset_ms: expected auto"),
         ({"max_latency_ms": -5}, "teleop.yaml: max_latency_ms: expected a number from 0 to 10000, got -5"),
         ({"max_latency_ms": None}, "teleop.yaml: max_latency_ms: must not be null"),
         ({"max_latency_ms": 60000}, "teleop.yaml: max_latency_ms: expected a number from 0 to 10000, got 60000"),
@@ -586,9 +598,14 @@ def test_describe_mapping_says_what_happens() -> None:
     wrist = "camera wrist (rgb): /wrist/image_raw (receive time, latest, camera_info /wrist/camera_info, "
     assert wrist + "without it intrinsics unknown)" in lines
     assert (
-        "camera depth (depth): /cam/depth/image_raw (header time, nearest, no camera_info: intrinsics unknown)" in lines
+        "camera depth (depth): /cam/depth/image_raw (header time -250.5 ms, nearest, "
+        "no camera_info: intrinsics unknown)" in lines
     )
     assert "episodes: 0-1.5 s, 2-7.25 s" in lines
+    assert "joint state: /joint_states (receive time, its clock offset measured and taken out, nearest)" in lines, lines
+    assert any(
+        line.startswith("camera depth (depth): /cam/depth/image_raw (header time -250.5 ms, nearest") for line in lines
+    )
     default = describe_mapping(TopicMapping(), {})
     assert "sync tolerance 16.7 ms (half the 30 Hz step period); steps beyond it are kept and counted" in default
     live = describe_mapping(TopicMapping(), None)
