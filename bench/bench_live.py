@@ -327,10 +327,15 @@ class Sampler:
             self.samples.append(Sample(time.time_ns(), cpu, memory))
             self._stop.wait(SAMPLE_S)
 
-    def peak(self, pids: Callable[[int], bool] = lambda pid: True) -> tuple[int, int]:
-        """(peak RSS, peak PSS) of the processes ``pids`` selects, summed in each sample."""
+    def peak(
+        self, pids: Callable[[int], bool] = lambda pid: True, start_ns: int = 0, end_ns: int | None = None
+    ) -> tuple[int, int]:
+        """(peak RSS, peak PSS) of the processes ``pids`` selects, summed in each sample
+        (those taken between two wall times, if given)."""
         rss = pss = 0
         for sample in self.samples:
+            if sample.at_ns < start_ns or (end_ns is not None and sample.at_ns > end_ns):
+                continue
             chosen = [memory for pid, memory in sample.memory.items() if pids(pid)]
             rss = max(rss, sum(r for r, _ in chosen))
             pss = max(pss, sum(p for _, p in chosen))
@@ -582,7 +587,9 @@ class RecorderRun:
     encoders_cpu_s: float  # of which the encoder processes
     commit_cpu_s: float
     publisher_cpu_s: float
-    memory: dict[str, tuple[int, int]]  # "recorder" (its process), "encoders", "all": peak (RSS, PSS) in bytes
+    # Peak (RSS, PSS) in bytes: "recorder" (its process), "encoders", "all" over the run, and
+    # "all" while the episode was open ("episode"; the commit after it takes more)
+    memory: dict[str, tuple[int, int]]
     scene: dict[str, Any]
     dataset: Path
     recorder_log: str
@@ -651,6 +658,7 @@ def run_recorder(
             "recorder": sampler.peak({recorder.process.pid}.__contains__),
             "encoders": sampler.peak(lambda pid: pid != recorder.process.pid),
             "all": sampler.peak(),
+            "episode": sampler.peak(start_ns=start["answered_ns"], end_ns=stop["asked_ns"]),
         },
         scene=scene,
         dataset=dataset,
@@ -787,8 +795,8 @@ def memory_rows(section: str, run: RecorderRun, floor: FloorRun | None) -> list[
             section,
             "peak PSS, recorder + encoders",
             f"{pss:8.0f} MB",
-            f"target < {PSS_TARGET_MB} MB: {'OK' if pss < PSS_TARGET_MB else 'OVER'}; {parts}; summed, "
-            f"sampled every {SAMPLE_S:g} s",
+            f"target < {PSS_TARGET_MB} MB: {'OK' if pss < PSS_TARGET_MB else 'OVER'}; {parts}; while the episode "
+            f"was open {run.memory['episode'][1] / MB:.0f} MB; summed, sampled every {SAMPLE_S:g} s",
         ),
         Row(
             section,
