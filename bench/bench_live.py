@@ -1,4 +1,4 @@
-"""Live recording by ``ortf_recorder`` over loopback DDS, against a bare subscriber, in one table.
+"""Live recording by ``ortf_recorder`` over loopback DDS, against its floor, in one table.
 
 The scene publisher (``ortf_ros.ros.scene_publisher``, a process of its own) publishes
 the teleop scene of issue 19 in real time: three cameras 640x480 @ 30 fps as raw rgb8
@@ -8,9 +8,13 @@ reliable, keep-last 10. ``ortf_recorder`` (``python -m ortf_ros.ros.recorder_nod
 config/record.yaml and the mapping ``ortf-bag2ortf --write-config`` writes for the same
 scene, another process) records it as ONE episode: started as soon as
 ``~/start_episode`` succeeds (after the warm-up), stopped after ``--seconds`` (default
-60) by ``~/stop_episode``, which commits. The floor, in the same run: the same publisher
-for ``--seconds``, and a bare rclpy subscriber process that only counts (raw, reliable,
-the recorder's depths, taking messages the way the recorder's ``Receiver`` does). Printed:
+60) by ``~/stop_episode``, which commits. The floor, in the same run, is the recorder's
+two jobs done bare, side by side: the same publisher for ``--seconds`` and a bare rclpy
+subscriber process that only counts (``live_subscriber.py``: raw, reliable, the
+recorder's depths, taking messages the way the recorder's ``Receiver`` does); and,
+started when the publisher starts, one bare PyAV process per camera encoding the same
+pictures at the same size and rate for as long, with the recorder's video settings
+(``live_encode.py``). Printed:
 
 1. Delivery per stream over the whole run: messages received / published, recorder and
    floor, and their ratio (target 1.0); beside it what the middleware lost on the way
@@ -18,12 +22,14 @@ the recorder's depths, taking messages the way the recorder's ``Receiver`` does)
    between subscription and pipeline; target 0) and late messages in the episode (its
    ``recording.json``).
 2. The recorder: CPU during the episode (the recorder process and its encoder
-   processes) against the floor subscriber's; peak RSS of the recorder and its encoders,
-   summed (sampled every 0.2 s; target < 500 MB; PSS beside it) against the floor's;
-   latency publish -> staged p50/p99 from its status (origin: the publisher's DDS source
-   timestamp; end: the pipeline thread handing the message to the assembler/writer;
-   target p99 < 100 ms) against publish -> taken in the floor; how long
-   ``~/stop_episode`` took (stop to committed).
+   processes) against the floor's (bare encoding + counting subscriber; target ratio
+   <= 1.2); peak PSS of the recorder and its encoders, summed (sampled every 0.2 s from
+   /proc/PID/smaps_rollup, so the frame rings both sides map count once; target
+   < 400 MB; RSS beside it) against the floor's processes'; latency publish -> staged
+   p50/p99 from its status (origin: the publisher's DDS source timestamp; end: the
+   pipeline thread handing the message to the assembler/writer; target p99 < 100 ms)
+   against publish -> taken in the floor; how long ``~/stop_episode`` took (stop to
+   committed).
 3. Frames per camera in the committed videos (decoded: the frame numbers the scene paints
    into each picture) against the frames published while the episode was open (between
    the start's reply and the stop request), and their ratio (target 1.0).
@@ -53,19 +59,23 @@ import sys
 import tempfile
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 import av
-import numpy as np
 import psutil
+import yaml
 from bench_bag2ortf import ForeignLoad
+from live_encode import EncodeReport
+from live_subscriber import Subscribed, count_publishers, stdin_event
 from measure import MB, Row, print_table
 
+from ortf_ros.io.video import VideoSettings
 from ortf_ros.pipeline.flow import LIVE
+from ortf_ros.pipeline.recorder import live_writer_config
+from ortf_ros.ros.recorder_settings import mapping_from
 from ortf_ros.synthetic.bag import write_scene_bag
 from ortf_ros.synthetic.images import decode_frame_number
 from ortf_ros.synthetic.scene import TeleopConfig
@@ -74,6 +84,8 @@ from ortf_ros.synthetic.topics import CAMERA_FRAMES, TOPIC_ROBOT_DESCRIPTION, TO
 
 REPO = Path(__file__).resolve().parents[1]
 RECORDER_PARAMS = REPO / "config" / "record.yaml"
+SUBSCRIBER_SCRIPT = Path(__file__).with_name("live_subscriber.py")
+ENCODE_SCRIPT = Path(__file__).with_name("live_encode.py")
 WIDTH, HEIGHT, FPS = 640, 480, 30
 RATES = {"joint": 500, "command": 100, "wrench": 1000, "tf": 100}
 SCENE_ARGS = [
@@ -87,7 +99,8 @@ LATCHED = (TOPIC_ROBOT_DESCRIPTION, TOPIC_TF_STATIC)
 CAMERA_TOPICS = tuple(CAMERA_FRAMES)  # wrist, overhead, side: <camera>/image_raw
 MAX_DEPTH = 1000  # ortf_ros.ros.subscriptions.MAX_DEPTH (that module imports rclpy): depth min(this, queue)
 SAMPLE_S = 0.2
-RSS_TARGET_MB = 500
+PSS_TARGET_MB = 400  # summed over the recorder and its encoder processes
+CPU_TARGET = 1.2  # recorder / (bare encoding + counting subscriber)
 LATENCY_TARGET_MS = 100.0
 READY_TIMEOUT_S = 120.0
 STOP_TIMEOUT_S = 600.0
@@ -95,133 +108,7 @@ EDGE_MS = 500  # a frame missing from a video that was published this close to t
 DOMAIN = 110 + os.getpid() % 30  # (not the tests' 20-99, nor bench_playback's 100-101; children: unused)
 
 
-# -- children: the floor subscriber and the recorder's client (both start rclpy) ---------------
-
-
-def _stdin_event() -> threading.Event:
-    """Set when the parent writes a line (or closes stdin): "the publisher is done"."""
-    done = threading.Event()
-
-    def wait() -> None:
-        sys.stdin.readline()
-        done.set()
-
-    threading.Thread(target=wait, daemon=True).start()
-    return done
-
-
-def _count_publishers(node: Any, topics: dict[str, str], most: dict[str, int]) -> None:
-    """Keep the most publishers seen per topic: more than one means another process
-    publishes on this domain, and the counts would not be this scene's."""
-    for topic in topics:
-        most[topic] = max(most.get(topic, 0), node.count_publishers(topic))
-
-
-def child_floor(out: Path, topics: dict[str, str], executor_kind: str) -> None:
-    """Subscribe (raw, reliable, the recorder's depths) to ``topics`` and count until the
-    parent says the publisher is done. Messages are taken as the recorder's ``Receiver``
-    takes them: every subscription drained in turn, a millisecond's pause after a pass
-    that found nothing (``executor_kind`` "single": a SingleThreadedExecutor running a
-    callback per message instead). Keeps publish -> reception and publish -> taken times
-    (DDS source timestamp to ``received_timestamp`` / the wall clock when taken), and
-    the gaps in each topic's publication sequence numbers (lost in transport)."""
-    import rclpy
-    from rclpy.executors import SingleThreadedExecutor
-    from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-
-    from ortf_ros.ros.message_types import message_class
-
-    rclpy.init()
-    node = rclpy.create_node("ortf_bench_floor")
-    counts = dict.fromkeys(topics, 0)
-    lost = dict.fromkeys(topics, 0)
-    last_sequence: dict[str, int] = {}
-    to_taken: dict[str, array[int]] = {topic: array("q") for topic in topics}
-    to_reception: dict[str, array[int]] = {topic: array("q") for topic in topics}
-
-    def counter(topic: str) -> Callable[[bytes, dict[str, int]], None]:
-        taken_times, reception_times = to_taken[topic], to_reception[topic]
-
-        def count(data: bytes, info: dict[str, int]) -> None:
-            now = time.time_ns()
-            counts[topic] += 1
-            taken_times.append(now - info["source_timestamp"])
-            reception_times.append(info["received_timestamp"] - info["source_timestamp"])
-            sequence = info.get("publication_sequence_number")
-            if sequence:
-                before = last_sequence.get(topic)
-                if before is not None and sequence > before + 1:
-                    lost[topic] += sequence - before - 1
-                last_sequence[topic] = sequence
-
-        return count
-
-    subscriptions = []
-    for topic, msgtype in topics.items():
-        latched = topic in LATCHED
-        depth = 1 if latched else min(MAX_DEPTH, LIVE.queue_frames if topic in CAMERA_TOPICS else LIVE.queue_messages)
-        qos = QoSProfile(  # type: ignore[no-untyped-call]
-            depth=depth,
-            reliability=ReliabilityPolicy.RELIABLE,
-            durability=DurabilityPolicy.TRANSIENT_LOCAL if latched else DurabilityPolicy.VOLATILE,
-        )
-        callback = counter(topic)
-        subscription = node.create_subscription(message_class(msgtype), topic, callback, qos, raw=True)  # type: ignore[arg-type]
-        subscriptions.append((subscription, callback))
-
-    def drain() -> int:
-        taken = 0
-        for subscription, callback in subscriptions:
-            handle, kind = subscription.handle, subscription.msg_type
-            while True:
-                with handle:
-                    got = handle.take_message(kind, True)
-                if got is None:
-                    break
-                callback(*got)
-                taken += 1
-        return taken
-
-    def serve(until: Callable[[], bool]) -> None:
-        if executor_kind == "single":
-            while not until():
-                executor.spin_once(timeout_sec=0.01)
-            return
-        while not until():
-            if not drain():
-                time.sleep(0.001)
-
-    executor = SingleThreadedExecutor()
-    executor.add_node(node)
-    done = _stdin_event()
-    serve(done.is_set)
-    publishers: dict[str, int] = {}
-    _count_publishers(node, topics, publishers)
-    quiet_until = time.monotonic() + 1.0  # what is still in the middleware's queues
-    serve(lambda: time.monotonic() > quiet_until)
-    executor.shutdown()
-    node.destroy_node()  # type: ignore[no-untyped-call]
-    rclpy.shutdown()
-    summary = {
-        "publishers": publishers,
-        "received": counts,
-        "lost": lost,
-        "taken_ms": _quantiles(to_taken),
-        "reception_ms": _quantiles(to_reception),
-    }
-    out.write_text(json.dumps(summary))
-
-
-def _quantiles(times: dict[str, array[int]]) -> dict[str, dict[str, float]]:
-    """p50/p99/max in ms per topic and over all (``"all"``)."""
-    result = {}
-    per_topic = {topic: np.frombuffer(t, dtype=np.int64) for topic, t in times.items()}
-    every = np.concatenate([np.zeros(0, dtype=np.int64), *per_topic.values()])
-    for name, values in [*per_topic.items(), ("all", every)]:
-        if len(values):
-            p50, p99, worst = np.percentile(values / 1e6, [50, 99, 100])
-            result[name] = {"p50": float(p50), "p99": float(p99), "max": float(worst)}
-    return result
+# -- a child: the recorder's client (it starts rclpy) -------------------------------------------
 
 
 def child_client(out: Path, seconds: float, topics: dict[str, str]) -> None:
@@ -284,7 +171,7 @@ def child_client(out: Path, seconds: float, topics: dict[str, str]) -> None:
     end = time.monotonic() + seconds
     publishers: dict[str, int] = {}
     while time.monotonic() < end:
-        _count_publishers(node, topics, publishers)
+        count_publishers(node, topics, publishers)
         spin_for(min(1.0, end - time.monotonic()))
     result["publishers"] = publishers
     during = [s for _, s in statuses if s.get("episode")]
@@ -292,7 +179,7 @@ def child_client(out: Path, seconds: float, topics: dict[str, str]) -> None:
     result["stop"] = {"asked_ns": asked, "answered_ns": answered, "message": reply.message, "success": reply.success}
     result["episode_status"] = during[-1] if during else None
     print("stopped", flush=True)
-    done = _stdin_event()
+    done = stdin_event()
     spin_until(done.is_set, STOP_TIMEOUT_S, "the publisher to finish")
     # The recorder's counts over the whole run, once they stop changing (its subscriptions
     # may still be working through what the middleware holds).
@@ -386,8 +273,7 @@ class Child:
 class Sample:
     at_ns: int
     cpu_s: dict[int, float]  # pid -> user + system CPU seconds so far
-    rss: int  # bytes, summed over the tree
-    pss: int  # the same in PSS: a page shared by n of them counts 1/n in each
+    memory: dict[int, tuple[int, int]]  # pid -> (RSS, PSS) in bytes; PSS counts a page shared by n of them 1/n in each
 
 
 def _pss(pid: int) -> int:
@@ -403,10 +289,10 @@ def _pss(pid: int) -> int:
 
 @dataclass
 class Sampler:
-    """CPU and RSS of a process and its descendants (the recorder's encoder processes),
-    sampled every ``SAMPLE_S`` in a thread."""
+    """CPU and memory of processes and their descendants (the recorder's encoder
+    processes), sampled every ``SAMPLE_S`` in a thread."""
 
-    root: int
+    roots: list[int]
     samples: list[Sample] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
@@ -422,35 +308,43 @@ class Sampler:
             self._thread.join()
 
     def _run(self) -> None:
-        try:
-            root = psutil.Process(self.root)
-        except psutil.Error:
-            return
+        roots = []
+        for pid in self.roots:
+            with contextlib.suppress(psutil.Error):
+                roots.append(psutil.Process(pid))
         while not self._stop.is_set():
             cpu: dict[int, float] = {}
-            rss = pss = 0
-            try:
-                members = [root, *root.children(recursive=True)]
-            except psutil.Error:
-                return
+            memory: dict[int, tuple[int, int]] = {}
+            members = []
+            for root in roots:
+                with contextlib.suppress(psutil.Error):
+                    members += [root, *root.children(recursive=True)]
             for member in members:
                 with contextlib.suppress(psutil.Error):
                     times = member.cpu_times()
-                    rss += member.memory_info().rss
-                    pss += _pss(member.pid)
+                    memory[member.pid] = (member.memory_info().rss, _pss(member.pid))
                     cpu[member.pid] = times.user + times.system
-            self.samples.append(Sample(time.time_ns(), cpu, rss, pss))
+            self.samples.append(Sample(time.time_ns(), cpu, memory))
             self._stop.wait(SAMPLE_S)
 
-    def peak_rss(self) -> int:
-        return max((s.rss for s in self.samples), default=0)
+    def peak(
+        self, pids: Callable[[int], bool] = lambda pid: True, start_ns: int = 0, end_ns: int | None = None
+    ) -> tuple[int, int]:
+        """(peak RSS, peak PSS) of the processes ``pids`` selects, summed in each sample
+        (those taken between two wall times, if given)."""
+        rss = pss = 0
+        for sample in self.samples:
+            if sample.at_ns < start_ns or (end_ns is not None and sample.at_ns > end_ns):
+                continue
+            chosen = [memory for pid, memory in sample.memory.items() if pids(pid)]
+            rss = max(rss, sum(r for r, _ in chosen))
+            pss = max(pss, sum(p for _, p in chosen))
+        return rss, pss
 
-    def peak_pss(self) -> int:
-        return max((s.pss for s in self.samples), default=0)
-
-    def cpu_s(self, start_ns: int, end_ns: int) -> float:
-        """CPU seconds of the tree between two wall times (a process first seen after
-        ``start_ns`` counts from its birth; one gone before ``end_ns``, up to its last sample)."""
+    def cpu_s(self, start_ns: int, end_ns: int, pids: Callable[[int], bool] = lambda pid: True) -> float:
+        """CPU seconds of the processes ``pids`` selects between two wall times (a process
+        first seen after ``start_ns`` counts from its birth; one gone before ``end_ns``, up
+        to its last sample)."""
         before = [s for s in self.samples if s.at_ns <= start_ns]
         within = [s for s in self.samples if s.at_ns <= end_ns]
         if not within:
@@ -459,7 +353,7 @@ class Sampler:
         last: dict[int, float] = {}
         for sample in within:
             last.update(sample.cpu_s)
-        return sum(cpu - base.get(pid, 0.0) for pid, cpu in last.items())
+        return sum(cpu - base.get(pid, 0.0) for pid, cpu in last.items() if pids(pid))
 
 
 def write_mapping(tmp: Path) -> Path:
@@ -527,11 +421,19 @@ class FloorRun:
     lost: dict[str, int]  # gaps in the publication sequence numbers
     taken_ms: dict[str, dict[str, float]]
     reception_ms: dict[str, dict[str, float]]
-    cpu_s: float
+    cpu_s: float  # the counting subscriber, over the publisher's run
     seconds: float
-    peak_rss: int
-    peak_pss: int
+    encode_cpus: float  # the bare encoders, summed, each over its own window, painting the frames taken off
+    paint_cpus: float  # what was taken off
+    settings: VideoSettings  # the encoders'
+    encoders: list[EncodeReport]
+    memory: dict[str, tuple[int, int]]  # "subscriber", "encoders", "all": peak (RSS, PSS) in bytes
     scene: dict[str, Any]
+
+    @property
+    def cpus(self) -> float:
+        """The floor under the recorder's CPU: counting what it receives plus encoding its frames."""
+        return self.cpu_s / self.seconds + self.encode_cpus
 
 
 def scene_config(duration_s: float = 2.0) -> TeleopConfig:
@@ -556,38 +458,117 @@ def scene_topics() -> dict[str, str]:
     return scene_config().msgtypes()
 
 
-def run_floor(tmp: Path, seconds: float, executor_kind: str, publisher_args: list[str]) -> FloorRun:
+def floor_subscriptions() -> dict[str, Subscribed]:
+    """The scene's topics as the recorder subscribes to them: (type, depth, latched)."""
+    subscriptions = {}
+    for topic, msgtype in scene_topics().items():
+        latched = topic in LATCHED
+        depth = 1 if latched else min(MAX_DEPTH, LIVE.queue_frames if topic in CAMERA_TOPICS else LIVE.queue_messages)
+        subscriptions[topic] = (msgtype, depth, latched)
+    return subscriptions
+
+
+def recorder_video_settings(mapping: Path, parameters: list[str]) -> VideoSettings:
+    """What the recorder's writer encodes each camera with: the mapping's ``writer:`` (and
+    any ``-p writer.*`` given) over the live defaults, the encoder threads shared among the
+    cameras (``live_writer_config``, ``VideoSettings.with_threads``)."""
+    overrides = {}
+    for parameter in parameters:
+        name, _, value = parameter.partition(":=")
+        if name.startswith("writer."):
+            overrides[name] = yaml.safe_load(value)
+    resolved = mapping_from(mapping, overrides)
+    assert resolved is not None
+    return live_writer_config(resolved).video.with_threads(len(CAMERA_TOPICS))
+
+
+def start_encoders(tmp: Path, seconds: float, settings: VideoSettings, env: dict[str, str]) -> list[Child]:
+    """The floor's bare PyAV encoders (``live_encode.py``), one per camera, each once it is ready."""
+    encoders = []
+    for topic in CAMERA_TOPICS:
+        name = f"floor-encode-{topic.split('/')[1]}"
+        command = [sys.executable, str(ENCODE_SCRIPT), topic, str(tmp / f"{name}.mp4"), f"{seconds:g}"]
+        encoders.append(Child(name, [*command, json.dumps(asdict(settings))], tmp, env, pipes=True))
+    for encoder in encoders:
+        if not wait_for_line(encoder, "ready", encoder):
+            raise SystemExit(f"{encoder.name} failed:\n{encoder.text()}")
+    return encoders
+
+
+def wait_for_publishing(publisher: Child) -> None:
+    """Until the publisher logs that it starts publishing (its clock starts 20 ms later)."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while "publishing " not in publisher.text():
+        if publisher.process.poll() is not None or time.monotonic() > deadline:
+            raise SystemExit(f"the scene publisher never started publishing:\n{publisher.text()}")
+        time.sleep(0.005)
+
+
+def run_floor(
+    tmp: Path, seconds: float, executor_kind: str, publisher_args: list[str], settings: VideoSettings
+) -> FloorRun:
+    """The counting subscriber fed by the publisher, and beside it the bare encoders fed
+    the same cameras' frames for as long (started when the publisher starts publishing):
+    the two halves of what the recorder does, loading the machine together as the
+    recorder and its encoders do."""
     tmp.mkdir(parents=True)
     env = ros_environment(tmp)
     out = tmp / "floor.json"
-    topics = scene_topics()
-    command = [sys.executable, __file__, "--child-floor", str(out), "--topics", json.dumps(topics)]
+    command = [sys.executable, str(SUBSCRIBER_SCRIPT), str(out), json.dumps(floor_subscriptions()), executor_kind]
     with children() as started:
-        subscriber = Child("floor-subscriber", [*command, "--floor-executor", executor_kind], tmp, env, pipes=True)
+        subscriber = Child("floor-subscriber", command, tmp, env, pipes=True)
         started.append(subscriber)
-        sampler = Sampler(subscriber.process.pid).start()
+        encoders = start_encoders(tmp, seconds, settings, env)
+        started += encoders
+        encoder_pids = {encoder.process.pid for encoder in encoders}
+        sampler = Sampler([subscriber.process.pid, *encoder_pids]).start()
         publisher = Child("floor-publisher", publisher_command(tmp, "floor", seconds, publisher_args), tmp, env)
         started.append(publisher)
+        wait_for_publishing(publisher)
+        for encoder in encoders:
+            encoder.tell()
         if publisher.wait(seconds + 120) != 0:
             raise SystemExit(f"the scene publisher failed:\n{publisher.text()}")
         subscriber.tell()
         if subscriber.wait(60) != 0:
             raise SystemExit(f"the floor subscriber failed:\n{subscriber.text()}")
+        reports = []
+        for encoder in encoders:
+            line = encoder.read_line()
+            if encoder.wait(60) != 0 or not line:
+                raise SystemExit(f"{encoder.name} failed:\n{encoder.text()}")
+            reports.append((encoder.process.pid, EncodeReport(**json.loads(line))))
         sampler.stop()
     scene = json.loads((tmp / "floor-scene.json").read_text())
     summary = json.loads(out.read_text())
     check_alone(summary["publishers"])
     t0, end = scene["t0_wall_ns"], scene["end_wall_ns"]
+    encode_cpus = paint_cpus = 0.0
+    for pid, report in reports:
+        window_s = (report.end_ns - report.start_ns) / 1e9
+        encode_cpus += (sampler.cpu_s(report.start_ns, report.end_ns, {pid}.__contains__) - report.paint_s) / window_s
+        paint_cpus += report.paint_s / window_s
+
+    def is_encoder(pid: int) -> bool:
+        return pid in encoder_pids
+
     return FloorRun(
         published={topic: data["published"] for topic, data in scene["topics"].items()},
         received=summary["received"],
         lost=summary["lost"],
         taken_ms=summary["taken_ms"],
         reception_ms=summary["reception_ms"],
-        cpu_s=sampler.cpu_s(t0, end),
+        cpu_s=sampler.cpu_s(t0, end, lambda pid: not is_encoder(pid)),
         seconds=(end - t0) / 1e9,
-        peak_rss=sampler.peak_rss(),
-        peak_pss=sampler.peak_pss(),
+        encode_cpus=encode_cpus,
+        paint_cpus=paint_cpus,
+        settings=settings,
+        encoders=[report for _, report in reports],
+        memory={
+            "subscriber": sampler.peak(lambda pid: not is_encoder(pid)),
+            "encoders": sampler.peak(is_encoder),
+            "all": sampler.peak(),
+        },
         scene=scene,
     )
 
@@ -603,21 +584,22 @@ class RecorderRun:
     client: dict[str, Any]
     episode_streams: dict[str, dict[str, int]]  # recording.json: received, dropped, late in the episode
     cpu_s: float  # recorder + encoders, between the start's reply and the stop request
+    encoders_cpu_s: float  # of which the encoder processes
     commit_cpu_s: float
     publisher_cpu_s: float
-    peak_rss: int
-    peak_pss: int
+    # Peak (RSS, PSS) in bytes: "recorder" (its process), "encoders", "all" over the run, and
+    # "all" while the episode was open ("episode"; the commit after it takes more)
+    memory: dict[str, tuple[int, int]]
     scene: dict[str, Any]
     dataset: Path
     recorder_log: str
 
 
 def run_recorder(
-    tmp: Path, seconds: float, parameters: list[str], module: str, publisher_args: list[str]
+    tmp: Path, seconds: float, parameters: list[str], module: str, publisher_args: list[str], mapping: Path
 ) -> RecorderRun:
     tmp.mkdir(parents=True)
     env = ros_environment(tmp)
-    mapping = write_mapping(tmp)
     dataset = tmp / "dataset"
     out = tmp / "client.json"
     topics = json.dumps(scene_topics())
@@ -628,10 +610,10 @@ def run_recorder(
     with children() as started:
         recorder = Child("recorder", command, tmp, env)
         started.append(recorder)
-        sampler = Sampler(recorder.process.pid).start()
+        sampler = Sampler([recorder.process.pid]).start()
         publisher = Child("recorder-publisher", publisher_command(tmp, "recorder", None, publisher_args), tmp, env)
         started.append(publisher)
-        publisher_sampler = Sampler(publisher.process.pid).start()
+        publisher_sampler = Sampler([publisher.process.pid]).start()
         client = Child(
             "client",
             [sys.executable, __file__, "--child-client", str(out), "--seconds", str(seconds), "--topics", topics],
@@ -669,10 +651,15 @@ def run_recorder(
         client=result,
         episode_streams=streams,
         cpu_s=sampler.cpu_s(start["answered_ns"], stop["asked_ns"]),
+        encoders_cpu_s=sampler.cpu_s(start["answered_ns"], stop["asked_ns"], lambda pid: pid != recorder.process.pid),
         commit_cpu_s=sampler.cpu_s(stop["asked_ns"], stop["answered_ns"]),
         publisher_cpu_s=publisher_sampler.cpu_s(start["answered_ns"], stop["asked_ns"]),
-        peak_rss=sampler.peak_rss(),
-        peak_pss=sampler.peak_pss(),
+        memory={
+            "recorder": sampler.peak({recorder.process.pid}.__contains__),
+            "encoders": sampler.peak(lambda pid: pid != recorder.process.pid),
+            "all": sampler.peak(),
+            "episode": sampler.peak(start_ns=start["answered_ns"], end_ns=stop["asked_ns"]),
+        },
         scene=scene,
         dataset=dataset,
         recorder_log=recorder.text(),
@@ -754,18 +741,91 @@ def delivery_rows(run: RecorderRun, floor: FloorRun | None) -> list[Row]:
     return rows
 
 
+def cpu_rows(section: str, run: RecorderRun, floor: FloorRun | None, episode_s: float) -> list[Row]:
+    """The recorder's CPU against its floor: encoding the same frames, plus counting what it receives."""
+    cpu = run.cpu_s / episode_s
+    rows = [
+        Row(
+            section,
+            "CPU during the episode, recorder + encoders",
+            f"{cpu:8.2f} CPUs",
+            f"{run.cpu_s:.1f} s of CPU in {episode_s:.1f} s: recorder process "
+            f"{(run.cpu_s - run.encoders_cpu_s) / episode_s:.2f} CPUs, encoders {run.encoders_cpu_s / episode_s:.2f}",
+        )
+    ]
+    if floor is None:
+        return rows
+    video = floor.settings
+    frames = ", ".join(str(e.frames) for e in floor.encoders)
+    late = sum(e.late for e in floor.encoders)
+    rows += [
+        Row(
+            section,
+            f"floor: bare PyAV encoding, {len(floor.encoders)} processes",
+            f"{floor.encode_cpus:8.2f} CPUs",
+            f"{video.codec} {video.pix_fmt} crf {video.crf} {video.preset} gop {video.gop}, {video.threads} "
+            f"thread(s) each; {frames} frames at {FPS} fps, {late} late; painting them "
+            f"{floor.paint_cpus:.3f} CPUs, taken off",
+        ),
+        Row(
+            section,
+            "floor: the counting subscriber",
+            f"{floor.cpu_s / floor.seconds:8.2f} CPUs",
+            f"over {floor.seconds:.1f} s",
+        ),
+        Row(section, "floor: encoding + subscriber", f"{floor.cpus:8.2f} CPUs"),
+        Row(
+            section,
+            "ratio recorder / floor",
+            f"{cpu / floor.cpus:8.2f}",
+            f"target <= {CPU_TARGET:g}: {'OK' if cpu / floor.cpus <= CPU_TARGET else 'OVER'}; "
+            f"recorder - floor {cpu - floor.cpus:+.2f} CPUs",
+        ),
+    ]
+    return rows
+
+
+def memory_rows(section: str, run: RecorderRun, floor: FloorRun | None) -> list[Row]:
+    """Peak PSS (and RSS) of the recorder and its encoders, against the floor's processes."""
+    rss, pss = (m / MB for m in run.memory["all"])
+    (recorder_rss, recorder_pss), (encoders_rss, encoders_pss) = run.memory["recorder"], run.memory["encoders"]
+    parts = f"recorder process {recorder_pss / MB:.0f} MB, encoders {encoders_pss / MB:.0f} MB"
+    rows = [
+        Row(
+            section,
+            "peak PSS, recorder + encoders",
+            f"{pss:8.0f} MB",
+            f"target < {PSS_TARGET_MB} MB: {'OK' if pss < PSS_TARGET_MB else 'OVER'}; {parts}; while the episode "
+            f"was open {run.memory['episode'][1] / MB:.0f} MB; summed, sampled every {SAMPLE_S:g} s",
+        ),
+        Row(
+            section,
+            "  peak RSS, the same",
+            f"{rss:8.0f} MB",
+            f"recorder process {recorder_rss / MB:.0f} MB, encoders {encoders_rss / MB:.0f} MB "
+            "(the frame rings and the libraries counted in every process that maps them)",
+        ),
+    ]
+    if floor is not None:
+        floor_rss, floor_pss = (m / MB for m in floor.memory["all"])
+        rows += [
+            Row(
+                section,
+                "floor: subscriber + bare encoders, PSS",
+                f"{floor_pss:8.0f} MB",
+                f"subscriber {floor.memory['subscriber'][1] / MB:.0f} MB, encoders "
+                f"{floor.memory['encoders'][1] / MB:.0f} MB; RSS {floor_rss:.0f} MB",
+            ),
+            Row(section, "ratio recorder / floor (PSS)", f"{pss / floor_pss:8.2f}"),
+        ]
+    return rows
+
+
 def recorder_rows(run: RecorderRun, floor: FloorRun | None, seconds: float) -> list[Row]:
     section = "2. The recorder (process + encoder processes)"
     start, stop = run.client["start"], run.client["stop"]
     episode_s = (stop["asked_ns"] - start["answered_ns"]) / 1e9
-    cpu = run.cpu_s / episode_s
-    rows = [
-        Row(section, "CPU during the episode", f"{cpu:8.2f} CPUs", f"{run.cpu_s:.1f} s of CPU in {episode_s:.1f} s")
-    ]
-    if floor is not None:
-        floor_cpu = floor.cpu_s / floor.seconds
-        rows.append(Row(section, "floor: the bare subscriber", f"{floor_cpu:8.2f} CPUs", f"over {floor.seconds:.1f} s"))
-        rows.append(Row(section, "ratio recorder / floor", f"{cpu / floor_cpu:8.1f}"))
+    rows = cpu_rows(section, run, floor, episode_s)
     lateness = run.scene["timing"]["lateness_ms"]
     rows.append(
         Row(
@@ -775,20 +835,7 @@ def recorder_rows(run: RecorderRun, floor: FloorRun | None, seconds: float) -> l
             f"publish lateness p99 {lateness['p99']:.2f} ms, max {lateness['max']:.1f} ms",
         )
     )
-    rss = run.peak_rss / MB
-    rows.append(
-        Row(
-            section,
-            "peak RSS, recorder + encoders",
-            f"{rss:8.0f} MB",
-            f"sum of the tree's RSS sampled every {SAMPLE_S:g} s; target < {RSS_TARGET_MB} MB: "
-            f"{'OK' if rss < RSS_TARGET_MB else 'OVER'}; peak PSS {run.peak_pss / MB:.0f} MB",
-        )
-    )
-    if floor is not None:
-        floor_rss, floor_pss = floor.peak_rss / MB, floor.peak_pss / MB
-        rows.append(Row(section, "floor: the bare subscriber", f"{floor_rss:8.0f} MB", f"PSS {floor_pss:.0f} MB"))
-        rows.append(Row(section, "ratio recorder / floor", f"{run.peak_rss / floor.peak_rss:8.1f}"))
+    rows += memory_rows(section, run, floor)
     status = run.client.get("episode_status") or {}
     latency = (status.get("episode") or {}).get("latency_ms") or {}
     p50, p99 = latency.get("p50"), latency.get("p99")
@@ -893,13 +940,9 @@ def main(argv: list[str] | None = None) -> None:
         help="how the floor takes its messages: drained as the recorder's Receiver does (default), or by a "
         "SingleThreadedExecutor running a callback per message",
     )
-    parser.add_argument("--child-floor", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--child-client", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--topics", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.child_floor is not None:
-        child_floor(args.child_floor, json.loads(args.topics), args.floor_executor)
-        return
     if args.child_client is not None:
         child_client(args.child_client, args.seconds, json.loads(args.topics))
         return
@@ -913,8 +956,14 @@ def main(argv: list[str] | None = None) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="ortf_bench_live_"))
     try:
         publisher_args = ["--depth", str(args.publisher_depth)]
-        floor = None if args.no_floor else run_floor(tmp / "floor", args.seconds, args.floor_executor, publisher_args)
-        run = run_recorder(tmp / "recorder", args.seconds, args.recorder_param, args.recorder_module, publisher_args)
+        mapping = write_mapping(tmp)
+        settings = recorder_video_settings(mapping, args.recorder_param)
+        floor = None
+        if not args.no_floor:
+            floor = run_floor(tmp / "floor", args.seconds, args.floor_executor, publisher_args, settings)
+        run = run_recorder(
+            tmp / "recorder", args.seconds, args.recorder_param, args.recorder_module, publisher_args, mapping
+        )
         line = f"\n{load.line()}"
         checks = check_videos(run)
     finally:
