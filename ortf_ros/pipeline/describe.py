@@ -73,7 +73,7 @@ def describe(
     tolerance = sync_tolerance(config, stream_rates(config, prologue))
     calibrations = {c.name: camera_calibration(c, prologue) for c in config.cameras}
     warnings = [*joints.warnings, *(c.warning for c in calibrations.values() if c.warning is not None)]
-    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance.ms, calibrations)
+    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance, calibrations)
     return Description(manifest, steps, joints.robot, urdf_text, tuple(warnings), tolerance)
 
 
@@ -228,7 +228,7 @@ def build_manifest(
     steps: StepLayout,
     name: str,
     collection: Mapping[str, object],
-    tolerance_ms: float,
+    tolerance: SyncTolerance,
     calibrations: Mapping[str, CameraCalibration],
 ) -> Manifest:
     joints = steps.joints
@@ -296,9 +296,9 @@ def build_manifest(
         sensors=tuple(sensors),
         frames=_frames(config, prologue, steps),
         collection=dict(collection),
-        sync_tolerance_ms=tolerance_ms,
+        sync_tolerance_ms=tolerance.ms,
         native_streams=native,
-        alignment=Alignment(streams=_aligned_streams(config, steps)),
+        alignment=Alignment(streams=_aligned_streams(config, steps), tolerance_ms=dict(tolerance.streams)),
         extra={POINT_CLOUDS_KEY: clouds} if clouds else {},
     )
 

@@ -33,6 +33,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "camera_info_url": c.camera_info_url,
                 "time": c.time,
                 "policy": c.policy,
+                "sync_tolerance_ms": c.sync_tolerance_ms,
             }
             for c in mapping.cameras
         },
@@ -43,6 +44,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             "time": mapping.joint_states.time,
             "policy": mapping.joint_states.policy,
             "native": mapping.joint_states.native,
+            "sync_tolerance_ms": mapping.joint_states.sync_tolerance_ms,
         },
         "wrenches": {
             w.name: {
@@ -53,6 +55,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "native": w.native,
                 "range_force": w.range_force,
                 "range_torque": w.range_torque,
+                "sync_tolerance_ms": w.sync_tolerance_ms,
             }
             for w in mapping.wrenches
         },
@@ -60,7 +63,12 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             a.name: {"topic": a.topic, "info_topic": a.info_topic, "time": a.time, "codec": a.codec}
             for a in mapping.audio
         },
-        "action": {"topic": mapping.action.topic, "time": mapping.action.time, "policy": mapping.action.policy},
+        "action": {
+            "topic": mapping.action.topic,
+            "time": mapping.action.time,
+            "policy": mapping.action.policy,
+            "sync_tolerance_ms": mapping.action.sync_tolerance_ms,
+        },
         "detections": None
         if mapping.detections is None
         else {
@@ -91,7 +99,13 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
         },
         "writer": mapping.writer_settings(),
         "laser_scans": {
-            s.name: {"topic": s.topic, "time": s.time, "policy": s.policy, "native": s.native}
+            s.name: {
+                "topic": s.topic,
+                "time": s.time,
+                "policy": s.policy,
+                "native": s.native,
+                "sync_tolerance_ms": s.sync_tolerance_ms,
+            }
             for s in mapping.laser_scans
         },
         "point_clouds": {p.name: {"topic": p.topic, "time": p.time} for p in mapping.point_clouds},
@@ -106,10 +120,11 @@ MAPPING_HEADER = """\
 #
 # step                 steps at a fixed control rate (rate_hz) or at each frame of one
 #                      camera (camera: its name); set exactly one of the two
-# sync_tolerance_ms    how far from its step a sample may be (null: as far as each stream's
-#                      rate and policy allow, at least half the step period; the summary
-#                      says which stream set it); steps beyond it are counted, or dropped
-#                      with drop_outside_tolerance
+# sync_tolerance_ms    how far from its step a sample may be, for every stream that does not
+#                      give its own (null: as far as each stream's rate and policy allow, at
+#                      least half the step period); steps beyond it are counted, or dropped
+#                      with drop_outside_tolerance. The dataset declares the loosest stream's;
+#                      the summary says which stream set it, and each one's where tighter
 # max_latency_ms       how long after its stamp a message may be recorded (default 200):
 #                      steps wait this long in recording time for the samples around them;
 #                      messages later than that are counted as late, per topic
@@ -144,6 +159,9 @@ MAPPING_HEADER = """\
 #                      (use receive for messages without a header)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
 # native               also keep every sample at its native rate in a side table
+# sync_tolerance_ms    (of a camera, joint_states, a wrench, a laser scan, action) this
+#                      stream's own tolerance (null: the mapping's sync_tolerance_ms above);
+#                      steps are made only where every stream has a sample within its own
 # tf_topics, tf_static_topics, robot_description_topic   TF and the URDF (std_msgs/String)
 # base_frame, end_effector_frame, world_frame   null: from the URDF and the TF tree
 # gripper_joints       [] : the URDF's movable joints named like finger or gripper

@@ -44,6 +44,7 @@ class CameraMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     camera_info_url: str | None = None
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,7 @@ class JointStateMapping:
     time: TimeSource = "header"
     policy: Policy = "linear"
     native: bool = True
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 @dataclass(frozen=True)
@@ -73,6 +75,7 @@ class WrenchMapping:
     native: bool = True
     range_force: float | None = None
     range_torque: float | None = None
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 AudioCodec = Literal["wav", "flac", "aac"]
@@ -114,6 +117,7 @@ class LaserScanMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     native: bool = True
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 @dataclass(frozen=True)
@@ -147,6 +151,7 @@ class ActionMapping:
     topic: str | None = None
     time: TimeSource = "header"
     policy: Policy = "latest"
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 @dataclass(frozen=True)
@@ -205,7 +210,9 @@ class TopicMapping:
     world_frame: str | None = None
     gripper_joints: tuple[str, ...] = ()
     step: StepClock = StepClock()
-    sync_tolerance_ms: float | None = None  # None: half the step period
+    # Every sampled stream's default (its own ``sync_tolerance_ms`` over it); None: what each
+    # stream's rate and policy allow, at least half the step period (``mapping.tolerance``).
+    sync_tolerance_ms: float | None = None
     # How long after its stamp a sample may be received: a step waits this long in input
     # time for the samples around it (TF a second longer). Later ones are counted as late.
     max_latency_ms: float = 200.0

@@ -66,6 +66,11 @@ def _topic(m: Fields) -> str:
     return m.required("topic", fields.topic_name)
 
 
+def _tolerance(m: Fields) -> float | None:
+    """A sampled stream's own ``sync_tolerance_ms`` (None: the mapping's)."""
+    return m.optional("sync_tolerance_ms", fields.bounded(bounds.SYNC_TOLERANCE_MS))
+
+
 MAPPING_KEYS = (
     "step",
     "sync_tolerance_ms",
@@ -91,12 +96,12 @@ MAPPING_KEYS = (
     "point_clouds",
 )
 """The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
-_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy")
-_JOINT_KEYS = ("topic", "time", "policy", "native")
-_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque")
+_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "policy", "sync_tolerance_ms")
+_JOINT_KEYS = ("topic", "time", "policy", "native", "sync_tolerance_ms")
+_WRENCH_KEYS = ("topic", "frame", "time", "policy", "native", "range_force", "range_torque", "sync_tolerance_ms")
 _AUDIO_KEYS = ("topic", "info_topic", "time", "codec")
-_ACTION_KEYS = ("topic", "time", "policy")
-_LASER_SCAN_KEYS = ("topic", "time", "policy", "native")
+_ACTION_KEYS = ("topic", "time", "policy", "sync_tolerance_ms")
+_LASER_SCAN_KEYS = ("topic", "time", "policy", "native", "sync_tolerance_ms")
 _POINT_CLOUD_KEYS = ("topic", "time")
 _DETECTIONS_KEYS = ("topic", "camera", "labels", "time")
 _STEP_KEYS = ("rate_hz", "camera")
@@ -163,6 +168,7 @@ def _camera(name: str, m: Fields, relative_to: Path | None) -> CameraMapping:
         time=_time(m),
         policy=policy,
         camera_info_url=url,
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -176,6 +182,7 @@ def _wrench(name: str, m: Fields) -> WrenchMapping:
         native=m.get("native", fields.flag, True),
         range_force=m.optional("range_force", fields.bounded(bounds.RATED_RANGE)),
         range_torque=m.optional("range_torque", fields.bounded(bounds.RATED_RANGE)),
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -195,7 +202,7 @@ def _laser_scan(name: str, m: Fields) -> LaserScanMapping:
         raise m.error("policy", "a step points at one scan: latest or nearest, not linear")
     if not m.get("native", fields.flag, True):
         raise m.error("native", "a scan is kept only at its native rate (steps point at it); false is not supported")
-    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), policy=policy)
+    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), policy=policy, sync_tolerance_ms=_tolerance(m))
 
 
 def _point_cloud(name: str, m: Fields) -> PointCloudMapping:
@@ -236,14 +243,23 @@ def _joint_states(m: Fields | None) -> JointStateMapping | None:
     if m is None:
         return None
     return JointStateMapping(
-        topic=_topic(m), time=_time(m), policy=_policy(m, "linear"), native=m.get("native", fields.flag, True)
+        topic=_topic(m),
+        time=_time(m),
+        policy=_policy(m, "linear"),
+        native=m.get("native", fields.flag, True),
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
 def _action(m: Fields | None) -> ActionMapping:
     if m is None:
         return ActionMapping()
-    return ActionMapping(topic=m.optional("topic", fields.topic_name), time=_time(m), policy=_policy(m, "latest"))
+    return ActionMapping(
+        topic=m.optional("topic", fields.topic_name),
+        time=_time(m),
+        policy=_policy(m, "latest"),
+        sync_tolerance_ms=_tolerance(m),
+    )
 
 
 def _step(m: Fields | None, cameras: Sequence[CameraMapping]) -> StepClock:
@@ -392,7 +408,7 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
         world_frame=top.optional("world_frame", fields.frame_name),
         gripper_joints=top.get("gripper_joints", _NAMES, ()),
         step=_step(top.sub("step", _STEP_KEYS), cameras),
-        sync_tolerance_ms=top.optional("sync_tolerance_ms", fields.bounded(bounds.SYNC_TOLERANCE_MS)),
+        sync_tolerance_ms=_tolerance(top),
         drop_outside_tolerance=top.get("drop_outside_tolerance", fields.flag, False),
         max_latency_ms=top.get("max_latency_ms", fields.bounded(bounds.MAX_LATENCY_MS), TopicMapping.max_latency_ms),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),
