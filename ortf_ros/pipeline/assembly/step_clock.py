@@ -16,22 +16,30 @@ at t back:
   (or a live recorder stopped a while after its last message) would otherwise get steps
   far past its data, every value held.
 
-A stream with a gap, while the others go on: the steps in the gap wait until the stream
-delivers again, and are made then from the samples on both sides (counted outside the
-tolerance as any step beyond it). A stream that stops for good must not hold the others'
-samples forever, and steps must not run ahead of the data: a step waits for a stream
-with nothing near it only until another stream's data is ``GAP_WAIT_NS`` past it, and is
-made then with what the stream had (counted likewise). Steps thus trail the furthest
-data by at most ``GAP_WAIT_NS`` and never run ahead of it by more than the loosest
-tolerance, and what the samplers hold is bounded by ``GAP_WAIT_NS`` of each stream (they
-keep only what the next step can use, ``prune``). Before the episode's first step, such
-a step is not made but skipped (counted): the episode begins where every stream has
-data. A stream that has delivered nothing at all holds the first step back; meanwhile the
-others keep only their last ``GAP_WAIT_NS`` (or ``max_latency_ms``, if longer: a stream
-may deliver that late). Only a stream whose samples come later than ``max_latency_ms``
-(counted as late) or not at all makes a step stop waiting for it: any other has delivered
-past t by the time the watermark has. At the end of input, steps go on while every
-stream has a sample within its tolerance of them, so the episode ends where its data does.
+The rule for gaps, and why memory stays bounded:
+
+- A stream with a gap, while the others go on: the steps in the gap wait until the
+  stream delivers again, and are made then from the samples on both sides (counted
+  outside the tolerance, as any step beyond it).
+- A stream that stops for good must not hold the others' samples forever, nor may the
+  steps run ahead of the data: a step waits for a stream with nothing near it only until
+  another stream's data is ``GAP_WAIT_NS`` past it, and is made then with what the stream
+  had (counted likewise). Only a stream that is silent, or whose samples come later than
+  ``max_latency_ms`` (counted as late), makes a step stop waiting so: any other has
+  delivered past t by the time the watermark has.
+- Before the episode's first step, such a step is not made but skipped (counted in the
+  steps not written): the episode begins where every stream has data. A stream that has
+  delivered nothing at all holds the first step back; meanwhile the others keep only
+  their last ``GAP_WAIT_NS`` (or ``max_latency_ms``, if longer: a stream may deliver that
+  late).
+- At the end of input, steps go on while every stream has a sample within its tolerance
+  of them: the episode ends where its data does.
+
+So a silent stream holds the steps back no more than ``GAP_WAIT_NS`` behind the furthest
+data, the steps never run ahead of the data by more than the loosest tolerance, and the
+samplers, which keep only what the next step can use (``prune``), hold ``GAP_WAIT_NS``
+of each stream at most (or what ``max_latency_ms`` and the TF wait hold a step back for,
+if longer): memory is bounded by configuration, not by how long a stream is silent.
 
 Only this decides when steps are emitted: the assembler asks ``due`` for the step times
 now ready and makes a step of each (``steps``).
