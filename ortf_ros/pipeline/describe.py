@@ -19,7 +19,7 @@ from ortf_ros.format.robot import Joint, Robot
 from ortf_ros.format.sensors import UNKNOWN_INTRINSICS, Extrinsics, Frame, Resolution, Sensor, Transform
 from ortf_ros.format.spaces import ActionDimension, ActionSpace, ObservationSpace, StateComponent
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
-from ortf_ros.pipeline.assembly.steps import StepLayout
+from ortf_ros.pipeline.assembly.steps import END_EFFECTOR, StepLayout
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.mapping import CameraMapping, SyncTolerance, TopicMapping, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
@@ -319,7 +319,7 @@ def _aligned_streams(config: TopicMapping, steps: StepLayout) -> tuple[str, ...]
     if config.action.topic is not None:
         names.append("action")
     if steps.ee_frames is not None:
-        names.append("end_effector")
+        names.append(END_EFFECTOR)
     return tuple(names)
 
 

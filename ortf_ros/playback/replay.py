@@ -4,7 +4,7 @@ The default topic names are the ones bag2ortf detects by itself; this mapping al
 fixes what detection would have to guess: camera names and kinds (the observation
 keys), the step clock (the action's control rate, on whose grid the player puts the
 steps, or each frame of the first camera when the dataset has no rate), the sync
-tolerance (the dataset's, and each stream's own where it has one), base and
+tolerance (the dataset's, and each stream's own where tighter), base and
 end-effector frames, gripper joints, and the task and episode topics. Every per-step
 stream is published exactly at its step's time, so any sampling policy picks the
 message of that step.
@@ -38,7 +38,9 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
     """
     pub = Publication.of(manifest, settings)
     streams = settings.streams
-    own = manifest.alignment.tolerance_ms if manifest.alignment is not None else {}
+    # Each stream's own tolerance where it is not the dataset's (which the others take).
+    tolerances = manifest.alignment.tolerance_ms if manifest.alignment is not None else {}
+    own = {name: ms for name, ms in tolerances.items() if ms != manifest.sync_tolerance_ms}
     cameras = tuple(
         CameraMapping(
             name=c.key,

@@ -162,6 +162,7 @@ MAPPING_HEADER = """\
 # sync_tolerance_ms    (of a camera, joint_states, a wrench, a laser scan, action) this
 #                      stream's own tolerance (null: the mapping's sync_tolerance_ms above);
 #                      steps are made only where every stream has a sample within its own
+#                      tolerance, and each is counted and validated by its own
 # tf_topics, tf_static_topics, robot_description_topic   TF and the URDF (std_msgs/String)
 # base_frame, end_effector_frame, world_frame   null: from the URDF and the TF tree
 # gripper_joints       [] : the URDF's movable joints named like finger or gripper

@@ -148,6 +148,9 @@ def test_every_field_round_trips_through_yaml(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("# ortf-bag2ortf topic mapping")
     assert load_mapping(path) == FULL
+    # a stream's own tolerance is written under the stream, and the header says what it does
+    assert yaml.safe_load(text)["cameras"]["wrist"]["sync_tolerance_ms"] == 8.0
+    assert "stream's own tolerance (null: the mapping's sync_tolerance_ms above)" in text
     assert mapping_from_dict(mapping_to_dict(FULL), "x") == FULL
     # every key is written, unset ones as null, so the file shows what can be set
     assert mapping_to_dict(TopicMapping())["cameras"] == {}
