@@ -36,7 +36,7 @@ from ortf_ros.fleet.settings import ConversionSettings
 from ortf_ros.format.accounting import StreamAccount, accounted
 from ortf_ros.io import paths
 from ortf_ros.io.cpus import usable_cpus
-from ortf_ros.pipeline.mapping import EpisodeLabels, describe_mapping, dump_mapping, load_mapping
+from ortf_ros.pipeline.mapping import EpisodeLabels, SyncTolerance, describe_mapping, dump_mapping, load_mapping
 from ortf_ros.pipeline.robot import read_urdf
 from ortf_ros.pipeline.sources.bag import BagSource
 
@@ -244,7 +244,11 @@ def _summary(outcome: Outcome) -> dict[str, Any]:
             episode_id: [account.to_dict() for account in record.accounting or ()]
             for episode_id, record in zip(_dataset_ids(outcome), result.episodes, strict=True)
         },
-        "sync_tolerance": {"ms": result.sync_tolerance.ms, "set_by": result.sync_tolerance.set_by},
+        "sync_tolerance": {
+            "ms": result.sync_tolerance.ms,
+            "set_by": result.sync_tolerance.set_by,
+            "streams": dict(result.sync_tolerance.streams),
+        },
         "clock": list(result.clock),
         "steps_outside_tolerance": dict(counts.outside_tolerance),
         "steps_skipped": dict(counts.skipped_steps),
@@ -289,12 +293,11 @@ def _print_summary(summary: dict[str, Any], output: str) -> None:
         print(f"  {topic:<40} {counts}{extra}")
     for episode_id, rows in summary["accounting"].items():
         print(f"  episode {episode_id}: {accounted(StreamAccount.from_dict(row) for row in rows)}")
-    tolerance = summary["sync_tolerance"]
-    print(f"  sync tolerance {tolerance['ms']:g} ms ({tolerance['set_by']})")
+    print(f"  {SyncTolerance(**summary['sync_tolerance']).line()}")
     for line in summary["clock"]:
         print(f"  {line}")
     for stream, steps in summary["steps_outside_tolerance"].items():
-        print(f"  {steps} step(s) used a sample of {stream} outside the sync tolerance")
+        print(f"  {steps} step(s) used a sample of {stream} outside its sync tolerance")
     for reason, steps in summary["steps_skipped"].items():
         print(f"  {steps} step(s) not written: {reason}")
     for warning in summary["warnings"]:

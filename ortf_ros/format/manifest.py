@@ -79,6 +79,12 @@ class Manifest:
                 found[key] = sensor
         return found
 
+    def stream_tolerance_ms(self, stream: str) -> float | None:
+        """The sync tolerance an aligned stream is judged by: its own (``Alignment.tolerance_ms``),
+        else the dataset's ``sync_tolerance_ms`` (None: none declared)."""
+        own = self.alignment.tolerance_ms if self.alignment is not None else {}
+        return own.get(stream, self.sync_tolerance_ms)
+
     def with_statistics(self, statistics: Statistics) -> Manifest:
         return replace(self, statistics=statistics)
 

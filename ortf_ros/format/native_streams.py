@@ -64,10 +64,16 @@ class AlignmentSummary:
 
 @dataclass(frozen=True)
 class Alignment:
-    """Streams whose per-step alignment error is a step column (``layout.alignment_column``)."""
+    """Streams whose per-step alignment error is a step column (``layout.alignment_column``).
+
+    ``tolerance_ms`` (key ``tolerance_ms``, an ortf_ros extension like ``alignment``
+    itself): each stream's own sync tolerance, by which its steps were counted and are
+    judged; a stream it does not name (every stream, in datasets written before it; the
+    end effector) is judged by the manifest's ``sync_tolerance_ms``, the loosest."""
 
     streams: tuple[str, ...]
     summary: Mapping[str, AlignmentSummary] = field(default_factory=dict)
+    tolerance_ms: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def parse(cls, f: Fields) -> Alignment:
@@ -81,7 +87,17 @@ class Alignment:
             )
             for name, entry in f.named("summary").items()
         }
-        return cls(streams=streams, summary=summary)
+        tolerance = f.sub(TOLERANCE_KEY)
+        tolerance_ms = {} if tolerance is None else {n: tolerance.required(n, fields.number) for n in tolerance.data}
+        return cls(streams=streams, summary=summary, tolerance_ms=tolerance_ms)
 
     def to_dict(self) -> JsonDict:
-        return {"streams": list(self.streams), "summary": {k: v.to_dict() for k, v in self.summary.items()}}
+        return {
+            "streams": list(self.streams),
+            **({TOLERANCE_KEY: dict(self.tolerance_ms)} if self.tolerance_ms else {}),
+            "summary": {k: v.to_dict() for k, v in self.summary.items()},
+        }
+
+
+TOLERANCE_KEY = "tolerance_ms"
+"""``alignment``'s key of each stream's own sync tolerance (``Alignment.tolerance_ms``)."""

@@ -73,10 +73,14 @@ def stats_features(manifest: Manifest) -> dict[str, int]:
 
 
 def feature_thresholds(manifest: Manifest) -> dict[str, float]:
-    """Alignment columns are counted against the sync tolerance, when the manifest has one."""
-    if manifest.alignment is None or manifest.sync_tolerance_ms is None:
-        return {}
-    return {layout.alignment_column(s): manifest.sync_tolerance_ms for s in manifest.alignment.streams}
+    """Alignment columns are counted against their stream's sync tolerance (its own, else
+    the manifest's: ``Manifest.stream_tolerance_ms``), when the manifest declares one."""
+    thresholds = {}
+    for stream in manifest.alignment.streams if manifest.alignment else ():
+        tolerance = manifest.stream_tolerance_ms(stream)
+        if tolerance is not None:
+            thresholds[layout.alignment_column(stream)] = tolerance
+    return thresholds
 
 
 def episode_schema(manifest: Manifest) -> pa.Schema:

@@ -19,7 +19,7 @@ from ortf_ros.format.robot import Joint, Robot
 from ortf_ros.format.sensors import UNKNOWN_INTRINSICS, Extrinsics, Frame, Resolution, Sensor, Transform
 from ortf_ros.format.spaces import ActionDimension, ActionSpace, ObservationSpace, StateComponent
 from ortf_ros.io.h264 import PUBLISHED_ENCODING_KEY
-from ortf_ros.pipeline.assembly.steps import StepLayout
+from ortf_ros.pipeline.assembly.steps import END_EFFECTOR, StepLayout
 from ortf_ros.pipeline.calibration import CalibrationFile
 from ortf_ros.pipeline.mapping import CameraMapping, SyncTolerance, TopicMapping, sync_tolerance
 from ortf_ros.pipeline.prologue import Prologue, camera_fps
@@ -73,7 +73,7 @@ def describe(
     tolerance = sync_tolerance(config, stream_rates(config, prologue))
     calibrations = {c.name: camera_calibration(c, prologue) for c in config.cameras}
     warnings = [*joints.warnings, *(c.warning for c in calibrations.values() if c.warning is not None)]
-    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance.ms, calibrations)
+    manifest = build_manifest(config, prologue, joints.robot, steps, name, collection, tolerance, calibrations)
     return Description(manifest, steps, joints.robot, urdf_text, tuple(warnings), tolerance)
 
 
@@ -228,7 +228,7 @@ def build_manifest(
     steps: StepLayout,
     name: str,
     collection: Mapping[str, object],
-    tolerance_ms: float,
+    tolerance: SyncTolerance,
     calibrations: Mapping[str, CameraCalibration],
 ) -> Manifest:
     joints = steps.joints
@@ -296,9 +296,9 @@ def build_manifest(
         sensors=tuple(sensors),
         frames=_frames(config, prologue, steps),
         collection=dict(collection),
-        sync_tolerance_ms=tolerance_ms,
+        sync_tolerance_ms=tolerance.ms,
         native_streams=native,
-        alignment=Alignment(streams=_aligned_streams(config, steps)),
+        alignment=Alignment(streams=_aligned_streams(config, steps), tolerance_ms=dict(tolerance.streams)),
         extra={POINT_CLOUDS_KEY: clouds} if clouds else {},
     )
 
@@ -319,7 +319,7 @@ def _aligned_streams(config: TopicMapping, steps: StepLayout) -> tuple[str, ...]
     if config.action.topic is not None:
         names.append("action")
     if steps.ee_frames is not None:
-        names.append("end_effector")
+        names.append(END_EFFECTOR)
     return tuple(names)
 
 

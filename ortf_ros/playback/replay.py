@@ -4,9 +4,10 @@ The default topic names are the ones bag2ortf detects by itself; this mapping al
 fixes what detection would have to guess: camera names and kinds (the observation
 keys), the step clock (the action's control rate, on whose grid the player puts the
 steps, or each frame of the first camera when the dataset has no rate), the sync
-tolerance, base and end-effector frames, gripper joints, and the task and episode
-topics. Every per-step stream is published exactly at its step's time, so any
-sampling policy picks the message of that step.
+tolerance (the dataset's, and each stream's own where tighter), base and
+end-effector frames, gripper joints, and the task and episode topics. Every per-step
+stream is published exactly at its step's time, so any sampling policy picks the
+message of that step.
 """
 
 from __future__ import annotations
@@ -37,12 +38,16 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
     """
     pub = Publication.of(manifest, settings)
     streams = settings.streams
+    # Each stream's own tolerance where it is not the dataset's (which the others take).
+    tolerances = manifest.alignment.tolerance_ms if manifest.alignment is not None else {}
+    own = {name: ms for name, ms in tolerances.items() if ms != manifest.sync_tolerance_ms}
     cameras = tuple(
         CameraMapping(
             name=c.key,
             topic=c.topic,
             kind="depth" if c.kind == "depth" else "rgb",
             camera_info_topic=c.info_topic if "camera_info" in streams else None,
+            sync_tolerance_ms=own.get(c.key),
         )
         for c in pub.cameras
         if c.kind in streams
@@ -52,17 +57,25 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
     action = ActionMapping()
     if pub.action is not None and "action" in streams:
         headerless = pub.action.form == "array"
-        action = ActionMapping(topic=pub.action.topic, time="receive" if headerless else "header")
+        action = ActionMapping(
+            topic=pub.action.topic, time="receive" if headerless else "header", sync_tolerance_ms=own.get("action")
+        )
     listed = (manifest.robot.gripper or {}).get("joints")
     gripper = pub.gripper_joints if isinstance(listed, list) and list(pub.gripper_joints) == listed else ()
     episode_topic = settings.topic("episode")
     split = split_episodes and "episode" in streams
     return TopicMapping(
         cameras=cameras,
-        joint_states=JointStateMapping(settings.topic("joint_states"), policy="nearest")
+        joint_states=JointStateMapping(
+            settings.topic("joint_states"), policy="nearest", sync_tolerance_ms=own.get("joint_states")
+        )
         if "joint_states" in streams
         else None,
-        wrenches=tuple(WrenchMapping(w.name, w.topic) for w in pub.wrenches if "wrench" in streams),
+        wrenches=tuple(
+            WrenchMapping(w.name, w.topic, sync_tolerance_ms=own.get(w.name))
+            for w in pub.wrenches
+            if "wrench" in streams
+        ),
         audio=tuple(AudioMapping(a.name, a.topic) for a in pub.audio if "audio" in streams),
         action=action,
         tf_topics=(settings.topic("tf"),),
@@ -75,6 +88,10 @@ def replay_mapping(manifest: Manifest, settings: MessageSettings, *, split_episo
         sync_tolerance_ms=manifest.sync_tolerance_ms,
         episodes=EpisodeSplit(mode="topic", topic=episode_topic) if split else EpisodeSplit(),
         labels=EpisodeLabels(task_topic=settings.topic("task") if "task" in streams else None),
-        laser_scans=tuple(LaserScanMapping(s.name, s.topic) for s in pub.scans if "laser_scan" in streams),
+        laser_scans=tuple(
+            LaserScanMapping(s.name, s.topic, sync_tolerance_ms=own.get(s.name))
+            for s in pub.scans
+            if "laser_scan" in streams
+        ),
         point_clouds=tuple(PointCloudMapping(c.name, c.topic) for c in pub.clouds if "point_cloud" in streams),
     )

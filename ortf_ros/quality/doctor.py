@@ -123,7 +123,8 @@ def _step_pass(
     times = IntervalChecker("steps", steps_rate, settings, _direct(report, "steps"), what="steps")
     non_finite = {c: NonFiniteChecker(c, c, report) for c in ["timestamp", *vectors, *aligned.values()]}
     frames = {c: StepFrames(c, manifest.cameras[c], videos.get(c), settings) for c in cameras}
-    alignment = {s: _alignment_runs(s, manifest.sync_tolerance_ms, report) for s in aligned}
+    tolerance = {s: manifest.stream_tolerance_ms(s) for s in aligned}  # (each stream's own, else the dataset's)
+    alignment = {s: _alignment_runs(s, tolerance[s], report) for s in aligned}
     # A joint a native stream holds is judged there, where every sample is: the steps' values of
     # it come from those samples, and would report the same excursion a second time.
     step_limits = JointLimits(
@@ -157,7 +158,7 @@ def _step_pass(
             non_finite[column].feed(t, errors)
             tracker = alignment[stream]
             if tracker is not None:
-                tracker.feed(errors > (manifest.sync_tolerance_ms or np.inf), t, t, errors)
+                tracker.feed(errors > (tolerance[stream] or np.inf), t, t, errors)
         for camera, column in cameras.items():
             frames[camera].feed(t, batch.column(column).to_numpy(zero_copy_only=False))
     times.finish()
@@ -183,7 +184,7 @@ def _alignment_runs(stream: str, tolerance_ms: float | None, report: EpisodeFind
             stream,
             run.start_s,
             run.end_s,
-            f"{run.rows} step(s) used a sample {run.worst:.2f} ms or less from the step time, more than the "
+            f"{run.rows} step(s) used a sample {run.worst:.2f} ms or less from the step time, more than its "
             f"sync tolerance {tolerance_ms:g} ms",
         )
 

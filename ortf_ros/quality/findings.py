@@ -24,7 +24,7 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     "time.non_monotonic": ("error", "timestamps increase"),
     "time.duplicate": ("error", "no two consecutive samples or frames have the same timestamp"),
     "time.rate_mismatch": ("error", "steps and native streams come at their declared rate (within --rate-tolerance)"),
-    "steps.alignment": ("warning", "the samples and frames a step uses are within the manifest's sync tolerance"),
+    "steps.alignment": ("warning", "the samples and frames a step uses are within their stream's sync tolerance"),
     # cameras
     "camera.unreadable": ("error", "each camera's video is there and decodes to its end"),
     "camera.frozen": ("warning", "a camera does not repeat the same picture for --frozen-frames frames or more"),

@@ -93,6 +93,12 @@ class TeleopConfig:
     h264_lead: int = 0  # packets each publishes before its first keyframe (< H264_GOP)
     detections: bool = False  # vision_msgs/Detection2DArray per wrist frame on TOPIC_DETECTIONS (ROS 2 only)
     h264_bframes: bool = False  # their streams reorder frames (2 B-frames; bags only)
+    # (topic, seconds): that topic's messages are received this much later (a recorder on
+    # another clock, or a slow link); the header stamps stay as they are.
+    receive_offsets_s: tuple[tuple[str, float], ...] = ()
+    # (topic, from, until): that topic publishes nothing stamped from ``from`` to before
+    # ``until`` seconds after t = 0 (a sensor that paused; one that stopped: until inf).
+    silences_s: tuple[tuple[str, float, float], ...] = ()
     # Clocks that disagree (``schedule``): every receive time later by ``receive_offset_ns``
     # (the recorder's clock ahead of the publishers'), and by ``receive_jump``'s ns more from
     # its t (seconds of stamp time) on (the recorder's clock stepped); a topic of
@@ -122,7 +128,14 @@ class TeleopConfig:
                 known = ", ".join(self.camera_info_topics())
                 raise ValueError(f"camera without camera_info {camera!r}: expected one of the image topics {known}")
         object.__setattr__(self, "audio_dropped", tuple(self.audio_dropped))
+        object.__setattr__(self, "receive_offsets_s", tuple((t, float(s)) for t, s in self.receive_offsets_s))
+        object.__setattr__(self, "silences_s", tuple((t, float(a), float(b)) for t, a, b in self.silences_s))
         object.__setattr__(self, "stamp_offsets", tuple(self.stamp_offsets))
+        for what, topic in [("receive_offsets_s", t) for t, _ in self.receive_offsets_s] + [
+            ("silences_s", t) for t, _, _ in self.silences_s
+        ]:
+            if topic not in self.rates():
+                raise ValueError(f"{what}: {topic!r} is not a topic of the scene")
         for topic, _ in self.stamp_offsets:
             if topic not in self.rates():
                 raise ValueError(f"stamp offset of {topic!r}: expected one of the scene's topics")
@@ -216,6 +229,10 @@ class TeleopConfig:
     def count(self, topic: str) -> int:
         rate = self.rates()[topic]
         count = 1 if rate is None else round(self.duration_s * rate)
+        if self.silences(topic):
+            count = sum(
+                1 for seq in range(count) if not self.silent(topic, 0 if rate is None else round(seq * 1e9 / rate))
+            )
         return count - len(self.dropped(topic))
 
     def stamp_offset_ns(self, topic: str) -> int:
@@ -228,6 +245,18 @@ class TeleopConfig:
         jump = self.receive_jump
         later = jump is not None and stamp_ns - self.start_ns >= round(jump[0] * 1e9)
         return self.receive_offset_ns + (jump[1] if later and jump is not None else 0)
+
+    def topic_receive_offset_ns(self, topic: str) -> int:
+        """How much later than by its latency ``topic``'s messages are received (``receive_offsets_s``)."""
+        return round(dict(self.receive_offsets_s).get(topic, 0.0) * 1e9)
+
+    def silences(self, topic: str) -> list[tuple[float, float]]:
+        """When ``topic`` publishes nothing (``silences_s``): (from, until) in ns after t = 0."""
+        return [(a * 1e9, b * 1e9) for t, a, b in self.silences_s if t == topic]
+
+    def silent(self, topic: str, after_ns: int) -> bool:
+        """Whether ``topic`` publishes nothing stamped ``after_ns`` after t = 0 (``silences_s``)."""
+        return any(a <= after_ns < b for a, b in self.silences(topic))
 
     def dropped(self, topic: str) -> frozenset[int]:
         """The messages of ``topic`` (seq) the recording lacks."""

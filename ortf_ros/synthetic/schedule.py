@@ -4,16 +4,18 @@ and the live publisher follow.
 Every stream publishes at ``t = seq / rate`` for ``seq = 0 .. count - 1`` (``count =
 round(duration_s * rate)``); the header stamp is ``start_ns + stamp offset`` and the
 receive (bag) time adds ``receive_latency_ns(topic, seq)`` (and the clock offsets a scene
-may have: ``TeleopConfig.receive_offset_at``, ``stamp_offset_ns``); analytic values are taken at
-``t = (stamp_ns - start_ns) / 1e9`` (``seconds``). Messages are generated lazily in
-receive-time order (``schedule``), so a 10-minute bag takes no more memory than a
-10-second one, and the live scene can go on without end.
+may have: ``TeleopConfig.receive_offset_at``, ``stamp_offset_ns``,
+``topic_receive_offset_ns``); analytic values are taken at ``t = (stamp_ns - start_ns) / 1e9``
+(``seconds``). Messages are generated lazily in receive-time order (``schedule``), so a
+10-minute bag takes no more memory than a 10-second one, and the live scene can go on
+without end.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -110,11 +112,17 @@ def schedule(config: TeleopConfig, *, endless: bool = False) -> Iterator[Event]:
         n = 1 if rate is None else round(config.duration_s * rate)
         dropped = config.dropped(topic)
         clock = config.stamp_offset_ns(topic)
+        offset, silences = config.topic_receive_offset_ns(topic), config.silences(topic)
         for seq in itertools.count() if endless and rate is not None else range(n):
+            stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
+            after = stamp - config.start_ns
+            if any(a <= after < b for a, b in silences):
+                if any(a <= after and b == math.inf for a, b in silences):
+                    return  # (stopped for good: an endless schedule would look forever)
+                continue
             if seq in dropped:
                 continue
-            stamp = config.start_ns if rate is None else stamp_ns(seq, rate, config.start_ns)
-            receive = stamp + receive_latency_ns(topic, seq) + config.receive_offset_at(stamp)
+            receive = stamp + receive_latency_ns(topic, seq) + offset + config.receive_offset_at(stamp)
             yield Event(receive, order, topic, seq, stamp, clock)
 
     streams = [stream(i, topic, rate) for i, (topic, rate) in enumerate(config.rates().items())]

@@ -31,7 +31,8 @@ from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, de
 WRENCH_HZ, STEP_HZ, STEPS = 1000, 30, 15
 
 
-def manifest() -> Manifest:
+def manifest(tolerance_ms: float = 20.0, own_ms: dict[str, float] | None = None) -> Manifest:
+    """The dataset's sync tolerance ``tolerance_ms`` and, by stream, ``own_ms`` (``alignment.tolerance_ms``)."""
     base = demo_manifest(64, 48, depth=False)
     return replace(
         base,
@@ -42,8 +43,8 @@ def manifest() -> Manifest:
                 source="/ft_sensor/wrench",
             )
         },
-        alignment=Alignment(streams=("cam_wrist", "wrist_ft")),
-        sync_tolerance_ms=20.0,
+        alignment=Alignment(streams=("cam_wrist", "wrist_ft"), tolerance_ms=own_ms or {}),
+        sync_tolerance_ms=tolerance_ms,
     )
 
 
@@ -125,6 +126,27 @@ def test_alignment_is_reported_per_step_and_summarised(tmp_path: Path) -> None:
     assert summary["wrist_ft"]["max_ms"] < 1.0
     stats = json.loads((root / layout.STATS).read_text())
     assert stats[layout.alignment_column("cam_wrist")]["above_threshold"] == [6]
+
+
+def test_each_stream_is_judged_by_its_own_tolerance(tmp_path: Path) -> None:
+    """The camera's own 1 ms counts its 2 and 4 ms steps too; the dataset's 60 ms (the
+    loosest, the spec's) lets its 50 ms steps pass no other stream's own."""
+    root = tmp_path / "ds"
+    with DatasetWriter(root, manifest(60.0, {"cam_wrist": 1.0, "wrist_ft": 0.5})) as writer:
+        record(writer)
+        writer.end_episode(success=True)
+    written = json.loads((root / layout.MANIFEST).read_text())
+    assert written["sync_tolerance_ms"] == 60.0
+    assert written["alignment"]["tolerance_ms"] == {"cam_wrist": 1.0, "wrist_ft": 0.5}
+    assert load_dataset(root).manifest.stream_tolerance_ms("cam_wrist") == 1.0
+    late_camera = sum(1 for step in range(STEPS) if camera_alignment(step) > 1.0)
+    summary = written["alignment"]["summary"]
+    assert summary["cam_wrist"]["steps_outside_tolerance"] == late_camera == 11
+    ft_errors = load_dataset(root).episode(0).array(layout.alignment_column("wrist_ft"))
+    assert 0 < summary["wrist_ft"]["steps_outside_tolerance"] == int((ft_errors > 0.5).sum()) < STEPS
+    found = {f.field: f.message for f in validate(root).findings if f.rule == "alignment.tolerance"}
+    assert found[layout.alignment_column("cam_wrist")].startswith(f"{late_camera} step(s) used a sample of 'cam_wrist'")
+    assert "further than its 1 ms sync tolerance (worst 50.0 ms)" in found[layout.alignment_column("cam_wrist")]
 
 
 def test_bad_stream_input_is_refused(tmp_path: Path) -> None:
@@ -228,6 +250,8 @@ def doctor_native_samples(table: pa.Table) -> pa.Table:
 
 STREAM_BREAKAGES: list[tuple[str, Breaker]] = [
     ("manifest.stream_names", edit_manifest(lambda m: m["alignment"]["streams"].append("cam/wrist"))),
+    ("manifest.stream_tolerance", edit_manifest(lambda m: m["alignment"].update(tolerance_ms={"cam_wrist": 25.0}))),
+    ("manifest.stream_tolerance", edit_manifest(lambda m: m["alignment"].update(tolerance_ms={"lidar": 5.0}))),
     ("streams.missing", lambda root: (root / FT_TABLE).unlink()),
     ("streams.unreadable", lambda root: garble(root / FT_TABLE)),
     ("streams.sample_index", rewrite(FT_TABLE, set_column("sample_index", lambda t: [0] * t.num_rows))),

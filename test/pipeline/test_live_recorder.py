@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -107,13 +107,16 @@ class Live:
 
 
 @contextmanager
-def live_recorder(tmp_path: Path, scene: TeleopConfig | None = None) -> Iterator[Live]:
-    """A recorder fed by hand with ``scene`` (by default an endless-enough synthetic one)."""
+def live_recorder(
+    tmp_path: Path, scene: TeleopConfig | None = None, change: Callable[[TopicMapping], TopicMapping] = lambda m: m
+) -> Iterator[Live]:
+    """A recorder fed by hand with ``scene`` (by default an endless-enough synthetic one), with
+    the mapping detected from a bag of the synthetic scene (``change``d)."""
     if scene is None:
         scene = TeleopConfig(fmt="mcap", duration_s=60.0, with_depth=False, command_rate_hz=100)
     bag = write_teleop_bag(tmp_path / "bag", "mcap", duration_s=0.5, with_depth=False)
     with BagSource([bag.path]) as opened:
-        mapping: TopicMapping = detect_mapping(opened.topics())
+        mapping: TopicMapping = change(detect_mapping(opened.topics()))
     clock = Clock()
     source = LiveSource("test", LIVE, clock)
     messages = Messages(scene)
@@ -267,3 +270,85 @@ def test_a_camera_info_topic_nothing_publishes_is_not_waited_for(live: Live) -> 
     assert not live.recorder.start().success  # the graph may not have shown every publisher yet
     live.feed(1.0, without=TOPIC_WRIST_CAMERA_INFO)
     assert live.start().success  # long before warmup_s: nothing publishes it
+
+
+def steps_settled(live: Live) -> int:
+    """The episode's step count once the recorder has stopped adding steps (it decides them
+    every ``Flow.flush_every_ms``)."""
+    deadline = time.monotonic() + 10
+    steps = -1
+    while time.monotonic() < deadline:
+        now = live.recorder.status()["episode"]["steps"]
+        if now == steps:
+            return steps
+        steps = now
+        time.sleep(0.3)
+    raise AssertionError(f"steps still changing: {steps}")
+
+
+def test_a_stop_a_while_after_the_last_message_ends_the_episode_where_its_data_does(live: Live, tmp_path: Path) -> None:
+    live.feed(1.5)
+    assert live.start().success
+    live.feed(2.0)
+    # The stop comes 3 s after the last message (longer than TF is waited for): input time moves on alone.
+    live.clock.now_ns += 3 * NS
+    steps = steps_settled(live)
+    assert live.recorder.stop().success
+    dataset = load_dataset(tmp_path / "dataset")
+    episode, manifest = dataset.episode(0), dataset.manifest
+    assert episode.record.length == steps
+    cameras = list(manifest.cameras)
+    table = episode.steps(["timestamp", *(layout.alignment_column(c) for c in cameras)])
+    last_step = table.column("timestamp")[-1].as_py()
+    last_joint = episode.stream("joint_states", ["timestamp"]).column("timestamp")[-1].as_py()
+    joint_tolerance = manifest.stream_tolerance_ms("joint_states")
+    assert joint_tolerance is not None and last_step <= last_joint + joint_tolerance / 1000
+    for camera in cameras:  # the last step's frame is within the camera's tolerance, not held for it
+        tolerance = manifest.stream_tolerance_ms(camera)
+        assert tolerance is not None and table.column(layout.alignment_column(camera))[-1].as_py() <= tolerance
+    assert not any(a.steps_outside_tolerance for a in episode.record.accounting or ())
+    assert episode.record.duration_seconds == pytest.approx(last_step - table.column("timestamp")[0].as_py())
+    report = validate(tmp_path / "dataset", strict=True)
+    assert report.ok, [f.line() for f in report.findings]
+
+
+@pytest.fixture
+def live_wrist_tolerance(tmp_path: Path) -> Iterator[Live]:
+    """The recorder with a loose mapping tolerance (70 ms) and the wrist camera's own 20 ms."""
+
+    def change(mapping: TopicMapping) -> TopicMapping:
+        cameras = tuple(
+            replace(c, sync_tolerance_ms=20.0) if c.topic == TOPIC_WRIST_IMAGE else c for c in mapping.cameras
+        )
+        return replace(mapping, cameras=cameras, sync_tolerance_ms=70.0)
+
+    with live_recorder(tmp_path, change=change) as state:
+        yield state
+
+
+def test_a_camera_two_frames_off_its_steps_is_counted_by_its_own_tolerance(
+    live_wrist_tolerance: Live, tmp_path: Path
+) -> None:
+    live = live_wrist_tolerance
+    live.feed(1.5)
+    assert live.start().success
+    live.feed(1.0)
+    live.feed(0.1, without=TOPIC_WRIST_IMAGE)  # three frames missing: steps 33 and 67 ms from one
+    live.feed(1.0)
+    assert live.recorder.stop().success
+    dataset = load_dataset(tmp_path / "dataset")
+    manifest = dataset.manifest
+    assert manifest.sync_tolerance_ms == 70.0
+    assert (manifest.stream_tolerance_ms("wrist_camera"), manifest.stream_tolerance_ms("overhead_camera")) == (
+        20.0,
+        70.0,
+    )
+    episode = dataset.episode(0)
+    wrist = episode.array(layout.alignment_column("wrist_camera"))
+    late = int((wrist > 20.0).sum())
+    assert late >= 2 and max(wrist) < 70.0  # within the dataset's tolerance: counted only by the camera's own
+    account = {a.stream: a for a in episode.record.accounting or ()}
+    assert account["wrist_camera"].steps_outside_tolerance == late
+    assert not account["overhead_camera"].steps_outside_tolerance
+    findings = validate(tmp_path / "dataset").findings
+    assert [(f.rule, f.field) for f in findings] == [("alignment.tolerance", layout.alignment_column("wrist_camera"))]

@@ -24,6 +24,7 @@ from ortf_ros.pipeline.fastpath import SampleDecoder
 from ortf_ros.pipeline.mapping import detect_mapping, load_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.playback.export import export_mcap
+from ortf_ros.playback.replay import replay_mapping
 from ortf_ros.playback.settings import default_settings
 from support.child_process import BLOCK_ROS, kill_when
 from support.cli_errors import one_line_error
@@ -109,6 +110,8 @@ def test_export_converts_back_to_the_same_dataset(exported: tuple[Path, Path, Pa
         )
     m1, m2 = first.manifest, second.manifest
     assert m2.robot == m1.robot and m2.action_space.dimensions == m1.action_space.dimensions
+    assert m1.alignment is not None and m2.alignment is not None
+    assert (m2.sync_tolerance_ms, m2.alignment.tolerance_ms) == (m1.sync_tolerance_ms, m1.alignment.tolerance_ms)
     assert m2.observation_space == m1.observation_space
     assert (again / layout.URDF).read_bytes() == (root / layout.URDF).read_bytes()
     fixed = {k: f for k, f in m1.frames.items() if f.type == "fixed"}
@@ -122,6 +125,22 @@ def test_export_converts_back_to_the_same_dataset(exported: tuple[Path, Path, Pa
         # bag2ortf takes a camera's fps from its mean rate over the whole recording, which
         # here includes the pause between the two episodes (30 Hz -> 23).
         assert replace(m2.sensor(sensor.name), fps=None) == replace(sensor, fps=None)  # type: ignore[type-var]
+
+
+def test_the_written_mapping_gives_each_stream_its_own_tolerance_where_tighter(
+    exported: tuple[Path, Path, Path],
+) -> None:
+    manifest = load_dataset(exported[0]).manifest
+    assert manifest.alignment is not None and manifest.sync_tolerance_ms == 25.0
+    tighter = {**manifest.alignment.tolerance_ms, "wrist_camera": 10.0, "joint_states": 5.0}
+    mapping = replay_mapping(
+        replace(manifest, alignment=replace(manifest.alignment, tolerance_ms=tighter)), default_settings().messages
+    )
+    assert mapping.sync_tolerance_ms == 25.0
+    own = {c.name: c.sync_tolerance_ms for c in mapping.cameras}
+    assert own == {"wrist_camera": 10.0, "overhead_camera": None, "depth_camera": None}
+    assert mapping.joint_states is not None and mapping.joint_states.sync_tolerance_ms == 5.0
+    assert mapping.action.sync_tolerance_ms is None and mapping.wrenches[0].sync_tolerance_ms is None
 
 
 def test_without_a_mapping_detection_finds_the_same_streams(exported: tuple[Path, Path, Path]) -> None:

@@ -61,10 +61,16 @@ class Defects:
     steps_follow_joints: bool = False  # the steps' joint positions are the joint samples' (as a converter makes them)
 
 
-def manifest() -> Manifest:
+def manifest(tolerance: tuple[float, float] | None = None) -> Manifest:
+    """The demo arm's (sync tolerance half the step period); ``tolerance``: the dataset's
+    and the joint states' own instead."""
     base = demo_manifest(W, H, FPS, depth=False)
     joints = NativeStream(columns={"position": StateComponent(len(JOINTS), "radians", names=JOINTS)}, rate_hz=JOINT_HZ)
-    return replace(base, native_streams={"joint_states": joints}, alignment=Alignment(("joint_states",)))
+    alignment = Alignment(("joint_states",))
+    if tolerance is not None:
+        base = replace(base, sync_tolerance_ms=tolerance[0])
+        alignment = replace(alignment, tolerance_ms={"joint_states": tolerance[1]})
+    return replace(base, native_streams={"joint_states": joints}, alignment=alignment)
 
 
 def joint_position(t: float, defects: Defects) -> np.ndarray:
@@ -76,8 +82,8 @@ def joint_position(t: float, defects: Defects) -> np.ndarray:
     return position
 
 
-def write(root: Path, defects: Defects = Defects()) -> Path:
-    with DatasetWriter(root, manifest(), urdf=demo_urdf()) as writer:
+def write(root: Path, defects: Defects = Defects(), tolerance: tuple[float, float] | None = None) -> Path:
+    with DatasetWriter(root, manifest(tolerance), urdf=demo_urdf()) as writer:
         writer.begin_episode("Pick up the red box")
         sample = 0  # next joint sample, at sample / JOINT_HZ
         last_sample = None
@@ -207,6 +213,20 @@ def test_alignment_beyond_tolerance(tmp_path: Path) -> None:
     assert {f.rule for f in found} == {"steps.alignment"}, [f.line() for f in found]
     assert_found(found, "steps.alignment", "joint_states", 50 / FPS, 54 / FPS)
     assert found[0].message.startswith("5 step(s)")
+
+
+@pytest.mark.parametrize(("tolerance", "flagged"), [((62.5, 20.0), True), ((62.5, 40.0), False)])
+def test_alignment_is_judged_by_the_streams_own_tolerance(
+    tmp_path: Path, tolerance: tuple[float, float], flagged: bool
+) -> None:
+    """30 ms steps: beyond the joint states' own 20 ms, though within the dataset's 62.5 (a
+    looser stream's, the loosest); within their own 40 ms."""
+    found = doctor(write(tmp_path / "d", Defects(late_steps=(50, 54)), tolerance))
+    if not flagged:
+        assert found == [], [f.line() for f in found]
+        return
+    assert_found(found, "steps.alignment", "joint_states", 50 / FPS, 54 / FPS)
+    assert found[0].message.endswith("more than its sync tolerance 20 ms")
 
 
 def short_unlabelled_then_clean(root: Path) -> Path:

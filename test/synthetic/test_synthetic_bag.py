@@ -222,6 +222,31 @@ def test_schedule_times_and_counts() -> None:
             assert 0 <= e.receive_ns - e.stamp_ns - BASE_LATENCY_NS[topic] <= 10 * JITTER_STEP_NS
 
 
+def test_schedule_receive_offsets_and_silences() -> None:
+    """A topic received later by an offset, one silent for a while, one that stops for good."""
+    config = TeleopConfig(
+        fmt="mcap",
+        duration_s=1.0,
+        receive_offsets_s=((TOPIC_JOINT_STATES, 100.0),),
+        silences_s=((TOPIC_WRIST_IMAGE, 0.2, 0.3), (TOPIC_OVERHEAD_IMAGE, 0.5, math.inf)),
+    )
+    events = list(schedule(config))
+    assert [e.receive_ns for e in events] == sorted(e.receive_ns for e in events)
+    by_topic: dict[str, list[Any]] = {}
+    for event in events:
+        by_topic.setdefault(event.topic, []).append(event)
+    assert {topic: len(v) for topic, v in by_topic.items()} == {t: config.count(t) for t in config.rates()}
+    joints = by_topic[TOPIC_JOINT_STATES]
+    assert all(e.receive_ns - e.stamp_ns >= 100 * 10**9 for e in joints) and len(joints) == 100
+    wrist = [round((e.stamp_ns - config.start_ns) * 30 / 1e9) for e in by_topic[TOPIC_WRIST_IMAGE]]
+    assert wrist == [*range(6), *range(9, 30)]  # frames 6, 7, 8 (0.2 to 0.3 s) not published
+    assert len(by_topic[TOPIC_OVERHEAD_IMAGE]) == 15  # 0 .. 0.5 s
+    endless = itertools.islice(schedule(config, endless=True), 20_000)
+    assert max(e.seq for e in endless if e.topic == TOPIC_OVERHEAD_IMAGE) == 14  # stopped, even endless
+    with pytest.raises(ValueError, match="silences_s: '/nowhere' is not a topic of the scene"):
+        TeleopConfig(fmt="mcap", silences_s=(("/nowhere", 0.0, 1.0),))
+
+
 # ---------------------------------------------------------------- written bags, read by rosbags
 
 

@@ -100,12 +100,19 @@ RULES: Mapping[str, tuple[Severity, str]] = {
     # data/chunk-NNN/streams/<stream>.parquet and the alignment columns
     "manifest.stream_names": ("error", "native and alignment stream names are identifiers"),
     "manifest.stream_files": ("error", "native_stream_files is 'episode' or 'chunk'"),
+    "manifest.stream_tolerance": (
+        "warning",
+        "alignment.tolerance_ms gives aligned streams tolerances within the dataset's sync_tolerance_ms",
+    ),
     "streams.missing": ("error", "each declared native-rate stream has its file for every episode (or chunk)"),
     "streams.unreadable": ("error", "stream tables are readable Parquet with their columns"),
     "streams.sample_index": ("error", "an episode's samples are numbered 0..n-1 in order"),
     "streams.timestamp": ("error", "an episode's samples do not go back in time"),
     "streams.orphan": ("error", "stream samples belong to episodes in episodes.parquet"),
-    "alignment.tolerance": ("warning", "steps used samples within the manifest's sync_tolerance_ms"),
+    "alignment.tolerance": (
+        "warning",
+        "steps used samples within their stream's sync tolerance (alignment.tolerance_ms, else sync_tolerance_ms)",
+    ),
     "steps.pending_commit": ("info", "step rows of an interrupted commit or deletion"),
     # videos/
     "videos.missing": ("error", "referenced videos exist"),

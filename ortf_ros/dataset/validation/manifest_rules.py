@@ -85,6 +85,7 @@ def check_manifest(manifest: Manifest, *, known_links: Collection[str] = ()) -> 
         *_rotations(manifest),
         *_frames(manifest, known_links),
         *_stream_names(manifest),
+        *_stream_tolerances(manifest),
         *_stream_files(manifest),
         *_unknown_intrinsics(manifest),
     ]
@@ -124,6 +125,24 @@ def _stream_names(manifest: Manifest) -> list[Finding]:
         for name in names
         if not STREAM_NAME.match(name)
     ]
+
+
+def _stream_tolerances(manifest: Manifest) -> list[Finding]:
+    """Each stream's own sync tolerance (``alignment.tolerance_ms``) is of an aligned stream,
+    not negative, and within the dataset's, which the spec defines as the loosest."""
+    if manifest.alignment is None:
+        return []
+    found = []
+    for name, ms in manifest.alignment.tolerance_ms.items():
+        where = f"alignment.tolerance_ms.{name}"
+        if name not in manifest.alignment.streams:
+            found.append(
+                finding("manifest.stream_tolerance", layout.MANIFEST, f"{name!r} is no aligned stream", field=where)
+            )
+        elif not 0 <= ms <= (manifest.sync_tolerance_ms if manifest.sync_tolerance_ms is not None else math.inf):
+            message = f"{ms:g} ms is not between 0 and the dataset's sync_tolerance_ms ({manifest.sync_tolerance_ms})"
+            found.append(finding("manifest.stream_tolerance", layout.MANIFEST, message, field=where))
+    return found
 
 
 def check_statistics(manifest: Manifest, episodes: int, steps: int, seconds: float) -> list[Finding]:

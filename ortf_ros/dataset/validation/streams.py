@@ -189,9 +189,10 @@ def _check_step_columns(
     Also counts the steps that point into each stream, for the accounting rule."""
     file = layout.steps_path(chunk_id)
     index_columns = {layout.stream_index_column(s): s for s in manifest.native_streams if s in counts}
-    tolerance = manifest.sync_tolerance_ms
-    aligned = manifest.alignment.streams if manifest.alignment and tolerance is not None else ()
-    alignment_columns = {layout.alignment_column(s): s for s in aligned}
+    # Each aligned stream's sync tolerance: its own, else the dataset's (none: not judged).
+    aligned = manifest.alignment.streams if manifest.alignment else ()
+    tolerance = {s: ms for s in aligned if (ms := manifest.stream_tolerance_ms(s)) is not None}
+    alignment_columns = {layout.alignment_column(s): s for s in tolerance}
     try:
         present = set(pq.ParquetFile(root / file).schema_arrow.names)
     except (FileNotFoundError, pa.ArrowException, OSError):
@@ -216,7 +217,7 @@ def _check_step_columns(
                 if column in index_columns:
                     highest[key] = max(highest.get(key, -1), int(values.max()))
                 else:
-                    over = values[values > tolerance]
+                    over = values[values > tolerance[alignment_columns[column]]]
                     if len(over):
                         seen, worst = late.get(key, (0, 0.0))
                         late[key] = (seen + len(over), max(worst, float(over.max())))
@@ -228,9 +229,10 @@ def _check_step_columns(
             message = f"step uses sample {top} of {stream!r}, which has {samples} sample(s) in this episode"
             found.append(finding("steps.stream_index", file, message, episode=episode_id, field=column))
     for (episode_id, column), (steps, worst) in late.items():
+        stream = alignment_columns[column]
         message = (
-            f"{steps} step(s) used a sample of {alignment_columns[column]!r} further than the "
-            f"{tolerance:g} ms sync tolerance (worst {worst:.1f} ms)"
+            f"{steps} step(s) used a sample of {stream!r} further than its "
+            f"{tolerance[stream]:g} ms sync tolerance (worst {worst:.1f} ms)"
         )
         found.append(finding("alignment.tolerance", file, message, episode=episode_id, field=column))
     return found, referencing

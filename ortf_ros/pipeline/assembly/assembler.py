@@ -18,13 +18,25 @@ from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.assembly.native import NATIVE_BATCH_MAX, NativeBatching
 from ortf_ros.pipeline.assembly.routes import Routes
 from ortf_ros.pipeline.assembly.step_clock import StepSchedule
-from ortf_ros.pipeline.assembly.steps import StepBuilder, StepLayout
+from ortf_ros.pipeline.assembly.steps import END_EFFECTOR, StepBuilder, StepLayout
 from ortf_ros.pipeline.clock_offsets import ClockOffsets, newest_receive_ns
 from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.samples import BadMessage, Sample, SampleBlock, TransformBlock
 from ortf_ros.pipeline.streams.h264_camera import ParameterSets
 from ortf_ros.pipeline.streams.range_input import RangeInput
 from ortf_ros.pipeline.tf import TfBuffer
+
+
+def stream_tolerances_ns(config: TopicMapping, manifest: Manifest, streams: list[str]) -> dict[str, int]:
+    """The sync tolerance of each stream a step samples, and of the end effector, in ns:
+    the dataset's (``Manifest.stream_tolerance_ms``: a dataset appended to keeps its own).
+    A dataset that declares none (written by another tool) gets half the step period."""
+    fallback = 500.0 / (config.step.rate_hz or 30.0)
+    tolerances = {}
+    for stream in [*streams, END_EFFECTOR]:
+        ms = manifest.stream_tolerance_ms(stream)
+        tolerances[stream] = round((fallback if ms is None else ms) * 1e6)
+    return tolerances
 
 
 class Assembler:
@@ -51,7 +63,6 @@ class Assembler:
         self._input_ns: int | None = None  # the newest receive time (or live input time) seen
         self.counts = counts
         self.tf = tf if tf is not None else TfBuffer()
-        tolerance_ns = round((manifest.sync_tolerance_ms or 0.0) * 1e6)
         ranges = RangeInput(config, manifest, writer, counts)
         self.native = NativeBatching(manifest, writer, ranges, native_batch)
         self.routes = Routes(
@@ -65,8 +76,15 @@ class Assembler:
             parameter_sets=parameter_sets if parameter_sets is not None else {},
         )
         samplers = self.routes.samplers()
+        tolerances_ns = stream_tolerances_ns(config, manifest, [name for name, _ in samplers])
         self.clock = StepSchedule(
-            config, samplers, self.routes.cameras, self.tf, ee_frames=steps.ee_frames, tolerance_ns=tolerance_ns
+            config,
+            samplers,
+            self.routes.cameras,
+            self.tf,
+            ee_frames=steps.ee_frames,
+            tolerances_ns=tolerances_ns,
+            skipped=counts.skipped_steps,
         )
         self.steps = StepBuilder(
             config,
@@ -77,7 +95,7 @@ class Assembler:
             cameras=list(self.routes.cameras),
             scans=list(ranges.scans),
             tf=self.tf,
-            tolerance_ns=tolerance_ns,
+            tolerances_ns=tolerances_ns,
             clock_ns=self.native.clock_ns,
         )
         # The streams timed by their header stamps: what may come late (``StepSchedule.latency_ns``).
@@ -179,10 +197,7 @@ class Assembler:
 
     def _emit_due_steps(self, final: bool) -> None:
         """Each step now due, after the native-rate samples it may point at."""
-        emitted = False
         for t_ns in self.clock.due(final):
             self.native.send_all()
             self.steps.emit(t_ns)
-            emitted = True
-        if emitted:  # only a step moves the point before which samples are no longer needed
-            self.clock.prune()
+        self.clock.prune()

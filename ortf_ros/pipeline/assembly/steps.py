@@ -5,7 +5,7 @@ step is held until the next is made)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,9 @@ from ortf_ros.pipeline.assembly.counts import TopicCounts
 from ortf_ros.pipeline.mapping import TopicMapping
 from ortf_ros.pipeline.sync import Sampled, StreamSampler
 from ortf_ros.pipeline.tf import TfBuffer
+
+END_EFFECTOR = "end_effector"
+"""The alignment stream of the end-effector pose (looked up in TF)."""
 
 
 @dataclass(frozen=True)
@@ -57,8 +60,9 @@ class _Step:
 
 class StepBuilder:
     """Makes the steps of one episode from ``samplers`` (every stream a step samples, by
-    name; ``cameras`` and ``scans`` among them) and writes them; ``clock_ns`` gives the
-    writer's time origin (``NativeBatching.clock_ns``)."""
+    name; ``cameras`` and ``scans`` among them) and writes them; ``tolerances_ns``: each
+    one's sync tolerance, and the end effector's; ``clock_ns`` gives the writer's time
+    origin (``NativeBatching.clock_ns``)."""
 
     def __init__(
         self,
@@ -71,14 +75,14 @@ class StepBuilder:
         cameras: Collection[str],
         scans: Collection[str],
         tf: TfBuffer,
-        tolerance_ns: int,
+        tolerances_ns: Mapping[str, int],
         clock_ns: Callable[[int], int],
     ) -> None:
         self.config = config
         self.layout = layout
         self.writer = writer
         self.counts = counts
-        self.tolerance_ns = tolerance_ns
+        self.tolerances_ns = tolerances_ns
         self.pending_fallback: _Step | None = None  # a step waiting for the next one's joints
         self.steps_written = 0
         self._samplers = samplers
@@ -101,7 +105,7 @@ class StepBuilder:
         if state is None:
             self.counts.skipped_steps["no end-effector pose in TF"] += 1
             return
-        outside = [name for name, error in alignment.items() if error > self.tolerance_ns]
+        outside = [name for name, error in alignment.items() if error > self.tolerances_ns[name]]
         for name in outside:
             self.counts.outside_tolerance[name] += 1
         if outside and self.config.drop_outside_tolerance:
@@ -177,7 +181,7 @@ class StepBuilder:
                 return None, alignment
             state["ee_position"] = found.pose.translation
             state["ee_orientation"] = found.pose.rotation
-            alignment["end_effector"] = found.gap_ns
+            alignment[END_EFFECTOR] = found.gap_ns
         for mapping in self.config.wrenches:
             state[mapping.name] = np.asarray(sampled[mapping.name].value)
         return state, alignment

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 
 from ortf_ros.pipeline.decode import canonical_msgtype
 from ortf_ros.pipeline.mapping.model import CameraMapping, ClockOffset, TimeSource, TopicMapping
-from ortf_ros.pipeline.mapping.tolerance import sync_tolerance
+from ortf_ros.pipeline.mapping.tolerance import stream_tolerances_given, sync_tolerance
 from ortf_ros.pipeline.samples import CONTROLLER_STATE_TYPE
 from ortf_ros.pipeline.sync import Policy
 
@@ -50,6 +50,9 @@ def describe_mapping(
     beyond = "dropped" if mapping.drop_outside_tolerance else "kept and counted"
     if rates is None and mapping.sync_tolerance_ms is None:
         tolerance = "sync tolerance from the streams' rates, once measured (at least half the step period)"
+        given = stream_tolerances_given(mapping)
+        if given:
+            tolerance += "; the mapping's per stream: " + ", ".join(f"{n} {ms:g} ms" for n, ms in given.items())
     else:
         tolerance = sync_tolerance(mapping, rates or {}).line()
     lines.append(f"{tolerance}; steps beyond it are {beyond}")

@@ -34,6 +34,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "time": c.time,
                 "clock_offset_ms": c.clock_offset_ms,
                 "policy": c.policy,
+                "sync_tolerance_ms": c.sync_tolerance_ms,
             }
             for c in mapping.cameras
         },
@@ -45,6 +46,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             "clock_offset_ms": mapping.joint_states.clock_offset_ms,
             "policy": mapping.joint_states.policy,
             "native": mapping.joint_states.native,
+            "sync_tolerance_ms": mapping.joint_states.sync_tolerance_ms,
         },
         "wrenches": {
             w.name: {
@@ -56,6 +58,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "native": w.native,
                 "range_force": w.range_force,
                 "range_torque": w.range_torque,
+                "sync_tolerance_ms": w.sync_tolerance_ms,
             }
             for w in mapping.wrenches
         },
@@ -74,6 +77,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
             "time": mapping.action.time,
             "clock_offset_ms": mapping.action.clock_offset_ms,
             "policy": mapping.action.policy,
+            "sync_tolerance_ms": mapping.action.sync_tolerance_ms,
         },
         "detections": None
         if mapping.detections is None
@@ -112,6 +116,7 @@ def mapping_to_dict(mapping: TopicMapping) -> dict[str, Any]:
                 "clock_offset_ms": s.clock_offset_ms,
                 "policy": s.policy,
                 "native": s.native,
+                "sync_tolerance_ms": s.sync_tolerance_ms,
             }
             for s in mapping.laser_scans
         },
@@ -130,10 +135,11 @@ MAPPING_HEADER = """\
 #
 # step                 steps at a fixed control rate (rate_hz) or at each frame of one
 #                      camera (camera: its name); set exactly one of the two
-# sync_tolerance_ms    how far from its step a sample may be (null: as far as each stream's
-#                      rate and policy allow, at least half the step period; the summary
-#                      says which stream set it); steps beyond it are counted, or dropped
-#                      with drop_outside_tolerance
+# sync_tolerance_ms    how far from its step a sample may be, for every stream that does not
+#                      give its own (null: as far as each stream's rate and policy allow, at
+#                      least half the step period); steps beyond it are counted, or dropped
+#                      with drop_outside_tolerance. The dataset declares the loosest stream's;
+#                      the summary says which stream set it, and each one's where tighter
 # max_latency_ms       how long after its stamp a message may be recorded (default 200):
 #                      steps wait this long in recording time for the samples around them;
 #                      messages later than that are counted as late, per topic
@@ -174,6 +180,10 @@ MAPPING_HEADER = """\
 #                      stamps of a simulation or of an unsynchronised robot)
 # policy               latest (newest at or before the step), nearest, linear (numbers only)
 # native               also keep every sample at its native rate in a side table
+# sync_tolerance_ms    (of a camera, joint_states, a wrench, a laser scan, action) this
+#                      stream's own tolerance (null: the mapping's sync_tolerance_ms above);
+#                      steps are made only where every stream has a sample within its own
+#                      tolerance, and each is counted and validated by its own
 # tf_topics, tf_static_topics, robot_description_topic   TF and the URDF (std_msgs/String)
 # base_frame, end_effector_frame, world_frame   null: from the URDF and the TF tree
 # gripper_joints       [] : the URDF's movable joints named like finger or gripper

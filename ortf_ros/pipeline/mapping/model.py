@@ -47,6 +47,7 @@ class CameraMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     camera_info_url: str | None = None
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
     clock_offset_ms: ClockOffset = None
 
 
@@ -61,6 +62,7 @@ class JointStateMapping:
     time: TimeSource = "header"
     policy: Policy = "linear"
     native: bool = True
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
     clock_offset_ms: ClockOffset = None
 
 
@@ -78,6 +80,7 @@ class WrenchMapping:
     native: bool = True
     range_force: float | None = None
     range_torque: float | None = None
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
     clock_offset_ms: ClockOffset = None
 
 
@@ -121,6 +124,7 @@ class LaserScanMapping:
     time: TimeSource = "header"
     policy: Policy = "nearest"
     native: bool = True
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
     clock_offset_ms: ClockOffset = None
 
 
@@ -158,6 +162,7 @@ class ActionMapping:
     time: TimeSource = "header"
     policy: Policy = "latest"
     clock_offset_ms: ClockOffset = None
+    sync_tolerance_ms: float | None = None  # None: the mapping's (``mapping.tolerance``)
 
 
 @dataclass(frozen=True)
@@ -227,7 +232,9 @@ class TopicMapping:
     world_frame: str | None = None
     gripper_joints: tuple[str, ...] = ()
     step: StepClock = StepClock()
-    sync_tolerance_ms: float | None = None  # None: half the step period
+    # Every sampled stream's default (its own ``sync_tolerance_ms`` over it); None: what each
+    # stream's rate and policy allow, at least half the step period (``mapping.tolerance``).
+    sync_tolerance_ms: float | None = None
     # How long after its stamp a sample may be received: a step waits this long in input
     # time for the samples around it (TF a second longer). Later ones are counted as late.
     max_latency_ms: float = 200.0

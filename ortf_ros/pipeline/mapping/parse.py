@@ -81,6 +81,11 @@ def _topic(m: Fields) -> str:
     return m.required("topic", fields.topic_name)
 
 
+def _tolerance(m: Fields) -> float | None:
+    """A sampled stream's own ``sync_tolerance_ms`` (None: the mapping's)."""
+    return m.optional("sync_tolerance_ms", fields.bounded(bounds.SYNC_TOLERANCE_MS))
+
+
 MAPPING_KEYS = (
     "step",
     "sync_tolerance_ms",
@@ -106,12 +111,31 @@ MAPPING_KEYS = (
     "point_clouds",
 )
 """The mapping's top-level keys; a recorder's parameters under these namespaces are mapping keys."""
-_CAMERA_KEYS = ("topic", "kind", "camera_info_topic", "camera_info_url", "time", "clock_offset_ms", "policy")
-_JOINT_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native")
-_WRENCH_KEYS = ("topic", "frame", "time", "clock_offset_ms", "policy", "native", "range_force", "range_torque")
+_CAMERA_KEYS = (
+    "topic",
+    "kind",
+    "camera_info_topic",
+    "camera_info_url",
+    "time",
+    "clock_offset_ms",
+    "policy",
+    "sync_tolerance_ms",
+)
+_JOINT_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native", "sync_tolerance_ms")
+_WRENCH_KEYS = (
+    "topic",
+    "frame",
+    "time",
+    "clock_offset_ms",
+    "policy",
+    "native",
+    "range_force",
+    "range_torque",
+    "sync_tolerance_ms",
+)
 _AUDIO_KEYS = ("topic", "info_topic", "time", "clock_offset_ms", "codec")
-_ACTION_KEYS = ("topic", "time", "clock_offset_ms", "policy")
-_LASER_SCAN_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native")
+_ACTION_KEYS = ("topic", "time", "clock_offset_ms", "policy", "sync_tolerance_ms")
+_LASER_SCAN_KEYS = ("topic", "time", "clock_offset_ms", "policy", "native", "sync_tolerance_ms")
 _POINT_CLOUD_KEYS = ("topic", "time", "clock_offset_ms")
 _DETECTIONS_KEYS = ("topic", "camera", "labels", "time", "clock_offset_ms")
 _STEP_KEYS = ("rate_hz", "camera")
@@ -179,6 +203,7 @@ def _camera(name: str, m: Fields, relative_to: Path | None) -> CameraMapping:
         clock_offset_ms=_offset(m),
         policy=policy,
         camera_info_url=url,
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -193,6 +218,7 @@ def _wrench(name: str, m: Fields) -> WrenchMapping:
         native=m.get("native", fields.flag, True),
         range_force=m.optional("range_force", fields.bounded(bounds.RATED_RANGE)),
         range_torque=m.optional("range_torque", fields.bounded(bounds.RATED_RANGE)),
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -213,7 +239,14 @@ def _laser_scan(name: str, m: Fields) -> LaserScanMapping:
         raise m.error("policy", "a step points at one scan: latest or nearest, not linear")
     if not m.get("native", fields.flag, True):
         raise m.error("native", "a scan is kept only at its native rate (steps point at it); false is not supported")
-    return LaserScanMapping(name=name, topic=_topic(m), time=_time(m), clock_offset_ms=_offset(m), policy=policy)
+    return LaserScanMapping(
+        name=name,
+        topic=_topic(m),
+        time=_time(m),
+        clock_offset_ms=_offset(m),
+        policy=policy,
+        sync_tolerance_ms=_tolerance(m),
+    )
 
 
 def _point_cloud(name: str, m: Fields) -> PointCloudMapping:
@@ -259,6 +292,7 @@ def _joint_states(m: Fields | None) -> JointStateMapping | None:
         clock_offset_ms=_offset(m),
         policy=_policy(m, "linear"),
         native=m.get("native", fields.flag, True),
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -270,6 +304,7 @@ def _action(m: Fields | None) -> ActionMapping:
         time=_time(m),
         clock_offset_ms=_offset(m),
         policy=_policy(m, "latest"),
+        sync_tolerance_ms=_tolerance(m),
     )
 
 
@@ -419,7 +454,7 @@ def mapping_from_dict(data: object, source: str, *, relative_to: Path | None = N
         world_frame=top.optional("world_frame", fields.frame_name),
         gripper_joints=top.get("gripper_joints", _NAMES, ()),
         step=_step(top.sub("step", _STEP_KEYS), cameras),
-        sync_tolerance_ms=top.optional("sync_tolerance_ms", fields.bounded(bounds.SYNC_TOLERANCE_MS)),
+        sync_tolerance_ms=_tolerance(top),
         drop_outside_tolerance=top.get("drop_outside_tolerance", fields.flag, False),
         max_latency_ms=top.get("max_latency_ms", fields.bounded(bounds.MAX_LATENCY_MS), TopicMapping.max_latency_ms),
         episodes=_episodes(top.sub("episodes", _EPISODE_KEYS)),

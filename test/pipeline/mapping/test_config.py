@@ -31,6 +31,7 @@ from ortf_ros.pipeline.mapping import (
     mapping_from_dict,
     mapping_from_parameters,
     mapping_to_dict,
+    sync_tolerance,
     wrench_name,
     write_mapping,
 )
@@ -42,7 +43,9 @@ RESOURCES = Path(__file__).resolve().parents[2] / "support" / "resources"
 
 FULL = TopicMapping(
     cameras=(
-        CameraMapping("wrist", "/wrist/image_raw", "rgb", "/wrist/camera_info", "receive", "latest"),
+        CameraMapping(
+            "wrist", "/wrist/image_raw", "rgb", "/wrist/camera_info", "receive", "latest", sync_tolerance_ms=8.0
+        ),
         CameraMapping("depth", "/cam/depth/image_raw", "depth", clock_offset_ms=-250.5),
     ),
     joint_states=JointStateMapping("/joint_states", "receive", "nearest", native=False, clock_offset_ms="auto"),
@@ -51,7 +54,7 @@ FULL = TopicMapping(
             "ft", "/ft/wrench", "tool0", "receive", "linear", native=False, range_force=500.0, range_torque=10
         ),
     ),
-    action=ActionMapping("/cmd_vel", "receive", "nearest"),
+    action=ActionMapping("/cmd_vel", "receive", "nearest", sync_tolerance_ms=40.0),
     tf_topics=("/tf", "/robot2/tf"),
     tf_static_topics=(),
     robot_description_topic="/robot2/robot_description",
@@ -145,6 +148,9 @@ def test_every_field_round_trips_through_yaml(tmp_path: Path) -> None:
     text = path.read_text()
     assert text.startswith("# ortf-bag2ortf topic mapping")
     assert load_mapping(path) == FULL
+    # a stream's own tolerance is written under the stream, and the header says what it does
+    assert yaml.safe_load(text)["cameras"]["wrist"]["sync_tolerance_ms"] == 8.0
+    assert "stream's own tolerance (null: the mapping's sync_tolerance_ms above)" in text
     assert mapping_from_dict(mapping_to_dict(FULL), "x") == FULL
     # every key is written, unset ones as null, so the file shows what can be set
     assert mapping_to_dict(TopicMapping())["cameras"] == {}
@@ -268,6 +274,18 @@ CAM = {"topic": "/cam/image_raw", "kind": "rgb"}
             "teleop.yaml: step.rate_hz: expected a positive number up to 1000, got nan",
         ),
         ({"sync_tolerance_ms": -1}, "teleop.yaml: sync_tolerance_ms: expected a number from 0 to 10000, got -1"),
+        (
+            {"cameras": {"wrist": {"topic": "/w", "kind": "rgb", "sync_tolerance_ms": "20"}}},
+            "teleop.yaml: cameras.wrist.sync_tolerance_ms: expected a number from 0 to 10000, got '20'",
+        ),
+        (
+            {"laser_scans": {"scan": {"topic": "/scan", "sync_tolerance_ms": 20000}}},
+            "teleop.yaml: laser_scans.scan.sync_tolerance_ms: expected a number from 0 to 10000, got 20000",
+        ),
+        (
+            {"audio": {"mic": {"topic": "/audio", "sync_tolerance_ms": 20}}},
+            "teleop.yaml: audio.mic.sync_tolerance_ms: unknown key (expected one of topic,",
+        ),
         ({"drop_outside_tolerance": "yes"}, "drop_outside_tolerance: expected true or false, got 'yes'"),
         ({"joint_states": {"policy": "linear"}}, "teleop.yaml: joint_states.topic: required key is missing"),
         ({"joint_states": {"topic": "/j", "native": 1}}, "joint_states.native: expected true or false, got 1"),
@@ -592,9 +610,11 @@ def test_auto_config_tf_and_robot_description_by_name_and_type() -> None:
 
 def test_describe_mapping_says_what_happens() -> None:
     lines = describe_mapping(FULL, {})
-    text = "\n".join(lines)
     assert lines[0] == "steps: at each frame of camera wrist"
-    assert "sync tolerance 12.5 ms (the mapping's sync_tolerance_ms); steps beyond it are dropped" in text
+    assert lines[1] == (
+        "sync tolerance 40 ms (the mapping's sync_tolerance_ms of action); per stream: joint_states 12.5 ms, "
+        "ft 12.5 ms, wrist 8 ms, depth 12.5 ms; steps beyond it are dropped"
+    )
     wrist = "camera wrist (rgb): /wrist/image_raw (receive time, latest, camera_info /wrist/camera_info, "
     assert wrist + "without it intrinsics unknown)" in lines
     assert (
@@ -610,5 +630,60 @@ def test_describe_mapping_says_what_happens() -> None:
     assert "sync tolerance 16.7 ms (half the 30 Hz step period); steps beyond it are kept and counted" in default
     live = describe_mapping(TopicMapping(), None)
     assert any(line.startswith("sync tolerance from the streams' rates, once measured") for line in live)
+    live = describe_mapping(dataclasses.replace(FULL, sync_tolerance_ms=None), None)
+    assert any(
+        line.endswith("; the mapping's per stream: wrist 8 ms, action 40 ms; steps beyond it are dropped")
+        for line in live
+    )
     assert "action: none recorded; the next step's joint positions (declared so in the manifest)" in default
     assert "joint state: none" in default and "cameras: none" in default
+
+
+# ---------------------------------------------------------------- sync tolerance per stream
+
+
+LIDAR_ARM = TopicMapping(
+    cameras=(CameraMapping("wrist", "/wrist/image_raw", "rgb"), CameraMapping("top", "/top/image_raw", "rgb")),
+    joint_states=JointStateMapping("/joint_states"),
+    laser_scans=(LaserScanMapping("lidar", "/scan"),),
+    action=ActionMapping("/joint_command"),
+)
+RATES = {
+    "/wrist/image_raw": 30.0,
+    "/top/image_raw": 30.0,
+    "/joint_states": 500.0,
+    "/scan": 10.0,
+    "/joint_command": 50.0,
+}
+
+
+def test_each_stream_gets_the_tolerance_its_own_rate_and_policy_allow() -> None:
+    tolerance = sync_tolerance(LIDAR_ARM, RATES)
+    assert (tolerance.ms, tolerance.set_by) == (62.5, "set by laser scan lidar: /scan at 10 Hz, nearest")
+    expected = {"joint_states": 16.7, "lidar": 62.5, "wrist": 20.9, "top": 20.9, "action": 25.0}
+    assert tolerance.streams == expected
+    assert tolerance.line() == (
+        "sync tolerance 62.5 ms (set by laser scan lidar: /scan at 10 Hz, nearest); "
+        "per stream: joint_states 16.7 ms, wrist 20.9 ms, top 20.9 ms, action 25 ms"
+    )
+    # The camera driving the steps is at 0 from them: half the step period (its 30 Hz).
+    driven = sync_tolerance(dataclasses.replace(LIDAR_ARM, step=StepClock(None, "wrist")), RATES)
+    assert driven.streams["wrist"] == 16.7 and driven.streams["top"] == 20.9
+
+
+def test_a_streams_own_tolerance_and_the_mappings_default() -> None:
+    wrist = dataclasses.replace(LIDAR_ARM.cameras[0], sync_tolerance_ms=10.0)
+    lidar = dataclasses.replace(LIDAR_ARM.laser_scans[0], sync_tolerance_ms=100.0)
+    mapping = dataclasses.replace(
+        LIDAR_ARM, cameras=(wrist, LIDAR_ARM.cameras[1]), laser_scans=(lidar,), sync_tolerance_ms=30.0
+    )
+    tolerance = sync_tolerance(mapping, RATES)
+    assert tolerance.streams == {"joint_states": 30.0, "lidar": 100.0, "wrist": 10.0, "top": 30.0, "action": 30.0}
+    assert (tolerance.ms, tolerance.set_by) == (100.0, "the mapping's sync_tolerance_ms of laser scan lidar")
+    # Without a mapping default, the others keep what their rates give; the loosest is the dataset's.
+    alone = sync_tolerance(dataclasses.replace(mapping, sync_tolerance_ms=None, laser_scans=()), RATES)
+    assert alone.streams == {"joint_states": 16.7, "wrist": 10.0, "top": 20.9, "action": 25.0}
+    assert alone.line() == (
+        "sync tolerance 25 ms (set by action: /joint_command at 50 Hz, latest); "
+        "per stream: joint_states 16.7 ms, wrist 10 ms, top 20.9 ms"
+    )
