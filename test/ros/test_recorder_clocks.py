@@ -22,7 +22,7 @@ from ortf_ros.dataset.reader import Episode, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.synthetic.images import decode_frame_number
 from ortf_ros.synthetic.schedule import stamp_ns
-from support.recorder_ros import RECORDER_PARAMS, Child, Scene, client_for, recorder_command, start_scene
+from support.recorder_ros import Scene, record_one_episode
 
 S = 1_000_000_000
 EPISODE_S = 2.0
@@ -68,23 +68,7 @@ def record(tmp: Path, scene_args: tuple[str, ...], recorder_args: tuple[str, ...
     mapping = tmp / "mapping.yaml"
     assert bag2ortf([str(bag.path), "--write-config", str(mapping)]) == 0
     root = tmp / "dataset"
-    publisher = start_scene(scene, tmp, *scene_args)
-    command = recorder_command(None, RECORDER_PARAMS, f"output:={root}", f"mapping:={mapping}", *recorder_args)
-    recorder = Child(command, tmp / "rec.log")
-    client = client_for(recorder)
-    try:
-        assert client.start_when_ready().success
-        client.spin_for(EPISODE_S)
-        reply = client.call("stop_episode")
-        assert reply.success, reply.message
-        assert recorder.interrupt() == 0, recorder.text()
-        publisher.interrupt()
-    finally:
-        client.close()
-        recorder.kill()
-        publisher.kill()
-    log = recorder.text()
-    assert "Traceback" not in log, log
+    log = record_one_episode(scene, tmp, mapping, root, EPISODE_S, *scene_args, recorder_args=recorder_args)
     return root, json.loads((tmp / "scene.json").read_text()), log
 
 

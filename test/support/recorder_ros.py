@@ -135,19 +135,22 @@ def record_one_episode(
     executable: Path | None = None,
     params: Path = RECORDER_PARAMS,
     env: dict[str, str] | None = None,
+    recorder_args: tuple[str, ...] = (),
 ) -> str:
     """The scene published (``scene_args`` added to its options) and one episode of it
-    recorded over DDS by the recorder module (or the installed ``executable``, with ``params``
-    and ``env``) with ``mapping`` into ``root``: started when ready, ``seconds`` long,
-    stopped, both processes interrupted. The recorder's log, which holds no traceback."""
+    recorded over DDS by the recorder module (or the installed ``executable``, with ``params``,
+    ``env`` and ``recorder_args`` added to its command line) with ``mapping`` into ``root``:
+    started when ready, ``seconds`` long, stopped, both processes interrupted. The recorder's
+    log, which holds no traceback."""
     publisher = start_scene(scene, tmp, *scene_args)
-    command = recorder_command(executable, params, f"output:={root}", f"mapping:={mapping}")
+    command = recorder_command(executable, params, f"output:={root}", f"mapping:={mapping}", *recorder_args)
     recorder = Child(command, tmp / "rec.log", env=env)
     client = client_for(recorder)
     try:
         assert client.start_when_ready().success
         client.spin_for(seconds)
-        assert client.call("stop_episode").success
+        reply = client.call("stop_episode")
+        assert reply.success, reply.message
         assert recorder.interrupt() == 0, recorder.text()
         publisher.interrupt()
     finally:

@@ -203,14 +203,20 @@ def test_depth_is_an_exact_function_of_the_sequence_number() -> None:
     assert depth.min() >= 300 and depth.max() < 10_000
 
 
-def test_schedule_times_and_counts() -> None:
-    config = TeleopConfig(fmt="mcap", duration_s=0.5, wrench_rate_hz=1000)
+def _events_by_topic(config: TeleopConfig) -> dict[str, list[Any]]:
+    """The schedule's events by topic, after checking they come in receive order and as many as the scene says."""
     events = list(schedule(config))
     assert [e.receive_ns for e in events] == sorted(e.receive_ns for e in events)
     by_topic: dict[str, list[Any]] = {}
     for event in events:
         by_topic.setdefault(event.topic, []).append(event)
     assert {topic: len(v) for topic, v in by_topic.items()} == {t: config.count(t) for t in config.rates()}
+    return by_topic
+
+
+def test_schedule_times_and_counts() -> None:
+    config = TeleopConfig(fmt="mcap", duration_s=0.5, wrench_rate_hz=1000)
+    by_topic = _events_by_topic(config)
     assert len(by_topic[TOPIC_WRENCH]) == 500 and len(by_topic[TOPIC_OVERHEAD_IMAGE]) == 15
     for topic, topic_events in by_topic.items():
         rate = config.rates()[topic]
@@ -230,12 +236,7 @@ def test_schedule_receive_offsets_and_silences() -> None:
         receive_offsets_s=((TOPIC_JOINT_STATES, 100.0),),
         silences_s=((TOPIC_WRIST_IMAGE, 0.2, 0.3), (TOPIC_OVERHEAD_IMAGE, 0.5, math.inf)),
     )
-    events = list(schedule(config))
-    assert [e.receive_ns for e in events] == sorted(e.receive_ns for e in events)
-    by_topic: dict[str, list[Any]] = {}
-    for event in events:
-        by_topic.setdefault(event.topic, []).append(event)
-    assert {topic: len(v) for topic, v in by_topic.items()} == {t: config.count(t) for t in config.rates()}
+    by_topic = _events_by_topic(config)
     joints = by_topic[TOPIC_JOINT_STATES]
     assert all(e.receive_ns - e.stamp_ns >= 100 * 10**9 for e in joints) and len(joints) == 100
     wrist = [round((e.stamp_ns - config.start_ns) * 30 / 1e9) for e in by_topic[TOPIC_WRIST_IMAGE]]
