@@ -76,13 +76,18 @@ def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     main = threading.current_thread() is threading.main_thread()  # (only there can signals be handled)
     stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
     stdout = sys.stdout
-    sys.stdout = cast("TextIO", _StandardOutput(stdout))
+    standard_output = _StandardOutput(stdout)
+    sys.stdout = cast("TextIO", standard_output)
     # The package's log warnings are for programs using it as a library; here the error
     # line says what failed (a writer closed by a failure would add "stays staged" lines).
     quiet = logging.NullHandler()
     logging.getLogger("ortf_ros").addHandler(quiet)
     try:
-        code = run()
+        try:
+            code = run()
+        except SystemExit:  # argparse's --help (or a usage line): what it printed must get out too
+            sys.stdout.flush()
+            raise
         sys.stdout.flush()  # a full disk or a closed pipe is this command's error, not the interpreter's at exit
         return code
     except OrtfError as exc:
@@ -107,28 +112,37 @@ def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     finally:
         logging.getLogger("ortf_ros").removeHandler(quiet)
         sys.stdout = stdout
+        if standard_output.failed is not None:  # what it still buffers would fail at exit: a second message
+            _silence_stdout()
         for signum, handler in stops.items():
             signal.signal(signum, handler)
 
 
 class _StandardOutput:
     """Standard output whose write errors name it: ``> /dev/full`` is "standard output: No
-    space left on device", not an error without a place."""
+    space left on device", not an error without a place. A write error is raised again by
+    the next flush: argparse swallows its own (``--help`` unbuffered into a closed pipe),
+    and the boundary's last flush must still see it."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
         except OSError as exc:
-            raise _named(exc) from None
+            self.failed = _named(exc)
+            raise self.failed from None
 
     def flush(self) -> None:
+        if self.failed is not None:
+            raise self.failed
         try:
             self._stream.flush()
         except OSError as exc:
-            raise _named(exc) from None
+            self.failed = _named(exc)
+            raise self.failed from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -161,9 +175,12 @@ def _stdout_closed() -> bool:
 def _silence_stdout() -> None:
     """Point standard output at /dev/null, so that the interpreter's last flush of what
     was still buffered does not fail (and print a warning) at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):  # (a stream without a descriptor: nothing to point)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
 
 
 class OneLineParser(argparse.ArgumentParser):

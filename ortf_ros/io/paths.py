@@ -61,6 +61,17 @@ def exists(path: Path) -> bool:
     return True
 
 
+def resolved(path: Path) -> Path:
+    """``path`` with its symbolic links followed; a loop of them is a UsageError naming it
+    (pathlib raises RuntimeError for one on Python 3.10 to 3.12, OSError after)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise UsageError(f"{path}: {os.strerror(errno.ELOOP)}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
+
+
 def _exists(word: str, expected: str) -> Path:
     if word == STDIO:
         raise UsageError(f"-: standard input is not read here; expected {expected}")
@@ -138,7 +149,7 @@ def output_dir(word: str, what: str, *, existing: str | None, inputs: Iterable[P
             raise UsageError(f"{path}: is {kind}; expected {existing or 'a new directory'} (or a new path) for {what}")
         if existing is None and any(path.iterdir()):
             raise UsageError(f"{path}: exists and is not empty; expected a new or empty directory for {what}")
-        creatable(path.resolve() / "x", what)  # what is made inside it
+        creatable(resolved(path) / "x", what)  # what is made inside it
         return path
     creatable(path, what)
     return path
@@ -168,7 +179,7 @@ def output_file(word: str, what: str, *, replace: bool, stream_ok: bool, inputs:
         if not os.access(path, os.W_OK):
             raise UsageError(f"{path}: not writable; cannot write {what} there")
         if path.is_file():
-            creatable(path.resolve(), what)  # replaced by a rename in its directory
+            creatable(resolved(path), what)  # replaced by a rename in its directory
         return path
     if path.is_symlink():
         raise UsageError(f"{path}: a dangling symbolic link; expected a regular file or a new path for {what}")
@@ -180,9 +191,9 @@ def apart_from(output: Path, inputs: Iterable[Path], what: str) -> None:
     """``output`` is none of ``inputs`` and, when it exists, no file inside one: ``--write-config
     x.mcap`` must not replace the recording it describes, nor an export a file of its source
     (a new path inside an input's directory takes nothing from it)."""
-    target = output.resolve()
+    target = resolved(output)
     for source in inputs:
-        real = source.resolve()
+        real = resolved(source)
         if target == real or (exists(target) and target.is_relative_to(real)):
             inside = "is" if target == real else "is a file of"
             raise UsageError(f"{output}: {inside} the input {source}; expected another path for {what}")
