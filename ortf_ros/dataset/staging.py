@@ -105,18 +105,39 @@ they were handed and close the files, well within this, and only then may the ep
 be recovered or a new writer begin."""
 
 
-def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
-    """Take the dataset's writer lock (released by closing the handle, or by the kernel
-    when the process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``.
+@dataclass
+class DatasetLock:
+    """The writer lock, held (``lock_dataset``), and what taking it made: the lock file and
+    the staging directory when they were not there, and the episodes staged then. A holder
+    that staged nothing (an append or ``ortf recover`` refused by what was staged before)
+    leaves the dataset as it found it (``unlock_dataset``)."""
+
+    handle: IO[bytes]
+    made: tuple[Path, ...]
+    staged: frozenset[Path]
+
+    def fileno(self) -> int:
+        return self.handle.fileno()
+
+    def close(self) -> None:
+        """Release the lock, leaving its file (``unlock_dataset`` removes it)."""
+        self.handle.close()
+
+
+def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> DatasetLock:
+    """Take the dataset's writer lock (released by closing it, or by the kernel when the
+    process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``.
 
     The lock is that of the file now at the lock's path: a writer that ends with nothing
     staged removes the file, and a lock taken meanwhile on the file it removed would
     exclude nobody, so it is taken again on the new one."""
     deadline = time.monotonic() + wait_s
+    staging = staging_root(root)
+    made = tuple(path for path in (staging / LOCK_FILE, staging) if not path.exists())
     while True:
         handle = _locked_file(root)
         if handle is not None:
-            return handle
+            return DatasetLock(handle, made, frozenset(staged_episode_dirs(root)))
         if time.monotonic() >= deadline:
             raise DatasetBusyError(
                 f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
@@ -142,15 +163,18 @@ def _locked_file(root: Path) -> IO[bytes] | None:
     return handle
 
 
-def unlock_dataset(root: Path, handle: IO[bytes]) -> None:
+def unlock_dataset(root: Path, lock: DatasetLock) -> None:
     """Release the lock; with nothing staged, leave no trace of the writer in the dataset
-    (unless another writer has begun meanwhile: then its lock file stays)."""
+    (unless another writer has begun meanwhile: then its lock file stays). With episodes
+    staged, the lock file stays (a writer's encoder processes hold it until their videos
+    are closed), unless the holder staged none of them and taking the lock made it."""
     staging = staging_root(root)
-    if not staged_episode_dirs(root):
+    staged = staged_episode_dirs(root)
+    if not staged or (staging / LOCK_FILE in lock.made and lock.staged.issuperset(staged)):
         (staging / LOCK_FILE).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made)
+        with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made; or staged episodes)
             staging.rmdir()
-    handle.close()
+    lock.close()
 
 
 class StagedEpisode:
