@@ -25,7 +25,7 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO, cast
 
 from ortf_ros.errors import (
@@ -69,12 +69,32 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Stopped`` while the block runs (in the main thread, the
+    only one where signals are handled; elsewhere the block runs as it is)."""
+    main = threading.current_thread() is threading.main_thread()
+    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    try:
+        yield
+    finally:
+        for signum, handler in stops.items():
+            signal.signal(signum, handler)
+
+
+def interrupted(exc: KeyboardInterrupt) -> int:
+    """The exit code of a stop: 128 + the signal (130 for Ctrl-C)."""
+    return 128 + exc.signum if isinstance(exc, Stopped) else EXIT_INTERRUPTED
+
+
 def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     """``run()``'s exit code, or the code of what it raised, after one line on stderr
     (``prog``: the command's name, or a function that knows it once the line is parsed)."""
-    name = prog if callable(prog) else lambda: prog
-    main = threading.current_thread() is threading.main_thread()  # (only there can signals be handled)
-    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    with stop_signals():
+        return _guarded(prog if callable(prog) else lambda: prog, run)
+
+
+def _guarded(name: Callable[[], str], run: Callable[[], int]) -> int:
     stdout = sys.stdout
     standard_output = _StandardOutput(stdout)
     sys.stdout = cast("TextIO", standard_output)
@@ -105,17 +125,13 @@ def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     except UnicodeError as exc:  # a file of the input that is not the text it must be
         say(name(), failure_line(exc) or str(exc))
         return EXIT_FAILED
-    except Stopped as exc:
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        return interrupted(exc)
     finally:
         logging.getLogger("ortf_ros").removeHandler(quiet)
         sys.stdout = stdout
         if standard_output.failed is not None:  # what it still buffers would fail at exit: a second message
             _silence_stdout()
-        for signum, handler in stops.items():
-            signal.signal(signum, handler)
 
 
 class _StandardOutput:

@@ -295,8 +295,15 @@ def _put_in_place(
         )
         for name, declared in point_clouds.declarations(manifest).items()
     }
-    limits = _results(counts)
-    clouds = _results(cloud_counts)
+    running = [*counts.values(), *cloud_counts.values()]
+    try:
+        limits = _results(counts)
+        clouds = _results(cloud_counts)
+    except BaseException:  # Ctrl-C: the tasks still running write into files the caller cuts back or removes next
+        for future in running:
+            future.cancel()
+        wait(running)
+        raise
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")

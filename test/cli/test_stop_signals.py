@@ -1,0 +1,167 @@
+"""The console scripts stopped midway, as a user stops them: Ctrl-C (SIGINT to the whole
+process group, as a terminal sends it) and SIGTERM (to the command alone, as ``timeout``
+or a job scheduler sends it), while ``ortf-bag2ortf`` converts with ``--jobs`` and
+``--ray``, and while ``ortf`` exports and imports.
+
+Each must end quietly with the README's code (130, 143: 128 + the signal), no traceback
+(nor any worker's), none of the processes it started still running (workers, encoder
+processes, Ray's servers: found by a mark in the environment they inherit), and nothing
+left beside its output: no scratch directory, no lock file, no half dataset, the inputs
+as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
+from ortf_ros.cli.bag2ortf import main as bag2ortf
+from ortf_ros.cli.ortf import main as ortf
+from ortf_ros.dataset.staging import staged_episode_dirs
+from ortf_ros.synthetic.bag import write_teleop_bag
+
+BIN = Path(sys.executable).parent
+TIMEOUT_S = 120
+GONE_WITHIN_S = 20  # what a stopped command started has this long to exit after it (Ray's servers)
+MARK = "ORTF_STOP_SIGNAL_TEST"
+
+
+def snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    """Every path under ``root`` with its size and modification time."""
+    return {
+        str(p.relative_to(root)): (0 if p.is_dir() else p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in sorted(root.rglob("*"))
+    }
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two recordings, the dataset of one, and its LeRobot export."""
+    root = tmp_path_factory.mktemp("stop-inputs")
+    for name in ("a", "b"):
+        write_teleop_bag(root / name, "mcap", duration_s=8.0, width=64, height=48)
+    assert bag2ortf([str(root / "a"), "-o", str(root / "dataset"), "--json"]) == 0
+    assert ortf(["export", "lerobot", str(root / "dataset"), str(root / "lerobot")]) == 0
+    return root
+
+
+def _staging_in(pattern: str) -> Callable[[Path], bool]:
+    """Ready once an episode is being written in a directory matching ``pattern`` (under the case's directory)."""
+    return lambda work: any(staged_episode_dirs(d) for d in work.glob(pattern))
+
+
+def _exists(pattern: str) -> Callable[[Path], bool]:
+    return lambda work: any(work.glob(pattern))
+
+
+@dataclass(frozen=True)
+class Stop:
+    """``script ARGS`` (``{in}``: the inputs' directory), stopped by ``signum`` once ``ready(work)``."""
+
+    name: str
+    script: str
+    args: tuple[str, ...]
+    ready: Callable[[Path], bool]
+
+
+CONVERTING_IN_SCRATCH = _staging_in(f"{SCRATCH_PREFIX}*/part-*/dataset")
+STOPS = [
+    Stop("jobs", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--jobs", "2"), CONVERTING_IN_SCRATCH),
+    Stop("ray", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--ray"), CONVERTING_IN_SCRATCH),
+    Stop("export-lerobot", "ortf", ("export", "lerobot", "{in}/dataset", "out"), _exists(".out.export-*/export/*")),
+    Stop("export-mixtrain", "ortf", ("export", "mixtrain", "{in}/dataset", "out"), _exists(".out.export-*/export")),
+    Stop("export-mcap", "ortf", ("export", "mcap", "{in}/dataset", "out.mcap"), _exists(".out.mcap.export-*/export")),
+    Stop("import-lerobot", "ortf", ("import", "lerobot", "{in}/lerobot", "out"), _staging_in(".out.export-*/export")),
+]
+
+
+def _processes_marked(mark: str) -> list[str]:
+    """The live processes whose environment holds ``MARK=mark`` (zombies are gone: only
+    their exit status waits for a parent, which may be an init that does not reap)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if f"{MARK}={mark}".encode() not in (entry / "environ").read_bytes().split(b"\0"):
+                continue
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if state != "Z":
+            found.append(f"{entry.name} {command[:120]}")
+    return found
+
+
+def _kill_marked(mark: str) -> None:
+    for line in _processes_marked(mark):
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except OSError:
+            continue
+
+
+def _cases() -> list[object]:
+    cases = []
+    for stop in STOPS:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            if stop.name == "ray" and signum == signal.SIGINT:
+                continue  # (one Ray instance is started per case: SIGTERM's, whose crash handler Ray installs)
+            marks = [pytest.mark.ray] if stop.name == "ray" else []
+            cases.append(pytest.param(stop, signum, marks=marks, id=f"{stop.name}-{signal.Signals(signum).name}"))
+    return cases
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize(("stop", "signum"), _cases())
+def test_a_stopped_command_exits_quietly_and_leaves_nothing(
+    inputs: Path, tmp_path: Path, stop: Stop, signum: signal.Signals
+) -> None:
+    before = snapshot(inputs)
+    mark = uuid.uuid4().hex
+    environment = {**os.environ, MARK: mark}
+    environment.pop("PYTHONUNBUFFERED", None)  # (as a user runs it)
+    command = [str(BIN / stop.script), *(arg.format(**{"in": inputs}) for arg in stop.args)]
+    child = subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=environment,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a process group of its own, as a terminal's foreground job
+    )
+    try:
+        deadline = time.monotonic() + TIMEOUT_S
+        while not stop.ready(tmp_path) and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.002)
+        assert child.poll() is None, f"ended before it could be stopped: {child.stderr and child.stderr.read()!r}"
+        if signum == signal.SIGINT:
+            os.killpg(child.pid, signum)  # Ctrl-C: the whole process group
+        else:
+            child.send_signal(signum)
+        _, err = child.communicate(timeout=TIMEOUT_S)
+        deadline = time.monotonic() + GONE_WITHIN_S
+        while _processes_marked(mark) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = _processes_marked(mark)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        _kill_marked(mark)
+    text = err.decode(errors="replace")
+    assert child.returncode == 128 + signum, text
+    assert text == "", text  # quiet, as git is on Ctrl-C: no traceback, no worker's
+    assert left == [], "still running"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "left behind"
+    assert snapshot(inputs) == before
