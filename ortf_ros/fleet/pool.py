@@ -14,8 +14,8 @@ from concurrent.futures.process import BrokenProcessPool
 from multiprocessing.process import BaseProcess
 
 from ortf_ros.errors import EXIT_FAILED, ConversionError, describe
-from ortf_ros.fleet.children import started_without_sigint
 from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
+from ortf_ros.io.signals import held_off, started_without_sigint
 
 STOP_WAIT_S = 5.0
 """How long ``stop`` waits for each terminated worker to exit."""
@@ -34,7 +34,7 @@ class ProcessRunner:
         )
 
     def submit(self, task: RecordingTask) -> Future[TaskResult]:
-        with started_without_sigint():  # (the pool starts its workers here: children.py)
+        with started_without_sigint(), held_off():  # (the pool starts its workers and threads here)
             return self._pool.submit(run_task, task)
 
     def failure(self, exc: BaseException, task: RecordingTask) -> str | None:

@@ -24,9 +24,9 @@ from concurrent.futures import Future
 from typing import Any
 
 from ortf_ros.errors import ConversionError, UsageError, describe
-from ortf_ros.fleet.children import started_without_sigint
 from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
 from ortf_ros.io.cpus import usable_cpus
+from ortf_ros.io.signals import started_without_sigint
 
 MAX_RETRIES = 3
 CONNECT_TIMEOUT_S = 10.0
@@ -123,7 +123,7 @@ def _connect(ray: Any, address: str | None) -> None:
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
     terminated = False
     try:
-        with started_without_sigint():  # Ray's servers, and the workers they start (children.py)
+        with started_without_sigint():  # Ray's servers, and the workers they start
             if address is LOCAL:
                 # "local": a new instance even where this machine runs a cluster (RAY_ADDRESS,
                 # or the one `ray start` recorded), which ADDRESS "auto" is for.

@@ -27,13 +27,14 @@ import pytest
 from ortf_ros.cli.bag2ortf import SCRATCH_PREFIX
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
-from ortf_ros.dataset.staging import staged_episode_dirs
+from ortf_ros.dataset.staging import COMMIT_FILE, staged_episode_dirs
 from ortf_ros.synthetic.bag import write_teleop_bag
 
 BIN = Path(sys.executable).parent
 TIMEOUT_S = 120
 GONE_WITHIN_S = 20  # what a stopped command started has this long to exit after it (Ray's servers)
 MARK = "ORTF_STOP_SIGNAL_TEST"
+Ready = Callable[[Path, str], bool]
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -55,33 +56,43 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _staging_in(pattern: str) -> Callable[[Path], bool]:
-    """Ready once an episode is being written in a directory matching ``pattern`` (under the case's directory)."""
-    return lambda work: any(staged_episode_dirs(d) for d in work.glob(pattern))
+def _staging_in(pattern: str, file: str = "") -> Ready:
+    """Ready once an episode is being written (``file``: has that file) in a directory
+    matching ``pattern`` under the case's directory."""
+    return lambda work, _: any((e / file).exists() for d in work.glob(pattern) for e in staged_episode_dirs(d))
 
 
-def _exists(pattern: str) -> Callable[[Path], bool]:
-    return lambda work: any(work.glob(pattern))
+def _exists(pattern: str) -> Ready:
+    return lambda work, _: any(work.glob(pattern))
+
+
+def _workers_starting(work: Path, mark: str) -> bool:
+    """Ready once a worker process has been started (it takes a second to import what it needs)."""
+    return any("multiprocessing.spawn" in line for line in _processes_marked(mark))
 
 
 @dataclass(frozen=True)
 class Stop:
-    """``script ARGS`` (``{in}``: the inputs' directory), stopped by ``signum`` once ``ready(work)``."""
+    """``script ARGS`` (``{in}``: the inputs' directory), stopped once ``ready(work, mark)``."""
 
     name: str
     script: str
     args: tuple[str, ...]
-    ready: Callable[[Path], bool]
+    ready: Ready
 
 
+JOBS = ("{in}/a", "{in}/b", "-o", "out", "--jobs", "2")
 CONVERTING_IN_SCRATCH = _staging_in(f"{SCRATCH_PREFIX}*/part-*/dataset")
+IMPORT = ("import", "lerobot", "{in}/lerobot", "out")
 STOPS = [
-    Stop("jobs", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--jobs", "2"), CONVERTING_IN_SCRATCH),
+    Stop("jobs-starting", "ortf-bag2ortf", JOBS, _workers_starting),
+    Stop("jobs-converting", "ortf-bag2ortf", JOBS, CONVERTING_IN_SCRATCH),
     Stop("ray", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--ray"), CONVERTING_IN_SCRATCH),
     Stop("export-lerobot", "ortf", ("export", "lerobot", "{in}/dataset", "out"), _exists(".out.export-*/export/*")),
     Stop("export-mixtrain", "ortf", ("export", "mixtrain", "{in}/dataset", "out"), _exists(".out.export-*/export")),
     Stop("export-mcap", "ortf", ("export", "mcap", "{in}/dataset", "out.mcap"), _exists(".out.mcap.export-*/export")),
-    Stop("import-lerobot", "ortf", ("import", "lerobot", "{in}/lerobot", "out"), _staging_in(".out.export-*/export")),
+    Stop("import-writing", "ortf", IMPORT, _staging_in(".out.export-*/export")),
+    Stop("import-committing", "ortf", IMPORT, _staging_in(".out.export-*/export", COMMIT_FILE)),
 ]
 
 
@@ -142,7 +153,7 @@ def test_a_stopped_command_exits_quietly_and_leaves_nothing(
     )
     try:
         deadline = time.monotonic() + TIMEOUT_S
-        while not stop.ready(tmp_path) and child.poll() is None and time.monotonic() < deadline:
+        while not stop.ready(tmp_path, mark) and child.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         assert child.poll() is None, f"ended before it could be stopped: {child.stderr and child.stderr.read()!r}"
         if signum == signal.SIGINT:
