@@ -12,6 +12,7 @@ as they were.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -66,9 +67,15 @@ def _exists(pattern: str) -> Ready:
     return lambda work, _: any(work.glob(pattern))
 
 
-def _workers_starting(work: Path, mark: str) -> bool:
-    """Ready once a worker process has been started (it takes a second to import what it needs)."""
-    return any("multiprocessing.spawn" in line for line in _processes_marked(mark))
+def _workers_importing(work: Path, mark: str) -> bool:
+    """Ready once a worker process is importing what it needs (numpy loaded; the rest
+    takes a second more): a worker stopped there printed the import's traceback."""
+    for line in _processes_marked(mark):
+        if "multiprocessing.spawn" in line:
+            with contextlib.suppress(OSError):
+                if "_multiarray_umath" in Path(f"/proc/{line.split()[0]}/maps").read_text():
+                    return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -85,7 +92,7 @@ JOBS = ("{in}/a", "{in}/b", "-o", "out", "--jobs", "2")
 CONVERTING_IN_SCRATCH = _staging_in(f"{SCRATCH_PREFIX}*/part-*/dataset")
 IMPORT = ("import", "lerobot", "{in}/lerobot", "out")
 STOPS = [
-    Stop("jobs-starting", "ortf-bag2ortf", JOBS, _workers_starting),
+    Stop("jobs-importing", "ortf-bag2ortf", JOBS, _workers_importing),
     Stop("jobs-converting", "ortf-bag2ortf", JOBS, CONVERTING_IN_SCRATCH),
     Stop("ray", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--ray"), CONVERTING_IN_SCRATCH),
     Stop("export-lerobot", "ortf", ("export", "lerobot", "{in}/dataset", "out"), _exists(".out.export-*/export/*")),
