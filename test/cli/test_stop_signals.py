@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -128,8 +129,8 @@ def _kill_marked(mark: str) -> None:
             continue
 
 
-def _cases() -> list[object]:
-    cases = []
+def _cases() -> list[Any]:
+    cases: list[Any] = []
     for stop in STOPS:
         for signum in (signal.SIGINT, signal.SIGTERM):
             if stop.name == "ray" and signum == signal.SIGINT:
