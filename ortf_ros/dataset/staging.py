@@ -39,6 +39,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
 from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
+from ortf_ros.io.paths import DirectoryTimes
 
 HEADER_FILE = "episode.json"
 COMMIT_FILE = "COMMIT.json"
@@ -115,6 +116,7 @@ class DatasetLock:
     handle: IO[bytes]
     made: tuple[Path, ...]
     staged: frozenset[Path]
+    times: DirectoryTimes | None  # of the directory the lock file (or the staging directory) was made in
 
     def fileno(self) -> int:
         return self.handle.fileno()
@@ -134,10 +136,11 @@ def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> DatasetLock:
     deadline = time.monotonic() + wait_s
     staging = staging_root(root)
     made = tuple(path for path in (staging / LOCK_FILE, staging) if not path.exists())
+    times = DirectoryTimes.of(staging if staging.exists() else root) if made and root.is_dir() else None
     while True:
         handle = _locked_file(root)
         if handle is not None:
-            return DatasetLock(handle, made, frozenset(staged_episode_dirs(root)))
+            return DatasetLock(handle, made, frozenset(staged_episode_dirs(root)), times)
         if time.monotonic() >= deadline:
             raise DatasetBusyError(
                 f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
@@ -174,6 +177,8 @@ def unlock_dataset(root: Path, lock: DatasetLock) -> None:
         (staging / LOCK_FILE).unlink(missing_ok=True)
         with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made; or staged episodes)
             staging.rmdir()
+        if lock.times is not None:
+            lock.times.put_back()
     lock.close()
 
 

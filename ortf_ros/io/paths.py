@@ -10,10 +10,12 @@ path (not "."), and a trailing slash names a directory.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ortf_ros.errors import UsageError
@@ -121,7 +123,7 @@ def creatable(path: Path, what: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise UsageError(f"{parent}: is {_kind(parent)}, not a directory; cannot create {what} {path}")
-    before = parent.stat()
+    before = DirectoryTimes.of(parent)
     probe = parent / f".ortf-probe-{os.getpid()}"
     try:
         probe.mkdir()
@@ -132,7 +134,31 @@ def creatable(path: Path, what: str) -> None:
         raise UsageError(f"{parent}: {reason}; cannot create {what} {path}") from None
     else:
         probe.rmdir()
-        os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
+        before.put_back()
+
+
+@dataclass(frozen=True)
+class DirectoryTimes:
+    """A directory's access and modification times and the names in it, taken before
+    something is made in it for a while (a probe, a lock file), to be put back once that
+    is removed: a command that changed nothing there leaves no trace, not even a time."""
+
+    directory: Path
+    atime_ns: int
+    mtime_ns: int
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, directory: Path) -> DirectoryTimes:
+        info = directory.stat()
+        return cls(directory, info.st_atime_ns, info.st_mtime_ns, frozenset(os.listdir(directory)))
+
+    def put_back(self) -> None:
+        """The times put back, when the directory holds the same names as then (what was
+        made in it is gone, and nothing else came or went meanwhile)."""
+        with contextlib.suppress(OSError):  # (gone meanwhile, or not ours to touch: its times stay)
+            if frozenset(os.listdir(self.directory)) == self.names:
+                os.utime(self.directory, ns=(self.atime_ns, self.mtime_ns))
 
 
 def output_dir(word: str, what: str, *, existing: str | None, inputs: Iterable[Path] = ()) -> Path:
