@@ -1,7 +1,8 @@
 """The console scripts stopped midway, as a user stops them: Ctrl-C (SIGINT to the whole
 process group, as a terminal sends it) and SIGTERM (to the command alone, as ``timeout``
 or a job scheduler sends it), while ``ortf-bag2ortf`` converts with ``--jobs`` and
-``--ray``, and while ``ortf`` exports and imports.
+``--ray`` (while its workers or its Ray instance start, and while they convert), and
+while ``ortf`` exports and imports (while an episode is written, and committed).
 
 Each must end quietly with the README's code (130, 143: 128 + the signal), no traceback
 (nor any worker's), none of the processes it started still running (workers, encoder
@@ -79,6 +80,11 @@ def _workers_importing(work: Path, mark: str) -> bool:
     return False
 
 
+def _ray_starting(work: Path, mark: str) -> bool:
+    """Ready once the Ray instance of the command is starting (its raylet has been started)."""
+    return any("/raylet" in line.split(" ", 2)[1] for line in _processes_marked(mark))
+
+
 @dataclass(frozen=True)
 class Stop:
     """``script ARGS`` (``{in}``: the inputs' directory), stopped once ``ready(work, mark)``."""
@@ -90,12 +96,14 @@ class Stop:
 
 
 JOBS = ("{in}/a", "{in}/b", "-o", "out", "--jobs", "2")
+RAY = ("{in}/a", "{in}/b", "-o", "out", "--ray")
 CONVERTING_IN_SCRATCH = _staging_in(f"{SCRATCH_PREFIX}*/part-*/dataset")
 IMPORT = ("import", "lerobot", "{in}/lerobot", "out")
 STOPS = [
     Stop("jobs-importing", "ortf-bag2ortf", JOBS, _workers_importing),
     Stop("jobs-converting", "ortf-bag2ortf", JOBS, CONVERTING_IN_SCRATCH),
-    Stop("ray", "ortf-bag2ortf", ("{in}/a", "{in}/b", "-o", "out", "--ray"), CONVERTING_IN_SCRATCH),
+    Stop("ray-starting", "ortf-bag2ortf", RAY, _ray_starting),
+    Stop("ray-converting", "ortf-bag2ortf", RAY, CONVERTING_IN_SCRATCH),
     Stop("export-lerobot", "ortf", ("export", "lerobot", "{in}/dataset", "out"), _exists(".out.export-*/export/*")),
     Stop("export-mixtrain", "ortf", ("export", "mixtrain", "{in}/dataset", "out"), _exists(".out.export-*/export")),
     Stop("export-mcap", "ortf", ("export", "mcap", "{in}/dataset", "out.mcap"), _exists(".out.mcap.export-*/export")),
@@ -133,9 +141,7 @@ def _cases() -> list[Any]:
     cases: list[Any] = []
     for stop in STOPS:
         for signum in (signal.SIGINT, signal.SIGTERM):
-            if stop.name == "ray" and signum == signal.SIGINT:
-                continue  # (one Ray instance is started per case: SIGTERM's, whose crash handler Ray installs)
-            marks = [pytest.mark.ray] if stop.name == "ray" else []
+            marks = [pytest.mark.ray] if stop.name.startswith("ray") else []
             cases.append(pytest.param(stop, signum, marks=marks, id=f"{stop.name}-{signal.Signals(signum).name}"))
     return cases
 
