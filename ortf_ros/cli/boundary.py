@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import select
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 EXIT_PIPE_CLOSED = 141
+STOP_AGAIN_S = 0.01
+"""How long after a stop that a finalizer swallowed it is sent again (``_unraisable``)."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -72,14 +75,35 @@ def _stop(signum: int, frame: object) -> None:
 @contextlib.contextmanager
 def stop_signals() -> Iterator[None]:
     """SIGTERM and SIGHUP raise ``Stopped`` while the block runs (in the main thread, the
-    only one where signals are handled; elsewhere the block runs as it is)."""
-    main = threading.current_thread() is threading.main_thread()
-    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    only one where signals are handled; elsewhere the block runs as it is), and a stop
+    that Python ignored is sent again (``_unraisable``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_unraisable, hook)
     try:
         yield
     finally:
+        sys.unraisablehook = hook
         for signum, handler in stops.items():
             signal.signal(signum, handler)
+
+
+def _unraisable(hook: Callable[[Any], object], unraisable: Any) -> None:
+    """A Ctrl-C or a stop signal whose exception was raised in a finalizer or a weakref
+    callback, where Python reports it and goes on (the command ran to its end, exit 0):
+    the signal is sent again a moment later, to be raised where the command is (or, if
+    in a finalizer again, sent again)."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        hook(unraisable)
+        return
+    signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+    again = threading.Timer(STOP_AGAIN_S, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
 
 
 def interrupted(exc: KeyboardInterrupt) -> int:

@@ -134,13 +134,10 @@ def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> DatasetLock:
     staged removes the file, and a lock taken meanwhile on the file it removed would
     exclude nobody, so it is taken again on the new one."""
     deadline = time.monotonic() + wait_s
-    staging = staging_root(root)
-    made = tuple(path for path in (staging / LOCK_FILE, staging) if not path.exists())
-    times = DirectoryTimes.of(staging if staging.exists() else root) if made and root.is_dir() else None
     while True:
-        handle = _locked_file(root)
-        if handle is not None:
-            return DatasetLock(handle, made, frozenset(staged_episode_dirs(root)), times)
+        lock = _locked_file(root)
+        if lock is not None:
+            return lock
         if time.monotonic() >= deadline:
             raise DatasetBusyError(
                 f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
@@ -148,12 +145,28 @@ def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> DatasetLock:
         time.sleep(0.02)
 
 
-def _locked_file(root: Path) -> IO[bytes] | None:
-    """The lock file, locked by this handle; None while another process holds it."""
+def _locked_file(root: Path) -> DatasetLock | None:
+    """The lock file, locked; None while another process holds it. What this try made
+    (the file, the staging directory) is told by making it, not by looking first: two
+    processes refused one after the other must each remove their own."""
     staging = staging_root(root)
-    staging.mkdir(parents=True, exist_ok=True)
     path = staging / LOCK_FILE
-    handle = open(path, "ab")  # noqa: SIM115 - the caller holds it
+    made: list[Path] = []
+    times = DirectoryTimes.of(root) if root.is_dir() and not staging.exists() else None
+    try:
+        staging.mkdir(parents=True)
+        made.append(staging)
+    except FileExistsError:
+        times = DirectoryTimes.of(staging) if not path.exists() else None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        made.insert(0, path)
+    except FileExistsError:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:  # removed by the writer that just ended
+            return None
+    handle = os.fdopen(fd, "ab")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         held, current = os.fstat(handle.fileno()), os.stat(path)
@@ -163,7 +176,7 @@ def _locked_file(root: Path) -> IO[bytes] | None:
     if (held.st_dev, held.st_ino) != (current.st_dev, current.st_ino):
         handle.close()
         return None
-    return handle
+    return DatasetLock(handle, tuple(made), frozenset(staged_episode_dirs(root)), times if made else None)
 
 
 def unlock_dataset(root: Path, lock: DatasetLock) -> None:

@@ -310,10 +310,10 @@ CASES: list[Case] = [
     case("bag2ortf-append-to-garbled", "ortf-bag2ortf", "{bag}", "-o", "{garbled}", code=FAILED),
     case("lerobot-manifest-not-utf8", "ortf", "export", "lerobot", "{garbled}", "out", code=FAILED),
     # what a crashed writer left staged: refused, and the dataset as it was (no lock file left)
-    case("recover-half-staged", "ortf", "recover", "{half_staged}", code=FAILED),
-    case("recover-discard-half-staged", "ortf", "recover", "{half_staged}", "--discard", code=FAILED),
+    case("recover-half-staged", "ortf", "recover", "{half_staged_1}", code=FAILED),
+    case("recover-discard-half-staged", "ortf", "recover", "{half_staged_2}", "--discard", code=FAILED),
     case("recover-staged-header-a-directory", "ortf", "recover", "{header_a_directory}", code=FAILED),
-    case("bag2ortf-append-to-half-staged", "ortf-bag2ortf", "{bag}", "-o", "{half_staged}", code=FAILED),
+    case("bag2ortf-append-to-half-staged", "ortf-bag2ortf", "{bag}", "-o", "{half_staged_3}", code=FAILED),
     case("bag2ortf-append-to-staged-by-another", "ortf-bag2ortf", "{bag}", "-o", "{staged_by_another}", code=FAILED),
     # the nodes' console scripts (parameters are checked before any DDS work)
     case("recorder-output-garbled-dataset", "ortf_recorder", "--ros-args", "-p", "output:={garbled}", code=FAILED),
@@ -386,12 +386,34 @@ def _undo_read_only(directory: Path) -> None:
     directory.chmod(0o755)
 
 
-def _staged_copy(dataset: Path, copy: Path) -> Path:
-    """A copy of ``dataset`` with an episode staged (``.staging/episode_000009``, empty); that episode's directory."""
-    shutil.copytree(dataset, copy)
-    staged = copy / ".staging" / "episode_000009"
-    staged.mkdir(parents=True)
-    return staged
+STAGED_HEADERS = {
+    "half_staged_1": '{"episode_ind',  # cut off as it was written
+    "half_staged_2": '{"episode_ind',
+    "half_staged_3": '{"episode_ind',
+    "header_a_directory": None,
+    "staged_by_another": json.dumps(
+        {"episode_index": 9, "episode_id": "000009", "task": "pick", "recorded_at": "2024-01-01T00:00:00Z"}
+    ),
+}
+"""Datasets with an episode staged, by the header it has (None: a directory where it should
+be). Each in a directory of its own, for its case alone: a lock file one case makes and
+removes again would change the times of the directory another case looks at."""
+
+
+def _staged_copies(dataset: Path, inputs: Path) -> dict[str, str]:
+    """``dataset`` copied with ``.staging/episode_000009`` for each of ``STAGED_HEADERS``; their paths."""
+    paths = {}
+    for name, header in STAGED_HEADERS.items():
+        copy = inputs / name / "dataset"
+        shutil.copytree(dataset, copy)
+        staged = copy / ".staging" / "episode_000009"
+        staged.mkdir(parents=True)
+        if header is None:
+            (staged / "episode.json").mkdir()
+        else:
+            (staged / "episode.json").write_text(header)
+        paths[name] = str(copy)
+    return paths
 
 
 @pytest.fixture(scope="module")
@@ -430,11 +452,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     loop = inputs / "loop"
     loop.symlink_to(loop.name)  # `ln -s loop loop`
     (inputs / "loop-list.txt").write_text(f"{loop}\n")
-    half_staged = _staged_copy(dataset, inputs / "half-staged")
-    (half_staged / "episode.json").write_text('{"episode_ind')  # cut off as it was written
-    (_staged_copy(dataset, inputs / "header-a-directory") / "episode.json").mkdir()
-    header = {"episode_index": 9, "episode_id": "000009", "task": "pick", "recorded_at": "2024-01-01T00:00:00Z"}
-    (_staged_copy(dataset, inputs / "staged-by-another") / "episode.json").write_text(json.dumps(header))
     ro = inputs / "read-only"
     ro.mkdir()
     read_only = _make_read_only(ro)
@@ -456,9 +473,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "demo_like": str(demo_like),
         "loop": str(loop),
         "loop_list": str(inputs / "loop-list.txt"),
-        "half_staged": str(inputs / "half-staged"),
-        "header_a_directory": str(inputs / "header-a-directory"),
-        "staged_by_another": str(inputs / "staged-by-another"),
+        **_staged_copies(dataset, inputs),
     }
     world = World(root, paths, read_only)
     world.before = snapshot(root, skip="cases")

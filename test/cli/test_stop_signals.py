@@ -190,3 +190,37 @@ def test_a_stopped_command_exits_quietly_and_leaves_nothing(
     assert left == [], "still running"
     assert sorted(p.name for p in tmp_path.iterdir()) == [], "left behind"
     assert snapshot(inputs) == before
+
+
+FINALIZER_TAKES_THE_SIGNAL = """
+import os, signal, sys, time
+from ortf_ros.cli.boundary import run_guarded
+
+class Finalized:
+    def __del__(self):
+        os.kill(os.getpid(), {signum})
+        for _ in range(100_000):  # the handler runs in this loop, and its exception is Python's to ignore
+            pass
+
+def run():
+    Finalized()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the command's work goes on
+        time.sleep(0.01)
+    return 0
+
+sys.exit(run_guarded("probe", run))
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_stop_taken_in_a_finalizer_still_stops_the_command(signum: signal.Signals) -> None:
+    """Python reports an exception raised in a finalizer or a weakref callback and goes on;
+    a stop raised there (it happened during a conversion's import of a module) is not lost."""
+    done = subprocess.run(
+        [sys.executable, "-c", FINALIZER_TAKES_THE_SIGNAL.format(signum=int(signum))],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    assert (done.returncode, done.stderr) == (128 + signum, "")
