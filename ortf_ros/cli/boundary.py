@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import select
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TextIO, cast
 
 from ortf_ros.errors import (
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 EXIT_PIPE_CLOSED = 141
+STOP_AGAIN_S = 0.01
+"""How long after a stop that a finalizer swallowed it is sent again (``_unraisable``)."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -69,20 +72,66 @@ def _stop(signum: int, frame: object) -> None:
     raise Stopped(signum)
 
 
+@contextlib.contextmanager
+def stop_signals() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise ``Stopped`` while the block runs (in the main thread, the
+    only one where signals are handled; elsewhere the block runs as it is), and a stop
+    that Python ignored is sent again (``_unraisable``)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)}
+    hook = sys.unraisablehook
+    sys.unraisablehook = functools.partial(_unraisable, hook)
+    try:
+        yield
+    finally:
+        sys.unraisablehook = hook
+        for signum, handler in stops.items():
+            signal.signal(signum, handler)
+
+
+def _unraisable(hook: Callable[[Any], object], unraisable: Any) -> None:
+    """A Ctrl-C or a stop signal whose exception was raised in a finalizer or a weakref
+    callback, where Python reports it and goes on (the command ran to its end, exit 0):
+    the signal is sent again a moment later, to be raised where the command is (or, if
+    in a finalizer again, sent again)."""
+    exc = unraisable.exc_value
+    if not isinstance(exc, KeyboardInterrupt):
+        hook(unraisable)
+        return
+    signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+    again = threading.Timer(STOP_AGAIN_S, os.kill, (os.getpid(), signum))
+    again.daemon = True
+    again.start()
+
+
+def interrupted(exc: KeyboardInterrupt) -> int:
+    """The exit code of a stop: 128 + the signal (130 for Ctrl-C)."""
+    return 128 + exc.signum if isinstance(exc, Stopped) else EXIT_INTERRUPTED
+
+
 def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     """``run()``'s exit code, or the code of what it raised, after one line on stderr
     (``prog``: the command's name, or a function that knows it once the line is parsed)."""
-    name = prog if callable(prog) else lambda: prog
-    main = threading.current_thread() is threading.main_thread()  # (only there can signals be handled)
-    stops = {signum: signal.signal(signum, _stop) for signum in (signal.SIGTERM, signal.SIGHUP)} if main else {}
+    with stop_signals():
+        return _guarded(prog if callable(prog) else lambda: prog, run)
+
+
+def _guarded(name: Callable[[], str], run: Callable[[], int]) -> int:
     stdout = sys.stdout
-    sys.stdout = cast("TextIO", _StandardOutput(stdout))
+    standard_output = _StandardOutput(stdout)
+    sys.stdout = cast("TextIO", standard_output)
     # The package's log warnings are for programs using it as a library; here the error
     # line says what failed (a writer closed by a failure would add "stays staged" lines).
     quiet = logging.NullHandler()
     logging.getLogger("ortf_ros").addHandler(quiet)
     try:
-        code = run()
+        try:
+            code = run()
+        except SystemExit:  # argparse's --help (or a usage line): what it printed must get out too
+            sys.stdout.flush()
+            raise
         sys.stdout.flush()  # a full disk or a closed pipe is this command's error, not the interpreter's at exit
         return code
     except OrtfError as exc:
@@ -100,35 +149,40 @@ def run_guarded(prog: str | Callable[[], str], run: Callable[[], int]) -> int:
     except UnicodeError as exc:  # a file of the input that is not the text it must be
         say(name(), failure_line(exc) or str(exc))
         return EXIT_FAILED
-    except Stopped as exc:
-        return 128 + exc.signum
-    except KeyboardInterrupt:
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as exc:
+        return interrupted(exc)
     finally:
         logging.getLogger("ortf_ros").removeHandler(quiet)
         sys.stdout = stdout
-        for signum, handler in stops.items():
-            signal.signal(signum, handler)
+        if standard_output.failed is not None:  # what it still buffers would fail at exit: a second message
+            _silence_stdout()
 
 
 class _StandardOutput:
     """Standard output whose write errors name it: ``> /dev/full`` is "standard output: No
-    space left on device", not an error without a place."""
+    space left on device", not an error without a place. A write error is raised again by
+    the next flush: argparse swallows its own (``--help`` unbuffered into a closed pipe),
+    and the boundary's last flush must still see it."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
+        self.failed: OSError | None = None
 
     def write(self, text: str) -> int:
         try:
             return self._stream.write(text)
         except OSError as exc:
-            raise _named(exc) from None
+            self.failed = _named(exc)
+            raise self.failed from None
 
     def flush(self) -> None:
+        if self.failed is not None:
+            raise self.failed
         try:
             self._stream.flush()
         except OSError as exc:
-            raise _named(exc) from None
+            self.failed = _named(exc)
+            raise self.failed from None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
@@ -161,9 +215,12 @@ def _stdout_closed() -> bool:
 def _silence_stdout() -> None:
     """Point standard output at /dev/null, so that the interpreter's last flush of what
     was still buffered does not fail (and print a warning) at exit."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
+    with contextlib.suppress(OSError, ValueError):  # (a stream without a descriptor: nothing to point)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)
 
 
 class OneLineParser(argparse.ArgumentParser):

@@ -44,6 +44,7 @@ from ortf_ros.format.metadata import EpisodeRecord
 from ortf_ros.format.schema import step_schema, stream_schema
 from ortf_ros.io import atomic, parquet_append, video
 from ortf_ros.io.cpus import usable_cpus
+from ortf_ros.io.signals import held_off
 
 PARQUET_COMPRESSION = "zstd"
 
@@ -277,26 +278,32 @@ def _put_in_place(
     relatives = {camera: layout.video_path(camera, chunk_id, header.episode_index) for camera in manifest.cameras}
     # The videos and the streams are put in place each in a thread: FFmpeg and Arrow
     # do most of that work without the GIL, and the encoders' cores are free by now.
-    workers = _commit_workers()
-    counts = {
-        layout.image_column(camera): workers.submit(_finalize_video, staged.video_file(camera), catalog.root / relative)
-        for camera, relative in relatives.items()
-    }
-    for stream in manifest.native_streams:
-        counts[layout.stream_index_column(stream)] = workers.submit(
-            _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
-        )
-    cloud_counts = {
-        name: workers.submit(
-            write_cloud_file,
-            staged.cloud_file(name),
-            catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index),
-            declared,
-        )
-        for name, declared in point_clouds.declarations(manifest).items()
-    }
-    limits = _results(counts)
-    clouds = _results(cloud_counts)
+    # Handed over whole (a Ctrl-C in the middle of a submit could leave a pool thread that
+    # the interpreter's shutdown waits for forever), and waited for even when stopped: the
+    # tasks would write on into files the caller cuts back or removes next.
+    counts: dict[str, Future[int]] = {}
+    cloud_counts: dict[str, Future[int]] = {}
+    try:
+        with held_off():
+            workers = _commit_workers()
+            for camera, relative in relatives.items():
+                video_file, target = staged.video_file(camera), catalog.root / relative
+                counts[layout.image_column(camera)] = workers.submit(_finalize_video, video_file, target)
+            for stream in manifest.native_streams:
+                counts[layout.stream_index_column(stream)] = workers.submit(
+                    _write_stream, catalog, staged, stream, chunk_id, header.episode_index, row_groups
+                )
+            for name, declared in point_clouds.declarations(manifest).items():
+                target = catalog.root / point_clouds.cloud_path(name, chunk_id, header.episode_index)
+                cloud_counts[name] = workers.submit(write_cloud_file, staged.cloud_file(name), target, declared)
+        limits = _results(counts)
+        clouds = _results(cloud_counts)
+    except BaseException:
+        running = [*counts.values(), *cloud_counts.values()]
+        for future in running:
+            future.cancel()
+        wait(running)
+        raise
     scan = _scan_steps(staged, limits)
     if scan.length == 0:
         raise EmptyEpisodeError(f"episode {header.episode_id}: no complete step to commit")

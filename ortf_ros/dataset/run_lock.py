@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO
 
 from ortf_ros.errors import DatasetBusyError, WriterError
+from ortf_ros.io.paths import DirectoryTimes
 
 PROBE_WAIT_S = 0.5
 """How long taking the lock retries: ``lock_held`` (``ortf review`` asking whether a run is
@@ -68,6 +69,7 @@ def run_lock(output: Path) -> Iterator[None]:
     The lock is that of the file at the path when taken: a run that ends removes the
     file, and a lock taken meanwhile on the removed one would exclude nobody."""
     path = run_lock_path(output)
+    times = DirectoryTimes.of(path.parent) if path.parent.is_dir() and not path.exists() else None
     while True:
         try:
             handle = open(path, "ab")  # noqa: SIM115 - held for the block
@@ -89,3 +91,5 @@ def run_lock(output: Path) -> Iterator[None]:
         with contextlib.suppress(OSError):
             path.unlink()
         handle.close()
+        if times is not None:  # (a run that added nothing beside the dataset leaves its directory's times)
+            times.put_back()

@@ -39,6 +39,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeSource
 from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
+from ortf_ros.io.paths import DirectoryTimes
 
 HEADER_FILE = "episode.json"
 COMMIT_FILE = "COMMIT.json"
@@ -105,18 +106,38 @@ they were handed and close the files, well within this, and only then may the ep
 be recovered or a new writer begin."""
 
 
-def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
-    """Take the dataset's writer lock (released by closing the handle, or by the kernel
-    when the process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``.
+@dataclass
+class DatasetLock:
+    """The writer lock, held (``lock_dataset``), and what taking it made: the lock file and
+    the staging directory when they were not there, and the episodes staged then. A holder
+    that staged nothing (an append or ``ortf recover`` refused by what was staged before)
+    leaves the dataset as it found it (``unlock_dataset``)."""
+
+    handle: IO[bytes]
+    made: tuple[Path, ...]
+    staged: frozenset[Path]
+    times: DirectoryTimes | None  # of the directory the lock file (or the staging directory) was made in
+
+    def fileno(self) -> int:
+        return self.handle.fileno()
+
+    def close(self) -> None:
+        """Release the lock, leaving its file (``unlock_dataset`` removes it)."""
+        self.handle.close()
+
+
+def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> DatasetLock:
+    """Take the dataset's writer lock (released by closing it, or by the kernel when the
+    process dies, so a crash never leaves a stale lock), waiting up to ``wait_s``.
 
     The lock is that of the file now at the lock's path: a writer that ends with nothing
     staged removes the file, and a lock taken meanwhile on the file it removed would
     exclude nobody, so it is taken again on the new one."""
     deadline = time.monotonic() + wait_s
     while True:
-        handle = _locked_file(root)
-        if handle is not None:
-            return handle
+        lock = _locked_file(root)
+        if lock is not None:
+            return lock
         if time.monotonic() >= deadline:
             raise DatasetBusyError(
                 f"{root}: another process is writing this dataset (waited {wait_s:g} s for it to finish)"
@@ -124,12 +145,28 @@ def lock_dataset(root: Path, wait_s: float = LOCK_WAIT_S) -> IO[bytes]:
         time.sleep(0.02)
 
 
-def _locked_file(root: Path) -> IO[bytes] | None:
-    """The lock file, locked by this handle; None while another process holds it."""
+def _locked_file(root: Path) -> DatasetLock | None:
+    """The lock file, locked; None while another process holds it. What this try made
+    (the file, the staging directory) is told by making it, not by looking first: two
+    processes refused one after the other must each remove their own."""
     staging = staging_root(root)
-    staging.mkdir(parents=True, exist_ok=True)
     path = staging / LOCK_FILE
-    handle = open(path, "ab")  # noqa: SIM115 - the caller holds it
+    made: list[Path] = []
+    times = DirectoryTimes.of(root) if root.is_dir() and not staging.exists() else None
+    try:
+        staging.mkdir(parents=True)
+        made.append(staging)
+    except FileExistsError:
+        times = DirectoryTimes.of(staging) if not path.exists() else None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL)
+        made.insert(0, path)
+    except FileExistsError:
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+        except FileNotFoundError:  # removed by the writer that just ended
+            return None
+    handle = os.fdopen(fd, "ab")
     try:
         fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         held, current = os.fstat(handle.fileno()), os.stat(path)
@@ -139,18 +176,23 @@ def _locked_file(root: Path) -> IO[bytes] | None:
     if (held.st_dev, held.st_ino) != (current.st_dev, current.st_ino):
         handle.close()
         return None
-    return handle
+    return DatasetLock(handle, tuple(made), frozenset(staged_episode_dirs(root)), times if made else None)
 
 
-def unlock_dataset(root: Path, handle: IO[bytes]) -> None:
+def unlock_dataset(root: Path, lock: DatasetLock) -> None:
     """Release the lock; with nothing staged, leave no trace of the writer in the dataset
-    (unless another writer has begun meanwhile: then its lock file stays)."""
+    (unless another writer has begun meanwhile: then its lock file stays). With episodes
+    staged, the lock file stays (a writer's encoder processes hold it until their videos
+    are closed), unless the holder staged none of them and taking the lock made it."""
     staging = staging_root(root)
-    if not staged_episode_dirs(root):
+    staged = staged_episode_dirs(root)
+    if not staged or (staging / LOCK_FILE in lock.made and lock.staged.issuperset(staged)):
         (staging / LOCK_FILE).unlink(missing_ok=True)
-        with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made)
+        with contextlib.suppress(OSError):  # (ENOTEMPTY: another writer's lock file, just made; or staged episodes)
             staging.rmdir()
-    handle.close()
+        if lock.times is not None:
+            lock.times.put_back()
+    lock.close()
 
 
 class StagedEpisode:

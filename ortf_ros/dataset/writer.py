@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Any
+from typing import Any
 
 import pyarrow as pa
 
@@ -38,6 +38,7 @@ from ortf_ros.dataset.deletion import finish_pending_deletion, pending_deletion
 from ortf_ros.dataset.recording import Recording
 from ortf_ros.dataset.sample_input import SampleInput
 from ortf_ros.dataset.staging import (
+    DatasetLock,
     EpisodeHeader,
     EpisodeOutcome,
     StagedEpisode,
@@ -99,7 +100,7 @@ class DatasetWriter(StepInput, SampleInput):
         self._urdf = urdf
         self._meshes = Path(meshes) if meshes is not None else None
         self._catalog: Catalog | None = None
-        self._lock: IO[bytes] | None = None
+        self._lock: DatasetLock | None = None
         self._recording: Recording | None = None
 
     # -- lifetime ---------------------------------------------------------------

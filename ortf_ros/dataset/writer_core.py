@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from ortf_ros.dataset.catalog import Catalog
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.recording import Recording
+from ortf_ros.dataset.staging import DatasetLock
 from ortf_ros.errors import WriterError
 from ortf_ros.format.manifest import Manifest
 
@@ -22,7 +23,7 @@ class WriterCore:
     root: Path
     config: WriterConfig
     _catalog: Catalog | None
-    _lock: IO[bytes] | None
+    _lock: DatasetLock | None
     _recording: Recording | None
 
     @property

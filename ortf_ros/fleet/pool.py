@@ -15,6 +15,10 @@ from multiprocessing.process import BaseProcess
 
 from ortf_ros.errors import EXIT_FAILED, ConversionError, describe
 from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
+from ortf_ros.io.signals import held_off, started_without_sigint
+
+STOP_WAIT_S = 5.0
+"""How long ``stop`` waits for each terminated worker to exit."""
 
 
 class ProcessRunner:
@@ -30,7 +34,8 @@ class ProcessRunner:
         )
 
     def submit(self, task: RecordingTask) -> Future[TaskResult]:
-        return self._pool.submit(run_task, task)
+        with started_without_sigint(), held_off():  # (the pool starts its workers and threads here)
+            return self._pool.submit(run_task, task)
 
     def failure(self, exc: BaseException, task: RecordingTask) -> str | None:
         if isinstance(exc, BrokenProcessPool):
@@ -49,10 +54,13 @@ class ProcessRunner:
         in a terminal), end the conversions still running: leaving the pool would wait for
         them all. Their encoder processes finish their videos, and the scratch directory
         is removed once they have."""
+        # (The pool has no public way to end its workers, and forgets them at shutdown.)
+        processes = list((getattr(self._pool, "_processes", None) or {}).values())
         self._pool.shutdown(wait=False, cancel_futures=True)
-        processes = getattr(self._pool, "_processes", None) or {}  # (the pool has no public way to end its workers)
-        for process in list(processes.values()):
+        for process in processes:
             process.terminate()
+        for process in processes:
+            process.join(timeout=STOP_WAIT_S)  # (reaped: no zombie left to an init that may not)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)

@@ -26,6 +26,7 @@ from typing import Any
 from ortf_ros.errors import ConversionError, UsageError, describe
 from ortf_ros.fleet.task import RecordingTask, TaskResult, run_task
 from ortf_ros.io.cpus import usable_cpus
+from ortf_ros.io.signals import started_without_sigint
 
 MAX_RETRIES = 3
 CONNECT_TIMEOUT_S = 10.0
@@ -40,6 +41,9 @@ class RayRunner:
 
     def __init__(self, address: str | None) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # no usage report leaves this machine
+        # Ray's C++ crash handler would take the command's SIGTERM too, print a stack and
+        # abort: the command's own handler stops the run instead (read as Ray is imported).
+        os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
         if address is LOCAL:
             # Ray binds its servers to the address it takes as this node's, the one other
             # nodes would reach; a single-machine instance has no other nodes: loopback.
@@ -77,8 +81,8 @@ class RayRunner:
         if self._remote is not None:
             return
         if not self._ray.is_initialized():
+            self._started = True  # (first: a Ctrl-C held back until it returns still shuts down what it started)
             _connect(self._ray, self._address)
-            self._started = True
         self._remote = self._ray.remote(run_task).options(num_cpus=1, max_retries=MAX_RETRIES, retry_exceptions=False)
 
     def submit(self, task: RecordingTask) -> Future[TaskResult]:
@@ -114,15 +118,22 @@ def _connect(ray: Any, address: str | None) -> None:
     if address is not LOCAL:
         _reachable(address)
     # ray.init makes SIGTERM exit at once (code 15); the command's own handler stops the
-    # run as Ctrl-C does, removing what it had not finished, and exits 143: kept.
+    # run as Ctrl-C does, removing what it had not finished, and exits 143: kept, and a
+    # SIGTERM that came while Ray's was in place is handed to it.
     handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    terminated = False
     try:
-        if address is LOCAL:
-            # "local": a new instance even where this machine runs a cluster (RAY_ADDRESS,
-            # or the one `ray start` recorded), which ADDRESS "auto" is for.
-            ray.init(address="local", num_cpus=usable_cpus(), include_dashboard=False, **options)
-        else:
-            ray.init(address=address, **options)
+        with started_without_sigint():  # Ray's servers, and the workers they start
+            if address is LOCAL:
+                # "local": a new instance even where this machine runs a cluster (RAY_ADDRESS,
+                # or the one `ray start` recorded), which ADDRESS "auto" is for.
+                ray.init(address="local", num_cpus=usable_cpus(), include_dashboard=False, **options)
+            else:
+                ray.init(address=address, **options)
+    except SystemExit as exc:
+        if exc.code != signal.SIGTERM:
+            raise
+        terminated = True
     except (ConnectionError, RuntimeError, ValueError, TimeoutError) as exc:
         where = "a Ray instance of this machine" if address is LOCAL else f"the Ray cluster at {address}"
         raise ConversionError(f"--ray: cannot connect to {where}: {describe(exc)}") from None
@@ -130,6 +141,8 @@ def _connect(ray: Any, address: str | None) -> None:
         if threading.current_thread() is threading.main_thread():
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)
+    if terminated:
+        signal.raise_signal(signal.SIGTERM)
 
 
 def _reachable(address: str) -> None:

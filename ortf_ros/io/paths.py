@@ -10,10 +10,12 @@ path (not "."), and a trailing slash names a directory.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ortf_ros.errors import UsageError
@@ -59,6 +61,17 @@ def exists(path: Path) -> bool:
     except OSError as exc:
         raise UsageError(f"{path}: {exc.strerror or exc}") from None
     return True
+
+
+def resolved(path: Path) -> Path:
+    """``path`` with its symbolic links followed; a loop of them is a UsageError naming it
+    (pathlib raises RuntimeError for one on Python 3.10 to 3.12, OSError after)."""
+    try:
+        return path.resolve()
+    except RuntimeError:
+        raise UsageError(f"{path}: {os.strerror(errno.ELOOP)}") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: {exc.strerror or exc}") from None
 
 
 def _exists(word: str, expected: str) -> Path:
@@ -110,7 +123,7 @@ def creatable(path: Path, what: str) -> None:
         parent = parent.parent
     if not parent.is_dir():
         raise UsageError(f"{parent}: is {_kind(parent)}, not a directory; cannot create {what} {path}")
-    before = parent.stat()
+    before = DirectoryTimes.of(parent)
     probe = parent / f".ortf-probe-{os.getpid()}"
     try:
         probe.mkdir()
@@ -121,7 +134,31 @@ def creatable(path: Path, what: str) -> None:
         raise UsageError(f"{parent}: {reason}; cannot create {what} {path}") from None
     else:
         probe.rmdir()
-        os.utime(parent, ns=(before.st_atime_ns, before.st_mtime_ns))
+        before.put_back()
+
+
+@dataclass(frozen=True)
+class DirectoryTimes:
+    """A directory's access and modification times and the names in it, taken before
+    something is made in it for a while (a probe, a lock file), to be put back once that
+    is removed: a command that changed nothing there leaves no trace, not even a time."""
+
+    directory: Path
+    atime_ns: int
+    mtime_ns: int
+    names: frozenset[str]
+
+    @classmethod
+    def of(cls, directory: Path) -> DirectoryTimes:
+        info = directory.stat()
+        return cls(directory, info.st_atime_ns, info.st_mtime_ns, frozenset(os.listdir(directory)))
+
+    def put_back(self) -> None:
+        """The times put back, when the directory holds the same names as then (what was
+        made in it is gone, and nothing else came or went meanwhile)."""
+        with contextlib.suppress(OSError):  # (gone meanwhile, or not ours to touch: its times stay)
+            if frozenset(os.listdir(self.directory)) == self.names:
+                os.utime(self.directory, ns=(self.atime_ns, self.mtime_ns))
 
 
 def output_dir(word: str, what: str, *, existing: str | None, inputs: Iterable[Path] = ()) -> Path:
@@ -138,7 +175,7 @@ def output_dir(word: str, what: str, *, existing: str | None, inputs: Iterable[P
             raise UsageError(f"{path}: is {kind}; expected {existing or 'a new directory'} (or a new path) for {what}")
         if existing is None and any(path.iterdir()):
             raise UsageError(f"{path}: exists and is not empty; expected a new or empty directory for {what}")
-        creatable(path.resolve() / "x", what)  # what is made inside it
+        creatable(resolved(path) / "x", what)  # what is made inside it
         return path
     creatable(path, what)
     return path
@@ -168,7 +205,7 @@ def output_file(word: str, what: str, *, replace: bool, stream_ok: bool, inputs:
         if not os.access(path, os.W_OK):
             raise UsageError(f"{path}: not writable; cannot write {what} there")
         if path.is_file():
-            creatable(path.resolve(), what)  # replaced by a rename in its directory
+            creatable(resolved(path), what)  # replaced by a rename in its directory
         return path
     if path.is_symlink():
         raise UsageError(f"{path}: a dangling symbolic link; expected a regular file or a new path for {what}")
@@ -180,9 +217,9 @@ def apart_from(output: Path, inputs: Iterable[Path], what: str) -> None:
     """``output`` is none of ``inputs`` and, when it exists, no file inside one: ``--write-config
     x.mcap`` must not replace the recording it describes, nor an export a file of its source
     (a new path inside an input's directory takes nothing from it)."""
-    target = output.resolve()
+    target = resolved(output)
     for source in inputs:
-        real = source.resolve()
+        real = resolved(source)
         if target == real or (exists(target) and target.is_relative_to(real)):
             inside = "is" if target == real else "is a file of"
             raise UsageError(f"{output}: {inside} the input {source}; expected another path for {what}")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from ortf_ros.errors import WriterError, describe
+from ortf_ros.io.encoder_pool import wait_for_processes_let_go
 
 OWNER_FILE = ".owner.lock"
 
@@ -25,7 +26,9 @@ OWNER_FILE = ".owner.lock"
 @contextlib.contextmanager
 def scratch_directory(parent: Path, prefix: str, settle: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """A new directory ``parent/prefix*``, locked while the block runs, then removed, after
-    ``settle(directory)`` (as for ``remove_stale``: what the block started may outlive it)."""
+    ``settle(directory)`` (as for ``remove_stale``: what the block started may outlive it)
+    and after this process's encoder processes that a writer interrupted in the block let
+    go of have finished their videos, which may lie in it."""
     try:
         parent.mkdir(parents=True, exist_ok=True)
         directory, owner = _claim(parent, prefix)
@@ -35,10 +38,14 @@ def scratch_directory(parent: Path, prefix: str, settle: Callable[[Path], None] 
     try:
         yield directory
     finally:
-        if settle is not None:
-            settle(directory)
-        shutil.rmtree(directory, ignore_errors=True)
-        owner.close()
+        try:
+            if settle is not None:
+                settle(directory)
+            with contextlib.suppress(WriterError):  # (one still at it after a minute: removed under it)
+                wait_for_processes_let_go()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
+            owner.close()
 
 
 def remove_stale(parent: Path, prefix: str, settle: Callable[[Path], None] | None = None) -> list[Path]:

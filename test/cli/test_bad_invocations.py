@@ -3,15 +3,21 @@
 Each case runs the installed script (``ortf``, ``ortf-bag2ortf``, ``ortf_player``,
 ``ortf_recorder``) as a subprocess, with a timeout, in a directory of its own, and must
 end with the exit code the README lists (2 usage, 1 failed), exactly one line on stderr
-and no traceback, or, with its standard output closed by the reader, quietly with 141.
-Nothing may be left behind: the shared inputs and the case's directory are compared
-before and after (names, sizes, modification times). Numbers get 0, a negative, nan,
-inf and a huge value; paths are missing, a file where a directory is wanted and the
-reverse, read-only, ``/dev/stdout``, ``/dev/null``, ``-``.
+and no traceback, or, with its standard output closed by the reader, quietly with 141
+(with it on a full disk, ``/dev/full``: 1, the line naming standard output). Nothing may
+be left behind: the shared inputs and the case's directory are compared before and
+after (names, sizes, modification times). Numbers get 0, a negative, nan, inf and a
+huge value; paths are missing, a file where a directory is wanted and the reverse,
+read-only, ``/dev/stdout``, ``/dev/null``, ``-``, a loop of symbolic links; datasets
+hold what a crashed writer left half-staged. ``--help`` of every command goes into a
+closed pipe and onto a full disk. The scripts run without ``PYTHONUNBUFFERED``, as a
+user's shell starts them (buffered, a write error shows only when the buffer is flushed).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import shutil
 import signal
@@ -27,6 +33,7 @@ import pytest
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.demo_command import MARKER_TEXT
+from ortf_ros.cli.ortf import build_parser
 from ortf_ros.pipeline.mapping import detect_mapping, write_mapping
 from ortf_ros.pipeline.sources.bag import BagSource
 from ortf_ros.synthetic.bag import write_teleop_bag
@@ -36,6 +43,7 @@ BIN = Path(sys.executable).parent
 TIMEOUT_S = 60
 USAGE, FAILED, PIPE_CLOSED = 2, 1, 141
 NUMBERS = ("0", "-1", "nan", "inf", "1e300")
+EXPORTS = ("mcap", "rerun", "lerobot", "mixtrain", "rlds")
 
 
 @dataclass(frozen=True)
@@ -50,17 +58,19 @@ class Case:
     args: tuple[str, ...]
     code: int = USAGE
     closed_stdout: bool = False
+    full_stdout: bool = False
     leaves: tuple[str, ...] = ()
     needs_read_only: bool = False
 
     @property
     def marker(self) -> str | None:
         """What the case needs beyond the core (test/support/needs.py's marker): the nodes need ROS 2,
-        the Rerun export its SDK. Where that is missing the case is skipped, not run: it
-        would end at the one line saying so, and pass without testing what it names."""
-        if self.script in ("ortf_recorder", "ortf_player"):
+        the Rerun export its SDK (not for its --help). Where that is missing the case is
+        skipped, not run: it would end at the one line saying so, and pass without testing
+        what it names."""
+        if self.script in ("ortf_recorder", "ortf_player", "ortf_scene_publisher"):
             return "ros"
-        return "rerun" if self.args[:2] == ("export", "rerun") else None
+        return "rerun" if self.args[:2] == ("export", "rerun") and "--help" not in self.args else None
 
     def available(self) -> bool:
         return self.marker is None or not needs.missing((needs.MARKER_ROOT[self.marker],))
@@ -90,8 +100,55 @@ def _numeric_cases() -> list[Case]:
     return cases
 
 
+def _subcommands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """``ortf``'s commands as its parser has them: (), ("export",), ("export", "mcap")..."""
+    yield path
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _subcommands(sub, (*path, name))
+
+
+def _help_cases() -> list[Case]:
+    """``--help`` of every command, its standard output a closed pipe and a full disk."""
+    commands = [("ortf", *path) for path in _subcommands(build_parser())]
+    cases = []
+    for script, *path in [*commands, ("ortf-bag2ortf",), ("ortf_scene_publisher",)]:
+        name = "-".join([script, *path])
+        cases.append(case(f"{name}-help-closed-pipe", script, *path, "--help", code=PIPE_CLOSED, closed_stdout=True))
+        cases.append(case(f"{name}-help-full-disk", script, *path, "--help", code=FAILED, full_stdout=True))
+    return cases
+
+
+def _link_loop_cases() -> list[Case]:
+    """A loop of symbolic links (``ln -s loop loop``) wherever a path is given."""
+    return [
+        case("bag2ortf-input-loop", "ortf-bag2ortf", "{loop}", "-o", "out"),
+        case("bag2ortf-inputs-from-loop", "ortf-bag2ortf", "--inputs-from", "{loop}", "-o", "out"),
+        case("bag2ortf-inputs-from-naming-a-loop", "ortf-bag2ortf", "--inputs-from", "{loop_list}", "-o", "out"),
+        case("bag2ortf-config-loop", "ortf-bag2ortf", "{bag}", "-o", "out", "--config", "{loop}"),
+        case("bag2ortf-urdf-loop", "ortf-bag2ortf", "{bag}", "-o", "out", "--urdf", "{loop}"),
+        case("bag2ortf-mesh-path-loop", "ortf-bag2ortf", "{bag}", "-o", "out", "--mesh-path", "{loop}"),
+        case("bag2ortf-output-loop", "ortf-bag2ortf", "{bag}", "-o", "{loop}"),
+        case("bag2ortf-output-in-loop", "ortf-bag2ortf", "{bag}", "-o", "{loop}/ds"),
+        case("bag2ortf-write-config-loop", "ortf-bag2ortf", "{bag}", "--write-config", "{loop}"),
+        case("mcap-write-config-loop", "ortf", "export", "mcap", "{dataset}", "o.mcap", "--write-config", "{loop}"),
+        case("mcap-config-loop", "ortf", "export", "mcap", "{dataset}", "o.mcap", "--config", "{loop}"),
+        *[case(f"{fmt}-out-loop", "ortf", "export", fmt, "{dataset}", "{loop}") for fmt in EXPORTS],
+        *[case(f"{fmt}-source-loop", "ortf", "export", fmt, "{loop}", "out") for fmt in EXPORTS],
+        case("import-out-loop", "ortf", "import", "lerobot", "{dataset}", "{loop}"),
+        case("import-source-loop", "ortf", "import", "lerobot", "{loop}", "out"),
+        case("validate-loop", "ortf", "validate", "{loop}"),
+        case("info-loop", "ortf", "info", "{loop}"),
+        case("recover-loop", "ortf", "recover", "{loop}"),
+        case("demo-out-loop", "ortf", "demo", "{loop}", "--no-live"),
+    ]
+
+
 CASES: list[Case] = [
     *_numeric_cases(),
+    *_help_cases(),
+    *_link_loop_cases(),
     # ortf-bag2ortf: inputs
     case("bag2ortf-no-arguments", "ortf-bag2ortf"),
     case("bag2ortf-no-output", "ortf-bag2ortf", "{bag}"),
@@ -252,6 +309,12 @@ CASES: list[Case] = [
     case("recover-manifest-not-utf8", "ortf", "recover", "{garbled}", code=FAILED),
     case("bag2ortf-append-to-garbled", "ortf-bag2ortf", "{bag}", "-o", "{garbled}", code=FAILED),
     case("lerobot-manifest-not-utf8", "ortf", "export", "lerobot", "{garbled}", "out", code=FAILED),
+    # what a crashed writer left staged: refused, and the dataset as it was (no lock file left)
+    case("recover-half-staged", "ortf", "recover", "{half_staged_1}", code=FAILED),
+    case("recover-discard-half-staged", "ortf", "recover", "{half_staged_2}", "--discard", code=FAILED),
+    case("recover-staged-header-a-directory", "ortf", "recover", "{header_a_directory}", code=FAILED),
+    case("bag2ortf-append-to-half-staged", "ortf-bag2ortf", "{bag}", "-o", "{half_staged_3}", code=FAILED),
+    case("bag2ortf-append-to-staged-by-another", "ortf-bag2ortf", "{bag}", "-o", "{staged_by_another}", code=FAILED),
     # the nodes' console scripts (parameters are checked before any DDS work)
     case("recorder-output-garbled-dataset", "ortf_recorder", "--ros-args", "-p", "output:={garbled}", code=FAILED),
     case("recorder-urdf-empty", "ortf_recorder", "--ros-args", "-p", "output:=ds", "-p", "urdf:=/dev/null"),
@@ -323,6 +386,36 @@ def _undo_read_only(directory: Path) -> None:
     directory.chmod(0o755)
 
 
+STAGED_HEADERS = {
+    "half_staged_1": '{"episode_ind',  # cut off as it was written
+    "half_staged_2": '{"episode_ind',
+    "half_staged_3": '{"episode_ind',
+    "header_a_directory": None,
+    "staged_by_another": json.dumps(
+        {"episode_index": 9, "episode_id": "000009", "task": "pick", "recorded_at": "2024-01-01T00:00:00Z"}
+    ),
+}
+"""Datasets with an episode staged, by the header it has (None: a directory where it should
+be). Each in a directory of its own, for its case alone: a lock file one case makes and
+removes again would change the times of the directory another case looks at."""
+
+
+def _staged_copies(dataset: Path, inputs: Path) -> dict[str, str]:
+    """``dataset`` copied with ``.staging/episode_000009`` for each of ``STAGED_HEADERS``; their paths."""
+    paths = {}
+    for name, header in STAGED_HEADERS.items():
+        copy = inputs / name / "dataset"
+        shutil.copytree(dataset, copy)
+        staged = copy / ".staging" / "episode_000009"
+        staged.mkdir(parents=True)
+        if header is None:
+            (staged / "episode.json").mkdir()
+        else:
+            (staged / "episode.json").write_text(header)
+        paths[name] = str(copy)
+    return paths
+
+
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("bad-invocations")
@@ -356,6 +449,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     garbled = inputs / "garbled"
     (garbled / "meta").mkdir(parents=True)
     (garbled / "meta" / "manifest.json").write_bytes(b"\x89PNG\xff")
+    loop = inputs / "loop"
+    loop.symlink_to(loop.name)  # `ln -s loop loop`
+    (inputs / "loop-list.txt").write_text(f"{loop}\n")
     ro = inputs / "read-only"
     ro.mkdir()
     read_only = _make_read_only(ro)
@@ -375,6 +471,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "binary": str(inputs / "binary.yaml"),
         "garbled": str(garbled),
         "demo_like": str(demo_like),
+        "loop": str(loop),
+        "loop_list": str(inputs / "loop-list.txt"),
+        **_staged_copies(dataset, inputs),
     }
     world = World(root, paths, read_only)
     world.before = snapshot(root, skip="cases")
@@ -388,30 +487,45 @@ def _run(world: World, case: Case) -> Outcome:
     cwd = world.root / "cases" / case.name
     cwd.mkdir(parents=True)
     command = [str(BIN / case.script), *(arg.format(**world.paths) for arg in case.args)]
+    environment = {name: value for name, value in os.environ.items() if name != "PYTHONUNBUFFERED"}
     stdout: int = subprocess.PIPE
-    closed_read_end = None
     if case.closed_stdout:
         closed_read_end, stdout = os.pipe()
         os.close(closed_read_end)
+    elif case.full_stdout:
+        stdout = os.open("/dev/full", os.O_WRONLY)
     started = time.monotonic()
     try:
         done = subprocess.run(
-            command, cwd=cwd, stdout=stdout, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, timeout=TIMEOUT_S
+            command,
+            cwd=cwd,
+            env=environment,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            timeout=TIMEOUT_S,
         )
         code: int | None = done.returncode
         out, err = (done.stdout or b"").decode(errors="replace"), done.stderr.decode(errors="replace")
     except subprocess.TimeoutExpired as exc:
         code, out, err = None, "", (exc.stderr or b"").decode(errors="replace")
     finally:
-        if case.closed_stdout:
+        if stdout != subprocess.PIPE:
             os.close(stdout)
     return Outcome(code, out, err, time.monotonic() - started, snapshot(cwd))
 
 
 @pytest.fixture(scope="module")
-def outcomes(world: World) -> dict[str, Outcome]:
-    """Every case run, four at a time (each mostly waits for its interpreter to start)."""
-    runnable = [c for c in CASES if (world.read_only or not c.needs_read_only) and c.available()]
+def outcomes(world: World, request: pytest.FixtureRequest) -> dict[str, Outcome]:
+    """Every case selected (``-k``; all when none is) run, four at a time (each mostly
+    waits for its interpreter to start)."""
+    params = [getattr(item, "callspec", None) for item in request.session.items]
+    selected = {spec.params["case"].name for spec in params if spec is not None and "case" in spec.params}
+    runnable = [
+        c
+        for c in CASES
+        if (world.read_only or not c.needs_read_only) and c.available() and (not selected or c.name in selected)
+    ]
     with ThreadPoolExecutor(max_workers=4) as pool:
         return dict(zip((c.name for c in runnable), pool.map(lambda c: _run(world, c), runnable), strict=True))
 
@@ -435,6 +549,8 @@ def test_a_bad_invocation_is_one_line_and_an_exit_code(world: World, outcomes: d
         assert lines == [], outcome.stderr  # quiet, as `git log | head` is
     else:
         assert len(lines) == 1, outcome.stderr
+    if case.full_stdout:
+        assert lines[0].endswith(": standard output: No space left on device"), outcome.stderr
     assert outcome.code == case.code, outcome.stderr
     assert sorted(outcome.case_dir_after) == sorted(case.leaves), "left behind"
 
