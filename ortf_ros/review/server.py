@@ -4,11 +4,9 @@ socket accepts connections."""
 
 from __future__ import annotations
 
-import signal
 import socket
 from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
 
 import uvicorn
 
@@ -39,30 +37,13 @@ def url_of(sock: socket.socket) -> str:
     return f"http://{shown}:{port}/"
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, remembering the first signal that stopped it. uvicorn shuts down
-    gracefully on Ctrl-C or SIGTERM and then raises the signal again, for the command to
-    end as that signal says (130, 143); once (a loaded machine, Python 3.10) that second
-    raise did not reach the command, which exited 0 as if nothing had stopped it."""
-
-    stopped_by: int | None = None
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        if self.stopped_by is None:
-            self.stopped_by = sig
-        super().handle_exit(sig, frame)
-
-
 def serve(root: Path, host: str, port: int, announce: Callable[[str], None]) -> None:
-    """Serve until Ctrl-C (or SIGTERM), which uvicorn re-raises once it has shut down
-    (and this again, should that not have ended the command)."""
+    """Serve until Ctrl-C (or SIGTERM), which uvicorn re-raises once it has shut down."""
     app = create_app(root, host)
     sock = bind(host, port)
-    server = _Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on"))
     announce(url_of(sock))
     try:
         server.run(sockets=[sock])
     finally:
         sock.close()
-    if server.stopped_by is not None:
-        signal.raise_signal(server.stopped_by)
