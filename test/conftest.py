@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import tempfile
 from pathlib import Path
 
@@ -27,6 +28,13 @@ os.environ["ROS_AUTOMATIC_DISCOVERY_RANGE"] = "LOCALHOST"
 os.environ["ROS_DOMAIN_ID"] = str(20 + os.getpid() % 80)
 os.environ.pop("ROS_LOCALHOST_ONLY", None)
 os.environ.setdefault("ROS_LOG_DIR", str(Path(tempfile.gettempdir()) / "ortf_ros-test-ros-log"))
+
+# The commands the tests start get Ctrl-C as from a terminal. A shell without job control
+# starts a background job (``make test &``, ``nohup ... &``) with SIGINT ignored, which
+# every child inherits: a command then rightly ignores Ctrl-C, and the tests that stop
+# one with it (test_stop_signals, test_review's server) would see it run on.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from collections.abc import Callable
 
