@@ -519,7 +519,8 @@ def _run(world: World, case: Case) -> Outcome:
 def outcomes(world: World, request: pytest.FixtureRequest) -> dict[str, Outcome]:
     """Every case selected (``-k``; all when none is) run, four at a time (each mostly
     waits for its interpreter to start)."""
-    params = [getattr(item, "callspec", None) for item in request.session.items]
+    mine = [item for item in request.session.items if getattr(item, "module", None) is request.module]
+    params = [getattr(item, "callspec", None) for item in mine]  # (other modules have a "case" too)
     selected = {spec.params["case"].name for spec in params if spec is not None and "case" in spec.params}
     runnable = [
         c

@@ -52,9 +52,18 @@ def recorded(ros: None, tmp_path_factory: pytest.TempPathFactory) -> Recorded:
     assert bag2ortf([str(bag.path), "--write-config", str(mapping)]) == 0
     data = yaml.safe_load(mapping.read_text())
     assert data["laser_scans"] == {
-        "lidar": {"topic": "/lidar/scan", "time": "header", "policy": "nearest", "native": True}
+        "lidar": {
+            "topic": "/lidar/scan",
+            "time": "header",
+            "clock_offset_ms": None,
+            "policy": "nearest",
+            "native": True,
+            "sync_tolerance_ms": None,
+        }
     }
-    assert data["point_clouds"] == {"lidar_points": {"topic": "/lidar/points", "time": "header"}}
+    assert data["point_clouds"] == {
+        "lidar_points": {"topic": "/lidar/points", "time": "header", "clock_offset_ms": None}
+    }
     data["step"] = {"rate_hz": None, "camera": "wrist_camera"}
     mapping.write_text(yaml.safe_dump(data, sort_keys=False))
     root = tmp / "dataset"
