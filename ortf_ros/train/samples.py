@@ -1,0 +1,270 @@
+"""What one process reads to make samples: the datasets opened, the episodes lately used
+kept open (their step columns and native streams as arrays, their video decoders), and a
+sample as numpy arrays.
+
+A ``SampleReader`` belongs to one process. Data loader workers each make their own (the
+torch face makes one per process id), so no decoder, file or object-store connection is
+shared across a fork, and a worker's decoders stay open from one sample to the next: a
+frame near the last one read continues decoding instead of seeking (``io/video.py``).
+
+Memory is bounded by ``open_episodes``: that many episodes' selected step columns, native
+streams and decoders, whatever the number or length of the episodes in the datasets.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from ortf_ros.dataset.reader import Dataset, Episode, column_array
+from ortf_ros.errors import ReaderError, UsageError
+from ortf_ros.format import layout
+from ortf_ros.format.manifest import Manifest
+from ortf_ros.train.index import DatasetSource, EpisodeSamples, open_dataset
+from ortf_ros.train.windows import (
+    NativeWindow,
+    StepWindow,
+    camera_key,
+    native_rows,
+    native_windows,
+    pad_key,
+    step_windows,
+    times_key,
+)
+
+OPEN_EPISODES = 8
+"""Episodes a reader keeps open by default: with the episode-aware sampler a worker draws
+from a few episodes at a time, so its decoders are reused; the bound on a worker's memory."""
+
+SAMPLE_INFO = ("task", "dataset_index", "episode_index")
+"""What every sample carries besides its columns: the task's instruction (LeRobot's
+``task``), which dataset, and which episode of it (position in its index)."""
+
+
+@dataclass(frozen=True)
+class SamplePlan:
+    """What a sample of one dataset holds: plain step columns and cameras at the step,
+    windows of either, and native windows; ``fps`` is the dataset's step rate."""
+
+    columns: tuple[str, ...]
+    cameras: tuple[str, ...]
+    windows: tuple[StepWindow, ...]
+    natives: tuple[NativeWindow, ...]
+    fps: float
+
+    def step_columns(self) -> list[str]:
+        """The step columns an episode's reading needs."""
+        needed = list(self.columns)
+        needed += [layout.image_column(c) for c in self.cameras]
+        for window in self.windows:
+            needed.append(layout.image_column(window.camera) if window.camera else window.key)
+        return list(dict.fromkeys(needed))
+
+
+def step_rate(manifest: Manifest, where: str) -> float:
+    """The rate of a dataset's steps: the action space's control rate, else its cameras'."""
+    for rate in (manifest.action_space.control_frequency_hz, *(s.fps for s in manifest.cameras.values())):
+        if rate and rate > 0:
+            return float(rate)
+    raise UsageError(
+        f"{where}: its manifest gives no control_frequency_hz and no camera fps; windows need the step rate"
+    )
+
+
+def step_column_names(dataset: Dataset) -> list[str]:
+    """The columns of a dataset's step table (its first chunk's schema)."""
+    if not dataset.episodes:
+        return []
+    record = dataset.episodes[0]
+    return [n for n in dataset.rows_index(layout.steps_path(record.chunk_id)).metadata.schema.to_arrow_schema().names]
+
+
+def plan_samples(
+    datasets: Sequence[Dataset],
+    where: Sequence[str],
+    delta_timestamps: Mapping[str, Sequence[float]],
+    native_spans: Mapping[str, Sequence[float]],
+    keys: Sequence[str] | None,
+) -> list[SamplePlan]:
+    """Each dataset's plan. Every dataset gives a sample the same keys, so batches stack: by
+    default the step columns and cameras all of them have (``keys`` picks some)."""
+    schemas = [step_column_names(d) for d in datasets]
+    common_columns = [c for c in schemas[0] if c != "episode_id" and all(c in s for s in schemas[1:])]
+    common_cameras = [c for c in datasets[0].manifest.cameras if all(c in d.manifest.cameras for d in datasets[1:])]
+    windowed = set(delta_timestamps)
+    if keys is None:
+        columns = [c for c in common_columns if c not in windowed and not _is_image_column(c)]
+        cameras = [c for c in common_cameras if camera_key(c) not in windowed]
+    else:
+        available = {*common_columns, *(camera_key(c) for c in common_cameras)}
+        unknown = [k for k in keys if k not in available]
+        if unknown:
+            raise UsageError(
+                f"keys: {unknown} not in every dataset ({', '.join(where)}); they share {sorted(available)}"
+            )
+        columns = [k for k in keys if k in common_columns and k not in windowed]
+        cameras = [c for c in common_cameras if camera_key(c) in keys and camera_key(c) not in windowed]
+    plans = []
+    for dataset, name, schema in zip(datasets, where, schemas, strict=True):
+        fps = step_rate(dataset.manifest, name)
+        plans.append(
+            SamplePlan(
+                tuple(columns),
+                tuple(cameras),
+                step_windows(delta_timestamps, dataset.manifest, schema, fps, name),
+                native_windows(native_spans, dataset.manifest, name),
+                fps,
+            )
+        )
+    return plans
+
+
+def _is_image_column(column: str) -> bool:
+    return column.startswith("observation.images.") and column.endswith(".frame_index")
+
+
+class _OpenEpisode:
+    """An episode in use: its step columns and native streams as arrays, its decoders."""
+
+    def __init__(self, episode: Episode, plan: SamplePlan) -> None:
+        self.episode = episode
+        steps = episode.steps(plan.step_columns())
+        self.steps = {name: _as_array(steps[name].combine_chunks()) for name in steps.column_names}
+        self.natives: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for window in plan.natives:
+            declared = episode.dataset.manifest.native_streams[window.stream]
+            table = episode.stream(window.stream, ["timestamp", *declared.columns])
+            times = table["timestamp"].to_numpy().astype(np.float64)
+            values = [_as_array(table[c].combine_chunks()).reshape(table.num_rows, -1) for c in declared.columns]
+            self.natives[window.stream] = (times, np.concatenate(values, axis=1).astype(np.float32, copy=False))
+
+    def close(self) -> None:
+        self.episode.close()
+
+
+def _as_array(values: pa.Array) -> np.ndarray:
+    """A column as numpy, nulls as NaN (floats) or -1 (integers: a step without a sample)."""
+    if values.null_count:
+        if pa.types.is_integer(values.type):
+            values = values.fill_null(-1)
+        elif pa.types.is_floating(values.type):
+            values = values.fill_null(float("nan"))
+    return column_array(values)
+
+
+class SampleReader:
+    """Samples of ``sources`` as numpy arrays, for one process (see the module's docstring)."""
+
+    def __init__(
+        self,
+        sources: Sequence[DatasetSource],
+        plans: Sequence[SamplePlan],
+        cache_dir: str | os.PathLike[str] | None = None,
+        open_episodes: int = OPEN_EPISODES,
+    ) -> None:
+        if open_episodes < 1:
+            raise UsageError(f"open_episodes must be at least 1, got {open_episodes}")
+        self.sources = [os.fspath(s) for s in sources]
+        self.plans = list(plans)
+        self._cache_dir = cache_dir
+        self._datasets: dict[int, Dataset] = {}
+        self._open: OrderedDict[tuple[int, int], _OpenEpisode] = OrderedDict()
+        self._capacity = open_episodes
+        self._overflow_said: set[tuple[int, str]] = set()
+
+    def dataset(self, source: int) -> Dataset:
+        dataset = self._datasets.get(source)
+        if dataset is None:
+            dataset = self._datasets[source] = open_dataset(self.sources[source], self._cache_dir)
+        return dataset
+
+    def close(self) -> None:
+        for opened in self._open.values():
+            opened.close()
+        self._open.clear()
+
+    def _episode(self, samples: EpisodeSamples) -> _OpenEpisode:
+        key = (samples.source, samples.position)
+        opened = self._open.pop(key, None)
+        if opened is None:
+            dataset = self.dataset(samples.source)
+            opened = _OpenEpisode(dataset.episode(samples.position), self.plans[samples.source])
+        self._open[key] = opened
+        while len(self._open) > self._capacity:
+            self._open.popitem(last=False)[1].close()
+        return opened
+
+    def sample(self, samples: EpisodeSamples, step: int) -> dict[str, Any]:
+        """Step ``step`` of an episode with its windows: numpy arrays, and the task's text."""
+        plan = self.plans[samples.source]
+        opened = self._episode(samples)
+        episode = opened.episode
+        item: dict[str, Any] = {c: np.array(opened.steps[c][step]) for c in plan.columns}
+        for camera in plan.cameras:
+            item[camera_key(camera)] = self._frames(
+                samples.source, opened, camera, opened.steps[layout.image_column(camera)][[step]]
+            )[0]
+        for window in plan.windows:
+            positions, pads = window.positions(step, samples.length)
+            if window.camera is not None:
+                indices = opened.steps[layout.image_column(window.camera)][positions]
+                item[window.key] = self._frames(samples.source, opened, window.camera, indices)
+            else:
+                item[window.key] = opened.steps[window.key][positions]
+            item[pad_key(window.key)] = pads
+        if plan.natives:
+            at = float(opened.steps["timestamp"][step]) if "timestamp" in opened.steps else step / plan.fps
+            for native in plan.natives:
+                self._native(item, opened, native, at, samples.source)
+        item["task"] = episode.task.instruction
+        item["dataset_index"] = samples.source
+        item["episode_index"] = samples.position
+        return item
+
+    def _frames(self, source: int, opened: _OpenEpisode, camera: str, indices: np.ndarray) -> np.ndarray:
+        """The frames at ``indices``, channels first: (T, 3, H, W) uint8 or (T, 1, H, W) uint16."""
+        episode = opened.episode
+        frames = []
+        for index in indices.tolist():
+            if index < 0:
+                raise ReaderError(
+                    f"{self.sources[source]}: episode {episode.episode_id}, camera {camera}: "
+                    "a step without a frame (null frame_index)"
+                )
+            try:
+                frame = episode.frame(camera, int(index))
+            except ReaderError as exc:
+                raise ReaderError(
+                    f"{self.sources[source]}: episode {episode.episode_id}, camera {camera}: {exc}"
+                ) from None
+            frames.append(frame[np.newaxis] if frame.ndim == 2 else frame.transpose(2, 0, 1))
+        return np.stack(frames)
+
+    def _native(self, item: dict[str, Any], opened: _OpenEpisode, window: NativeWindow, at: float, source: int) -> None:
+        times, values = opened.natives[window.stream]
+        rows, overflow = native_rows(times, at, window)
+        if overflow and (source, window.stream) not in self._overflow_said:
+            self._overflow_said.add((source, window.stream))
+            warnings.warn(
+                f"native_windows[{window.stream!r}]: more than {window.capacity} samples in a window of "
+                f"{self.sources[source]} (episode {opened.episode.episode_id}); the nearest to the window's end "
+                "are kept: pass a capacity, (start_s, end_s, rows)",
+                stacklevel=3,
+            )
+        count = rows.stop - rows.start
+        out = np.zeros((window.capacity, values.shape[1]), dtype=np.float32)
+        out[:count] = values[rows]
+        out_times = np.zeros(window.capacity, dtype=np.float64)
+        out_times[:count] = times[rows]
+        pads = np.ones(window.capacity, dtype=bool)
+        pads[:count] = False
+        item[window.stream] = out
+        item[times_key(window.stream)] = out_times
+        item[pad_key(window.stream)] = pads
