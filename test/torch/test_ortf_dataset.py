@@ -1,0 +1,125 @@
+"""``ortf.torch.OrtfDataset`` under PyTorch: samples as tensors of the stored values, the
+same samples from DataLoader workers (fork and spawn, after the parent read some) as from
+the loader's own process, the episode-aware sampler, and statistics as tensors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from ortf.torch import EpisodeBatchSampler, OrtfDataset
+from ortf_ros.synthetic.images import decode_frame_number
+from support.training_data import FPS, WRENCH, action, frame_number, write_training_dataset
+
+STEPS = 16
+DELTA = {"observation.images.cam_wrist": [-1 / FPS, 0.0], "action": [k / FPS for k in range(4)]}
+
+
+@pytest.fixture(scope="module")
+def roots(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    base = tmp_path_factory.mktemp("torch")
+    write_training_dataset(base / "a", episodes=3, steps=STEPS, chunk_size=2)
+    write_training_dataset(base / "b", episodes=2, steps=STEPS, first=3)
+    return base / "a", base / "b"
+
+
+def test_a_sample_is_tensors_of_the_stored_values_with_windows_and_pads(roots: tuple[Path, Path]) -> None:
+    dataset = OrtfDataset(roots[0], delta_timestamps=DELTA, native_windows={WRENCH: (-0.02, 0.0)})
+    assert len(dataset) == 3 * STEPS
+    item = dataset[STEPS + STEPS - 2]  # episode 1, two steps before its end
+    assert item["action"].dtype == torch.float32 and item["action"].shape == (4, 8)
+    torch.testing.assert_close(item["action"][:2], torch.from_numpy(np.stack([action(1, 14), action(1, 15)])))
+    assert item["action_is_pad"].tolist() == [False, False, True, True]
+    torch.testing.assert_close(item["action"][3], item["action"][1])  # the edge step repeated
+    frames = item["observation.images.cam_wrist"]
+    assert frames.dtype == torch.uint8 and frames.shape == (2, 3, 48, 64)
+    assert [decode_frame_number(f.permute(1, 2, 0).numpy()) for f in frames] == [
+        frame_number(1, s, 0) for s in (13, 14)
+    ]
+    assert item["observation.images.depth"].dtype == torch.uint16 and item["observation.images.depth"].shape == (
+        1,
+        48,
+        64,
+    )
+    assert item[WRENCH].shape[1] == 6 and item[f"{WRENCH}_is_pad"].dtype == torch.bool
+    assert item["task"] == "Open the drawer" and int(item["episode_index"]) == 1
+    dataset.close()
+
+
+def batches(loader: DataLoader[Any]) -> list[dict[str, Any]]:
+    return list(loader)
+
+
+def assert_same_batches(got: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> None:
+    assert len(got) == len(wanted)
+    for a, b in zip(got, wanted, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            if isinstance(a[key], torch.Tensor):
+                assert torch.equal(a[key], b[key]), key
+            else:
+                assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_workers_give_the_samples_the_loaders_own_process_gives(roots: tuple[Path, Path], context: str) -> None:
+    dataset = OrtfDataset(list(roots), delta_timestamps=DELTA, native_windows={WRENCH: (-0.01, 0.0)})
+    dataset[0]  # the parent has decoders open when the workers start: they must not use them
+    alone = batches(DataLoader(dataset, batch_size=5, num_workers=0))
+    workers = batches(DataLoader(dataset, batch_size=5, num_workers=2, multiprocessing_context=context, timeout=120))
+    assert_same_batches(workers, alone)
+    assert sum(len(b["action"]) for b in alone) == 5 * STEPS
+
+
+def test_the_episode_sampler_gives_every_sample_once_each_as_indexed(roots: tuple[Path, Path]) -> None:
+    dataset = OrtfDataset(list(roots), delta_timestamps=DELTA)
+    sampler = EpisodeBatchSampler(dataset, 6, num_workers=2, seed=1)
+    order = [i for batch in sampler for i in batch]
+    assert sorted(order) == list(range(len(dataset)))
+    loaded = batches(
+        DataLoader(dataset, batch_sampler=sampler, num_workers=2, multiprocessing_context="fork", timeout=120)
+    )
+    assert len(loaded) == len(sampler)
+    chosen = [list(b) for b in sampler]
+    for batch, indices in zip(loaded, chosen, strict=True):
+        for row, index in enumerate(indices):
+            torch.testing.assert_close(batch["action"][row], dataset[index]["action"])
+    sampler.set_epoch(1)
+    assert [i for b in sampler for i in b] != order
+
+
+def test_statistics_are_the_datasets_own_pooled_over_several(roots: tuple[Path, Path]) -> None:
+    one = OrtfDataset(roots[0])
+    stored = json.loads((roots[0] / "meta" / "stats.json").read_text())
+    torch.testing.assert_close(one.stats["action"]["mean"], torch.tensor(stored["action"]["mean"], dtype=torch.float32))
+    both = OrtfDataset(list(roots)).stats["action"]
+    values = np.stack([action(e, s) for e in range(5) for s in range(STEPS)]).astype(np.float64)
+    torch.testing.assert_close(both["mean"], torch.from_numpy(values.mean(0)).float(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(both["std"], torch.from_numpy(values.std(0)).float(), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(both["max"], torch.from_numpy(values.max(0)).float())
+
+
+def test_the_readmes_training_loop_runs(roots: tuple[Path, Path]) -> None:
+    dataset = OrtfDataset(roots[0], delta_timestamps=DELTA, skip_failed=True)
+    loader = DataLoader(
+        dataset, batch_sampler=EpisodeBatchSampler(dataset, 8, num_workers=2), num_workers=2, timeout=120
+    )
+    stats = dataset.stats["action"]
+    policy = torch.nn.Linear(3 * 48 * 64, 4 * 8)
+    optimizer = torch.optim.SGD(policy.parameters(), lr=1e-3)
+    seen = 0
+    for batch in loader:
+        image = batch["observation.images.cam_wrist"][:, -1].float() / 255  # (B, 3, H, W), the latest frame
+        target = (batch["action"] - stats["mean"]) / (stats["std"] + 1e-6)
+        loss = ((policy(image.flatten(1)).view(-1, 4, 8) - target) ** 2)[~batch["action_is_pad"]].mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        seen += len(image)
+    assert seen == 2 * STEPS and torch.isfinite(loss)
