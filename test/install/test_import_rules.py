@@ -143,6 +143,20 @@ def test_the_ros_free_core_does_not_import_ortf_ros_ros(path: Path) -> None:
     assert not offending, f"{path.relative_to(REPO)} imports ortf_ros.ros: {offending}"
 
 
+def imports_torch(path: Path) -> bool:
+    """Only modules named for it import torch (``ortf/torch.py``, ``torch_*.py``): the core
+    installs and runs without it, and the main venv type-checks everything else."""
+    return path == REPO / "ortf" / "torch.py" or path.name.startswith("torch_")
+
+
+@pytest.mark.parametrize("path", [p for p in MODULES if not imports_torch(p)], ids=lambda p: str(p.relative_to(REPO)))
+def test_only_the_modules_named_for_torch_import_it(path: Path) -> None:
+    offending = [
+        f"line {line}: {module}" for line, module in all_imports(parse(path), path) if module.split(".")[0] == "torch"
+    ]
+    assert not offending, f"{path.relative_to(REPO)} imports torch; only ortf/torch.py and torch_*.py may: {offending}"
+
+
 @pytest.mark.parametrize("path", ROS_FREE_ENTRY_MODULES, ids=lambda p: str(p.relative_to(REPO)))
 def test_console_script_modules_import_no_ros_when_loaded(path: Path) -> None:
     offending = [
@@ -180,7 +194,8 @@ ROOMS: dict[str, frozenset[str]] = {
     | {"extras", "format", "io", "dataset", "pipeline", "fleet", "quality", "playback", "convert", "review"}
     | {"synthetic"},
     "ros": BASE | {"format", "io", "dataset", "pipeline", "playback", "qos", "cli", "synthetic"},
-    "ortf": BASE | {"format", "io", "dataset", "convert"},
+    "train": BASE | {"format", "io", "dataset"},
+    "ortf": BASE | {"format", "io", "dataset", "convert", "train"},
 }
 """The layering as a table: each room (a subpackage of ortf_ros, a top-level module, or the
 ``ortf`` package) and the rooms it may import, in function bodies too. Its own room it may
