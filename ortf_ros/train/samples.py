@@ -7,8 +7,9 @@ torch face makes one per process id), so no decoder, file or object-store connec
 shared across a fork, and a worker's decoders stay open from one sample to the next: a
 frame near the last one read continues decoding instead of seeking (``io/video.py``).
 
-Memory is bounded by ``open_episodes``: that many episodes' selected step columns, native
-streams and decoders, whatever the number or length of the episodes in the datasets.
+Memory is bounded by configuration: ``open_episodes`` episodes open, each with its decoders
+and a few row groups of its step table and native streams (``row_groups``), whatever the
+number or length of the episodes in the datasets.
 """
 
 from __future__ import annotations
@@ -21,18 +22,17 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
-from ortf_ros.dataset.reader import Dataset, Episode, column_array
+from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ReaderError, UsageError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.train.index import DatasetSource, EpisodeSamples, open_dataset
+from ortf_ros.train.row_groups import GroupedRows
 from ortf_ros.train.windows import (
     NativeWindow,
     StepWindow,
     camera_key,
-    native_rows,
     native_windows,
     pad_key,
     step_windows,
@@ -131,32 +131,28 @@ def _is_image_column(column: str) -> bool:
 
 
 class _OpenEpisode:
-    """An episode in use: its step columns and native streams as arrays, its decoders."""
+    """An episode in use: its step table and native streams read a row group at a time
+    (``row_groups``), and its decoders (``Episode.frame``)."""
 
     def __init__(self, episode: Episode, plan: SamplePlan) -> None:
         self.episode = episode
-        steps = episode.steps(plan.step_columns())
-        self.steps = {name: _as_array(steps[name].combine_chunks()) for name in steps.column_names}
-        self.natives: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.steps = GroupedRows(
+            episode.dataset, episode.steps_file, episode.episode_id, "step_index", plan.step_columns()
+        )
+        self.natives: dict[str, tuple[GroupedRows, list[str]]] = {}
         for window in plan.natives:
-            declared = episode.dataset.manifest.native_streams[window.stream]
-            table = episode.stream(window.stream, ["timestamp", *declared.columns])
-            times = table["timestamp"].to_numpy().astype(np.float64)
-            values = [_as_array(table[c].combine_chunks()).reshape(table.num_rows, -1) for c in declared.columns]
-            self.natives[window.stream] = (times, np.concatenate(values, axis=1).astype(np.float32, copy=False))
+            columns = list(episode.dataset.manifest.native_streams[window.stream].columns)
+            rows = GroupedRows(
+                episode.dataset,
+                episode.stream_file(window.stream),
+                episode.episode_id,
+                "sample_index",
+                ["timestamp", *columns],
+            )
+            self.natives[window.stream] = (rows, columns)
 
     def close(self) -> None:
         self.episode.close()
-
-
-def _as_array(values: pa.Array) -> np.ndarray:
-    """A column as numpy, nulls as NaN (floats) or -1 (integers: a step without a sample)."""
-    if values.null_count:
-        if pa.types.is_integer(values.type):
-            values = values.fill_null(-1)
-        elif pa.types.is_floating(values.type):
-            values = values.fill_null(float("nan"))
-    return column_array(values)
 
 
 class SampleReader:
@@ -206,21 +202,21 @@ class SampleReader:
         plan = self.plans[samples.source]
         opened = self._episode(samples)
         episode = opened.episode
-        item: dict[str, Any] = {c: np.array(opened.steps[c][step]) for c in plan.columns}
+        here = np.array([step])
+        item: dict[str, Any] = {c: opened.steps.at(c, here)[0] for c in plan.columns}
         for camera in plan.cameras:
-            item[camera_key(camera)] = self._frames(
-                samples.source, opened, camera, opened.steps[layout.image_column(camera)][[step]]
-            )[0]
+            indices = opened.steps.at(layout.image_column(camera), here)
+            item[camera_key(camera)] = self._frames(samples.source, opened, camera, indices)[0]
         for window in plan.windows:
             positions, pads = window.positions(step, samples.length)
             if window.camera is not None:
-                indices = opened.steps[layout.image_column(window.camera)][positions]
+                indices = opened.steps.at(layout.image_column(window.camera), positions)
                 item[window.key] = self._frames(samples.source, opened, window.camera, indices)
             else:
-                item[window.key] = opened.steps[window.key][positions]
+                item[window.key] = opened.steps.at(window.key, positions)
             item[pad_key(window.key)] = pads
         if plan.natives:
-            at = float(opened.steps["timestamp"][step]) if "timestamp" in opened.steps else step / plan.fps
+            at = float(opened.steps.at("timestamp", here)[0])
             for native in plan.natives:
                 self._native(item, opened, native, at, samples.source)
         item["task"] = episode.task.instruction
@@ -248,21 +244,25 @@ class SampleReader:
         return np.stack(frames)
 
     def _native(self, item: dict[str, Any], opened: _OpenEpisode, window: NativeWindow, at: float, source: int) -> None:
-        times, values = opened.natives[window.stream]
-        rows, overflow = native_rows(times, at, window)
-        if overflow and (source, window.stream) not in self._overflow_said:
-            self._overflow_said.add((source, window.stream))
-            warnings.warn(
-                f"native_windows[{window.stream!r}]: more than {window.capacity} samples in a window of "
-                f"{self.sources[source]} (episode {opened.episode.episode_id}); the nearest to the window's end "
-                "are kept: pass a capacity, (start_s, end_s, rows)",
-                stacklevel=3,
-            )
-        count = rows.stop - rows.start
+        rows, columns = opened.natives[window.stream]
+        found = rows.between(at + window.start, at + window.end, columns)
+        times = found["timestamp"]
+        values = np.concatenate([found[c].reshape(len(times), -1) for c in columns], axis=1)
+        if len(times) > window.capacity:
+            if (source, window.stream) not in self._overflow_said:
+                self._overflow_said.add((source, window.stream))
+                warnings.warn(
+                    f"native_windows[{window.stream!r}]: more than {window.capacity} samples in a window of "
+                    f"{self.sources[source]} (episode {opened.episode.episode_id}); the nearest to the window's end "
+                    "are kept: pass a capacity, (start_s, end_s, rows)",
+                    stacklevel=3,
+                )
+            times, values = times[-window.capacity :], values[-window.capacity :]
+        count = len(times)
         out = np.zeros((window.capacity, values.shape[1]), dtype=np.float32)
-        out[:count] = values[rows]
+        out[:count] = values
         out_times = np.zeros(window.capacity, dtype=np.float64)
-        out_times[:count] = times[rows]
+        out_times[:count] = times
         pads = np.ones(window.capacity, dtype=bool)
         pads[:count] = False
         item[window.stream] = out

@@ -143,14 +143,3 @@ def native_windows(spans: Mapping[str, Sequence[float]], manifest: Manifest, whe
             )
         windows.append(NativeWindow(stream, start, end, int(capacity)))
     return tuple(windows)
-
-
-def native_rows(times: np.ndarray, at: float, window: NativeWindow) -> tuple[slice, bool]:
-    """The rows of a stream (``times`` sorted, seconds) in the window around time ``at``, and
-    whether the window held more than its capacity (then the rows nearest ``at + end`` kept)."""
-    first = int(np.searchsorted(times, at + window.start - 1e-9, side="left"))
-    last = int(np.searchsorted(times, at + window.end + 1e-9, side="right"))
-    overflow = last - first > window.capacity
-    if overflow:
-        first = last - window.capacity
-    return slice(first, last), overflow
