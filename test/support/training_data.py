@@ -49,7 +49,13 @@ def late_steps(step: int) -> bool:
 
 
 def write_training_dataset(
-    root: Path, *, episodes: int = 3, steps: int = 20, chunk_size: int = 1000, first: int = 0
+    root: Path,
+    *,
+    episodes: int = 3,
+    steps: int = 20,
+    chunk_size: int = 1000,
+    first: int = 0,
+    row_group_steps: int = 65536,
 ) -> None:
     """``episodes`` episodes of ``steps`` steps at 30 Hz (episode ``first + e``); every third fails."""
     manifest = replace(
@@ -64,7 +70,9 @@ def write_training_dataset(
         alignment=Alignment(streams=("cam_wrist", WRENCH)),
         sync_tolerance_ms=20.0,
     )
-    with DatasetWriter(root, manifest, config=WriterConfig(chunk_size=chunk_size)) as writer:
+    with DatasetWriter(
+        root, manifest, config=WriterConfig(chunk_size=chunk_size, row_group_steps=row_group_steps)
+    ) as writer:
         for e in range(first, first + episodes):
             writer.begin_episode(TASKS[e % len(TASKS)])
             sample = -1

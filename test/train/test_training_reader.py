@@ -18,10 +18,12 @@ from ortf_ros.synthetic.demo_arm import demo_depth
 from ortf_ros.synthetic.images import decode_frame_number
 from ortf_ros.train.batches import batch_count, episode_batches
 from ortf_ros.train.index import EpisodeFilter, SampleIndex, build_index
+from ortf_ros.train.row_groups import KEPT_GROUPS, GroupedRows
 from ortf_ros.train.samples import SampleReader, plan_samples
 from support.training_data import FPS, WRENCH, WRENCH_HZ, action, frame_number, late_steps, write_training_dataset
 
 STEPS = 20
+LONG = 1100  # steps: two row groups of steps, 36 of force-torque samples
 HISTORY = [-2 / FPS, -1 / FPS, 0.0]
 AHEAD = [k / FPS for k in range(4)]
 
@@ -196,4 +198,39 @@ def test_steps_read_are_the_step_tables_own(root: Path) -> None:
         item = reader.sample(samples, step)
         assert item["timestamp"] == table["timestamp"][step].as_py()
         assert item[layout.alignment_column("cam_wrist")] == table[layout.alignment_column("cam_wrist")][step].as_py()
+    reader.close()
+
+
+def test_a_long_episode_is_read_a_row_group_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Row groups of 1024 rows (the staging log's batches): a sample reads the groups its
+    windows cross, with values right across their boundaries, and a reader keeps a few."""
+    root = tmp_path / "long"
+    write_training_dataset(root, episodes=1, steps=LONG, row_group_steps=1024)
+    reads: list[tuple[str, int]] = []
+    original = GroupedRows._read
+
+    def counted(self: GroupedRows, group: int, columns: list[str]) -> object:
+        reads.append((self.relative, group))
+        return original(self, group, columns)
+
+    monkeypatch.setattr(GroupedRows, "_read", counted)
+    index, reader, datasets = reader_of(
+        [root], delta={"action": [-2 / FPS, 0.0, 5 / FPS]}, native={WRENCH: (-0.01, 0.0)}
+    )
+    stream = datasets[0].episode(0).stream(WRENCH, ["timestamp"])
+    episode = datasets[0].episode(0)
+    assert datasets[0].rows_index(episode.steps_file).metadata.num_row_groups == 2
+    assert datasets[0].rows_index(episode.stream_file(WRENCH)).metadata.num_row_groups > 30
+    for step in (0, 1021, 1023, 1024, 700, LONG - 1):
+        reads.clear()
+        item = reader.sample(*index.locate(step))
+        wanted = np.clip(step + np.array([-2, 0, 5]), 0, LONG - 1)
+        np.testing.assert_array_equal(item["action"], np.stack([action(0, s) for s in wanted]))
+        t = step / FPS
+        times = stream["timestamp"].to_numpy()
+        inside = times[(times >= t - 0.01 - 1e-9) & (times <= t + 1e-9)]
+        np.testing.assert_allclose(item[f"{WRENCH}.timestamp"][: len(inside)], inside)
+        assert len(reads) <= 4, reads  # the groups around the step, not the episode's
+        opened = next(iter(reader._open.values()))
+        assert len(opened.steps._kept) <= KEPT_GROUPS
     reader.close()
