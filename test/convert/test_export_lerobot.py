@@ -8,8 +8,6 @@ under ``.cache/lerobot-venv``; ``lerobot_child.py`` loads the export there with
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,11 +32,11 @@ from ortf_ros.io.scratch import scratch_directory
 from ortf_ros.io.video import VideoSettings
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from ortf_ros.synthetic.demo_arm import demo_action, demo_manifest, demo_rgb, demo_state
+from support import lerobot_env
 from support.child_process import kill_when
 from support.cli_errors import one_line_error
 
 REPO = Path(__file__).resolve().parents[2]
-SETUP = REPO.parent / "shared" / "lerobot-env" / "setup.sh"
 CHILD = Path(__file__).resolve().parents[1] / "support" / "lerobot_child.py"
 STEPS, WIDTH, HEIGHT = 20, 64, 48
 COLOUR = ("cam_wrist", "cam_overhead")
@@ -46,23 +44,11 @@ COLOUR = ("cam_wrist", "cam_overhead")
 
 @pytest.fixture(scope="module")
 def lerobot_python(announce: Callable[[str], None]) -> Path:
-    if not SETUP.exists():
-        pytest.skip(f"{SETUP} is missing: LeRobot's own loader cannot be built here")
-    venv = REPO / ".cache" / "lerobot-venv"
-    if not (venv / "bin" / "python").exists():
-        announce(f"building {venv} (lerobot 0.4.4, ~1.5 GB, about 1.5 minutes) for the LeRobot export's tests, once")
-    # (without PYTHON: the setup script takes its own Python 3.11 unless told otherwise, and
-    # `PYTHON=python3.12 make test` names this suite's interpreter, not LeRobot's)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHON"}
-    built = subprocess.run([str(SETUP), str(REPO / ".cache" / "lerobot-venv")], capture_output=True, text=True, env=env)
-    assert built.returncode == 0, built.stderr
-    return Path(built.stdout.strip().splitlines()[-1])
+    return lerobot_env.lerobot_python(announce)
 
 
 def load_with_lerobot(python: Path, root: Path, dump: Path) -> Any:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(dump.parent / "hf-home")}
-    done = subprocess.run([str(python), str(CHILD), str(root), str(dump)], capture_output=True, text=True, env=env)
-    assert done.returncode == 0, done.stderr[-3000:]
+    lerobot_env.run_in_lerobot(python, CHILD, str(root), str(dump), home=dump.parent / "hf-home")
     return np.load(dump)
 
 
