@@ -8,8 +8,8 @@
 #     one without rclpy (test-core: an rclpy import sneaking into the core fails it), then
 #     the tests that need ROS 2 (-m ros) against Jazzy's cp310 wheels (test-ros-second);
 #   - and the tests of the ROS nodes against Kilted's wheels (test-kilted);
-#   - test/torch, the PyTorch dataset's tests, in a venv with torch's CPU build on Python 3.11
-#     (test-torch: scripts/torch-env.sh; the other venvs have no torch and skip them).
+#   - the tests that need torch (-m torch: the PyTorch dataset's) in a venv with torch's CPU
+#     build on Python 3.11 (test-torch: scripts/torch-env.sh; the other venvs skip them).
 # `PYTHON=python3.11 make test` picks another main interpreter (a pythonX.Y not on PATH is
 # looked for among pyenv's versions).
 PYTHON ?= python3.12
@@ -25,9 +25,9 @@ KILTED_VENV := $(VENVS)/$(notdir $(KILTED_PYTHON:python%=py%))-kilted
 MYPY_VERSIONS := 3.10 3.11 3.12 3.13
 TORCH_VENV := .cache/torch-venv
 TORCH_PY := $(TORCH_VENV)/bin/python
-# What imports torch: type-checked in the torch venv (pyproject's mypy `exclude` keeps these
-# out of the main venv's run, which has no torch).
-TORCH_TYPED = $(wildcard ortf/torch.py ortf_ros/train/torch_*.py test/torch/*.py bench/torch_*.py)
+# What imports torch, named for it: type-checked in the torch venv (pyproject's mypy `exclude`
+# keeps these names out of the main venv's run, which has no torch).
+TORCH_TYPED = $(wildcard ortf/torch.py ortf_ros/*/torch_*.py test/*/torch_*.py test/*/test_torch_*.py bench/torch_*.py)
 
 .PHONY: setup torch-env demo test lint lint-torch test-main test-torch test-core test-ros-second test-kilted bench clean
 
@@ -63,9 +63,10 @@ test-main: setup
 	@echo "==> the whole suite on $$($(PY) --version), ROS 2 Jazzy"
 	@$(PY) -m pytest
 
+# The tests that import torch (test/support/needs.py marks them), in the torch venv.
 test-torch: torch-env
-	@echo "==> the torch tests on $$($(TORCH_PY) --version), torch $$($(TORCH_PY) -c 'import torch; print(torch.__version__)')"
-	@$(TORCH_PY) -m pytest test/torch
+	@echo "==> the tests that need torch on $$($(TORCH_PY) --version), torch $$($(TORCH_PY) -c 'import torch; print(torch.__version__)')"
+	@$(TORCH_PY) -m pytest -m torch
 
 # The ROS-free suite, in a venv without rclpy; tests that need ROS 2 skip with one line.
 test-core:
@@ -94,6 +95,7 @@ bench: setup
 	@$(PY) bench/bench_doctor.py
 	@$(PY) bench/bench_review.py
 	@$(PY) bench/bench_h264.py
+	@$(PY) bench/bench_training.py
 
 clean:
 	rm -rf $(VENV) .cache demo-output build install log
