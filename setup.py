@@ -83,6 +83,10 @@ setup(
         # writes), and pyiceberg with its SQL catalog on SQLite (add_files in a create-table
         # transaction, as 0.12 has them).
         "lake": ["deltalake>=1.0,<2", "pyiceberg[sql-sqlite]>=0.12,<1"],
+        # `from ortf.torch import OrtfDataset`: a range, for users; pin torch==2.13.0 where a
+        # CPU-only machine installs it (scripts/torch-env.sh), since an unpinned torch from PyPI
+        # is the CUDA build, several GB.
+        "torch": ["torch>=2.3"],
         "test": [
             "pytest>=8",
             "pytest-timeout>=2",
@@ -109,6 +113,8 @@ setup(
             # the lake tables of `ortf export mixtrain --table`, read back with their own readers
             "deltalake>=1.0,<2",
             "pyiceberg[sql-sqlite]>=0.12,<1",
+            # the S3 tests: moto's server on 127.0.0.1, a real S3 API
+            "moto[server]>=5",
             # test_rosdep: rosdep itself resolves package.xml offline against ../shared/rosdistro
             "rosdep>=0.25",
             # test_wheel: the sdist and wheel built as a release is, and checked as PyPI checks them

@@ -58,6 +58,8 @@ OPTIONAL: dict[str, Need] = {
     "duckdb": Need("duckdb", "DuckDB", "pip install 'ortf_ros[test]'"),
     "mcap_ros2": Need("mcap_ros2", "mcap-ros2-support", "pip install 'ortf_ros[test]'"),
     "psutil": Need("psutil", "psutil", "pip install 'ortf_ros[test]'"),
+    # the CPU build, in a venv of its own: `make test-torch` runs the tests marked torch there
+    "torch": Need("torch", "PyTorch", "pip install 'ortf_ros[torch]', or `make test-torch` (scripts/torch-env.sh)"),
     "colcon_core": Need("ros", "colcon", "it comes with ROS 2 (scripts/setup-env.sh installs it with the ROS wheels)"),
 }
 MARKERS = sorted({need.marker for need in OPTIONAL.values()})
