@@ -5,6 +5,9 @@ the loader's own process, the episode-aware sampler, and statistics as tensors."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +16,10 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from ortf.convert import to_lerobot
 from ortf.torch import EpisodeBatchSampler, OrtfDataset
 from ortf_ros.synthetic.images import decode_frame_number
+from support import lerobot_env
 from support.training_data import FPS, WRENCH, action, frame_number, write_training_dataset
 
 STEPS = 16
@@ -123,3 +128,37 @@ def test_the_readmes_training_loop_runs(roots: tuple[Path, Path]) -> None:
         optimizer.step()
         seen += len(image)
     assert seen == 2 * STEPS and torch.isfinite(loss)
+
+
+def test_a_policy_written_for_lerobots_loader_gets_the_same_windows(
+    roots: tuple[Path, Path], tmp_path: Path, announce: Callable[[str], None]
+) -> None:
+    """The same ``delta_timestamps`` on the source and on its LeRobot export read by LeRobot
+    0.4.4's own ``LeRobotDataset``: equal actions and pads, the same frames (within the
+    export's codec, which keeps each frame's number)."""
+    python = lerobot_env.lerobot_python(announce)
+    export = tmp_path / "lerobot"
+    to_lerobot(roots[0], export)
+    delta = {"action": [-2 / FPS, 0.0, 1 / FPS, 3 / FPS], "observation.images.cam_wrist": [-1 / FPS, 0.0]}
+    dump = tmp_path / "lerobot.npz"
+    child = Path(__file__).resolve().parents[1] / "support" / "lerobot_windows_child.py"
+    lerobot_env.run_in_lerobot(python, child, str(export), json.dumps(delta), str(dump), home=tmp_path / "hf")
+    theirs = np.load(dump)
+    ours = OrtfDataset(roots[0], delta_timestamps=delta)
+    assert len(ours) == len(theirs["action"]) == 3 * STEPS
+    for index in range(len(ours)):
+        item = ours[index]
+        assert int(item["episode_index"]) == theirs["episode_index"][index]
+        np.testing.assert_array_equal(item["action"].numpy(), theirs["action"][index])
+        for key in delta:
+            np.testing.assert_array_equal(item[f"{key}_is_pad"].numpy(), theirs[f"{key}_is_pad"][index], err_msg=key)
+        mine = [decode_frame_number(f.permute(1, 2, 0).numpy()) for f in item["observation.images.cam_wrist"]]
+        assert mine == [decode_frame_number(f) for f in theirs["observation.images.cam_wrist"][index]]
+
+
+def test_the_core_imports_no_torch_and_ortf_torch_does() -> None:
+    probe = (
+        "import sys, ortf, ortf_ros.train.samples, ortf_ros.cli.ortf; assert 'torch' not in sys.modules; "
+        "import ortf.torch; assert 'torch' in sys.modules"
+    )
+    assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).returncode == 0
