@@ -113,10 +113,10 @@ setup(
             # the lake tables of `ortf export mixtrain --table`, read back with their own readers
             "deltalake>=1.0,<2",
             "pyiceberg[sql-sqlite]>=0.12,<1",
-            # the S3 tests: moto's server on 127.0.0.1, a real S3 API
-            "moto[server]>=5",
             # test_rosdep: rosdep itself resolves package.xml offline against ../shared/rosdistro
             "rosdep>=0.25",
+            # test_object_storage: a real S3 API on loopback (moto's server), read through pyarrow's S3
+            "moto[server]>=5",
             # test_wheel: the sdist and wheel built as a release is, and checked as PyPI checks them
             "build>=1.2",
             "twine>=5",

@@ -37,6 +37,7 @@ from ortf_ros.format.native_streams import AlignmentSummary
 from ortf_ros.format.schema import feature_thresholds, stats_features
 from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
+from ortf_ros.io.object_storage import Storage, as_storage
 
 log = logging.getLogger(__name__)
 
@@ -63,13 +64,13 @@ def empty_stats(manifest: Manifest) -> DatasetStats:
     return DatasetStats(stats_features(manifest), feature_thresholds(manifest))
 
 
-def load_manifest(root: Path) -> Manifest:
-    path = root / layout.MANIFEST
+def load_manifest(root: Path | Storage) -> Manifest:
+    storage = as_storage(root)
     try:
-        text = read_text(path)
+        text = storage.read_text(layout.MANIFEST)
     except FileNotFoundError:
-        raise FormatError(f"{layout.MANIFEST}: missing (is {root} an ORTF dataset?)") from None
-    return Manifest.from_json(text, str(path))
+        raise FormatError(f"{layout.MANIFEST}: missing (is {storage.location} an ORTF dataset?)") from None
+    return Manifest.from_json(text, storage.name(layout.MANIFEST))
 
 
 _INDEX_CHUNKS = 64  # one-row pieces of the index table gathered into one past this many

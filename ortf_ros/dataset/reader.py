@@ -3,6 +3,10 @@
 The reader trusts only what the spec fixes: the episode index says which steps and
 videos belong to an episode (``video_files``, not our file-naming pattern), rows are
 found by ``episode_id``, and both ``step_index`` conventions are understood.
+
+Every file is read through the dataset's ``Storage`` (``io/object_storage``): a directory,
+whose files are opened by path as they always were, or an ``s3://bucket/prefix`` URL,
+whose tables and videos are read by ranges, optionally through a local cache directory.
 """
 
 from __future__ import annotations
@@ -28,14 +32,22 @@ from ortf_ros.format.audio import AUDIO_SENSOR_TYPE, audio_sensors
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
-from ortf_ros.format.text import read_text
 from ortf_ros.io.npz import NpzDepthReader
+from ortf_ros.io.object_storage import ObjectStorage, Storage, as_storage
+from ortf_ros.io.paths import is_url
 from ortf_ros.io.video import VideoReader, frame_kind
 
 StepIndexConvention = Literal["global", "episode"]
 
 
-def load_dataset(path: str | os.PathLike[str]) -> Dataset:
+def load_dataset(path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Dataset:
+    """The dataset at ``path``: a directory, or an ``s3://bucket/prefix`` URL read by ranges
+    with the AWS SDK's environment variables (``S3Settings``), its blocks kept in
+    ``cache_dir`` when given (shared safely by several processes; unused for a directory)."""
+    if is_url(path):
+        storage = ObjectStorage(str(path), Path(cache_dir) if cache_dir is not None else None)
+        storage.check(layout.MANIFEST)
+        return Dataset(storage)
     root = Path(path)
     if not root.is_dir():
         raise ReaderError(f"{root}: not a directory")
@@ -45,20 +57,34 @@ def load_dataset(path: str | os.PathLike[str]) -> Dataset:
 class Dataset:
     """An opened dataset: manifest, episode index, tasks and statistics."""
 
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.manifest: Manifest = load_manifest(root)
-        self.episodes: list[EpisodeRecord] = read_episodes(root)
-        self.tasks: dict[int, Task] = {t.task_id: t for t in read_tasks(root)}
+    def __init__(self, root: Path | Storage) -> None:
+        self.storage = as_storage(root)
+        self.location = self.storage.location
+        self.manifest: Manifest = load_manifest(self.storage)
+        self.episodes: list[EpisodeRecord] = read_episodes(self.storage)
+        self.tasks: dict[int, Task] = {t.task_id: t for t in read_tasks(self.storage)}
         self._by_id = {e.episode_id: e for e in self.episodes}
         self._positions = {e.episode_id: position for position, e in enumerate(self.episodes)}
         self._tables: OrderedDict[str, _EpisodeRows] = OrderedDict()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (for a spawned DataLoader worker) without its open tables: the worker opens its own."""
+        return {**self.__dict__, "_tables": OrderedDict()}
+
+    @property
+    def root(self) -> Path:
+        """The dataset's directory; a dataset in object storage has none (what needs one, an
+        export or a review, is refused in one line naming the URL)."""
+        root = self.storage.local_root
+        if root is None:
+            raise ReaderError(f"{self.location}: in object storage; this needs the dataset on local disk")
+        return root
 
     def rows_index(self, relative: str) -> _EpisodeRows:
         """The step or stream table ``relative``, its footer read once (``OPEN_TABLES`` kept)."""
         table = self._tables.pop(relative, None)
         if table is None or not table.current():  # a file replaced or appended to is read anew
-            table = _EpisodeRows(self.root, relative)
+            table = _EpisodeRows(self.storage, relative)
         self._tables[relative] = table
         while len(self._tables) > OPEN_TABLES:
             self._tables.popitem(last=False)
@@ -81,11 +107,12 @@ class Dataset:
 
     @cached_property
     def stats(self) -> dict[str, Any]:
-        path = self.root / layout.STATS
-        if not path.exists():
+        try:
+            text = self.storage.read_text(layout.STATS)
+        except FileNotFoundError:
             return {}
         try:
-            data = json.loads(read_text(path))
+            data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise FormatError(f"{layout.STATS}: not valid JSON: {exc}") from None
         if not isinstance(data, dict):
@@ -96,11 +123,13 @@ class Dataset:
         """An episode by id (``"000042"``) or by position in the index (``42``)."""
         if isinstance(key, int):
             if not -len(self.episodes) <= key < len(self.episodes):
-                raise UnknownEpisodeError(f"{self.root}: no episode at position {key} ({len(self.episodes)} episodes)")
+                raise UnknownEpisodeError(
+                    f"{self.location}: no episode at position {key} ({len(self.episodes)} episodes)"
+                )
             return Episode(self, self.episodes[key])
         record = self._by_id.get(key)
         if record is None:
-            raise UnknownEpisodeError(f"{self.root}: no episode with id {key!r}")
+            raise UnknownEpisodeError(f"{self.location}: no episode with id {key!r}")
         return Episode(self, record)
 
     def task(self, task_id: int) -> Task:
@@ -206,7 +235,7 @@ class Episode:
         """A point cloud stream's clouds in order, a row group (a cloud, as ortf_ros writes
         them) at a time; none when the episode has no cloud file."""
         relative = self.cloud_file(name)
-        if not (self.dataset.root / relative).is_file():
+        if not self.dataset.storage.exists(relative):
             return iter(())
         return self._batches(relative, "cloud_index", columns)
 
@@ -268,7 +297,8 @@ class Episode:
             raise ReaderError(f"unknown microphone {microphone!r}; the manifest declares {known}")
         return episode_audio(self.dataset.root, self.record.chunk_id, self.dataset.file_index(self.record), sensor)
 
-    def video_path(self, camera: str) -> Path:
+    def video_file(self, camera: str) -> str:
+        """The camera's video in this episode, relative to the dataset root (the index's ``video_files``)."""
         if camera not in self.dataset.manifest.cameras:
             raise ReaderError(
                 f"unknown camera {camera!r}; the manifest declares {sorted(self.dataset.manifest.cameras)}"
@@ -276,22 +306,33 @@ class Episode:
         relative = self.record.video_files.get(camera)
         if not relative:
             raise ReaderError(f"{layout.EPISODES}: episode {self.episode_id} has no video for camera {camera!r}")
-        return self.dataset.root / relative
+        return relative
+
+    def video_path(self, camera: str) -> Path:
+        return self.dataset.root / self.video_file(camera)
 
     def frame(self, camera: str, frame_index: int) -> np.ndarray:
         """Frame ``frame_index`` of a camera: HxWx3 uint8 RGB, or HxW uint16 depth in millimetres."""
         reader = self._videos.get(camera)
         if reader is None:
-            path = self.video_path(camera)
-            if not path.exists():
-                raise ReaderError(f"{path.relative_to(self.dataset.root)}: missing (episode {self.episode_id})")
-            sensor = self.dataset.manifest.cameras[camera]
-            if path.suffix == ".npz" and sensor.is_depth:
-                reader = NpzDepthReader(path)
-            else:
-                reader = VideoReader(path, frame_kind(sensor))
-            self._videos[camera] = reader
+            reader = self._videos[camera] = self._open_video(camera)
         return reader.read(frame_index)
+
+    def _open_video(self, camera: str) -> VideoReader | NpzDepthReader:
+        relative = self.video_file(camera)
+        storage = self.dataset.storage
+        try:
+            source = storage.source(relative)
+            if isinstance(source, Path) and not source.exists():
+                raise FileNotFoundError(relative)
+        except FileNotFoundError:
+            raise ReaderError(f"{relative}: missing (episode {self.episode_id})") from None
+        name = source if isinstance(source, Path) else storage.name(relative)
+        file = None if isinstance(source, Path) else source
+        sensor = self.dataset.manifest.cameras[camera]
+        if relative.endswith(".npz") and sensor.is_depth:
+            return NpzDepthReader(name, file=file)
+        return VideoReader(name, frame_kind(sensor), file=file)
 
     def step_frames(self, camera: str) -> Iterator[np.ndarray]:
         """The frame each step saw, in step order."""
@@ -314,23 +355,17 @@ by episode): a chunk's tables, while its episodes are read one after another. Th
 a reader holds, whatever the number of chunks."""
 
 
-def _identity(path: Path) -> tuple[int, int, int, int]:
-    """What changes when a file is replaced or appended to."""
-    status = path.stat()
-    return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
-
-
 class _EpisodeRows:
     """A step or stream table read by episode: its footer parsed once, and for each episode the
     row groups that may hold its rows, from their ``episode_id`` statistics. A chunk's table holds
     up to a thousand episodes, so without this every episode read would parse the footer of all
     of them and look at every row group (a reader going through the chunk: quadratic)."""
 
-    def __init__(self, root: Path, relative: str) -> None:
+    def __init__(self, storage: Storage, relative: str) -> None:
         self.relative = relative
-        self.path = root / relative
-        self.identity = _identity(self.path)
-        self.file = pq.ParquetFile(self.path)  # the episode being read names the errors
+        self.storage = storage
+        self.identity = storage.identity(relative)
+        self.file = pq.ParquetFile(storage.source(relative))  # the episode being read names the errors
         self.metadata = self.file.metadata
         self._exact: dict[str, list[int]] = {}
         self._ranges: list[tuple[str, str, int]] = []  # row groups holding several episodes
@@ -348,7 +383,7 @@ class _EpisodeRows:
 
     def current(self) -> bool:
         try:
-            return _identity(self.path) == self.identity
+            return self.storage.identity(self.relative) == self.identity
         except OSError:
             return False
 

@@ -13,14 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from ortf_ros.errors import FormatError
 from ortf_ros.format import layout
 from ortf_ros.format.accounting import ACCOUNTING_COLUMN, StreamAccount, accounts_to_rows, stored_accounts
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
-from ortf_ros.format.text import read_text
+from ortf_ros.io.object_storage import Storage, as_storage
 
 
 @dataclass(frozen=True)
@@ -115,13 +114,14 @@ class EpisodeRecord:
     review_flag: bool | None = None  # an extension (``schema.REVIEW_FLAG_COLUMN``); None: not reviewed
 
 
-def read_tasks(root: Path) -> list[Task]:
+def read_tasks(root: Path | Storage) -> list[Task]:
     """Tasks by line; LeRobot-style ``{"task": ...}`` lines are read as instructions."""
-    path = root / layout.TASKS
-    if not path.exists():
+    try:
+        text = as_storage(root).read_text(layout.TASKS)
+    except FileNotFoundError:
         return []
     tasks = []
-    for number, line in enumerate(read_text(path).splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{layout.TASKS}:{number}"
@@ -148,10 +148,9 @@ def tasks_jsonl(tasks: Iterable[Task]) -> str:
 REQUIRED_EPISODE_COLUMNS = ("episode_id", "task_id", "start_step", "end_step", "length", "duration_seconds", "chunk_id")
 
 
-def read_episodes(root: Path) -> list[EpisodeRecord]:
-    path = root / layout.EPISODES
+def read_episodes(root: Path | Storage) -> list[EpisodeRecord]:
     try:
-        table = pq.read_table(path)
+        table = as_storage(root).read_table(layout.EPISODES)
     except FileNotFoundError:
         raise FormatError(f"{layout.EPISODES}: missing") from None
     except (pa.ArrowException, OSError) as exc:

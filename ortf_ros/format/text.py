@@ -15,8 +15,12 @@ from ortf_ros.errors import FormatError
 
 def read_text(path: str | os.PathLike[str]) -> str:
     """The UTF-8 text of ``path`` (OSError as it comes: it names the file)."""
-    data = Path(path).read_bytes()
+    return decode_text(Path(path).read_bytes(), os.fspath(path))
+
+
+def decode_text(data: bytes, name: str) -> str:
+    """``data`` read from the file ``name`` (a path, a URL) as UTF-8 text."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise FormatError(f"{os.fspath(path)}: not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})") from None
+        raise FormatError(f"{name}: not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})") from None

@@ -7,6 +7,7 @@ memory is one episode's depth, which is why our writer stores depth as FFV1 inst
 
 from __future__ import annotations
 
+import io
 import zipfile
 from pathlib import Path
 
@@ -16,8 +17,11 @@ from ortf_ros.errors import ReaderError
 
 
 class NpzDepthReader:
-    def __init__(self, path: Path) -> None:
+    """``file``, when given, is what is read (an object in object storage), ``path`` its name."""
+
+    def __init__(self, path: Path | str, *, file: io.IOBase | None = None) -> None:
         self.path = path
+        self._file = file
         self._stack: np.ndarray | None = None
 
     def __enter__(self) -> NpzDepthReader:
@@ -28,11 +32,13 @@ class NpzDepthReader:
 
     def close(self) -> None:
         self._stack = None
+        if self._file is not None:
+            self._file.close()
 
     def _load(self) -> np.ndarray:
         if self._stack is None:
             try:
-                with np.load(self.path) as archive:
+                with np.load(self._file if self._file is not None else self.path) as archive:
                     if not archive.files:
                         raise ReaderError(f"{self.path}: NPZ holds no array")
                     stack = archive[archive.files[0]]

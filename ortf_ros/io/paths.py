@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,10 +42,23 @@ def _kind(path: Path) -> str:
     return "a special file"
 
 
+URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+"""What a location given as a URL (``s3://bucket/prefix``) starts with, rather than a path."""
+
+
+def is_url(word: str | os.PathLike[str]) -> bool:
+    return isinstance(word, str) and URL.match(word) is not None
+
+
 def _path(word: str, expected: str) -> Path:
-    """The word as a path: not empty, no component longer than a file system takes."""
+    """The word as a path: not empty, no component longer than a file system takes, and no
+    URL: a command writes only to this machine (an ``s3:`` directory made of
+    ``s3://bucket/x`` would be a surprise), and reads object storage only through
+    ``load_dataset`` (Python)."""
     if not word:
         raise UsageError(f"an empty path; expected {expected}")
+    if is_url(word):
+        raise UsageError(f"{word}: a URL; expected {expected} on this machine (only load_dataset reads s3:// URLs)")
     for part in Path(word).parts:
         if len(os.fsencode(part)) > NAME_MAX:
             raise UsageError(f"{word}: a name longer than {NAME_MAX} bytes ({part[:20]}...); expected {expected}")

