@@ -141,7 +141,5 @@ def open_datasets(sources: Iterable[DatasetSource], cache_dir: str | os.PathLike
 
 
 def open_dataset(source: DatasetSource, cache_dir: str | os.PathLike[str] | None) -> Dataset:
-    text = os.fspath(source)
-    if "://" in text:
-        return load_dataset(text, cache_dir=cache_dir)  # type: ignore[call-arg]
-    return load_dataset(text)
+    """``load_dataset``: a directory, or an object-storage URL whose blocks ``cache_dir`` keeps."""
+    return load_dataset(source, cache_dir=cache_dir)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,10 @@ from torch.utils.data import DataLoader
 
 from ortf.convert import to_lerobot
 from ortf.torch import EpisodeBatchSampler, OrtfDataset
+from ortf_ros.io.object_storage import ObjectStorage
 from ortf_ros.synthetic.images import decode_frame_number
 from support import lerobot_env
+from support.s3_server import S3Server
 from support.training_data import FPS, WRENCH, action, frame_number, write_training_dataset
 
 STEPS = 16
@@ -162,3 +164,32 @@ def test_the_core_imports_no_torch_and_ortf_torch_does() -> None:
         "import ortf.torch; assert 'torch' in sys.modules"
     )
     assert subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True).returncode == 0
+
+
+@pytest.fixture
+def s3(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[S3Server]:
+    server = S3Server(tmp_path / "moto.log")
+    try:
+        for name, value in server.environment().items():
+            monkeypatch.setenv(name, value)
+        yield server
+    finally:
+        server.stop()
+
+
+def test_a_dataset_in_object_storage_gives_the_local_samples(
+    roots: tuple[Path, Path], s3: S3Server, tmp_path: Path
+) -> None:
+    """The same samples from ``s3://`` as from the directory, in forked workers, and a second
+    epoch from the cache directory: no block fetched from the server."""
+    url = s3.upload(roots[0], "datasets", "training/a")
+    local = batches(DataLoader(OrtfDataset(roots[0], delta_timestamps=DELTA), batch_size=8))
+    cache = tmp_path / "cache"
+    remote = OrtfDataset(url, delta_timestamps=DELTA, native_windows={WRENCH: (-0.01, 0.0)}, cache_dir=cache)
+    first = batches(DataLoader(remote, batch_size=8, num_workers=2, multiprocessing_context="fork", timeout=120))
+    assert_same_batches([{k: b[k] for k in local[0]} for b in first], local)
+    again = batches(DataLoader(remote, batch_size=8))  # this process's reader: only the cache to go on
+    assert_same_batches(again, first)
+    storage = remote.dataset(0).storage
+    assert isinstance(storage, ObjectStorage)
+    assert (storage.counts.requests, storage.counts.bytes) == (0, 0) and storage.counts.cached_blocks > 0
