@@ -35,9 +35,9 @@ from ortf_ros.format.metadata import (
 )
 from ortf_ros.format.native_streams import AlignmentSummary
 from ortf_ros.format.schema import feature_thresholds, stats_features
+from ortf_ros.format.stored_files import Storage, as_storage
 from ortf_ros.format.text import read_text
 from ortf_ros.io import atomic
-from ortf_ros.io.object_storage import Storage, as_storage
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ from ortf_ros.format.audio import AUDIO_SENSOR_TYPE, audio_sensors
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.metadata import EpisodeRecord, Task, read_episodes, read_tasks
 from ortf_ros.format.scene_objects import SceneObjects, read_scene_objects
+from ortf_ros.format.stored_files import Storage, as_storage
 from ortf_ros.io.npz import NpzDepthReader
-from ortf_ros.io.object_storage import ObjectStorage, Storage, as_storage
+from ortf_ros.io.object_storage import ObjectStorage
 from ortf_ros.io.paths import is_url
 from ortf_ros.io.video import VideoReader, frame_kind
 

@@ -19,7 +19,7 @@ from ortf_ros.format import layout
 from ortf_ros.format.accounting import ACCOUNTING_COLUMN, StreamAccount, accounts_to_rows, stored_accounts
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.format.schema import episode_schema
-from ortf_ros.io.object_storage import Storage, as_storage
+from ortf_ros.format.stored_files import Storage, as_storage
 
 
 @dataclass(frozen=True)

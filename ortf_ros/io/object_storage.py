@@ -1,12 +1,11 @@
-"""Where a dataset's files are read from: a local directory, or a prefix in object storage.
+"""A dataset in object storage: an ``s3://bucket/prefix`` URL read as a ``Storage``
+(``format/stored_files.py`` has the interface and the local directory).
 
-The reader names every file by its path relative to the dataset root (``layout``), and asks a
-``Storage`` for it: its bytes (the manifest, the tasks), or a random-access file (Parquet
-tables, videos) that the Parquet reader and PyAV read by ranges. A local directory hands
-back the path itself, so that local reads stay exactly what they were (files opened by path,
-nothing in between). An ``s3://bucket/prefix`` URL is read through pyarrow's S3 filesystem:
-a ``RangeFile`` fetches only the blocks asked for (a Parquet footer and the column chunks
-read, the part of a video PyAV demuxes), never a whole object first.
+The reader asks a storage for each file by its path relative to the dataset root: its
+bytes (the manifest, the tasks), or a random-access file (Parquet tables, videos) that the
+Parquet reader and PyAV read by ranges. Here that goes through pyarrow's S3 filesystem: a
+``RangeFile`` fetches only the blocks asked for (a Parquet footer and the column chunks read,
+the part of a video PyAV demuxes), never a whole object first.
 
 Blocks, not the reads themselves, go to the network: PyAV reads 32 KiB at a time and Parquet
 a few bytes of footer length before the footer, and each would be an HTTP request. A file
@@ -30,7 +29,6 @@ import logging
 import os
 import shutil
 import tempfile
-from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
@@ -40,10 +38,9 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.fs as pafs
-import pyarrow.parquet as pq
 
 from ortf_ros.errors import ReaderError, describe
-from ortf_ros.format.text import decode_text
+from ortf_ros.format.stored_files import Storage
 
 log = logging.getLogger(__name__)
 
@@ -62,83 +59,6 @@ ATTEMPTS = 2
 _KNOWN_OBJECTS = 4096
 """Objects whose size and time a storage remembers (an LRU): one request per file opened,
 not one per read, with memory bounded whatever the number of files."""
-
-
-class Storage(ABC):
-    """A dataset's files by relative path (``layout``'s forward-slash names)."""
-
-    location: str
-    """The dataset's directory or URL, as errors name it."""
-
-    @abstractmethod
-    def name(self, relative: str) -> str:
-        """The file as an error names it: its path, or the URL of the object."""
-
-    @abstractmethod
-    def read_bytes(self, relative: str) -> bytes:
-        """The whole file (FileNotFoundError when there is none)."""
-
-    @abstractmethod
-    def exists(self, relative: str) -> bool:
-        """Whether the file is there."""
-
-    @abstractmethod
-    def source(self, relative: str) -> Path | RangeFile:
-        """What ``pq.ParquetFile`` and ``av.open`` read the file from: its path, or a random-access
-        file fetched by ranges (FileNotFoundError when there is none)."""
-
-    @abstractmethod
-    def identity(self, relative: str) -> Hashable:
-        """What changes when the file is replaced or appended to (OSError when it is gone)."""
-
-    @property
-    def local_root(self) -> Path | None:
-        """The directory on this machine, None for object storage."""
-        return None
-
-    def read_text(self, relative: str) -> str:
-        """The file as UTF-8 text (FormatError naming it if it is not)."""
-        return decode_text(self.read_bytes(relative), self.name(relative))
-
-    def read_table(self, relative: str) -> pa.Table:
-        """A whole Parquet file (FileNotFoundError when there is none)."""
-        source = self.source(relative)
-        if isinstance(source, Path):
-            return pq.read_table(source)
-        with source:
-            return pq.read_table(source)
-
-
-class LocalStorage(Storage):
-    """A directory on this machine: files read and opened by path, as the reader always did."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.location = str(root)
-
-    def name(self, relative: str) -> str:
-        return str(self.root / relative)
-
-    def read_bytes(self, relative: str) -> bytes:
-        return (self.root / relative).read_bytes()
-
-    def exists(self, relative: str) -> bool:
-        return (self.root / relative).is_file()
-
-    def source(self, relative: str) -> Path:
-        return self.root / relative
-
-    def identity(self, relative: str) -> Hashable:
-        status = (self.root / relative).stat()
-        return status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns
-
-    @property
-    def local_root(self) -> Path:
-        return self.root
-
-
-def as_storage(root: Path | Storage) -> Storage:
-    return root if isinstance(root, Storage) else LocalStorage(root)
 
 
 @dataclass
