@@ -58,6 +58,14 @@ class Window:
     frames: tuple[int, ...]
 
 
+def planar_rgb(frame: av.VideoFrame) -> np.ndarray:
+    """A frame as (3, H, W) uint8, the cheapest way PyAV gives it: swscale's planar G, B, R
+    planes copied in R, G, B order (no transposing copy of every pixel)."""
+    planes = frame.reformat(format="gbrp", threads=1).planes
+    g, b, r = (np.frombuffer(memoryview(p), np.uint8).reshape(p.height, p.line_size)[:, : p.width] for p in planes)
+    return np.stack([r, g, b])
+
+
 class FloorDataset(Dataset[dict[str, torch.Tensor]]):
     """Per sample and camera: seek to the keyframe at or before the oldest frame the window
     needs, decode forward to the newest, keep those frames as uint8 (T, 3, H, W). The frame
@@ -106,11 +114,10 @@ class FloorDataset(Dataset[dict[str, torch.Tensor]]):
         for frame in container.decode(stream):
             index = round(((frame.pts or 0) - start) * time_base * rate)
             if index >= first:
-                wanted[index] = frame.to_ndarray(format="rgb24")
+                wanted[index] = planar_rgb(frame)
             if index >= last:
                 break
-        chw: np.ndarray = np.stack([wanted[i] for i in window.frames]).transpose(0, 3, 1, 2)
-        return chw
+        return np.stack([wanted[i] for i in window.frames])
 
 
 # -- the loaders ------------------------------------------------------------------------------

@@ -312,12 +312,14 @@ class Episode:
     def video_path(self, camera: str) -> Path:
         return self.dataset.root / self.video_file(camera)
 
-    def frame(self, camera: str, frame_index: int) -> np.ndarray:
-        """Frame ``frame_index`` of a camera: HxWx3 uint8 RGB, or HxW uint16 depth in millimetres."""
+    def frame(self, camera: str, frame_index: int, *, channels_first: bool = False) -> np.ndarray:
+        """Frame ``frame_index`` of a camera: HxWx3 uint8 RGB, or HxW uint16 depth in millimetres;
+        3xHxW and 1xHxW with ``channels_first`` (a training loader's layout, made without a
+        transposing copy)."""
         reader = self._videos.get(camera)
         if reader is None:
             reader = self._videos[camera] = self._open_video(camera)
-        return reader.read(frame_index)
+        return reader.read(frame_index, channels_first=channels_first)
 
     def _open_video(self, camera: str) -> VideoReader | NpzDepthReader:
         relative = self.video_file(camera)

@@ -49,9 +49,10 @@ class NpzDepthReader:
             self._stack = stack
         return self._stack
 
-    def read(self, index: int) -> np.ndarray:
+    def read(self, index: int, *, channels_first: bool = False) -> np.ndarray:
+        """Frame ``index``: HxW uint16 (1xHxW with ``channels_first``, as ``VideoReader``)."""
         stack = self._load()
         if not 0 <= index < len(stack):
             raise ReaderError(f"{self.path}: has no frame {index} ({len(stack)} frames)")
         frame: np.ndarray = stack[index]
-        return frame
+        return frame[np.newaxis] if channels_first else frame

@@ -15,6 +15,7 @@ time without an index; real capture times live in the step table.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import math
 import os
@@ -393,6 +394,22 @@ def open_video(path: Path | str, file: io.IOBase | None = None) -> InputContaine
     return container
 
 
+def _inherit_without_collecting() -> None:
+    """In a forked child (a DataLoader worker), never collect what the parent left.
+
+    A PyAV container is a reference cycle (its streams point back at it), so one that was
+    dropped without ``close()`` waits for the cyclic collector. Collected in a forked child,
+    its destructor frees the decoder's slice threads, joining threads that exist only in the
+    parent, and the child hangs for ever (seen: a worker stuck in ``avpriv_slicethread_free``
+    under ``gc_collect``). ``gc.freeze`` right after the fork puts everything inherited out of
+    the collector's reach; what the child makes itself is collected as usual.
+    """
+    gc.freeze()
+
+
+os.register_at_fork(after_in_child=_inherit_without_collecting)
+
+
 class VideoReader:
     """Random access to frames by index, seeking to the nearest keyframe before it.
 
@@ -449,7 +466,32 @@ class VideoReader:
         self._decoder = self._container.decode(self._stream)
         self._last_index = -1
 
-    def read(self, index: int) -> np.ndarray:
+    def read(self, index: int, *, channels_first: bool = False) -> np.ndarray:
+        """Frame ``index``: HxWx3 uint8 RGB (3xHxW with ``channels_first``, what a training
+        loader wants), or HxW uint16 depth (1xHxW)."""
+        frame = self._frame(index)
+        # One conversion thread: PyAV keeps a thread's swscale context (with its pool of
+        # threads, by default) for reuse, and a DataLoader worker forked after its parent
+        # decoded a frame would wait forever on the parent's pool, whose threads a fork does
+        # not copy. A worker per core is the parallelism anyway.
+        if not channels_first:
+            array: np.ndarray = frame.to_ndarray(format=self._array_format, threads=1)
+            return array
+        if self.kind == "depth":
+            depth: np.ndarray = frame.to_ndarray(format=self._array_format, threads=1)
+            return depth[np.newaxis]
+        # Planar RGB from swscale (its G, B, R planes), copied plane by plane: the values of
+        # rgb24, without a strided transposition of every pixel.
+        planar = frame.reformat(format="gbrp", threads=1)
+        green, blue, red = (
+            np.frombuffer(memoryview(plane), np.uint8).reshape(plane.height, plane.line_size)[:, : plane.width]
+            for plane in planar.planes
+        )
+        out = np.empty((3, frame.height, frame.width), np.uint8)
+        out[0], out[1], out[2] = red, green, blue
+        return out
+
+    def _frame(self, index: int) -> av.VideoFrame:
         if index < 0:
             raise ReaderError(f"{self.path}: frame index {index} is negative")
         if self._decoder is None or not (self._last_index < index <= self._last_index + self._forward_window):
@@ -460,12 +502,7 @@ class VideoReader:
                 current = self._index_of(frame)
                 self._last_index = current
                 if current == index:
-                    # One conversion thread: PyAV keeps a thread's swscale context (with its pool
-                    # of threads, by default) for reuse, and a DataLoader worker forked after its
-                    # parent decoded a frame would wait forever on the parent's pool, whose threads
-                    # a fork does not copy. A worker per core is the parallelism anyway.
-                    array = frame.to_ndarray(format=self._array_format, threads=1)
-                    return array  # type: ignore[no-any-return]
+                    return frame  # type: ignore[no-any-return]
                 if current > index:
                     break
         except av.error.FFmpegError as exc:

@@ -225,23 +225,28 @@ class SampleReader:
         return item
 
     def _frames(self, source: int, opened: _OpenEpisode, camera: str, indices: np.ndarray) -> np.ndarray:
-        """The frames at ``indices``, channels first: (T, 3, H, W) uint8 or (T, 1, H, W) uint16."""
+        """The frames at ``indices``, channels first: (T, 3, H, W) uint8 or (T, 1, H, W) uint16.
+        Each distinct frame is decoded once, in increasing order (a decoder goes forward; the
+        edge frame a pad repeats is not sought again)."""
         episode = opened.episode
-        frames = []
-        for index in indices.tolist():
+        out: np.ndarray | None = None
+        for index in sorted(set(indices.tolist())):
             if index < 0:
                 raise ReaderError(
                     f"{self.sources[source]}: episode {episode.episode_id}, camera {camera}: "
                     "a step without a frame (null frame_index)"
                 )
             try:
-                frame = episode.frame(camera, int(index))
+                frame = episode.frame(camera, int(index), channels_first=True)
             except ReaderError as exc:
                 raise ReaderError(
                     f"{self.sources[source]}: episode {episode.episode_id}, camera {camera}: {exc}"
                 ) from None
-            frames.append(frame[np.newaxis] if frame.ndim == 2 else frame.transpose(2, 0, 1))
-        return np.stack(frames)
+            if out is None:
+                out = np.empty((len(indices), *frame.shape), dtype=frame.dtype)
+            out[indices == index] = frame
+        assert out is not None
+        return out
 
     def _native(self, item: dict[str, Any], opened: _OpenEpisode, window: NativeWindow, at: float, source: int) -> None:
         rows, columns = opened.natives[window.stream]
