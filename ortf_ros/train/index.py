@@ -40,7 +40,7 @@ class EpisodeFilter:
     skip_flagged: bool = False
     max_alignment_ms: float | Mapping[str, float] | None = None
 
-    def keeps(self, dataset: Dataset, position: int, record: EpisodeRecord, named: set[str] | None) -> bool:
+    def keeps(self, position: int, record: EpisodeRecord, named: set[str] | None) -> bool:
         if named is not None and record.episode_id not in named and str(position) not in named:
             return False
         if self.skip_failed and record.success is False:
@@ -109,7 +109,7 @@ def build_index(datasets: Sequence[Dataset], where: Sequence[str], keep: Episode
         for position, record in enumerate(dataset.episodes):
             if named is not None and (record.episode_id in named or str(position) in named):
                 found.update({record.episode_id, str(position)})
-            if not keep.keeps(dataset, position, record, named) or record.length <= 0:
+            if not keep.keeps(position, record, named) or record.length <= 0:
                 continue
             steps = np.arange(record.length, dtype=np.int64)
             if bounds:

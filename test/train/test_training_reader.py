@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 
@@ -73,6 +74,31 @@ def test_windows_hold_the_step_tables_values_and_pad_past_both_ends_of_the_episo
         np.testing.assert_array_equal(depth[0], demo_depth(step + samples.position, 64, 48))
         assert item["task"] and item["episode_index"] == samples.position and item["dataset_index"] == 0
         assert item["step_index"] == samples.position * STEPS + step or item["step_index"] == step
+    reader.close()
+
+
+def decoded(path: Path) -> list[np.ndarray]:
+    """Every frame of a video, as PyAV decodes it from the start (no seeking)."""
+    with av.open(str(path)) as container:
+        return [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+
+
+def test_frames_are_the_decoded_videos_own(root: Path) -> None:
+    """Pixel for pixel what a plain decode of the episode's video gives at the index the step
+    table names, also where the reader seeks (random order) and continues (a window)."""
+    index, reader, datasets = reader_of([root], delta={"observation.images.cam_overhead": [-2 / FPS, 0.0]})
+    order = np.random.default_rng(5).permutation(len(index))
+    videos: dict[int, list[np.ndarray]] = {}
+    for number in order.tolist():
+        samples, step = index.locate(number)
+        if samples.position not in videos:
+            record = datasets[0].episodes[samples.position]
+            videos[samples.position] = decoded(root / str(record.video_files["cam_overhead"]))
+        named = datasets[0].episode(samples.position).array(layout.image_column("cam_overhead"))
+        item = reader.sample(samples, step)
+        steps = np.clip([step - 2, step], 0, STEPS - 1)
+        for frame, at in zip(item["observation.images.cam_overhead"], steps, strict=True):
+            np.testing.assert_array_equal(frame.transpose(1, 2, 0), videos[samples.position][int(named[at])])
     reader.close()
 
 
