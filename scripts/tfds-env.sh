@@ -18,35 +18,10 @@ cd "$ROOT"
 
 CACHE="$ROOT/.cache"
 VENV="$CACHE/tfds-venv"
-LOG="$CACHE/tfds-env.log"
-STAMP="$VENV/.tfds-env.stamp"
 
 # shellcheck source=scripts/python.sh
 source "$ROOT/scripts/python.sh"
 PY_EXE="$(resolve_python "${TFDS_PYTHON:-$(default_python)}")"
-
-inputs_hash() {
-  local f
-  echo "$PY_EXE"
-  for f in scripts/tfds-env.sh scripts/python.sh setup.py setup.cfg; do
-    if [[ -f "$f" ]]; then sha256sum "$f"; fi
-  done | sha256sum | cut -d' ' -f1
-}
-HASH="$(inputs_hash)"
-ready() { [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; }
-
-if ready; then
-  echo "tfds environment ready: $VENV"
-  exit 0
-fi
-
-mkdir -p "$CACHE"
-exec 9>"$CACHE/tfds-env.lock"
-flock 9 # one build at a time per checkout (pytest workers, parallel runs)
-if ready; then
-  echo "tfds environment ready: $VENV"
-  exit 0
-fi
 
 build() {
   rm -rf "$VENV"
@@ -55,10 +30,4 @@ build() {
   "$VENV/bin/python" -c 'import tensorflow_datasets as tfds, ortf_ros.convert.rlds_export; print("tfds", tfds.__version__)'
 }
 
-if ! build >"$LOG" 2>&1; then
-  echo "!!! building $VENV failed; its log follows" >&2
-  cat "$LOG" >&2
-  exit 1
-fi
-echo "$HASH" >"$STAMP"
-echo "tfds environment ready: $VENV (built; log: ${LOG#"$ROOT"/})"
+cached_venv tfds "$VENV" "$PY_EXE" build

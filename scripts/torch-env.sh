@@ -28,8 +28,6 @@ cd "$ROOT"
 
 CACHE="$ROOT/.cache"
 VENV="$CACHE/torch-venv"
-LOG="$CACHE/torch-env.log"
-STAMP="$VENV/.torch-env.stamp"
 TORCH_VERSION=2.13.0
 # from setup.py's test extra: pytest, the S3 tests' server, the type check and the linter
 TEST_TOOLS=(pytest pytest-timeout psutil moto mypy ruff types-PyYAML)
@@ -37,29 +35,6 @@ TEST_TOOLS=(pytest pytest-timeout psutil moto mypy ruff types-PyYAML)
 # shellcheck source=scripts/python.sh
 source "$ROOT/scripts/python.sh"
 PY_EXE="$(resolve_python "${TORCH_PYTHON:-python3.11}")"
-
-inputs_hash() {
-  local f
-  echo "$PY_EXE"
-  for f in scripts/torch-env.sh scripts/python.sh setup.py setup.cfg; do
-    if [[ -f "$f" ]]; then sha256sum "$f"; fi
-  done | sha256sum | cut -d' ' -f1
-}
-HASH="$(inputs_hash)"
-ready() { [[ -x "$VENV/bin/python" && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; }
-
-if ready; then
-  echo "torch environment ready: $VENV"
-  exit 0
-fi
-
-mkdir -p "$CACHE"
-exec 9>"$CACHE/torch-env.lock"
-flock 9 # one build at a time per checkout (pytest workers, parallel runs)
-if ready; then
-  echo "torch environment ready: $VENV"
-  exit 0
-fi
 
 pip_install() { "$VENV/bin/python" -m pip install --disable-pip-version-check "$@"; }
 
@@ -114,10 +89,4 @@ build() {
   "$VENV/bin/python" -c 'import torch, ortf_ros; assert torch.version.cuda is None, torch.version.cuda; print("torch", torch.__version__)'
 }
 
-if ! build >"$LOG" 2>&1; then
-  echo "!!! building $VENV failed; its log follows" >&2
-  cat "$LOG" >&2
-  exit 1
-fi
-echo "$HASH" >"$STAMP"
-echo "torch environment ready: $VENV (built; log: ${LOG#"$ROOT"/})"
+cached_venv torch "$VENV" "$PY_EXE" build

@@ -12,6 +12,7 @@ sample exactly once, in an order reseeded by ``epoch``.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -20,72 +21,65 @@ ACTIVE_EPISODES = 4
 less (a worker keeps ``SampleReader.open_episodes`` of them open)."""
 
 
-def episode_batches(
-    episodes: Sequence[np.ndarray],
-    batch_size: int,
-    workers: int,
-    *,
-    shuffle: bool,
-    seed: int,
-    epoch: int = 0,
-    drop_last: bool = False,
-    active: int = ACTIVE_EPISODES,
-) -> Iterator[list[int]]:
-    """Batches of sample numbers (``episodes``: each episode's samples) in the loader's order."""
-    if batch_size < 1 or workers < 0 or active < 1:
-        raise ValueError(
-            f"batch_size >= 1, workers >= 0 and active >= 1 expected, got {batch_size}, {workers}, {active}"
-        )
-    rng = np.random.default_rng([seed, epoch])
-    shares = [[episodes[i] for i in lane] for lane in _lanes([len(e) for e in episodes], workers, shuffle, rng)]
-    per_lane = [list(_lane_batches(share, batch_size, shuffle, rng, drop_last, active)) for share in shares]
-    for position in range(max((len(b) for b in per_lane), default=0)):
-        for batches in per_lane:
-            if position < len(batches):
-                yield batches[position]
+@dataclass(frozen=True)
+class BatchOrder:
+    """How an epoch's batches are made: their size, the loader's workers (0: the loader's own
+    process), shuffled or in order from ``seed``, a last partial batch kept or dropped, and
+    the episodes a worker draws from at a time."""
 
+    batch_size: int
+    workers: int = 0
+    shuffle: bool = True
+    seed: int = 0
+    drop_last: bool = False
+    active: int = ACTIVE_EPISODES
 
-def _lanes(sizes: Sequence[int], workers: int, shuffle: bool, rng: np.random.Generator) -> list[list[int]]:
-    """Each worker's episodes (positions in ``sizes``): the episodes in (shuffled) order, each
-    to the least loaded worker, so every worker has about as many samples."""
-    order = rng.permutation(len(sizes)) if shuffle else np.arange(len(sizes))
-    lanes: list[list[int]] = [[] for _ in range(max(workers, 1))]
-    loads = np.zeros(len(lanes), dtype=np.int64)
-    for which in order.tolist():
-        lane = int(np.argmin(loads))
-        lanes[lane].append(which)
-        loads[lane] += sizes[which]
-    return lanes
+    def __post_init__(self) -> None:
+        if self.batch_size < 1 or self.workers < 0 or self.active < 1:
+            raise ValueError(
+                "batch_size >= 1, workers >= 0 and active episodes >= 1 expected, "
+                f"got {self.batch_size}, {self.workers}, {self.active}"
+            )
 
+    def batches(self, episodes: Sequence[np.ndarray], epoch: int = 0) -> Iterator[list[int]]:
+        """Batches of sample numbers (``episodes``: each episode's samples) in the loader's order."""
+        rng = np.random.default_rng([self.seed, epoch])
+        shares = [[episodes[i] for i in lane] for lane in self._lanes([len(e) for e in episodes], rng)]
+        per_lane = [list(self._lane_batches(share, rng)) for share in shares]
+        for position in range(max((len(b) for b in per_lane), default=0)):
+            for batches in per_lane:
+                if position < len(batches):
+                    yield batches[position]
 
-def _lane_batches(
-    share: Sequence[np.ndarray], batch_size: int, shuffle: bool, rng: np.random.Generator, drop_last: bool, active: int
-) -> Iterator[list[int]]:
-    pending: list[int] = []
-    for start in range(0, len(share), active):
-        group = np.concatenate(share[start : start + active])
-        if shuffle:
-            group = rng.permutation(group)
-        pending.extend(group.tolist())
-        while len(pending) >= batch_size:
-            yield pending[:batch_size]
-            del pending[:batch_size]
-    if pending and not drop_last:
-        yield pending
+    def count(self, sizes: Sequence[int], epoch: int = 0) -> int:
+        """How many batches ``batches`` yields for episodes of ``sizes`` samples, from the same
+        split of the episodes among the workers (a partial batch ends each worker's share)."""
+        lanes = self._lanes(sizes, np.random.default_rng([self.seed, epoch]))
+        loads = [sum(sizes[i] for i in lane) for lane in lanes]
+        size = self.batch_size
+        return sum(load // size if self.drop_last else -(-load // size) for load in loads)
 
+    def _lanes(self, sizes: Sequence[int], rng: np.random.Generator) -> list[list[int]]:
+        """Each worker's episodes (positions in ``sizes``): the episodes in (shuffled) order, each
+        to the least loaded worker, so every worker has about as many samples."""
+        order = rng.permutation(len(sizes)) if self.shuffle else np.arange(len(sizes))
+        lanes: list[list[int]] = [[] for _ in range(max(self.workers, 1))]
+        loads = np.zeros(len(lanes), dtype=np.int64)
+        for which in order.tolist():
+            lane = int(np.argmin(loads))
+            lanes[lane].append(which)
+            loads[lane] += sizes[which]
+        return lanes
 
-def batch_count(
-    sizes: Sequence[int],
-    batch_size: int,
-    workers: int,
-    *,
-    shuffle: bool,
-    seed: int,
-    epoch: int = 0,
-    drop_last: bool = False,
-) -> int:
-    """How many batches ``episode_batches`` yields for episodes of ``sizes`` samples, from the
-    same split of the episodes among the workers (a partial batch ends each worker's share)."""
-    lanes = _lanes(sizes, workers, shuffle, np.random.default_rng([seed, epoch]))
-    loads = [sum(sizes[i] for i in lane) for lane in lanes]
-    return sum(load // batch_size if drop_last else -(-load // batch_size) for load in loads)
+    def _lane_batches(self, share: Sequence[np.ndarray], rng: np.random.Generator) -> Iterator[list[int]]:
+        pending: list[int] = []
+        for start in range(0, len(share), self.active):
+            group = np.concatenate(share[start : start + self.active])
+            if self.shuffle:
+                group = rng.permutation(group)
+            pending.extend(group.tolist())
+            while len(pending) >= self.batch_size:
+                yield pending[: self.batch_size]
+                del pending[: self.batch_size]
+        if pending and not self.drop_last:
+            yield pending

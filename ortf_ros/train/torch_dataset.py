@@ -24,7 +24,7 @@ from torch.utils.data import Dataset, Sampler
 
 from ortf_ros.dataset.reader import Dataset as OrtfReader
 from ortf_ros.errors import UsageError
-from ortf_ros.train.batches import ACTIVE_EPISODES, batch_count, episode_batches
+from ortf_ros.train.batches import ACTIVE_EPISODES, BatchOrder
 from ortf_ros.train.index import DatasetSource, EpisodeFilter, SampleIndex, build_index, open_datasets
 from ortf_ros.train.samples import OPEN_EPISODES, SampleReader, plan_samples
 
@@ -206,44 +206,21 @@ class EpisodeBatchSampler(Sampler[list[int]]):
         drop_last: bool = False,
         active_episodes: int = ACTIVE_EPISODES,
     ) -> None:
-        if batch_size < 1 or num_workers < 0 or active_episodes < 1:
-            raise UsageError(
-                "EpisodeBatchSampler: batch_size and active_episodes must be at least 1 and num_workers at least 0"
-            )
+        try:
+            self.order = BatchOrder(batch_size, num_workers, shuffle, seed, drop_last, active_episodes)
+        except ValueError as exc:
+            raise UsageError(f"EpisodeBatchSampler: {exc}") from None
         self.episodes = dataset.index.episode_samples()
-        self.batch_size = batch_size
-        self.num_workers = num_workers
-        self.shuffle = shuffle
-        self.seed = seed
-        self.drop_last = drop_last
-        self.active = active_episodes
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        return episode_batches(
-            self.episodes,
-            self.batch_size,
-            self.num_workers,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.epoch,
-            drop_last=self.drop_last,
-            active=self.active,
-        )
+        return self.order.batches(self.episodes, self.epoch)
 
     def __len__(self) -> int:
-        return batch_count(
-            [len(e) for e in self.episodes],
-            self.batch_size,
-            self.num_workers,
-            shuffle=self.shuffle,
-            seed=self.seed,
-            epoch=self.epoch,
-            drop_last=self.drop_last,
-        )
+        return self.order.count([len(e) for e in self.episodes], self.epoch)
 
 
 __all__ = ["EpisodeBatchSampler", "OrtfDataset"]

@@ -17,7 +17,7 @@ from ortf_ros.errors import ReaderError, UsageError
 from ortf_ros.format import layout
 from ortf_ros.synthetic.demo_arm import demo_depth
 from ortf_ros.synthetic.images import decode_frame_number
-from ortf_ros.train.batches import batch_count, episode_batches
+from ortf_ros.train.batches import BatchOrder
 from ortf_ros.train.index import EpisodeFilter, SampleIndex, build_index
 from ortf_ros.train.row_groups import KEPT_GROUPS, GroupedRows
 from ortf_ros.train.samples import SampleReader, plan_samples
@@ -200,9 +200,10 @@ def test_batches_cover_every_sample_once_and_keep_each_worker_on_its_own_episode
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     episodes = [np.arange(s, s + n) for s, n in zip(starts, sizes, strict=True)]
     owner = np.repeat(np.arange(len(sizes)), sizes)
-    batches = list(episode_batches(episodes, 8, workers, shuffle=True, seed=3, epoch=1))
+    order = BatchOrder(8, workers, shuffle=True, seed=3)
+    batches = list(order.batches(episodes, epoch=1))
     assert sorted(i for b in batches for i in b) == list(range(sum(sizes)))
-    assert len(batches) == batch_count(sizes, 8, workers, shuffle=True, seed=3, epoch=1)
+    assert len(batches) == order.count(sizes, epoch=1)
     lanes = max(workers, 1)
     mine: list[set[int]] = [set() for _ in range(lanes)]
     for number, batch in enumerate(batches[: lanes * 3]):  # while every worker has batches left
@@ -210,9 +211,9 @@ def test_batches_cover_every_sample_once_and_keep_each_worker_on_its_own_episode
     for a in range(lanes):
         for b in range(a + 1, lanes):
             assert not mine[a] & mine[b]  # no episode read by two workers
-    assert batches == list(episode_batches(episodes, 8, workers, shuffle=True, seed=3, epoch=1))
-    assert batches != list(episode_batches(episodes, 8, workers, shuffle=True, seed=3, epoch=2))
-    flat = [i for b in episode_batches(episodes, 8, workers, shuffle=False, seed=0) for i in b]
+    assert batches == list(order.batches(episodes, epoch=1))
+    assert batches != list(order.batches(episodes, epoch=2))
+    flat = [i for b in BatchOrder(8, workers, shuffle=False).batches(episodes) for i in b]
     assert sorted(flat) == list(range(sum(sizes)))
 
 
