@@ -5,6 +5,7 @@ the loader's own process, the episode-aware sampler, and statistics as tensors."
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from torch.utils.data import DataLoader
 from ortf.convert import to_lerobot
 from ortf.torch import EpisodeBatchSampler, OrtfDataset
 from ortf_ros.io.object_storage import ObjectStorage
+from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.images import decode_frame_number
 from support import lerobot_env
 from support.s3_server import S3Server
@@ -112,24 +114,29 @@ def test_statistics_are_the_datasets_own_pooled_over_several(roots: tuple[Path, 
     torch.testing.assert_close(both["max"], torch.from_numpy(values.max(0)).float())
 
 
-def test_the_readmes_training_loop_runs(roots: tuple[Path, Path]) -> None:
-    dataset = OrtfDataset(roots[0], delta_timestamps=DELTA, skip_failed=True)
-    loader = DataLoader(
-        dataset, batch_sampler=EpisodeBatchSampler(dataset, 8, num_workers=2), num_workers=2, timeout=120
-    )
-    stats = dataset.stats["action"]
-    policy = torch.nn.Linear(3 * 48 * 64, 4 * 8)
-    optimizer = torch.optim.SGD(policy.parameters(), lr=1e-3)
-    seen = 0
-    for batch in loader:
-        image = batch["observation.images.cam_wrist"][:, -1].float() / 255  # (B, 3, H, W), the latest frame
-        target = (batch["action"] - stats["mean"]) / (stats["std"] + 1e-6)
-        loss = ((policy(image.flatten(1)).view(-1, 4, 8) - target) ** 2)[~batch["action_is_pad"]].mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        seen += len(image)
-    assert seen == 2 * STEPS and torch.isfinite(loss)
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def readme_loop() -> str:
+    """The README's training loop, as written (the first Python block of "Train on it")."""
+    section = README.read_text().split("## Train on it", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readmes_training_loop_runs_as_written(tmp_path: Path) -> None:
+    """On a dataset converted from a recording as `make demo` converts its own (the camera and
+    action names the demo's mapping gives), in a fresh interpreter, workers forked."""
+    bag = tmp_path / "take"
+    write_teleop_bag(bag, "mcap", duration_s=2.0, width=64, height=48)
+    (tmp_path / "demo-output").mkdir()
+    converter = Path(sys.executable).parent / "ortf-bag2ortf"  # the console script, as a user runs it
+    command = [str(converter), str(bag), "-o", "demo-output/dataset"]
+    converted = subprocess.run(command, cwd=tmp_path, capture_output=True)
+    assert converted.returncode == 0, converted.stderr[-3000:]
+    code = readme_loop() + "\nprint('trained', float(loss))\n"
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.startswith("trained ") and math.isfinite(float(done.stdout.split()[1]))
 
 
 def test_a_policy_written_for_lerobots_loader_gets_the_same_windows(
