@@ -43,10 +43,6 @@ OPEN_EPISODES = 8
 """Episodes a reader keeps open by default: with the episode-aware sampler a worker draws
 from a few episodes at a time, so its decoders are reused; the bound on a worker's memory."""
 
-SAMPLE_INFO = ("task", "dataset_index", "episode_index")
-"""What every sample carries besides its columns: the task's instruction (LeRobot's
-``task``), which dataset, and which episode of it (position in its index)."""
-
 
 @dataclass(frozen=True)
 class SamplePlan:
@@ -65,6 +61,8 @@ class SamplePlan:
         needed += [layout.image_column(c) for c in self.cameras]
         for window in self.windows:
             needed.append(layout.image_column(window.camera) if window.camera else window.key)
+        if self.natives:
+            needed.append("timestamp")  # where a native window is centred
         return list(dict.fromkeys(needed))
 
 
@@ -83,7 +81,8 @@ def step_column_names(dataset: Dataset) -> list[str]:
     if not dataset.episodes:
         return []
     record = dataset.episodes[0]
-    return [n for n in dataset.rows_index(layout.steps_path(record.chunk_id)).metadata.schema.to_arrow_schema().names]
+    names: list[str] = dataset.rows_index(layout.steps_path(record.chunk_id)).metadata.schema.to_arrow_schema().names
+    return names
 
 
 def plan_samples(

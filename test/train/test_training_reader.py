@@ -42,10 +42,11 @@ def reader_of(
     delta: dict[str, list[float]] | None = None,
     native: dict[str, tuple[float, ...]] | None = None,
     keep: EpisodeFilter | None = None,
+    keys: list[str] | None = None,
 ) -> tuple[SampleIndex, SampleReader, list[Dataset]]:
     datasets = [load_dataset(r) for r in roots]
     names = [str(r) for r in roots]
-    plans = plan_samples(datasets, names, delta or {}, native or {}, None)
+    plans = plan_samples(datasets, names, delta or {}, native or {}, keys)
     return build_index(datasets, names, keep or EpisodeFilter()), SampleReader(names, plans), datasets
 
 
@@ -260,4 +261,22 @@ def test_a_long_episode_is_read_a_row_group_at_a_time(tmp_path: Path, monkeypatc
         assert len(reads) <= 4, reads  # the groups around the step, not the episode's
         opened = next(iter(reader._open.values()))
         assert len(opened.steps._kept) <= KEPT_GROUPS
+    reader.close()
+
+
+def test_keys_keep_only_the_columns_and_cameras_named(root: Path) -> None:
+    index, reader, _ = reader_of([root], keys=["action", "observation.images.depth"], native={WRENCH: (-0.01, 0.0)})
+    item = reader.sample(*index.locate(5))
+    assert set(item) == {
+        "action",
+        "observation.images.depth",
+        WRENCH,
+        f"{WRENCH}.timestamp",
+        f"{WRENCH}_is_pad",
+        "task",
+        "dataset_index",
+        "episode_index",
+    }
+    with pytest.raises(UsageError, match=r"keys: \['observation.images.nope'\] not in every dataset"):
+        reader_of([root], keys=["observation.images.nope"])
     reader.close()
