@@ -4,7 +4,7 @@ The reader trusts only what the spec fixes: the episode index says which steps a
 videos belong to an episode (``video_files``, not our file-naming pattern), rows are
 found by ``episode_id``, and both ``step_index`` conventions are understood.
 
-Every file is read through the dataset's ``Storage`` (``io/object_storage``): a directory,
+Every file is read through the dataset's ``Storage`` (``format/stored_files``): a directory,
 whose files are opened by path as they always were, or an ``s3://bucket/prefix`` URL,
 whose tables and videos are read by ranges, optionally through a local cache directory.
 """
