@@ -38,6 +38,7 @@ from ortf_ros.qos import AUTO
 from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.qos import subscription_qos
+from ortf_ros.ros.sim_clock import SimClock
 
 MAX_DEPTH = 1000  # the subscription's history: a reliable publisher resends what a lagging reader has not taken
 DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often
@@ -65,7 +66,9 @@ class Receiver:
 
     ``latched``: topics published once for late joiners (transient-local when offered);
     ``frames``: camera topics (``LiveSource``'s frame queues). ``sim_time``: receive times
-    from ``clock`` (following /clock) instead of the middleware's reception stamps.
+    on /clock as it read when each message arrived (``SimClock``), instead of the
+    middleware's reception stamps; ``clock`` (the node's, following /clock) where a
+    middleware gives no reception stamp.
     """
 
     def __init__(
@@ -93,6 +96,7 @@ class Receiver:
         self.subscribed: dict[str, _Subscribed] = {}
         self.problems: dict[str, str] = {}  # topic -> why it is not subscribed
         self._clock = clock  # (the node spun by an executor: under sim time, its clock follows /clock)
+        self._sim_clock = SimClock(node) if sim_time else None
         # A mapped topic's name after the node's remapping rules (-r, launch's remappings):
         # subscribed under that name, its messages still go to the source under the mapped one.
         self._resolve = resolve
@@ -100,7 +104,20 @@ class Receiver:
         self.failure: str | None = None
 
     def now_ns(self) -> int:
-        return self._clock.now().nanoseconds if self.sim_time else time.time_ns()
+        """The receive clock now: wall time, or the latest /clock taken."""
+        if self._sim_clock is not None:
+            return self._sim_clock.take() or self._clock.now().nanoseconds
+        return time.time_ns()
+
+    def _receive_ns(self, info: Mapping[str, int]) -> int:
+        """A message's receive time from its reception stamp, on the receive clock."""
+        # (some middlewares, Cyclone DDS before 2.2.1, give no reception time: the clock's then)
+        arrived = info["received_timestamp"]
+        if not arrived:
+            return self._clock.now().nanoseconds if self.sim_time else time.time_ns()
+        if self._sim_clock is None:
+            return arrived
+        return self._sim_clock.at(arrived) or self._clock.now().nanoseconds
 
     # -- the receiving thread ------------------------------------------------------
 
@@ -144,10 +161,7 @@ class Receiver:
                     break
                 data, info = got
                 taken += 1
-                # (some middlewares, Cyclone DDS before 2.2.1, give no reception time: the clock's then)
-                receive_ns = info["received_timestamp"] if not self.sim_time else 0
-                receive_ns = receive_ns or self.now_ns()
-                put(topic, data, receive_ns, info["source_timestamp"])  # (latency stays on wall time)
+                put(topic, data, self._receive_ns(info), info["source_timestamp"])  # (latency stays on wall time)
                 if subscribed.single_publisher:
                     self._count_losses(topic, subscribed, info.get("publication_sequence_number"))
         return taken

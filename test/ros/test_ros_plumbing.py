@@ -24,12 +24,14 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import DurabilityPolicy, HistoryPolicy, QoSProfile, ReliabilityPolicy
 from rclpy.utilities import ok, try_shutdown
+from rosgraph_msgs.msg import Clock
 from std_msgs.msg import String
 
 from ortf_ros.qos import Durability, Reliability, adapt_to_offers
 from ortf_ros.ros import runtime
 from ortf_ros.ros.parameters import declare_parameters, given_parameters
 from ortf_ros.ros.qos import subscription_qos
+from ortf_ros.ros.sim_clock import SimClock
 
 GRAPH_TIMEOUT_S = 10.0
 _TOPIC_NUMBERS = itertools.count()
@@ -227,6 +229,26 @@ def test_adapted_subscriptions_hear_a_best_effort_camera_and_a_latched_descripti
     executor.shutdown()
     assert received["description"] == ["<robot name='arm'/>"]
     assert set(received["camera"]) == {"frame"}
+
+
+def test_sim_clock_gives_each_arrival_the_clock_that_had_arrived_before_it(make_node: Callable[..., Node]) -> None:
+    """Receive times under use_sim_time: read whenever (a drain pass late, a backlog), an
+    arrival's time is the /clock that had arrived before it, not the latest."""
+    clock = SimClock(make_node("ortf_test_sim_clock"))
+    publisher = make_node("ortf_test_clock_source").create_publisher(Clock, "/clock", 10)
+    assert clock.take() == 0 and clock.at(time.time_ns()) == 0  # (no /clock yet: none)
+    after = []
+    for second in (1000, 1001, 1002):
+        message = Clock()
+        message.clock.sec = second
+        deadline = time.monotonic() + GRAPH_TIMEOUT_S
+        while clock.take() != second * 1_000_000_000:  # (again until the subscription is matched)
+            assert time.monotonic() < deadline, f"/clock {second} never arrived"
+            publisher.publish(message)
+            time.sleep(0.01)
+        after.append(time.time_ns())
+    assert [clock.at(t) // 1_000_000_000 for t in after] == [1000, 1001, 1002]
+    assert clock.at(0) == 1000 * 1_000_000_000  # (before every /clock kept: the oldest)
 
 
 # -- parameters ----------------------------------------------------------------------------
