@@ -77,11 +77,16 @@ def attached(target: Path, *, read_only: bool = False) -> Iterator[Any]:
     """A DuckDB connection with the DuckLake at ``target`` attached as ``lake``, the
     extension loaded from its wheel and nothing fetched (a read-only one for readers)."""
     duckdb = optional_module("duckdb", "a DuckLake table needs duckdb", EXTRA)
-    path = extension_path(duckdb)
+    with _attached(duckdb, extension_path(duckdb), target, read_only=read_only) as connection:
+        yield connection
+
+
+@contextlib.contextmanager
+def _attached(duckdb: Any, extension: Path, target: Path, *, read_only: bool = False) -> Iterator[Any]:
     config = {"autoinstall_known_extensions": "false", "autoload_known_extensions": "false"}
     connection = duckdb.connect(config=config)
     try:
-        connection.load_extension(str(path))
+        connection.load_extension(str(extension))
         options = (
             "READ_ONLY" if read_only else f"DATA_PATH {_literal(str(target / DATA_DIR))}, DATA_INLINING_ROW_LIMIT 0"
         )
@@ -94,10 +99,11 @@ def attached(target: Path, *, read_only: bool = False) -> Iterator[Any]:
 def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
     """Create the table at ``target`` or append to it; (created, the snapshot of the commit)."""
     duckdb = optional_module("duckdb", "a DuckLake table needs duckdb", EXTRA)
+    extension = extension_path(duckdb)  # before OUT is made
     target = target.absolute()
     refuse_foreign(target, (target / CATALOG).is_file(), f"a DuckLake ({CATALOG})")
     target.mkdir(parents=True, exist_ok=True)  # where DuckDB creates the catalog
-    with rows.writing(target, "DuckLake", (duckdb.Error,)), attached(target) as connection:
+    with rows.writing(target, "DuckLake", (duckdb.Error,)), _attached(duckdb, extension, target) as connection:
         exists = _one(connection, f"SELECT count(*) FROM duckdb_tables() WHERE {_THIS_TABLE}") > 0
         if exists:
             stored = _one(connection, f"SELECT comment FROM duckdb_tables() WHERE {_THIS_TABLE}")

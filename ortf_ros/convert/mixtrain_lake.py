@@ -231,7 +231,7 @@ class LakeRows:
             if name not in table:
                 continue  # a new column: its entry joins the property
             held = table_types.get(name) or {}
-            for key in sorted(set(mine) | set(held)):
+            for key in sorted(set(mine) | set(held), key=lambda k: (k not in _TYPE_KEYS, k)):  # the type first
                 if mine.get(key) != held.get(key):
                     raise ExportError(
                         f"{target}: column {name}: {key} is {held.get(key)} in the table's '{PROPERTY}' property, "
@@ -245,6 +245,9 @@ class LakeRows:
             "column_types": table_types | types
         }
         return Evolution(tuple(added), json.dumps(merged, sort_keys=True))
+
+
+_TYPE_KEYS = ("type", "dim")  # what a column is, before what its values mean
 
 
 @dataclass(frozen=True)
