@@ -26,6 +26,7 @@ from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from support.cli_errors import one_line_error
 
+NEEDS = ("duckdb_extension_ducklake",)  # loaded from its file by the DuckLake export
 LAKE_FILES = "_files"
 
 
