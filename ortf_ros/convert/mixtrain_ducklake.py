@@ -18,10 +18,14 @@ one of them, the comment (``COMMENT ON TABLE``, the tag ``comment``): it holds t
 property's JSON, whose ``mixtrain`` key marks the table as Mixtrain. Read it with
 ``SELECT comment FROM duckdb_tables() WHERE table_name = 'mixtrain'``.
 
+Memory: the rows stream to DuckDB as Arrow batches, one episode each, and DuckDB writes a
+row group per row (``parquet_row_group_size``, an option of the whole lake) and flushes a
+partition's rows at each one (``partitioned_write_flush_threshold``; by default DuckDB
+keeps 524,288 rows of each partition: every episode of a task). Measured: 8 and 32 MB of
+rows peak at 272 and 276 MB RSS.
+
 Data inlining is off (``DATA_INLINING_ROW_LIMIT 0``): DuckLake would keep a small insert's
-rows in the catalog database, and Mixtrain's rows are Parquet files. One row group per row
-(``parquet_row_group_size``, an option of the whole lake), as the other exports write one
-per episode.
+rows in the catalog database, and Mixtrain's rows are Parquet files.
 
 One export is one DuckDB transaction, one DuckLake snapshot: the table (a first export),
 the columns it adds, the rows and the property. Until its commit no reader sees any of it;
@@ -87,6 +91,8 @@ def _attached(duckdb: Any, extension: Path, target: Path, *, read_only: bool = F
     connection = duckdb.connect(config=config)
     try:
         connection.load_extension(str(extension))
+        # A partitioned write keeps each partition's rows until this many: one, so memory holds an episode.
+        connection.execute("SET partitioned_write_flush_threshold = 1")
         options = (
             "READ_ONLY" if read_only else f"DATA_PATH {_literal(str(target / DATA_DIR))}, DATA_INLINING_ROW_LIMIT 0"
         )

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import av
 import pyarrow as pa
@@ -199,6 +200,25 @@ def test_iceberg_data_files_hold_one_episode_per_row_group(datasets: tuple[Path,
         footer = pq.read_metadata(file["file_path"].removeprefix("file://"))
         assert footer.num_row_groups == footer.num_rows == file["record_count"]
         assert Path(file["file_path"].removeprefix("file://")).is_relative_to(out / "warehouse")
+
+
+def test_ducklake_data_files_hold_one_episode_per_row_group(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """What bounds DuckDB's memory by one episode: it flushes each row of each partition."""
+    demo, standalone, _ = datasets
+    out = tmp_path / "ducklake"
+    result = to_mixtrain_table(demo, out, "ducklake")
+    assert (result.created, result.version, result.episodes, result.steps) == (True, 1, 3, 30)
+    files = sorted((out / "data").rglob("*.parquet"))
+    tasks = {row["task"] for row in standalone_rows(standalone, dataset_id(demo))}
+    assert sorted(unquote(path.parent.name) for path in files) == sorted(f"task={task}" for task in tasks)
+    for path in files:
+        footer = pq.read_metadata(path)
+        assert footer.num_row_groups == footer.num_rows > 0
+    with attached(out, read_only=True) as connection:
+        rows = connection.sql("FROM lake.mixtrain").to_arrow_table().to_pylist()
+        held = connection.sql("SELECT comment FROM duckdb_tables() WHERE table_name = 'mixtrain'").fetchone()[0]
+    assert by_id(rows) == by_id(standalone_rows(standalone, dataset_id(demo)))
+    assert json.loads(held) == json.loads((standalone / "mixtrain.json").read_text())
 
 
 def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
