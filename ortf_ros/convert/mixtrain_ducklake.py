@@ -91,8 +91,6 @@ def _attached(duckdb: Any, extension: Path, target: Path, *, read_only: bool = F
     connection = duckdb.connect(config=config)
     try:
         connection.load_extension(str(extension))
-        # A partitioned write keeps each partition's rows until this many: one, so memory holds an episode.
-        connection.execute("SET partitioned_write_flush_threshold = 1")
         options = (
             "READ_ONLY" if read_only else f"DATA_PATH {_literal(str(target / DATA_DIR))}, DATA_INLINING_ROW_LIMIT 0"
         )
@@ -110,6 +108,8 @@ def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
     refuse_foreign(target, (target / CATALOG).is_file(), f"a DuckLake ({CATALOG})")
     target.mkdir(parents=True, exist_ok=True)  # where DuckDB creates the catalog
     with rows.writing(target, "DuckLake", (duckdb.Error,)), _attached(duckdb, extension, target) as connection:
+        # A partitioned write keeps each partition's rows until this many: one, so memory holds an episode.
+        connection.execute("SET partitioned_write_flush_threshold = 1")
         exists = _one(connection, f"SELECT count(*) FROM duckdb_tables() WHERE {_THIS_TABLE}") > 0
         if exists:
             stored = _one(connection, f"SELECT comment FROM duckdb_tables() WHERE {_THIS_TABLE}")
@@ -118,6 +118,7 @@ def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
             added, prop = evolution.added, evolution.property
         else:  # the lake's option (DuckLake sets none on a table its transaction creates)
             connection.execute(f"CALL {ALIAS}.set_option('parquet_row_group_size', 1)")
+        source: _Batches | None = None
         with rows.claiming_files(target):
             connection.execute("BEGIN TRANSACTION")
             try:
@@ -129,15 +130,33 @@ def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
                     connection.execute(f"ALTER TABLE {_QUALIFIED} ADD COLUMN {_columns(connection, [field])}")
                 if prop is not None and (not exists or added):
                     connection.execute(f"COMMENT ON TABLE {_QUALIFIED} IS {_literal(prop)}")
-                stream = pa.RecordBatchReader.from_batches(rows.schema, rows.batches(target))
-                connection.register(_ROWS, stream)
+                source = _Batches(rows, target)
+                connection.register(_ROWS, pa.RecordBatchReader.from_batches(rows.schema, iter(source)))
                 connection.execute(f"INSERT INTO {_QUALIFIED} BY NAME SELECT * FROM {_ROWS}")
                 connection.execute("COMMIT")
             except BaseException:
                 connection.execute("ROLLBACK")
+                if source is not None and source.failure is not None:
+                    raise source.failure from None  # a missing video as itself, not inside DuckDB's message
                 raise
         snapshot = _one(connection, f"SELECT max(snapshot_id) FROM ducklake_snapshots('{ALIAS}')")
     return not exists, int(snapshot)
+
+
+class _Batches:
+    """The rows for DuckDB's Arrow scan, keeping what stopped them: DuckDB reports an
+    exception from the stream inside its own error, traceback and all."""
+
+    def __init__(self, rows: LakeRows, target: Path) -> None:
+        self.rows, self.target = rows, target
+        self.failure: BaseException | None = None
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from self.rows.batches(self.target)
+        except BaseException as exc:
+            self.failure = exc
+            raise
 
 
 _THIS_TABLE = f"database_name = '{ALIAS}' AND schema_name = 'main' AND table_name = '{TABLE}'"

@@ -233,7 +233,8 @@ def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.Ca
         iceberg_table(iceberg)  # the catalog registers the table at its only commit
     assert not (iceberg / "_files" / dataset_id(broken)).exists()  # its copies removed: it can be run again
     ducklake = tmp_path / "ducklake"  # one transaction, rolled back: no table, no data file
-    assert "missing" in one_line_error(capsys, "export mixtrain", broken, ducklake, "--table", "ducklake")
+    err = one_line_error(capsys, "export mixtrain", broken, ducklake, "--table", "ducklake")
+    assert err.endswith(": missing (episode 000001, camera cam_wrist)")  # itself, not inside DuckDB's error
     assert not any((ducklake / "_files").iterdir()) and not any(p.is_file() for p in (ducklake / "data").rglob("*"))
     good = tmp_path / "good"
     write_demo_dataset(good, episodes=1, steps=4, width=32, height=24)
