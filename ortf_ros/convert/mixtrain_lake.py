@@ -121,7 +121,9 @@ def to_mixtrain_table(
     if kind not in TABLE_KINDS:
         raise UsageError(f"--table {kind}: unknown table kind; expected one of {', '.join(TABLE_KINDS)}")
     if catalog is not None and kind != "iceberg":
-        raise UsageError(f"--catalog {catalog}: a catalog is only for --table iceberg (Delta and DuckLake keep theirs in OUT)")
+        raise UsageError(
+            f"--catalog {catalog}: a catalog is only for --table iceberg (Delta and DuckLake keep theirs in OUT)"
+        )
     source = open_source(dataset)
     target = Path(out)
     rows = LakeRows(source)
