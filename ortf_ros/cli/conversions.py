@@ -123,7 +123,9 @@ def _export_mixtrain_table(args: argparse.Namespace) -> int:
 
     table = to_mixtrain_table(args.dataset, args.output, args.table, catalog=args.catalog)
     done = "created" if table.created else "appended to"
-    version = f"version {table.version}" if table.kind == "delta" else f"{table.version} snapshot(s)"
+    version = {"delta": f"version {table.version}", "ducklake": f"snapshot {table.version}"}.get(
+        table.kind, f"{table.version} snapshot(s)"
+    )
     print(
         f"{table.path}: Mixtrain {table.kind} table {done} ({version}), {table.episodes} episode(s) as rows, "
         f"{table.steps} steps, metadata in its table property 'mixtrain'; read it with {table.read_with}"
@@ -199,11 +201,13 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         _cmd_export_mixtrain,
         summary="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
         description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory, "
-        "or with --table as a Delta Lake or Iceberg table (created, or appended to); tables need "
-        "pip install 'ortf_ros[lake]'.",
+        "or with --table as a DuckLake, Delta Lake or Iceberg table (created, or appended to: columns "
+        "another dataset lacks are null in its rows, new ones are added); tables need pip install 'ortf_ros[lake]'.",
         existing=_lake_target,
     )
-    p.add_argument("--table", metavar="KIND", help="delta or iceberg: OUT_DIR is a lake table, created or appended to")
+    p.add_argument(
+        "--table", metavar="KIND", help="ducklake, delta or iceberg: OUT_DIR is a lake table, created or appended to"
+    )
     p.add_argument(
         "--catalog", metavar="URI", help="--table iceberg: a SQL catalog URI (default: OUT_DIR/catalog.db, SQLite)"
     )
