@@ -229,7 +229,9 @@ def _sensor(key: str, camera: Camera, rate: float, size: tuple[int, int]) -> Sen
         "source_codec": leaf.encoding if leaf.kind == IMAGE else "raw",
     }
     if camera.depth:
-        extra["bit_depth"] = 16
+        # The range uint16 millimetres can hold (as the ROS pipeline declares it): the
+        # dataset does not state its sensor's.
+        extra.update(bit_depth=16, depth_range=[0.0, 65.535])
         if camera.scale is not None:
             extra["depth_units"] = "millimeters"
         else:

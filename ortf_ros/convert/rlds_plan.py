@@ -129,7 +129,6 @@ def make_plan(
     for leaf in episode_leaves:
         if leaf.path in plan.summary:
             continue
-        relative = leaf.path.split("/", 1)[-1] if "/" in leaf.path else leaf.path
         last = leaf.path.rsplit("/", 1)[-1]
         if leaf.path in derived:
             leave(leaf.path, f"left: {derived[leaf.path]}")
@@ -138,7 +137,7 @@ def make_plan(
             leave(leaf.path, f"the episode's {last} label")
         elif leaf.kind in (TENSOR, TEXT):
             plan.kept.append(leaf)
-            leave(leaf.path, f"manifest extension rlds.episode_metadata[<episode id>][{relative!r}]")
+            leave(leaf.path, f"manifest extension rlds.episode_metadata[<episode id>][{leaf.path!r}]")
         else:
             leave(leaf.path, f"left: {leaf.why}")
     plan.summary = {leaf.path: plan.summary[leaf.path] for leaf in source.leaves}  # in features.json's order
