@@ -131,6 +131,8 @@ def _json(path: Path) -> dict[str, Any]:
 def _split(root: Path, name: str, entry: Mapping[str, Any]) -> Split:
     split = str(entry.get("name", ""))
     lengths = [int(n) for n in entry.get("shardLengths") or []]
+    if not lengths and entry.get("numShards"):  # TFDS before 4.0: a shard count, no lengths
+        lengths = [0] * int(entry["numShards"])
     template = str(entry.get("filepathTemplate") or DEFAULT_TEMPLATE)
     shards = []
     for index in range(len(lengths)):
