@@ -36,7 +36,7 @@ def oxe_features(tfds: Any, width: int, height: int) -> Any:
         "height_to_bottom": vector(1),
         "image": f.Image(shape=(height, width, 3), dtype=np.uint8, encoding_format="jpeg"),
         "natural_language_embedding": vector(512),
-        "natural_language_instruction": f.Text(),
+        "natural_language_instruction": f.Tensor(shape=(), dtype=np.str_),  # as in fractal: a string tensor
         "orientation_box": f.Tensor(shape=(2, 3), dtype=np.float32),
         "orientation_start": vector(4),
         "robot_orientation_positions_box": f.Tensor(shape=(3, 3), dtype=np.float32),
