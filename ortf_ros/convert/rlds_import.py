@@ -40,7 +40,7 @@ from ortf_ros.dataset.catalog import load_manifest
 from ortf_ros.dataset.config import WriterConfig
 from ortf_ros.dataset.validation import check_manifest
 from ortf_ros.dataset.writer import DatasetWriter
-from ortf_ros.errors import ExportError, FormatError, UsageError
+from ortf_ros.errors import ExportError, FormatError, UsageError, WriterError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest, Statistics
 from ortf_ros.format.native_streams import NativeStream
@@ -366,15 +366,18 @@ class _EpisodeImporter:
                 writer.add_step(
                     float(times[i]), {k: m[i] for k, m in state.items()}, action[i], images, samples=samples
                 )
-            writer.end_episode(
-                labels.get("success"),
-                labels.get("failure_reason") or None,
-                labels.get("operator_notes") or None,
-                terminal=terminal,
-            )
-        except BaseException:
+        except BaseException as exc:
             writer.discard_episode()
+            if isinstance(exc, WriterError):  # a frame or vector the writer refuses: say which record
+                raise ExportError(f"{where}: {exc}") from None
             raise
+        # (a commit that fails leaves the episode staged, and the dataset to the scratch directory's removal)
+        writer.end_episode(
+            labels.get("success"),
+            labels.get("failure_reason") or None,
+            labels.get("operator_notes") or None,
+            terminal=terminal,
+        )
         kept = self._kept(example, values, where)
         if "success_value" in labels:
             kept["success"] = labels["success_value"]

@@ -332,6 +332,14 @@ def test_bad_input_is_one_line_and_leaves_nothing(
     assert f"{shard}: record 2: the file ends inside the record" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]  # nothing half-written, no scratch left
 
+    garbage = b"\xff" * 16  # framed as TFRecord, checksums right, but no Example inside
+    length = len(garbage).to_bytes(8, "little")
+    framed = length + masked_crc(length).to_bytes(4, "little") + garbage + masked_crc(garbage).to_bytes(4, "little")
+    shard.write_bytes(framed)
+    error = one_line_error(capsys, "import rlds", broken, out)
+    assert f"{shard}: record 0: not a tf.train.Example" in error
+    assert "--split val: " in one_line_error(capsys, "import rlds", exported, out, "--split", "val", code=2)
+
     features = json.loads((broken / "features.json").read_text())
     del features["featuresDict"]["features"]["steps"]
     (broken / "features.json").write_text(json.dumps(features))
