@@ -119,7 +119,7 @@ def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
 
 
 def _export_mixtrain_table(args: argparse.Namespace) -> int:
-    from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+    from ortf_ros.convert.mixtrain_tables import to_mixtrain_table
 
     table = to_mixtrain_table(args.dataset, args.output, args.table, catalog=args.catalog)
     done = "created" if table.created else "appended to"

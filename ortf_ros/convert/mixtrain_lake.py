@@ -1,4 +1,6 @@
-"""``ortf export mixtrain --table delta|iceberg|ducklake``: the Mixtrain rows in a data lake table.
+"""The Mixtrain rows in a data lake table: the rows and their schema evolution shared by
+the three lakes, and Delta's and Iceberg's writers (``mixtrain_tables`` runs ``ortf export
+mixtrain --table delta|iceberg|ducklake``; DuckLake's writer is ``mixtrain_ducklake``).
 
 Mixtrain says a dataset works "cloud-native with open table formats", its metadata held
 by the table property ``mixtrain`` instead of ``mixtrain.json``. The rows are those of the
@@ -67,7 +69,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import urllib.parse
 import uuid
@@ -80,7 +81,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
-from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.convert.output_dir import staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ExportError, UsageError
 from ortf_ros.extras import optional_module
@@ -99,51 +100,7 @@ ICEBERG_TABLE = ("ortf", "mixtrain")
 EXTRA = "lake"
 
 
-@dataclass(frozen=True)
-class LakeResult:
-    path: Path
-    kind: str
-    episodes: int
-    steps: int
-    created: bool
-    version: int  # Delta: the table version; Iceberg: how many snapshots the table has; DuckLake: its snapshot
-    read_with: str  # the library call that reads the table back
-
-
-def to_mixtrain_table(
-    dataset: Dataset | str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    kind: str,
-    *,
-    catalog: str | None = None,
-) -> LakeResult:
-    """Create the ``kind`` table at ``out`` (new or empty) or append the dataset to it."""
-    if kind not in TABLE_KINDS:
-        raise UsageError(f"--table {kind}: unknown table kind; expected one of {', '.join(TABLE_KINDS)}")
-    if catalog is not None and kind != "iceberg":
-        raise UsageError(
-            f"--catalog {catalog}: a catalog is only for --table iceberg (Delta and DuckLake keep theirs in OUT)"
-        )
-    source = open_source(dataset)
-    target = Path(out)
-    rows = LakeRows(source)
-    if kind == "delta":
-        created, version = _write_delta(rows, target)
-        read_with = f"deltalake.DeltaTable({str(target)!r})"
-    elif kind == "ducklake":
-        from ortf_ros.convert import mixtrain_ducklake  # it builds on this module's rows
-
-        created, version = mixtrain_ducklake.write_ducklake(rows, target)
-        read_with = mixtrain_ducklake.read_with(target)
-    else:
-        created, version = _write_iceberg(rows, target, catalog)
-        uri = catalog or _default_catalog(target)
-        name = ".".join(ICEBERG_TABLE)
-        read_with = f"pyiceberg SqlCatalog({CATALOG_NAME!r}, uri={uri!r}).load_table({name!r})"
-    return LakeResult(target, kind, rows.episodes, rows.steps, created, version, read_with)
-
-
-def _default_catalog(target: Path) -> str:
+def default_catalog(target: Path) -> str:
     """The embedded catalog: SQLite in OUT."""
     return f"sqlite:///{target.absolute() / CATALOG_FILE}"
 
@@ -277,7 +234,7 @@ def refuse_foreign(target: Path, is_table: bool, what: str) -> None:
         )
 
 
-def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
+def write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     deltalake = optional_module("deltalake", "a Delta Lake table needs deltalake", EXTRA)
     existing = (target / DELTA_LOG).is_dir()
     refuse_foreign(target, existing, "a Delta table")
@@ -380,7 +337,7 @@ def _delta_stats(metadata: pq.FileMetaData, rows: int) -> dict[str, Any]:
     return stats
 
 
-def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
+def write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
     sql = optional_module("pyiceberg.catalog.sql", "an Iceberg table needs pyiceberg with SQLite support", EXTRA)
     target = target.absolute()
     if catalog_uri is None:
@@ -388,7 +345,7 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
         target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
     else:
         refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
-    uri = catalog_uri or _default_catalog(target)
+    uri = catalog_uri or default_catalog(target)
     try:
         catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
         catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])

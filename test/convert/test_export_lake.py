@@ -21,7 +21,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_ducklake import attached
-from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+from ortf_ros.convert.mixtrain_tables import to_mixtrain_table
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.dataset import write_demo_dataset
