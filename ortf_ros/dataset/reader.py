@@ -4,7 +4,7 @@ The reader trusts only what the spec fixes: the episode index says which steps a
 videos belong to an episode (``video_files``, not our file-naming pattern), rows are
 found by ``episode_id``, and both ``step_index`` conventions are understood.
 
-Every file is read through the dataset's ``Storage`` (``io/object_storage``): a directory,
+Every file is read through the dataset's ``Storage`` (``format/stored_files``): a directory,
 whose files are opened by path as they always were, or an ``s3://bucket/prefix`` URL,
 whose tables and videos are read by ranges, optionally through a local cache directory.
 """
@@ -246,7 +246,9 @@ class Episode:
                 f"unknown stream {name!r}; the manifest declares {sorted(self.dataset.manifest.native_streams)}"
             )
 
-    def _table(self, relative: str) -> _EpisodeRows:
+    def rows_table(self, relative: str) -> _EpisodeRows:
+        """The step or stream table ``relative`` this episode's rows are in (its footer read
+        once per dataset); ReaderError naming it and the episode when it is missing or broken."""
         try:
             return self.dataset.rows_index(relative)
         except FileNotFoundError:
@@ -255,7 +257,7 @@ class Episode:
             raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
 
     def _batches(self, relative: str, order: str, columns: Sequence[str] | None) -> Iterator[pa.RecordBatch]:
-        table = self._table(relative)
+        table = self.rows_table(relative)
         names = list(columns) if columns is not None else table.metadata.schema.to_arrow_schema().names
         wanted = list(dict.fromkeys([*names, order, "episode_id"]))
         last: int | None = None
@@ -275,7 +277,7 @@ class Episode:
             raise ReaderError(f"{relative}: no rows for episode {self.episode_id}")
 
     def _rows(self, relative: str, order: str, columns: Sequence[str] | None) -> pa.Table:
-        table = self._table(relative)
+        table = self.rows_table(relative)
         names = table.metadata.schema.to_arrow_schema().names if columns is None else list(columns)
         wanted = list(dict.fromkeys([*names, order, "episode_id"]))
         groups = [
@@ -346,7 +348,8 @@ class Episode:
 def column_array(values: pa.Array) -> np.ndarray:
     """A step or stream column as numpy: (rows, dim) for vectors, (rows,) for scalars."""
     if pa.types.is_fixed_size_list(values.type):
-        array: np.ndarray = values.flatten().to_numpy().reshape(-1, values.type.list_size)
+        flat = values.flatten().to_numpy(zero_copy_only=False)
+        array: np.ndarray = flat.reshape(-1, values.type.list_size)
     else:
         array = values.to_numpy(zero_copy_only=False)
     return array
@@ -375,6 +378,7 @@ class _EpisodeRows:
         self._unknown: list[int] = []  # row groups without statistics: read for every episode
         names = self.metadata.schema.names
         column = names.index("episode_id") if "episode_id" in names else None
+        self.has_episode_ids = column is not None
         for group in range(self.metadata.num_row_groups):
             stats = None if column is None else self.metadata.row_group(group).column(column).statistics
             if stats is None or not stats.has_min_max:
@@ -395,13 +399,21 @@ class _EpisodeRows:
         found += [group for low, high, group in self._ranges if low <= episode_id <= high]
         return sorted(found)
 
+    def only_episode(self, group: int, episode_id: str) -> bool:
+        """Whether row group ``group`` holds this episode's rows alone (by its statistics; a
+        table without episode ids holds one episode)."""
+        return not self.has_episode_ids or group in self._exact.get(episode_id, ())
+
+    def read_group(self, group: int, columns: list[str]) -> pa.Table:
+        try:
+            return self.file.read_row_group(group, columns=columns)
+        except (pa.ArrowException, OSError, KeyError) as exc:
+            raise ReaderError(f"{self.relative}: unreadable Parquet: {exc}") from None
+
     def read_groups(self, episode_id: str, columns: list[str]) -> Iterator[pa.Table]:
         """The row groups that may hold the episode's rows, in file order, one at a time."""
         for group in self.groups(episode_id):
-            try:
-                yield self.file.read_row_group(group, columns=columns)
-            except (pa.ArrowException, OSError, KeyError) as exc:
-                raise ReaderError(f"{self.relative}: unreadable Parquet: {exc}") from None
+            yield self.read_group(group, columns)
 
     def empty(self, columns: list[str]) -> pa.Table:
         return self.metadata.schema.to_arrow_schema().empty_table().select(columns)

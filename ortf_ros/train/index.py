@@ -10,12 +10,12 @@ tables: one column per aligned stream.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from ortf_ros.dataset.reader import Dataset, Episode, load_dataset
+from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import UsageError
 from ortf_ros.format import layout
 from ortf_ros.format.metadata import EpisodeRecord
@@ -133,13 +133,3 @@ def _aligned(episode: Episode, bounds: Mapping[str, float], length: int) -> np.n
         errors = table[column].to_numpy(zero_copy_only=False).astype(np.float64)
         ok &= ~(errors > bounds[column])  # NaN (null) passes
     return ok
-
-
-def open_datasets(sources: Iterable[DatasetSource], cache_dir: str | os.PathLike[str] | None) -> list[Dataset]:
-    """Each source opened (``load_dataset``; an object-storage URL through ``cache_dir``)."""
-    return [open_dataset(source, cache_dir) for source in sources]
-
-
-def open_dataset(source: DatasetSource, cache_dir: str | os.PathLike[str] | None) -> Dataset:
-    """``load_dataset``: a directory, or an object-storage URL whose blocks ``cache_dir`` keeps."""
-    return load_dataset(source, cache_dir=cache_dir)

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ortf_ros.dataset.reader import Dataset
+from ortf_ros.dataset.reader import Episode, column_array
 from ortf_ros.errors import ReaderError
 
 KEPT_GROUPS = 3
@@ -34,26 +34,20 @@ class GroupedRows:
     """Rows of episode ``episode_id`` in table ``relative`` (columns ``columns``), by position
     within the episode or by time."""
 
-    def __init__(self, dataset: Dataset, relative: str, episode_id: str, order: str, columns: Sequence[str]) -> None:
+    def __init__(self, episode: Episode, relative: str, order: str, columns: Sequence[str]) -> None:
         self.relative = relative
-        self.episode_id = episode_id
+        self.episode_id = episode.episode_id
         self.order = order
         self.columns = list(dict.fromkeys([*columns, order]))
-        try:
-            self._table = dataset.rows_index(relative)
-        except FileNotFoundError:
-            raise ReaderError(f"{relative}: missing (episode {episode_id})") from None
-        except (pa.ArrowException, OSError) as exc:
-            raise ReaderError(f"{relative}: unreadable Parquet: {exc}") from None
+        self._table = episode.rows_table(relative)
         metadata = self._table.metadata
         names = metadata.schema.names
-        self._id_column = names.index("episode_id") if "episode_id" in names else None
         self._time_column = names.index("timestamp") if "timestamp" in names else None
         self.groups: list[int] = []
         counts: list[int] = []
         self._spans: list[tuple[float, float] | None] = []
-        for group in self._table.groups(episode_id):
-            own = self._own(group)
+        for group in self._table.groups(self.episode_id):
+            own = self._table.only_episode(group, self.episode_id)
             count = metadata.row_group(group).num_rows if own else self._count(group)
             if count:
                 self.groups.append(group)
@@ -65,14 +59,8 @@ class GroupedRows:
     def __len__(self) -> int:
         return int(self.starts[-1])
 
-    def _own(self, group: int) -> bool:
-        if self._id_column is None:
-            return True  # a table without episode ids holds one episode's rows
-        stats = self._table.metadata.row_group(group).column(self._id_column).statistics
-        return bool(stats is not None and stats.has_min_max and stats.min == stats.max == self.episode_id)
-
     def _count(self, group: int) -> int:
-        ids = self._read(group, ["episode_id"])["episode_id"]
+        ids = self._table.read_group(group, ["episode_id"])["episode_id"]
         return int(pc.sum(pc.equal(ids, self.episode_id)).as_py() or 0)
 
     def _time_span(self, group: int) -> tuple[float, float] | None:
@@ -83,20 +71,13 @@ class GroupedRows:
             return None
         return float(stats.min), float(stats.max)
 
-    def _read(self, group: int, columns: list[str]) -> pa.Table:
-        try:
-            return self._table.file.read_row_group(group, columns=columns)
-        except (pa.ArrowException, OSError, KeyError) as exc:
-            raise ReaderError(f"{self.relative}: unreadable Parquet: {exc}") from None
-
     def group_rows(self, which: int) -> dict[str, np.ndarray]:
         """The episode's rows in its ``which``-th row group, as arrays (read, or kept)."""
         rows = self._kept.pop(which, None)
         if rows is None:
-            table = self._read(
-                self.groups[which], [*self.columns, *(["episode_id"] if self._id_column is not None else [])]
-            )
-            if self._id_column is not None:
+            ids = ["episode_id"] if self._table.has_episode_ids else []
+            table = self._table.read_group(self.groups[which], [*self.columns, *ids])
+            if ids:
                 table = table.filter(pc.equal(table["episode_id"], self.episode_id))
             positions = table[self.order].to_numpy()
             if bool(np.any(np.diff(positions) <= 0)):
@@ -139,14 +120,11 @@ class GroupedRows:
 
 
 def as_array(values: pa.Array) -> np.ndarray:
-    """A column as numpy, nulls as NaN (floats) or -1 (integers: a step without a sample)."""
+    """A column as numpy (``column_array``), nulls as NaN (floats) or -1 (integers: a step
+    without a sample)."""
     if values.null_count:
         if pa.types.is_integer(values.type):
             values = values.fill_null(-1)
         elif pa.types.is_floating(values.type):
             values = values.fill_null(float("nan"))
-    if pa.types.is_fixed_size_list(values.type):
-        flat: np.ndarray = np.asarray(values.flatten().to_numpy(zero_copy_only=False))
-        return flat.reshape(len(values), values.type.list_size)
-    array: np.ndarray = np.asarray(values.to_numpy(zero_copy_only=False))
-    return array
+    return column_array(values)

@@ -23,11 +23,11 @@ from typing import Any
 
 import numpy as np
 
-from ortf_ros.dataset.reader import Dataset, Episode
+from ortf_ros.dataset.reader import Dataset, Episode, load_dataset
 from ortf_ros.errors import ReaderError, UsageError
 from ortf_ros.format import layout
 from ortf_ros.format.manifest import Manifest
-from ortf_ros.train.index import DatasetSource, EpisodeSamples, open_dataset
+from ortf_ros.train.index import DatasetSource, EpisodeSamples
 from ortf_ros.train.row_groups import GroupedRows
 from ortf_ros.train.windows import (
     NativeWindow,
@@ -80,8 +80,8 @@ def step_column_names(dataset: Dataset) -> list[str]:
     """The columns of a dataset's step table (its first chunk's schema)."""
     if not dataset.episodes:
         return []
-    record = dataset.episodes[0]
-    names: list[str] = dataset.rows_index(layout.steps_path(record.chunk_id)).metadata.schema.to_arrow_schema().names
+    episode = dataset.episode(0)
+    names: list[str] = episode.rows_table(episode.steps_file).metadata.schema.to_arrow_schema().names
     return names
 
 
@@ -135,19 +135,11 @@ class _OpenEpisode:
 
     def __init__(self, episode: Episode, plan: SamplePlan) -> None:
         self.episode = episode
-        self.steps = GroupedRows(
-            episode.dataset, episode.steps_file, episode.episode_id, "step_index", plan.step_columns()
-        )
+        self.steps = GroupedRows(episode, episode.steps_file, "step_index", plan.step_columns())
         self.natives: dict[str, tuple[GroupedRows, list[str]]] = {}
         for window in plan.natives:
             columns = list(episode.dataset.manifest.native_streams[window.stream].columns)
-            rows = GroupedRows(
-                episode.dataset,
-                episode.stream_file(window.stream),
-                episode.episode_id,
-                "sample_index",
-                ["timestamp", *columns],
-            )
+            rows = GroupedRows(episode, episode.stream_file(window.stream), "sample_index", ["timestamp", *columns])
             self.natives[window.stream] = (rows, columns)
 
     def close(self) -> None:
@@ -177,7 +169,7 @@ class SampleReader:
     def dataset(self, source: int) -> Dataset:
         dataset = self._datasets.get(source)
         if dataset is None:
-            dataset = self._datasets[source] = open_dataset(self.sources[source], self._cache_dir)
+            dataset = self._datasets[source] = load_dataset(self.sources[source], cache_dir=self._cache_dir)
         return dataset
 
     def close(self) -> None:

@@ -23,9 +23,10 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from ortf_ros.dataset.reader import Dataset as OrtfReader
+from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.errors import UsageError
 from ortf_ros.train.batches import ACTIVE_EPISODES, BatchOrder
-from ortf_ros.train.index import DatasetSource, EpisodeFilter, SampleIndex, build_index, open_datasets
+from ortf_ros.train.index import DatasetSource, EpisodeFilter, SampleIndex, build_index
 from ortf_ros.train.samples import OPEN_EPISODES, SampleReader, plan_samples
 
 Sample = dict[str, Any]
@@ -85,7 +86,7 @@ class OrtfDataset(Dataset[Sample]):
             raise UsageError("OrtfDataset: no dataset given")
         self.sources = [os.fspath(s) for s in listed]
         self.cache_dir = None if cache_dir is None else os.fspath(cache_dir)
-        readers = open_datasets(self.sources, self.cache_dir)
+        readers = [load_dataset(source, cache_dir=self.cache_dir) for source in self.sources]
         self.delta_timestamps = {k: list(v) for k, v in (delta_timestamps or {}).items()}
         self.plans = plan_samples(readers, self.sources, self.delta_timestamps, dict(native_windows or {}), keys)
         keep = EpisodeFilter(episodes, skip_failed, skip_flagged, max_alignment_ms)

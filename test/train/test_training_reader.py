@@ -9,8 +9,10 @@ from pathlib import Path
 
 import av
 import numpy as np
+import pyarrow as pa
 import pytest
 
+from ortf_ros.dataset import reader as reader_module
 from ortf_ros.dataset.edits import set_episode_labels
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.errors import ReaderError, UsageError
@@ -19,7 +21,7 @@ from ortf_ros.synthetic.demo_arm import demo_depth
 from ortf_ros.synthetic.images import decode_frame_number
 from ortf_ros.train.batches import BatchOrder
 from ortf_ros.train.index import EpisodeFilter, SampleIndex, build_index
-from ortf_ros.train.row_groups import KEPT_GROUPS, GroupedRows
+from ortf_ros.train.row_groups import KEPT_GROUPS
 from ortf_ros.train.samples import SampleReader, plan_samples
 from support.training_data import FPS, WRENCH, WRENCH_HZ, action, frame_number, late_steps, write_training_dataset
 
@@ -235,13 +237,13 @@ def test_a_long_episode_is_read_a_row_group_at_a_time(tmp_path: Path, monkeypatc
     root = tmp_path / "long"
     write_training_dataset(root, episodes=1, steps=LONG, row_group_steps=1024)
     reads: list[tuple[str, int]] = []
-    original = GroupedRows._read
+    original = reader_module._EpisodeRows.read_group
 
-    def counted(self: GroupedRows, group: int, columns: list[str]) -> object:
+    def counted(self: reader_module._EpisodeRows, group: int, columns: list[str]) -> pa.Table:
         reads.append((self.relative, group))
         return original(self, group, columns)
 
-    monkeypatch.setattr(GroupedRows, "_read", counted)
+    monkeypatch.setattr(reader_module._EpisodeRows, "read_group", counted)
     index, reader, datasets = reader_of(
         [root], delta={"action": [-2 / FPS, 0.0, 5 / FPS]}, native={WRENCH: (-0.01, 0.0)}
     )
