@@ -234,7 +234,8 @@ def _sensor(key: str, camera: Camera, rate: float, size: tuple[int, int]) -> Sen
         extra.update(bit_depth=16, depth_range=[0.0, 65.535])
         if camera.scale is not None:
             extra["depth_units"] = "millimeters"
-        else:
+        else:  # the field is required; what the values are in is not guessed (as an action's units)
+            extra["depth_units"] = UNKNOWN
             extra["depth_units_note"] = "the RLDS dataset does not state the units of this uint16 depth"
     return Sensor(
         name=key,

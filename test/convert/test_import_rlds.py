@@ -33,6 +33,7 @@ from support.rlds_sources_child import (
     varied_depth,
     varied_metadata,
     varied_step,
+    varied_wrist_depth,
 )
 
 SOURCES = Path(__file__).resolve().parents[1] / "support" / "rlds_sources_child.py"
@@ -249,18 +250,23 @@ def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Pat
         metres = np.stack([varied_depth(n, i)[..., 0] for i in range(5)])
         expected = np.where(np.isfinite(metres) & (metres > 0), np.rint(metres * 1000), 0).astype(np.uint16)
         assert depth.dtype == np.uint16 and np.array_equal(depth, expected)  # the stated rule, bit-exact after
+        wrist = np.stack(list(episode.step_frames("wrist_depth")))
+        assert np.array_equal(wrist, np.stack([varied_wrist_depth(n, i)[..., 0] for i in range(5)]))
         kept = extension["episode_metadata"][episode.episode_id]
         assert kept == {"episode_metadata/file_path": metadata["file_path"], "episode_metadata/score": n / 4}
         stream = episode.stream("rlds_steps").to_pydict()
         assert stream["discount"] == [[pytest.approx(0.99)]] * 5
         episode.close()
     assert dataset.manifest.sensor("depth").extra["depth_units"] == "millimeters"  # type: ignore[union-attr]
+    # uint16 depth whose units the source does not state: the required field says so (not guessed)
+    assert dataset.manifest.sensor("wrist_depth").extra["depth_units"] == "unknown"  # type: ignore[union-attr]
+    assert validate(dataset.root).ok, validate(dataset.root).failures
     assert extension["splits"] == {"train": {"first_episode": "000000", "episodes": 4}}
 
 
 def test_float_depth_without_units_is_left_and_said(varied: Path, tmp_path: Path) -> None:
     result = from_rlds(varied, tmp_path / "out")
-    assert result.cameras == ("rgb",)
+    assert result.cameras == ("rgb", "wrist_depth")
     assert result.summary["steps/observation/depth"].startswith("left: float depth whose units")
 
 

@@ -4,8 +4,9 @@ in the layout ``tfds.builder_from_directory`` reads and Open X-Embodiment publis
 ``oxe``: shaped like OXE's ``fractal20220817_data`` (RT-1): its features as the TFDS
 catalog lists them (names, nesting, dtypes and shapes; JPEG images), at a smaller image
 size, and no control rate stated. ``varied``: what other RLDS writers do: raw uint8
-image arrays, float depth in metres, one ``language_instruction`` per episode, episode
-metadata (a success flag, a file path, a score), and the rate in ``metadata.json``.
+image arrays, float depth in metres, uint16 depth as PNG (units not stated), one
+``language_instruction`` per episode, episode metadata (a success flag, a file path, a
+score), and the rate in ``metadata.json``.
 
 Values are computed from (episode, step) by ``oxe_step`` / ``varied_step``, which the
 test imports (TFDS is imported only to write) to tell what each value should be after
@@ -124,6 +125,7 @@ def varied_features(tfds: Any) -> Any:
             {
                 "rgb": f.Tensor(shape=(height, width, 3), dtype=np.uint8),
                 "depth": f.Tensor(shape=(height, width, 1), dtype=np.float32),
+                "wrist_depth": f.Image(shape=(height, width, 1), dtype=np.uint16, encoding_format="png"),
                 "proprio": f.Tensor(shape=(6,), dtype=np.float32),
                 "gripper": f.Scalar(dtype=np.float64),
             }
@@ -154,6 +156,15 @@ def varied_depth(episode: int, step: int) -> np.ndarray:
     return depth[..., np.newaxis]
 
 
+def varied_wrist_depth(episode: int, step: int) -> np.ndarray:
+    """uint16 over the whole range (0 and 65535 included): PNG and FFV1 keep it bit-exact."""
+    width, height = VARIED_SIZE
+    y, x = np.mgrid[0:height, 0:width]
+    depth: np.ndarray = (300 + 41 * x + 997 * y + 1000 * step + 5000 * episode).astype(np.uint16)
+    depth[0, 0], depth[0, 1] = 0, 65535
+    return depth[..., np.newaxis]
+
+
 def varied_step(episode: int, step: int, steps: int) -> dict[str, Any]:
     width, height = VARIED_SIZE
     base = episode * 100 + step
@@ -162,6 +173,7 @@ def varied_step(episode: int, step: int, steps: int) -> dict[str, Any]:
         "observation": {
             "rgb": oxe_image(episode, step, width, height),
             "depth": varied_depth(episode, step),
+            "wrist_depth": varied_wrist_depth(episode, step),
             "proprio": (base + np.arange(6) / 8).astype(np.float32),
             "gripper": np.float64(step / steps),
         },
