@@ -19,7 +19,7 @@ from convert.test_export_rlds import child_env, tfds_python  # noqa: F401 (the f
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_rlds
 from ortf_ros.convert.rlds_plan import ActionOptions
-from ortf_ros.convert.tfrecord import _crc32c_python, masked_crc, read_records
+from ortf_ros.convert.tfrecord import _crc32c_numpy, _crc32c_python, masked_crc, read_records
 from ortf_ros.dataset.reader import Dataset, load_dataset
 from ortf_ros.dataset.validation import validate
 from ortf_ros.format import layout
@@ -300,14 +300,18 @@ def test_memory_stays_flat_over_many_episodes(tfds_python: Path, tmp_path: Path)
 
 
 def test_crc32c_is_tensorflows(exported: Path) -> None:
-    """The pure-Python CRC32C gives the checksums TFDS wrote (the data's is checked only when a
-    native CRC32C is installed; here it is computed anyway)."""
+    """The pure-Python and the numpy CRC32C give the checksums TFDS wrote (numpy's checks the
+    data when no native CRC32C is installed)."""
     shard = next(exported.glob("*.tfrecord-*"))
     raw = shard.read_bytes()
     length = int.from_bytes(raw[:8], "little")
     assert masked_crc(raw[:8]) == int.from_bytes(raw[8:12], "little")
     data = raw[12 : 12 + length]
     assert masked_crc(data, _crc32c_python) == int.from_bytes(raw[12 + length : 16 + length], "little")
+    assert len(data) > 4096  # numpy's lanes, not its fallback to the loop
+    assert masked_crc(data, _crc32c_numpy) == masked_crc(data, _crc32c_python)
+    for size in (4096, 4099, 65537):  # lanes padded in front, or not
+        assert _crc32c_numpy(data[:size]) == _crc32c_python(data[:size]), size
     assert next(read_records(shard)) == data
 
 
@@ -333,7 +337,13 @@ def test_bad_input_is_one_line_and_leaves_nothing(
     for file in exported.iterdir():
         (broken / file.name).write_bytes(file.read_bytes())
     shard = next(broken.glob("*.tfrecord-*"))
-    shard.write_bytes(shard.read_bytes()[:-100])  # cut inside the last episode
+    intact = shard.read_bytes()
+    flipped = bytearray(intact)
+    flipped[40] ^= 0x10  # one bit inside record 0's data: a value that would import wrong
+    shard.write_bytes(bytes(flipped))
+    error = one_line_error(capsys, "import rlds", broken, out)
+    assert f"{shard}: record 0: data checksum mismatch" in error
+    shard.write_bytes(intact[:-100])  # cut inside the last episode
     error = one_line_error(capsys, "import rlds", broken, out)
     assert f"{shard}: record 2: the file ends inside the record" in error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["broken"]  # nothing half-written, no scratch left
