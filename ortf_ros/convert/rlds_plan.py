@@ -11,9 +11,10 @@ cannot be imported is refused at once and every feature's fate is known for the 
   orders them); the dimensions are named after the parts, typed and given units by the
   ``--action-*`` options, otherwise declared unknown: never guessed.
 - ``observation/*``: encoded images and uint8 (H, W, 3) arrays become cameras; uint16
-  single-channel images depth cameras (kept bit-exact); float depth is converted to
-  millimetres only when ``--float-depth-units`` says what it is in; every other numeric
-  observation a state component (flattened if it is a matrix).
+  single-channel images depth cameras (kept bit-exact); float depth (an array, or TFDS's
+  float32 image, bitcast to PNG) is converted to millimetres only when
+  ``--float-depth-units`` says what it is in; every other numeric observation a state
+  component (flattened if it is a matrix).
 - other numeric per-step features (``reward``, ``discount``, action parts not chosen, a
   source ``timestamp``): columns of the native-rate stream ``rlds_steps``, one sample per
   step, so nothing numeric is lost.
@@ -216,22 +217,24 @@ def _observations(plan: Plan, step_leaves: dict[str, Leaf], float_depth_units: s
 
 def _as_image(leaf: Leaf, float_depth_units: str | None) -> Camera | str | None:
     """A camera for an image-like feature, a reason to leave one, or None (not an image)."""
+    shape, kind = leaf.shape, np.dtype(leaf.dtype).kind
+    planar = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
+    float_depth = planar and kind == "f" and "depth" in leaf.path.rsplit("/", 1)[-1]
     if leaf.kind == IMAGE:
         channels = leaf.shape[2]
         if channels == 3 and leaf.dtype == "uint8":
             return Camera(leaf, depth=False)
         if channels == 1 and leaf.dtype == "uint16":
             return Camera(leaf, depth=True)
-        return f"a {channels}-channel {leaf.dtype} image (ORTF cameras are RGB uint8 or depth uint16)"
-    if leaf.kind != TENSOR:
+        if not float_depth:
+            return f"a {channels}-channel {leaf.dtype} image (ORTF cameras are RGB uint8 or depth uint16)"
+    elif leaf.kind != TENSOR:
         return None
-    shape, kind = leaf.shape, np.dtype(leaf.dtype).kind
-    planar = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
     if len(shape) == 3 and shape[2] == 3 and leaf.dtype == "uint8":
         return Camera(leaf, depth=False)
     if planar and leaf.dtype == "uint16":
         return Camera(leaf, depth=True)
-    if planar and kind == "f" and "depth" in leaf.path.rsplit("/", 1)[-1]:
+    if float_depth:
         if float_depth_units is None:
             return "float depth whose units the dataset does not state (pass --float-depth-units m|mm to convert it)"
         return Camera(leaf, depth=True, scale=FLOAT_DEPTH_UNITS[float_depth_units])

@@ -208,8 +208,10 @@ def _walk(node: Any, path: str, per_step: bool, leaves: list[Leaf], where: Path)
         dtype = str(body.get("dtype", "uint8"))
         shape = _shape(body.get("shape"))
         encoding = str(body.get("encodingFormat") or body.get("encoding_format") or "png")
-        if dtype not in ("uint8", "uint16") or len(shape) != 3 or shape[2] not in (1, 3):
-            why = f"an image of dtype {dtype} and shape {shape} (expected uint8 RGB or 1-channel uint8/uint16)"
+        # float32: one channel, its bytes bitcast to a 4-channel PNG (TFDS's only float image)
+        plain = dtype in ("uint8", "uint16") and len(shape) == 3 and shape[2] in (1, 3)
+        if not plain and not (dtype == "float32" and len(shape) == 3 and shape[2] == 1):
+            why = f"an image of dtype {dtype} and shape {shape} (expected uint8 RGB or 1-channel uint8/uint16/float32)"
             leaves.append(Leaf(path, UNSUPPORTED, dtype, shape, doc=doc, per_step=per_step, why=why))
         else:
             leaves.append(Leaf(path, IMAGE, dtype, shape, encoding, doc, per_step))
@@ -256,8 +258,8 @@ def tensor_values(leaf: Leaf, feature: FeatureValues | None, steps: int, where: 
     if flat.size != count * fixed:
         expected = f"{count} step(s) of shape {shape}" if leaf.per_step else f"shape {shape}"
         raise ExportError(f"{where}: feature {leaf.path!r}: {flat.size} values, expected {expected}")
-    full = (count, *shape) if leaf.per_step else shape
-    return flat.reshape(full).astype(dtype, copy=False)
+    dims = tuple(d for d in shape if d is not None)  # all of them: None is not in the shape here
+    return flat.reshape((count, *dims) if leaf.per_step else dims).astype(dtype, copy=False)
 
 
 def texts(leaf: Leaf, feature: FeatureValues | None, where: str) -> list[str]:
@@ -273,6 +275,10 @@ def decode_image(data: memoryview, leaf: Leaf, where: str) -> np.ndarray:
     image = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
     if image is None:
         raise ExportError(f"{where}: feature {leaf.path!r}: an image that does not decode ({leaf.encoding})")
+    if leaf.dtype == "float32":  # RGBA bytes are the float's, little-endian (tf.bitcast)
+        if image.dtype != np.uint8 or image.ndim != 3 or image.shape[2] != 4:
+            raise ExportError(f"{where}: feature {leaf.path!r}: expected a float32 image bitcast to 4-channel PNG")
+        return np.ascontiguousarray(cv2.cvtColor(image, cv2.COLOR_BGRA2RGBA)).view("<f4")[..., 0]
     channels = 1 if image.ndim == 2 else image.shape[2]
     expected = leaf.shape[2] if len(leaf.shape) == 3 else channels
     if channels == 4 and expected == 3:

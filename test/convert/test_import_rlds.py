@@ -246,10 +246,11 @@ def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Pat
         np.testing.assert_allclose(episode.array("timestamp"), np.arange(5) / VARIED_RATE)
         rgb = np.stack(list(episode.step_frames("rgb")))
         assert psnr(rgb, np.stack([s["observation"]["rgb"] for s in steps])) > 30
-        depth = np.stack(list(episode.step_frames("depth")))
-        metres = np.stack([varied_depth(n, i)[..., 0] for i in range(5)])
-        expected = np.where(np.isfinite(metres) & (metres > 0), np.rint(metres * 1000), 0).astype(np.uint16)
-        assert depth.dtype == np.uint16 and np.array_equal(depth, expected)  # the stated rule, bit-exact after
+        for camera, later in (("depth", 0), ("image_with_depth", 1)):  # an array; a float32 image (PNG)
+            depth = np.stack(list(episode.step_frames(camera)))
+            metres = np.stack([varied_depth(n, i + later)[..., 0] for i in range(5)])
+            expected = np.where(np.isfinite(metres) & (metres > 0), np.rint(metres * 1000), 0).astype(np.uint16)
+            assert depth.dtype == np.uint16 and np.array_equal(depth, expected), camera  # the rule, bit-exact after
         wrist = np.stack(list(episode.step_frames("wrist_depth")))
         assert np.array_equal(wrist, np.stack([varied_wrist_depth(n, i)[..., 0] for i in range(5)]))
         kept = extension["episode_metadata"][episode.episode_id]
@@ -267,7 +268,8 @@ def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Pat
 def test_float_depth_without_units_is_left_and_said(varied: Path, tmp_path: Path) -> None:
     result = from_rlds(varied, tmp_path / "out")
     assert result.cameras == ("rgb", "wrist_depth")
-    assert result.summary["steps/observation/depth"].startswith("left: float depth whose units")
+    for feature in ("depth", "image_with_depth"):
+        assert result.summary[f"steps/observation/{feature}"].startswith("left: float depth whose units")
 
 
 # -- memory ---------------------------------------------------------------------------------

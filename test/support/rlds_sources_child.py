@@ -4,7 +4,8 @@ in the layout ``tfds.builder_from_directory`` reads and Open X-Embodiment publis
 ``oxe``: shaped like OXE's ``fractal20220817_data`` (RT-1): its features as the TFDS
 catalog lists them (names, nesting, dtypes and shapes; JPEG images), at a smaller image
 size, and no control rate stated. ``varied``: what other RLDS writers do: raw uint8
-image arrays, float depth in metres, uint16 depth as PNG (units not stated), one
+image arrays, float depth in metres (an array, and a TFDS float32 image as OXE's
+``berkeley_autolab_ur5`` has), uint16 depth as PNG (units not stated), one
 ``language_instruction`` per episode, episode metadata (a success flag, a file path, a
 score), and the rate in ``metadata.json``.
 
@@ -126,6 +127,7 @@ def varied_features(tfds: Any) -> Any:
                 "rgb": f.Tensor(shape=(height, width, 3), dtype=np.uint8),
                 "depth": f.Tensor(shape=(height, width, 1), dtype=np.float32),
                 "wrist_depth": f.Image(shape=(height, width, 1), dtype=np.uint16, encoding_format="png"),
+                "image_with_depth": f.Image(shape=(height, width, 1), dtype=np.float32),
                 "proprio": f.Tensor(shape=(6,), dtype=np.float32),
                 "gripper": f.Scalar(dtype=np.float64),
             }
@@ -174,6 +176,7 @@ def varied_step(episode: int, step: int, steps: int) -> dict[str, Any]:
             "rgb": oxe_image(episode, step, width, height),
             "depth": varied_depth(episode, step),
             "wrist_depth": varied_wrist_depth(episode, step),
+            "image_with_depth": varied_depth(episode, step + 1),
             "proprio": (base + np.arange(6) / 8).astype(np.float32),
             "gripper": np.float64(step / steps),
         },
