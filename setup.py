@@ -79,10 +79,15 @@ setup(
         # `ortf review`: a small ASGI app (Starlette on uvicorn); plotly for the plotly.min.js
         # its package ships, which the page loads from this server (no CDN, no network).
         "review": ["starlette>=1.7,<2", "uvicorn>=0.30", "plotly>=5"],
-        # `ortf export mixtrain --table delta|iceberg`: delta-rs (commits the files the export
-        # writes), and pyiceberg with its SQL catalog on SQLite (add_files in a create-table
-        # transaction, as 0.12 has them).
-        "lake": ["deltalake>=1.0,<2", "pyiceberg[sql-sqlite]>=0.12,<1"],
+        # `ortf export mixtrain --table delta|iceberg|ducklake`: delta-rs (commits the files the
+        # export writes), pyiceberg with its SQL catalog on SQLite (add_files in a create-table
+        # transaction, as 0.12 has them), and DuckDB's ducklake extension from its wheel (loaded
+        # from the file, nothing downloaded; the wheel pins the DuckDB it was built for).
+        "lake": [
+            "deltalake>=1.0,<2",
+            "pyiceberg[sql-sqlite]>=0.12,<1",
+            "duckdb-extension-ducklake>=1.5,<1.6",
+        ],
         # `from ortf.torch import OrtfDataset`: a range, for users; pin torch==2.13.0 where a
         # CPU-only machine installs it (scripts/torch-env.sh), since an unpinned torch from PyPI
         # is the CUDA build, several GB.
@@ -113,6 +118,7 @@ setup(
             # the lake tables of `ortf export mixtrain --table`, read back with their own readers
             "deltalake>=1.0,<2",
             "pyiceberg[sql-sqlite]>=0.12,<1",
+            "duckdb-extension-ducklake>=1.5,<1.6",
             # test_rosdep: rosdep itself resolves package.xml offline against ../shared/rosdistro
             "rosdep>=0.25",
             # test_object_storage: a real S3 API on loopback (moto's server), read through pyarrow's S3

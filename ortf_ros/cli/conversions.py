@@ -119,11 +119,13 @@ def _cmd_export_mixtrain(args: argparse.Namespace) -> int:
 
 
 def _export_mixtrain_table(args: argparse.Namespace) -> int:
-    from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+    from ortf_ros.convert.mixtrain_tables import to_mixtrain_table
 
     table = to_mixtrain_table(args.dataset, args.output, args.table, catalog=args.catalog)
     done = "created" if table.created else "appended to"
-    version = f"version {table.version}" if table.kind == "delta" else f"{table.version} snapshot(s)"
+    version = {"delta": f"version {table.version}", "ducklake": f"snapshot {table.version}"}.get(
+        table.kind, f"{table.version} snapshot(s)"
+    )
     print(
         f"{table.path}: Mixtrain {table.kind} table {done} ({version}), {table.episodes} episode(s) as rows, "
         f"{table.steps} steps, metadata in its table property 'mixtrain'; read it with {table.read_with}"
@@ -199,11 +201,13 @@ def add_export(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         _cmd_export_mixtrain,
         summary="Mixtrain v1.0: one Parquet row per episode (trajectory arrays, metadata, video references)",
         description="Write the dataset as a standalone Mixtrain v1.0 dataset in a new (or empty) directory, "
-        "or with --table as a Delta Lake or Iceberg table (created, or appended to); tables need "
-        "pip install 'ortf_ros[lake]'.",
+        "or with --table as a DuckLake, Delta Lake or Iceberg table (created, or appended to: columns "
+        "another dataset lacks are null in its rows, new ones are added); tables need pip install 'ortf_ros[lake]'.",
         existing=_lake_target,
     )
-    p.add_argument("--table", metavar="KIND", help="delta or iceberg: OUT_DIR is a lake table, created or appended to")
+    p.add_argument(
+        "--table", metavar="KIND", help="ducklake, delta or iceberg: OUT_DIR is a lake table, created or appended to"
+    )
     p.add_argument(
         "--catalog", metavar="URI", help="--table iceberg: a SQL catalog URI (default: OUT_DIR/catalog.db, SQLite)"
     )
@@ -262,6 +266,59 @@ def _cmd_import_lerobot(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _cmd_import_rlds(args: argparse.Namespace) -> int:
+    from ortf_ros.convert.rlds_import import from_rlds
+    from ortf_ros.convert.rlds_plan import ActionOptions
+
+    def warn(line: str) -> None:
+        print(f"ortf import rlds: warning: {line}", file=sys.stderr)
+
+    action = ActionOptions(
+        keys=_listed(args.action_keys),
+        names=_listed(args.action_names),
+        types=_listed(args.action_types),
+        units=_listed(args.action_units),
+        space_type=args.action_space,
+    )
+    with progress_bar(sys.stderr.isatty(), "episodes") as progress:
+        result = from_rlds(
+            args.source,
+            args.output,
+            fps=args.fps,
+            splits=args.split,
+            action=action,
+            task=args.task,
+            float_depth_units=args.float_depth_units,
+            warn=warn,
+            progress=progress,
+        )
+    cameras = ", ".join(result.cameras) or "none"
+    skipped = f", {result.skipped} episode(s) without steps skipped" if result.skipped else ""
+    print(
+        f"{result.path}: {result.episodes} episode(s), {result.steps} steps at {result.fps:g} Hz, "
+        f"cameras: {cameras}{skipped}"
+    )
+    width = max(map(len, result.summary), default=0)
+    for feature, where in result.summary.items():
+        print(f"  {feature:<{width}}  -> {where}")
+    return EXIT_OK
+
+
+def _listed(value: str | None) -> tuple[str, ...] | None:
+    """A comma-separated option as its items (None when not given)."""
+    return tuple(item.strip() for item in value.split(",")) if value else None
+
+
+def _positive_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate in Hz, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a positive rate in Hz, got {text!r}")
+    return value
+
+
 def add_import(sub: argparse._SubParsersAction[OneLineParser]) -> None:
     """``ortf import FORMAT``: one subcommand per source format."""
     imports = sub.add_parser("import", help="make an ORTF dataset from another format")
@@ -276,4 +333,40 @@ def add_import(sub: argparse._SubParsersAction[OneLineParser]) -> None:
         "OUT_DIR (which must not exist or be "
         "empty).",
         source=("source", "SRC", "a LeRobot dataset directory"),
+    )
+    p = _add_conversion(
+        formats,
+        "import rlds",
+        _cmd_import_rlds,
+        summary="an RLDS dataset in TFDS's layout (Open X-Embodiment, ortf export rlds) as a new ORTF dataset",
+        description="Import an RLDS dataset from a TFDS builder directory (dataset_info.json, features.json, "
+        "TFRecord shards: what tfds.builder_from_directory reads and Open X-Embodiment publishes) into a new ORTF "
+        "dataset at OUT_DIR (which must not exist or be empty); TensorFlow is not needed. Prints where each "
+        "source feature went.",
+        source=("source", "SRC", "a TFDS builder directory"),
+    )
+    p.add_argument("--fps", type=_positive_rate, metavar="HZ", help="the control rate, where the dataset states none")
+    p.add_argument(
+        "--split", action="append", default=[], metavar="NAME", help="a split to import (repeatable; default all)"
+    )
+    p.add_argument("--task", metavar="TEXT", help="the task of episodes whose source has no (or an empty) instruction")
+    p.add_argument(
+        "--action-keys", metavar="K1,K2,...", help="an action dict's parts that make the action, in order (default all)"
+    )
+    p.add_argument("--action-names", metavar="N1,N2,...", help="the action dimensions' names (one per dimension)")
+    p.add_argument(
+        "--action-types",
+        metavar="T[,T...]",
+        help="position|rotation|velocity|binary|continuous: one for all dimensions, or one per dimension",
+    )
+    p.add_argument(
+        "--action-units",
+        metavar="U[,U...]",
+        help="meters|radians|rad_per_s|normalized|discrete: one for all dimensions, or one per dimension",
+    )
+    p.add_argument("--action-space", metavar="TYPE", help="action_space.type, e.g. end_effector_delta, joint_position")
+    p.add_argument(
+        "--float-depth-units",
+        choices=("m", "mm"),
+        help="the units of float depth images: they are converted to uint16 millimetres (else left out)",
     )

@@ -13,6 +13,7 @@ from typing import Any
 _API = {
     "export_rerun": "ortf_ros.convert.rerun_export",
     "from_lerobot": "ortf_ros.convert.lerobot_import",
+    "from_rlds": "ortf_ros.convert.rlds_import",
     "to_lerobot": "ortf_ros.convert.lerobot_export",
     "to_mixtrain": "ortf_ros.convert.mixtrain_export",
     "to_rlds": "ortf_ros.convert.rlds_export",

@@ -61,7 +61,7 @@ def exported_origin(meta: LeRobotMeta, imported: Manifest, warn: Callable[[str],
     except (OSError, FormatError) as exc:
         warn(f"{relative}: not used ({exc}); the manifest is built from LeRobot's metadata")
         return None
-    mismatch = _mismatch(original, imported)
+    mismatch = manifest_mismatch(original, imported)
     if mismatch:
         warn(f"{relative}: no longer describes the data ({mismatch}); the manifest is built from LeRobot's metadata")
         return None
@@ -120,7 +120,7 @@ def _kept_depth(meta: LeRobotMeta, original: Manifest) -> dict[str, DepthFiles]:
     return kept
 
 
-def _mismatch(original: Manifest, imported: Manifest) -> str | None:
+def manifest_mismatch(original: Manifest, imported: Manifest) -> str | None:
     def dims(m: Manifest) -> list[tuple[str, int]]:
         return [(name, c.dim) for name, c in m.observation_space.state.items()]
 

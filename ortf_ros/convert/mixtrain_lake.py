@@ -1,4 +1,6 @@
-"""``ortf export mixtrain --table delta|iceberg``: the Mixtrain rows in a data lake table.
+"""The Mixtrain rows in a data lake table: the rows and their schema evolution shared by
+the three lakes, and Delta's and Iceberg's writers (``mixtrain_tables`` runs ``ortf export
+mixtrain --table delta|iceberg|ducklake``; DuckLake's writer is ``mixtrain_ducklake``).
 
 Mixtrain says a dataset works "cloud-native with open table formats", its metadata held
 by the table property ``mixtrain`` instead of ``mixtrain.json``. The rows are those of the
@@ -12,15 +14,27 @@ standalone export (``mixtrain_export.episode_row``), with two differences the la
   not in its log except under ``_``/``.`` directories; the dataset id keeps a second
   dataset's episode 0 from replacing the first's.
 
-Both tables are partitioned by ``task`` (Iceberg: identity transform), and a second
-export into the same OUT appends: one new Delta version, one new Iceberg snapshot. An
-append needs the same columns and column semantics, and another dataset (one already
-there would have its rows twice); the property keeps the first export's JSON (its
-``ortf`` block names that first dataset).
+The tables are partitioned by ``task`` (Iceberg: identity transform), and a second
+export into the same OUT appends: one new Delta version, one new Iceberg or DuckLake
+snapshot. The table takes many robots, by the lakes' schema evolution:
+
+- a column the table has and the dataset lacks (a sensor another robot has) is null in
+  the dataset's rows: its data files are written without it, and each lake reads a
+  missing column as null;
+- a column the dataset adds is added to the table (null in the rows already there), and
+  its ``column_types`` entry to the property;
+- a column both have must have the same type and the same Mixtrain semantics (its
+  ``column_types`` entry: dimension, names, units...): else the export is refused, in
+  one line naming the column and both, before anything is written. A 7-joint arm's
+  ``action`` and a 6-joint one's are two meanings of one name.
+
+Another dataset only: one already there would have its rows twice. The property's
+``ortf`` block names the first dataset exported.
 
 Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
 catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
 the warehouse ``warehouse/`` with table ``ortf.mixtrain``.
+DuckLake: ``convert.mixtrain_ducklake``.
 
 Memory: rows are produced one episode at a time. Delta: written by pyarrow, one row
 group per episode, and committed by delta-rs as one transaction (measured: 8 and 32 MB
@@ -41,6 +55,9 @@ What holds after a crash:
   has no such table. Its metadata holds absolute paths, so it is not built elsewhere and
   renamed.
 - An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
+  Delta's appends that add columns commit twice before it (delta-rs's ``alter`` adds the
+  columns, then the property; its add-action commit sets no schema): a crash between
+  them leaves a table with the new columns null in every row, described, and valid.
 - Videos and data files are written before the commit that names them (Mixtrain: "write
   the file first, then insert the row"): never a row without its file. An export that
   fails removes its videos (``_files/<dataset_id>``); one killed leaves them, and the
@@ -52,7 +69,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import shutil
 import urllib.parse
 import uuid
@@ -65,14 +81,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ortf_ros.convert.mixtrain_export import episode_row, row_schema, sidecar
-from ortf_ros.convert.output_dir import open_source, staged_directory
+from ortf_ros.convert.output_dir import staged_directory
 from ortf_ros.dataset.reader import Dataset, Episode
 from ortf_ros.errors import ExportError, UsageError
 from ortf_ros.extras import optional_module
 from ortf_ros.format.manifest import Manifest
 from ortf_ros.io import atomic
 
-TABLE_KINDS = ("delta", "iceberg")
+TABLE_KINDS = ("delta", "iceberg", "ducklake")
 PROPERTY = "mixtrain"
 PARTITION = "task"
 FILES_DIR = "_files"
@@ -84,44 +100,7 @@ ICEBERG_TABLE = ("ortf", "mixtrain")
 EXTRA = "lake"
 
 
-@dataclass(frozen=True)
-class LakeResult:
-    path: Path
-    kind: str
-    episodes: int
-    steps: int
-    created: bool
-    version: int  # Delta: the table version; Iceberg: how many snapshots the table has
-    read_with: str  # the library call that reads the table back
-
-
-def to_mixtrain_table(
-    dataset: Dataset | str | os.PathLike[str],
-    out: str | os.PathLike[str],
-    kind: str,
-    *,
-    catalog: str | None = None,
-) -> LakeResult:
-    """Create the ``kind`` table at ``out`` (new or empty) or append the dataset to it."""
-    if kind not in TABLE_KINDS:
-        raise UsageError(f"--table {kind}: unknown table kind; expected one of {', '.join(TABLE_KINDS)}")
-    if catalog is not None and kind != "iceberg":
-        raise UsageError(f"--catalog {catalog}: a catalog is only for --table iceberg (Delta needs none)")
-    source = open_source(dataset)
-    target = Path(out)
-    rows = LakeRows(source)
-    if kind == "delta":
-        created, version = _write_delta(rows, target)
-        read_with = f"deltalake.DeltaTable({str(target)!r})"
-    else:
-        created, version = _write_iceberg(rows, target, catalog)
-        uri = catalog or _default_catalog(target)
-        name = ".".join(ICEBERG_TABLE)
-        read_with = f"pyiceberg SqlCatalog({CATALOG_NAME!r}, uri={uri!r}).load_table({name!r})"
-    return LakeResult(target, kind, rows.episodes, rows.steps, created, version, read_with)
-
-
-def _default_catalog(target: Path) -> str:
+def default_catalog(target: Path) -> str:
     """The embedded catalog: SQLite in OUT."""
     return f"sqlite:///{target.absolute() / CATALOG_FILE}"
 
@@ -190,33 +169,53 @@ class LakeRows:
             shutil.rmtree(folder, ignore_errors=True)  # this export's own copies, which no row names
             raise
 
-    def check_compatible(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> None:
-        """An append needs the table's columns and their Mixtrain semantics; one line names the first difference."""
-        have = {f.name: _normal(f.type) for f in schema}
-        want = {f.name: _normal(f.type) for f in self.schema}
-        missing = [name for name in want if name not in have]
-        extra = [name for name in have if name not in want]
-        if missing or extra:
-            raise ExportError(
-                f"{target}: this {kind} table's columns differ from the dataset's rows "
-                f"(table lacks {missing or 'none'}, has no counterpart for {extra or 'none'}); "
-                "expected the same columns to append"
-            )
-        for name, kind_wanted in want.items():
-            if have[name] != kind_wanted:
+    def evolve(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> Evolution:
+        """What appending these rows to a table of ``schema`` (whose property is ``stored``)
+        changes: the columns the rows add, and the property describing them too. Columns
+        the table has and the rows lack stay, null in these rows. A column both have must
+        have one type and one meaning (its ``column_types`` entry: dimension, names,
+        units...); else the export is refused in one line naming the column, before
+        anything is written."""
+        table = {f.name: _normal(f.type) for f in schema}
+        for field in self.schema:
+            if field.name in table and table[field.name] != _normal(field.type):
                 raise ExportError(
-                    f"{target}: column {name} is {have[name]} in the table, {kind_wanted} in the dataset's rows"
+                    f"{target}: column {field.name} is {table[field.name]} in the {kind} table, "
+                    f"{_normal(field.type)} in this dataset's rows; expected the same type to append"
                 )
-        ours = json.loads(self.property)["column_types"]
-        theirs = json.loads(stored or "{}").get("column_types", {})
-        for name in sorted(set(ours) | set(theirs)):
-            mine, table = ours.get(name) or {}, theirs.get(name) or {}
-            for key in sorted(set(mine) | set(table)):
-                if mine.get(key) != table.get(key):
+        ours = json.loads(self.property)
+        theirs = json.loads(stored or "{}")
+        table_types = theirs.get("column_types", {})
+        for name, mine in ours["column_types"].items():
+            if name not in table:
+                continue  # a new column: its entry joins the property
+            held = table_types.get(name) or {}
+            for key in sorted(set(mine) | set(held), key=lambda k: (k not in _TYPE_KEYS, k)):  # the type first
+                if mine.get(key) != held.get(key):
                     raise ExportError(
-                        f"{target}: column {name}: {key} is {table.get(key)} in the table's '{PROPERTY}' property, "
+                        f"{target}: column {name}: {key} is {held.get(key)} in the table's '{PROPERTY}' property, "
                         f"{mine.get(key)} in this dataset; expected the same to append"
                     )
+        added = [field for field in self.schema if field.name not in table]
+        if not added:
+            return Evolution((), stored)
+        types = {f.name: ours["column_types"][f.name] for f in added if f.name in ours["column_types"]}
+        merged = (theirs or {k: v for k, v in ours.items() if k != "column_types"}) | {
+            "column_types": table_types | types
+        }
+        return Evolution(tuple(added), json.dumps(merged, sort_keys=True))
+
+
+_TYPE_KEYS = ("type", "dim")  # what a column is, before what its values mean
+
+
+@dataclass(frozen=True)
+class Evolution:
+    """An append's change to the table: ``added`` columns (after the table's own), and the
+    ``property`` that then describes every column (None: the table has none)."""
+
+    added: tuple[pa.Field, ...]
+    property: str | None
 
 
 def _normal(kind: pa.DataType) -> str:
@@ -228,26 +227,30 @@ def _normal(kind: pa.DataType) -> str:
     return str(kind)
 
 
-def _refuse_foreign(target: Path, is_table: bool, what: str) -> None:
+def refuse_foreign(target: Path, is_table: bool, what: str) -> None:
     if target.is_dir() and any(target.iterdir()) and not is_table:
         raise UsageError(
             f"{target}: exists and is neither empty nor {what}; expected a new or empty directory or {what}"
         )
 
 
-def _write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
+def write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
     deltalake = optional_module("deltalake", "a Delta Lake table needs deltalake", EXTRA)
     existing = (target / DELTA_LOG).is_dir()
-    _refuse_foreign(target, existing, "a Delta table")
+    refuse_foreign(target, existing, "a Delta table")
     schema = deltalake.Schema.from_arrow(rows.schema)
     if existing:
         with rows.writing(target, "Delta", (deltalake.exceptions.DeltaError,)):
             table = deltalake.DeltaTable(str(target))
             stored = table.metadata().configuration.get(PROPERTY)
-            rows.check_compatible(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
+            evolution = rows.evolve(target, "Delta", pa.schema(table.schema().to_arrow()), stored)
             with rows.claiming_files(target):
                 actions = _delta_actions(_write_data_files(rows, target, target, with_task=False), deltalake)
-                table.create_write_transaction(actions, mode="append", schema=schema, partition_by=[PARTITION])
+                if evolution.added:  # files without a column read back null in it: Delta's schema evolution
+                    table.alter.add_columns(list(deltalake.Schema.from_arrow(pa.schema(evolution.added)).fields))
+                    table.alter.set_table_properties({PROPERTY: evolution.property}, raise_if_not_exists=False)
+                merged = deltalake.Schema.from_arrow(pa.schema(table.schema().to_arrow()))
+                table.create_write_transaction(actions, mode="append", schema=merged, partition_by=[PARTITION])
             return False, int(deltalake.DeltaTable(str(target)).version())
     with staged_directory(target) as scratch:
         # Paths in the log are relative to the table: the scratch directory renames whole.
@@ -334,15 +337,15 @@ def _delta_stats(metadata: pq.FileMetaData, rows: int) -> dict[str, Any]:
     return stats
 
 
-def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
+def write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tuple[bool, int]:
     sql = optional_module("pyiceberg.catalog.sql", "an Iceberg table needs pyiceberg with SQLite support", EXTRA)
     target = target.absolute()
     if catalog_uri is None:
-        _refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
+        refuse_foreign(target, (target / CATALOG_FILE).is_file(), f"an Iceberg warehouse ({CATALOG_FILE})")
         target.mkdir(parents=True, exist_ok=True)  # where SQLite creates the catalog
     else:
-        _refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
-    uri = catalog_uri or _default_catalog(target)
+        refuse_foreign(target, (target / WAREHOUSE_DIR).is_dir(), f"an Iceberg warehouse ({WAREHOUSE_DIR}/)")
+    uri = catalog_uri or default_catalog(target)
     try:
         catalog = sql.SqlCatalog(CATALOG_NAME, uri=uri, warehouse=(target / WAREHOUSE_DIR).as_uri())
         catalog.create_namespace_if_not_exists(ICEBERG_TABLE[0])
@@ -352,12 +355,16 @@ def _write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tup
     lake_errors = (optional_module("pyiceberg.exceptions", "pyiceberg", EXTRA).CommitFailedException,)
     if exists:
         table = catalog.load_table(ICEBERG_TABLE)
-        rows.check_compatible(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
+        evolution = rows.evolve(target, "Iceberg", table.schema().as_arrow(), table.properties.get(PROPERTY))
         with (
             rows.writing(target, "Iceberg", lake_errors),
             rows.claiming_files(target),
             table.transaction() as transaction,
         ):
+            if evolution.added:  # one snapshot: the new columns, their types in the property, the rows
+                with transaction.update_schema() as update:
+                    update.union_by_name(pa.schema(evolution.added))
+                transaction.set_properties({PROPERTY: evolution.property})
             _add_files(transaction, rows, target)
     else:
         properties = {PROPERTY: rows.property}

@@ -1,5 +1,5 @@
-"""`ortf export mixtrain --table delta|iceberg`: the tables read back with deltalake's and
-pyiceberg's own readers, row for row equal to the standalone export's Parquet rows."""
+"""`ortf export mixtrain --table delta|iceberg|ducklake`: the tables read back with deltalake's,
+pyiceberg's and DuckDB's own readers, row for row equal to the standalone export's Parquet rows."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import av
 import pyarrow as pa
@@ -19,12 +20,14 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
-from ortf_ros.convert.mixtrain_lake import to_mixtrain_table
+from ortf_ros.convert.mixtrain_ducklake import attached
+from ortf_ros.convert.mixtrain_tables import to_mixtrain_table
 from ortf_ros.dataset.reader import load_dataset
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from support.cli_errors import one_line_error
 
+NEEDS = ("duckdb_extension_ducklake",)  # loaded from its file by the DuckLake export
 LAKE_FILES = "_files"
 
 
@@ -51,11 +54,11 @@ def second_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
-    """The standalone export's rows as the lake holds them: videos under _files/<dataset id>."""
+    """The standalone export's rows as the lake holds them: videos, scans, clouds under _files/<dataset id>."""
     rows: list[dict[str, Any]] = pq.read_table(standalone / "data").to_pylist()
     for row in rows:
         for name, value in row.items():
-            if name.startswith("video_") and isinstance(value, str):
+            if name != "mcap" and isinstance(value, str) and value.startswith("files/"):
                 row[name] = f"{LAKE_FILES}/{dataset_id}/{value.removeprefix('files/')}"
     return rows
 
@@ -101,7 +104,7 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     assert table.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=True, full=True) == []
 
     err = one_line_error(capsys, "export mixtrain", converted, out, "--table", "delta")
-    assert "columns differ from the dataset's rows" in err  # a teleop bag has other cameras and state
+    assert "column action: dim is 8 in the table's 'mixtrain' property, 9 in this dataset" in err  # another arm
     other_units = tmp_path / "other_units"  # the same columns, one meaning another thing
     write_demo_dataset(other_units, episodes=1, steps=4, width=64, height=48)
     manifest_file = other_units / "meta" / "manifest.json"
@@ -170,7 +173,7 @@ def test_iceberg_with_a_catalog_of_its_own(datasets: tuple[Path, Path, Path], tm
 
 def test_without_the_lake_extra_the_pip_command_and_exit_2(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
     demo, _, _ = datasets
-    for kind, module in (("delta", "deltalake"), ("iceberg", "pyiceberg")):
+    for kind, module in (("delta", "deltalake"), ("iceberg", "pyiceberg"), ("ducklake", "duckdb_extension_ducklake")):
         code = (
             f"import sys; sys.modules[{module!r}] = None\n"  # as if not installed: importing it raises ImportError
             "from ortf_ros.cli.entry import ortf\n"
@@ -199,6 +202,25 @@ def test_iceberg_data_files_hold_one_episode_per_row_group(datasets: tuple[Path,
         assert Path(file["file_path"].removeprefix("file://")).is_relative_to(out / "warehouse")
 
 
+def test_ducklake_data_files_hold_one_episode_per_row_group(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    """What bounds DuckDB's memory by one episode: it flushes each row of each partition."""
+    demo, standalone, _ = datasets
+    out = tmp_path / "ducklake"
+    result = to_mixtrain_table(demo, out, "ducklake")
+    assert (result.created, result.version, result.episodes, result.steps) == (True, 1, 3, 30)
+    files = sorted((out / "data").rglob("*.parquet"))
+    tasks = {row["task"] for row in standalone_rows(standalone, dataset_id(demo))}
+    assert sorted(unquote(path.parent.name) for path in files) == sorted(f"task={task}" for task in tasks)
+    for path in files:
+        footer = pq.read_metadata(path)
+        assert footer.num_row_groups == footer.num_rows > 0
+    with attached(out, read_only=True) as connection:
+        rows = connection.sql("FROM lake.mixtrain").to_arrow_table().to_pylist()
+        held = connection.sql("SELECT comment FROM duckdb_tables() WHERE table_name = 'mixtrain'").fetchone()[0]
+    assert by_id(rows) == by_id(standalone_rows(standalone, dataset_id(demo)))
+    assert json.loads(held) == json.loads((standalone / "mixtrain.json").read_text())
+
+
 def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     broken = tmp_path / "broken"
     write_demo_dataset(broken, episodes=2, steps=4, width=32, height=24)
@@ -210,10 +232,17 @@ def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.Ca
     with pytest.raises(NoSuchTableError):
         iceberg_table(iceberg)  # the catalog registers the table at its only commit
     assert not (iceberg / "_files" / dataset_id(broken)).exists()  # its copies removed: it can be run again
+    ducklake = tmp_path / "ducklake"  # one transaction, rolled back: no table, no data file
+    err = one_line_error(capsys, "export mixtrain", broken, ducklake, "--table", "ducklake")
+    assert err.endswith(": missing (episode 000001, camera cam_wrist)")  # itself, not inside DuckDB's error
+    assert not any((ducklake / "_files").iterdir()) and not any(p.is_file() for p in (ducklake / "data").rglob("*"))
     good = tmp_path / "good"
     write_demo_dataset(good, episodes=1, steps=4, width=32, height=24)
     assert ortf(["export", "mixtrain", str(good), str(iceberg), "--table", "iceberg"]) == 0
     assert iceberg_table(iceberg).scan().to_arrow().num_rows == 1
+    assert ortf(["export", "mixtrain", str(good), str(ducklake), "--table", "ducklake"]) == 0
+    with attached(ducklake, read_only=True) as connection:
+        assert connection.sql("SELECT count(*) FROM lake.mixtrain").fetchone() == (1,)
 
 
 def test_mcap_column_names_the_source_recording(datasets: tuple[Path, Path, Path], tmp_path: Path) -> None:
@@ -254,6 +283,8 @@ def test_bad_table_arguments_are_one_line(
     )
     err = one_line_error(capsys, "export mixtrain", demo, other, "--table", "iceberg", code=2)
     assert "neither empty nor an Iceberg warehouse" in err
+    err = one_line_error(capsys, "export mixtrain", demo, other, "--table", "ducklake", code=2)
+    assert "neither empty nor a DuckLake (catalog.ducklake)" in err
     assert [p.name for p in other.iterdir()] == ["keep.txt"]
     broken_log = tmp_path / "broken_log" / "_delta_log"  # a table delta-rs cannot read
     broken_log.mkdir(parents=True)

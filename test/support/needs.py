@@ -54,6 +54,7 @@ OPTIONAL: dict[str, Need] = {
     "httpx": Need("review", "httpx", "pip install 'ortf_ros[test]'"),
     "deltalake": Need("lake", "deltalake", "pip install 'ortf_ros[lake]'"),
     "pyiceberg": Need("lake", "pyiceberg", "pip install 'ortf_ros[lake]'"),
+    "duckdb_extension_ducklake": Need("lake", "duckdb-extension-ducklake", "pip install 'ortf_ros[lake]'"),
     "tensorflow_datasets": Need("rlds", "TensorFlow Datasets", "pip install 'ortf_ros[rlds]'"),
     "duckdb": Need("duckdb", "DuckDB", "pip install 'ortf_ros[test]'"),
     "mcap_ros2": Need("mcap_ros2", "mcap-ros2-support", "pip install 'ortf_ros[test]'"),
