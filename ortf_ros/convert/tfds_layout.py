@@ -254,6 +254,8 @@ def tensor_values(leaf: Leaf, feature: FeatureValues | None, steps: int, where: 
     if None in shape:  # an episode-level tensor of variable length: the one unknown dimension
         if fixed == 0 or flat.size % fixed:
             raise ExportError(f"{where}: feature {leaf.path!r}: {flat.size} values do not fill shape {shape}")
+        if shape.count(None) > 1:  # (the record does not carry the shape: the values as they come)
+            return flat.astype(dtype, copy=False)
         return flat.reshape(tuple(-1 if d is None else d for d in shape)).astype(dtype, copy=False)
     if flat.size != count * fixed:
         expected = f"{count} step(s) of shape {shape}" if leaf.per_step else f"shape {shape}"
