@@ -111,6 +111,7 @@ def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
         # A partitioned write keeps each partition's rows until this many: one, so memory holds an episode.
         connection.execute("SET partitioned_write_flush_threshold = 1")
         exists = _one(connection, f"SELECT count(*) FROM duckdb_tables() WHERE {_THIS_TABLE}") > 0
+        stored: str | None = None
         if exists:
             stored = _one(connection, f"SELECT comment FROM duckdb_tables() WHERE {_THIS_TABLE}")
             schema = connection.sql(f"FROM {_QUALIFIED} LIMIT 0").to_arrow_table().schema
@@ -128,7 +129,7 @@ def write_ducklake(rows: LakeRows, target: Path) -> tuple[bool, int]:
                     added, prop = (), rows.property
                 for field in added:  # Parquet files without it read back null in it
                     connection.execute(f"ALTER TABLE {_QUALIFIED} ADD COLUMN {_columns(connection, [field])}")
-                if prop is not None and (not exists or added):
+                if prop != stored:  # (a new table's, or one describing another robot or column)
                     connection.execute(f"COMMENT ON TABLE {_QUALIFIED} IS {_literal(prop)}")
                 source = _Batches(rows, target)
                 connection.register(_ROWS, pa.RecordBatchReader.from_batches(rows.schema, iter(source)))

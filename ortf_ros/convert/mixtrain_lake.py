@@ -23,13 +23,18 @@ snapshot. The table takes many robots, by the lakes' schema evolution:
   missing column as null;
 - a column the dataset adds is added to the table (null in the rows already there), and
   its ``column_types`` entry to the property;
-- a column both have must have the same type and the same Mixtrain semantics (its
-  ``column_types`` entry: dimension, names, units...): else the export is refused, in
-  one line naming the column and both, before anything is written. A 7-joint arm's
-  ``action`` and a 6-joint one's are two meanings of one name.
+- a column both have must have the same Parquet type and the same Mixtrain ``type``
+  (a trajectory never becomes a video): else the export is refused, in one line naming
+  the column and both, before anything is written;
+- its meaning (``dim``, ``names``, ``units``, a camera's ``resolution``...) may differ by
+  robot, since mixing robots is what the table is for: a 7-joint arm's ``action`` and a
+  6-joint one's. The entry's fields are the meaning of the robot that brought the
+  column; a robot whose meaning differs gets its own under ``by_robot`` (keyed by the
+  rows' ``robot`` column), which replaces them for its rows. A robot already in the
+  table (``ortf.robots``) keeps one meaning: a dataset of it that differs is refused.
 
 Another dataset only: one already there would have its rows twice. The property's
-``ortf`` block names the first dataset exported.
+``ortf`` block names the first dataset exported, and ``robots`` every robot in the table.
 
 Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
 catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
@@ -55,9 +60,10 @@ What holds after a crash:
   has no such table. Its metadata holds absolute paths, so it is not built elsewhere and
   renamed.
 - An append is the lake's own transaction (one Delta commit, one Iceberg snapshot).
-  Delta's appends that add columns commit twice before it (delta-rs's ``alter`` adds the
-  columns, then the property; its add-action commit sets no schema): a crash between
-  them leaves a table with the new columns null in every row, described, and valid.
+  Delta's appends that add columns or change the property commit before it (delta-rs's
+  ``alter`` adds the columns, then sets the property; its add-action commit sets no
+  schema): a crash between them leaves a table with the new columns null in every row,
+  or a robot described that has no rows yet, and valid.
 - Videos and data files are written before the commit that names them (Mixtrain: "write
   the file first, then insert the row"): never a row without its file. An export that
   fails removes its videos (``_files/<dataset_id>``); one killed leaves them, and the
@@ -122,6 +128,7 @@ class LakeRows:
     def __init__(self, source: Dataset) -> None:
         self.source = source
         self.schema = lake_schema(source.manifest)
+        self.robot = source.manifest.robot.name
         self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
         self.episodes = self.steps = 0
 
@@ -171,11 +178,12 @@ class LakeRows:
 
     def evolve(self, target: Path, kind: str, schema: pa.Schema, stored: str | None) -> Evolution:
         """What appending these rows to a table of ``schema`` (whose property is ``stored``)
-        changes: the columns the rows add, and the property describing them too. Columns
-        the table has and the rows lack stay, null in these rows. A column both have must
-        have one type and one meaning (its ``column_types`` entry: dimension, names,
-        units...); else the export is refused in one line naming the column, before
-        anything is written."""
+        changes: the columns the rows add, and the property that then describes the table
+        (new columns' entries, this robot's own meaning where it differs, the robot listed).
+        Columns the table has and the rows lack stay, null in these rows. A column both
+        have must have one Parquet type and one Mixtrain ``type``, and a robot already in
+        the table one meaning; else the export is refused in one line naming the column,
+        before anything is written."""
         table = {f.name: _normal(f.type) for f in schema}
         for field in self.schema:
             if field.name in table and table[field.name] != _normal(field.type):
@@ -186,36 +194,59 @@ class LakeRows:
         ours = json.loads(self.property)
         theirs = json.loads(stored or "{}")
         table_types = theirs.get("column_types", {})
+        known = list((theirs.get("ortf") or {}).get("robots") or [])
+        merged_types = dict(table_types)
         for name, mine in ours["column_types"].items():
-            if name not in table:
-                continue  # a new column: its entry joins the property
+            if name not in table:  # a new column: its entry joins the property
+                merged_types[name] = mine
+                continue
             held = table_types.get(name) or {}
-            for key in sorted(set(mine) | set(held), key=lambda k: (k not in _TYPE_KEYS, k)):  # the type first
-                if mine.get(key) != held.get(key):
-                    raise ExportError(
-                        f"{target}: column {name}: {key} is {held.get(key)} in the table's '{PROPERTY}' property, "
-                        f"{mine.get(key)} in this dataset; expected the same to append"
-                    )
-        added = [field for field in self.schema if field.name not in table]
-        if not added:
-            return Evolution((), stored)
-        types = {f.name: ours["column_types"][f.name] for f in added if f.name in ours["column_types"]}
-        merged = (theirs or {k: v for k, v in ours.items() if k != "column_types"}) | {
-            "column_types": table_types | types
-        }
-        return Evolution(tuple(added), json.dumps(merged, sort_keys=True))
+            if held.get("type") != mine.get("type"):
+                raise ExportError(
+                    f"{target}: column {name}: type is {held.get('type')} in the table's '{PROPERTY}' property, "
+                    f"{mine.get('type')} in this dataset; expected the same to append"
+                )
+            meaning = held.get(BY_ROBOT, {}).get(self.robot) or _meaning(held)
+            if meaning == _meaning(mine):
+                continue
+            if self.robot in known:
+                mine = _meaning(mine)
+                key = next(k for k in _keys(meaning, mine) if meaning.get(k) != mine.get(k))
+                raise ExportError(
+                    f"{target}: column {name}: {key} is {meaning.get(key)} for robot {self.robot} in the table's "
+                    f"'{PROPERTY}' property, {mine.get(key)} in this dataset; expected the same to append "
+                    "(a robot keeps one meaning per column; another robot may have its own)"
+                )
+            merged_types[name] = held | {BY_ROBOT: held.get(BY_ROBOT, {}) | {self.robot: _meaning(mine)}}
+        merged = (theirs or {k: v for k, v in ours.items() if k != "column_types"}) | {"column_types": merged_types}
+        robots = known if self.robot in known else [*known, self.robot]
+        merged["ortf"] = (merged.get("ortf") or {}) | {"robots": robots}
+        added = tuple(field for field in self.schema if field.name not in table)
+        return Evolution(added, json.dumps(merged, sort_keys=True))
 
 
-_TYPE_KEYS = ("type", "dim")  # what a column is, before what its values mean
+BY_ROBOT = "by_robot"
+"""A column entry's meanings of other robots than the one whose fields it has."""
+
+
+def _meaning(entry: dict[str, Any]) -> dict[str, Any]:
+    """A column entry's meaning: its fields but the Mixtrain type and the other robots'."""
+    return {k: v for k, v in entry.items() if k not in ("type", BY_ROBOT)}
+
+
+def _keys(*entries: dict[str, Any]) -> list[str]:
+    """The fields of entries, what a column is (``dim``) before what its values mean."""
+    return sorted(set().union(*entries), key=lambda k: (k != "dim", k))
 
 
 @dataclass(frozen=True)
 class Evolution:
     """An append's change to the table: ``added`` columns (after the table's own), and the
-    ``property`` that then describes every column (None: the table has none)."""
+    ``property`` that then describes every column and robot (set where it differs from the
+    table's)."""
 
     added: tuple[pa.Field, ...]
-    property: str | None
+    property: str
 
 
 def _normal(kind: pa.DataType) -> str:
@@ -248,6 +279,7 @@ def write_delta(rows: LakeRows, target: Path) -> tuple[bool, int]:
                 actions = _delta_actions(_write_data_files(rows, target, target, with_task=False), deltalake)
                 if evolution.added:  # files without a column read back null in it: Delta's schema evolution
                     table.alter.add_columns(list(deltalake.Schema.from_arrow(pa.schema(evolution.added)).fields))
+                if evolution.property != stored:
                     table.alter.set_table_properties({PROPERTY: evolution.property}, raise_if_not_exists=False)
                 merged = deltalake.Schema.from_arrow(pa.schema(table.schema().to_arrow()))
                 table.create_write_transaction(actions, mode="append", schema=merged, partition_by=[PARTITION])
@@ -361,9 +393,10 @@ def write_iceberg(rows: LakeRows, target: Path, catalog_uri: str | None) -> tupl
             rows.claiming_files(target),
             table.transaction() as transaction,
         ):
-            if evolution.added:  # one snapshot: the new columns, their types in the property, the rows
+            if evolution.added:  # one snapshot: the new columns, the property describing them, the rows
                 with transaction.update_schema() as update:
                     update.union_by_name(pa.schema(evolution.added))
+            if evolution.property != table.properties.get(PROPERTY):
                 transaction.set_properties({PROPERTY: evolution.property})
             _add_files(transaction, rows, target)
     else:

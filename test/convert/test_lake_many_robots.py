@@ -1,6 +1,7 @@
 """One Mixtrain lake table, many robots: `ortf export mixtrain --table delta|iceberg|ducklake`
 appends datasets whose sensors differ by schema evolution, each read back with its lake's
-own reader (deltalake, pyiceberg, DuckDB), and refuses a column of another type or meaning
+own reader (deltalake, pyiceberg, DuckDB); another arm's meaning of a column is kept
+under its robot, and a column of another type, or one arm described two ways, refused
 without writing anything."""
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def test_two_robots_in_one_table_each_row_as_its_own_export(kind: str, robots: d
         held = read_property(kind, out)  # every column's semantics, from the dataset that brought it
         assert held["column_types"] == read_property(kind, tmp_path / "alone_lidar_arm")["column_types"]
         assert held["ortf"]["dataset_id"] == dataset_id(robots[order[0]])
+        assert held["ortf"]["robots"] == list(order)
     data_files = [path for path in grown.rglob("*.parquet") if "_files" not in path.parts]
     schemas = [set(pq.read_schema(path).names) for path in data_files]
     assert any(names >= LIDAR_COLUMNS for names in schemas)  # the lidar robot's files
@@ -152,19 +154,49 @@ def files_of(out: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(out)): (p.stat().st_size, p.stat().st_mtime_ns) for p in out.rglob("*") if p.is_file()}
 
 
+def demo_arm(root: Path, rename_action: str | None = None) -> tuple[Path, str]:
+    """Another arm's dataset (an 8-D action where the teleop arm's is 9-D), its first
+    action dimension renamed if asked (the same arm, described otherwise); its robot."""
+    write_demo_dataset(root, episodes=1, steps=4, width=32, height=24)
+    manifest_file = root / "meta" / "manifest.json"
+    manifest = json.loads(manifest_file.read_text())
+    if rename_action:
+        manifest["action_space"]["dimensions"][0]["name"] = rename_action
+        manifest_file.write_text(json.dumps(manifest))
+    return root, str(manifest["robot"]["name"])
+
+
 @pytest.mark.parametrize("kind", LAKES)
-def test_a_column_of_another_type_is_refused_and_nothing_written(
+def test_another_arm_brings_its_own_meaning_of_a_column_and_one_arm_keeps_one(
     kind: str, robots: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     table = tmp_path / "table"
     export(robots["plain_arm"], table, kind)
+    demo, arm = demo_arm(tmp_path / "demo")
+    assert ortf(["export", "mixtrain", str(demo), str(tmp_path / "demo_standalone")]) == 0
+    export(demo, table, kind)
+    rows = read_rows(kind, table)
+    assert {len(row["action"][0]) for row in of_robot(rows, arm)} == {8}
+    assert {len(row["action"][0]) for row in of_robot(rows, "plain_arm")} == {9}
+    action = read_property(kind, table)["column_types"]["action"]
+    alone = json.loads((tmp_path / "demo_standalone" / "mixtrain.json").read_text())["column_types"]["action"]
+    plain = json.loads((robots["plain_arm_standalone"] / "mixtrain.json").read_text())["column_types"]["action"]
+    assert action == plain | {"by_robot": {arm: {k: v for k, v in alone.items() if k != "type"}}}
+    assert read_property(kind, table)["ortf"]["robots"] == ["plain_arm", arm]
+
+    # The same arm again, its action described otherwise: refused, nothing written.
     before, rows = files_of(table), read_rows(kind, table)
-    demo = tmp_path / "demo"  # another arm: an 8-D action where the table's is 9-D
-    write_demo_dataset(demo, episodes=1, steps=4, width=32, height=24)
-    err = one_line_error(capsys, "export mixtrain", demo, table, "--table", kind)
-    assert "column action: dim is 9 in the table's 'mixtrain' property, 8 in this dataset" in err
+    again, _ = demo_arm(tmp_path / "again", rename_action="renamed")
+    err = one_line_error(capsys, "export mixtrain", again, table, "--table", kind)
+    assert f"column action: names is {alone['names']} for robot {arm} in the table's 'mixtrain' property" in err
     assert files_of(table) == before and read_rows(kind, table) == rows
 
+
+@pytest.mark.parametrize("kind", LAKES)
+def test_a_column_of_another_type_is_refused_and_nothing_written(
+    kind: str, robots: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo, _ = demo_arm(tmp_path / "demo")
     foreign = tmp_path / "foreign"
     foreign_table(kind, foreign)
     before, rows = files_of(foreign), read_rows(kind, foreign)
