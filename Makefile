@@ -95,6 +95,7 @@ bench: setup
 	@$(PY) bench/bench_doctor.py
 	@$(PY) bench/bench_review.py
 	@$(PY) bench/bench_h264.py
+	@$(PY) bench/bench_import.py
 	@$(PY) bench/bench_training.py
 
 clean:

@@ -11,7 +11,9 @@ score), and the rate in ``metadata.json``.
 
 Values are computed from (episode, step) by ``oxe_step`` / ``varied_step``, which the
 test imports (TFDS is imported only to write) to tell what each value should be after
-the import: ``python rlds_sources_child.py oxe|varied OUT EPISODES STEPS``.
+the import: ``python rlds_sources_child.py oxe|varied OUT EPISODES STEPS``. ``oxe`` also
+takes ``WIDTH HEIGHT CAMERAS`` after them (default 80 64 1): bench/bench_import.py writes
+fractal's own 320x256 and a second camera, ``wrist_image``, as other OXE datasets have one.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import numpy as np
 INSTRUCTIONS = ("pick rxbar chocolate from bottom drawer and place on counter", "move 7up can near apple")
 
 
-def oxe_features(tfds: Any, width: int, height: int) -> Any:
+def oxe_features(tfds: Any, width: int, height: int, cameras: int = 1) -> Any:
     f = tfds.features
 
     def vector(n: int, dtype: Any = np.float32) -> Any:
@@ -47,6 +49,8 @@ def oxe_features(tfds: Any, width: int, height: int) -> Any:
         "vector_to_go": vector(3),
         "workspace_bounds": f.Tensor(shape=(3, 3), dtype=np.float32),
     }
+    if cameras > 1:
+        observation["wrist_image"] = f.Image(shape=(height, width, 3), dtype=np.uint8, encoding_format="jpeg")
     action = {
         "base_displacement_vector": vector(2),
         "base_displacement_vertical_rotation": vector(1),
@@ -75,13 +79,14 @@ def oxe_image(episode: int, step: int, width: int, height: int) -> np.ndarray:
     return np.stack([r, g, b], axis=-1).astype(np.uint8)
 
 
-def oxe_step(episode: int, step: int, steps: int, width: int, height: int) -> dict[str, Any]:
+def oxe_step(episode: int, step: int, steps: int, width: int, height: int, cameras: int = 1) -> dict[str, Any]:
     base = episode * 1000 + step
 
     def vec(n: int, offset: float) -> np.ndarray:
         return (base + offset + np.arange(n) / 16).astype(np.float32)
 
     last = step == steps - 1
+    wrist = {"wrist_image": oxe_image(episode + 5, steps - step, width, height)} if cameras > 1 else {}
     return {
         "action": {
             "base_displacement_vector": vec(2, 0.1),
@@ -109,6 +114,7 @@ def oxe_step(episode: int, step: int, steps: int, width: int, height: int) -> di
             "src_rotation": vec(4, 0.55),
             "vector_to_go": vec(3, 0.65),
             "workspace_bounds": vec(9, 0.75).reshape(3, 3),
+            **wrist,
         },
         "reward": np.float32(1.0 if last else 0.0),
     }
@@ -198,12 +204,12 @@ def varied_metadata(episode: int) -> dict[str, Any]:
     }
 
 
-def main(kind: str, out: str, episodes: int, steps: int) -> None:
+def main(kind: str, out: str, episodes: int, steps: int, width: int = 80, height: int = 64, cameras: int = 1) -> None:
     import tensorflow_datasets as tfds  # type: ignore[import-not-found]  # (the TFDS venv's)
 
     os.makedirs(out, exist_ok=True)
     if kind == "oxe":
-        name, version, features = "fractal20220817_data", "0.1.0", oxe_features(tfds, 80, 64)
+        name, version, features = "fractal20220817_data", "0.1.0", oxe_features(tfds, width, height, cameras)
         metadata = None
     else:
         name, version, features = "varied_rlds", "1.2.0", varied_features(tfds)
@@ -221,7 +227,7 @@ def main(kind: str, out: str, episodes: int, steps: int) -> None:
     for episode in range(episodes):
         example: dict[str, Any]
         if kind == "oxe":
-            example = {"steps": [oxe_step(episode, step, steps, 80, 64) for step in range(steps)]}
+            example = {"steps": [oxe_step(episode, step, steps, width, height, cameras) for step in range(steps)]}
         else:
             example = {
                 "steps": [varied_step(episode, step, steps) for step in range(steps)],
@@ -232,4 +238,4 @@ def main(kind: str, out: str, episodes: int, steps: int) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    main(sys.argv[1], sys.argv[2], *(int(arg) for arg in sys.argv[3:]))
