@@ -267,7 +267,7 @@ def _cmd_import_lerobot(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_rlds(args: argparse.Namespace) -> int:
-    from ortf_ros.convert.rlds_import import from_rlds
+    from ortf_ros.convert.rlds_import import NO_INSTRUCTION, from_rlds
     from ortf_ros.convert.rlds_plan import ActionOptions
 
     def warn(line: str) -> None:
@@ -294,6 +294,8 @@ def _cmd_import_rlds(args: argparse.Namespace) -> int:
         )
     cameras = ", ".join(result.cameras) or "none"
     skipped = f", {result.skipped} episode(s) without steps skipped" if result.skipped else ""
+    if result.uninstructed:
+        skipped += f", {result.uninstructed} with an empty instruction (task {NO_INSTRUCTION!r})"
     print(
         f"{result.path}: {result.episodes} episode(s), {result.steps} steps at {result.fps:g} Hz, "
         f"cameras: {cameras}{skipped}"

@@ -67,6 +67,12 @@ class RldsImportResult:
     fps: float
     summary: Mapping[str, str]  # source feature -> where it went, or why it was left
     skipped: int = 0  # episodes without steps
+    uninstructed: int = 0  # episodes with an empty instruction, whose task is NO_INSTRUCTION (no --task)
+
+
+NO_INSTRUCTION = "(no instruction)"
+"""The task of an episode whose instruction is empty, where no ``--task`` names it: said,
+counted, and one task trainers can filter out, rather than an import stopped hours in."""
 
 
 def from_rlds(
@@ -114,7 +120,14 @@ def from_rlds(
                     importer.run(split.name, where, example)
         _write_extension(scratch, source, plan, importer)
     return RldsImportResult(
-        Path(dst), importer.episodes, importer.steps, tuple(plan.cameras), rate, dict(plan.summary), importer.skipped
+        Path(dst),
+        importer.episodes,
+        importer.steps,
+        tuple(plan.cameras),
+        rate,
+        dict(plan.summary),
+        importer.skipped,
+        importer.uninstructed,
     )
 
 
@@ -327,7 +340,7 @@ class _EpisodeImporter:
         )
         self.depth = {key for key, sensor in manifest.cameras.items() if sensor.is_depth}
         self.writer: DatasetWriter | None = None
-        self.episodes = self.steps = self.skipped = self.read = 0
+        self.episodes = self.steps = self.skipped = self.read = self.uninstructed = 0
         self.total = sum(s.episodes for s in splits)
         self.kept: dict[str, dict[str, Any]] = {}
         self.splits: dict[str, dict[str, Any]] = {}
@@ -428,7 +441,13 @@ class _EpisodeImporter:
             return distinct[0]
         if self.task:
             return self.task
-        raise ExportError(f"{where}: feature {leaf.path if leaf else '?'!r}: an empty instruction; pass --task TEXT")
+        self.uninstructed += 1
+        if self.uninstructed == 1:
+            self.warn(
+                f"{where}: feature {leaf.path if leaf else '?'!r}: an empty instruction; the task of such "
+                f"episodes is {NO_INSTRUCTION!r} (pass --task TEXT to name it)"
+            )
+        return NO_INSTRUCTION
 
     def _labels(self, example: Mapping[str, FeatureValues], where: str) -> dict[str, Any]:
         labels: dict[str, Any] = {}

@@ -18,6 +18,7 @@ import pytest
 from convert.test_export_rlds import child_env, tfds_python  # noqa: F401 (the fixture)
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_rlds
+from ortf_ros.convert.rlds_import import NO_INSTRUCTION
 from ortf_ros.convert.rlds_plan import ActionOptions
 from ortf_ros.convert.tfrecord import _crc32c_numpy, _crc32c_python, masked_crc, read_records
 from ortf_ros.dataset.reader import Dataset, load_dataset
@@ -230,14 +231,16 @@ def varied(tfds_python: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Path) -> None:
-    result = from_rlds(varied, tmp_path / "out", float_depth_units="m")
+    warnings: list[str] = []
+    result = from_rlds(varied, tmp_path / "out", float_depth_units="m", warn=warnings.append)
     assert result.fps == VARIED_RATE  # from metadata.json: no --fps needed
+    assert result.uninstructed == 1 and sum("an empty instruction" in w for w in warnings) == 1
     dataset = load_dataset(tmp_path / "out")
     extension = dataset.manifest.extra["rlds"]
     for n, episode in enumerate(dataset):
         steps = [varied_step(n, i, 5) for i in range(5)]
         metadata = varied_metadata(n)
-        assert episode.task.instruction == metadata["language_instruction"]
+        assert episode.task.instruction == (metadata["language_instruction"] or NO_INSTRUCTION)
         assert episode.record.success is metadata["success"]
         assert episode.array("is_terminal")[-1] == (n % 2 == 0)
         assert np.array_equal(episode.array("action"), np.stack([s["action"] for s in steps]))
