@@ -225,7 +225,6 @@ def sidecar(manifest: Manifest) -> dict[str, Any]:
             "ortf_version": manifest.ortf_version,
             "dataset_id": manifest.dataset_id,
             "name": manifest.name,
-            "robots": [manifest.robot.name],  # (a lake table's lists every robot in it)
         },
     }
 

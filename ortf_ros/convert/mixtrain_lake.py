@@ -30,11 +30,13 @@ snapshot. The table takes many robots, by the lakes' schema evolution:
   robot, since mixing robots is what the table is for: a 7-joint arm's ``action`` and a
   6-joint one's. The entry's fields are the meaning of the robot that brought the
   column; a robot whose meaning differs gets its own under ``by_robot`` (keyed by the
-  rows' ``robot`` column), which replaces them for its rows. A robot already in the
-  table (``ortf.robots``) keeps one meaning: a dataset of it that differs is refused.
+  rows' ``robot`` column), which replaces them for its rows. A robot keeps one meaning
+  of a column its rows have (``ortf.robots``): a dataset of it that differs is refused.
+  A table whose property lists no robots (made by another tool) takes no other meaning.
 
 Another dataset only: one already there would have its rows twice. The property's
-``ortf`` block names the first dataset exported, and ``robots`` every robot in the table.
+``ortf`` block names the first dataset exported, and ``robots`` each robot in the table
+with the columns its rows have (what tells whose rows the entry's own fields describe).
 
 Layout: Delta, the table itself is OUT (``_delta_log/``). Iceberg, OUT holds the SQL
 catalog ``catalog.db`` (SQLite, unless ``--catalog URI`` names another SQL catalog) and
@@ -129,7 +131,9 @@ class LakeRows:
         self.source = source
         self.schema = lake_schema(source.manifest)
         self.robot = source.manifest.robot.name
-        self.property = json.dumps(sidecar(source.manifest), sort_keys=True)
+        described = sidecar(source.manifest)
+        described["ortf"][ROBOTS] = {self.robot: sorted(described["column_types"])}
+        self.property = json.dumps(described, sort_keys=True)
         self.episodes = self.steps = 0
 
     def batches(self, root: Path) -> Iterator[pa.RecordBatch]:
@@ -192,41 +196,71 @@ class LakeRows:
                     f"{_normal(field.type)} in this dataset's rows; expected the same type to append"
                 )
         ours = json.loads(self.property)
-        theirs = json.loads(stored or "{}")
+        theirs = _described(target, stored)
         table_types = theirs.get("column_types", {})
-        known = list((theirs.get("ortf") or {}).get("robots") or [])
+        robots = (theirs.get("ortf") or {}).get(ROBOTS)  # robot -> the columns its rows have; None: not listed
+        has = set(robots.get(self.robot, ())) if isinstance(robots, dict) else set()
         merged_types = dict(table_types)
         for name, mine in ours["column_types"].items():
             if name not in table:  # a new column: its entry joins the property
                 merged_types[name] = mine
                 continue
-            held = table_types.get(name) or {}
+            held = table_types.get(name)
+            held = held if isinstance(held, dict) else {}
             if held.get("type") != mine.get("type"):
                 raise ExportError(
                     f"{target}: column {name}: type is {held.get('type')} in the table's '{PROPERTY}' property, "
                     f"{mine.get('type')} in this dataset; expected the same to append"
                 )
-            meaning = held.get(BY_ROBOT, {}).get(self.robot) or _meaning(held)
-            if meaning == _meaning(mine):
+            others = held.get(BY_ROBOT) or {}
+            meaning, wanted = others.get(self.robot) or _meaning(held), _meaning(mine)
+            if meaning == wanted:
                 continue
-            if self.robot in known:
-                mine = _meaning(mine)
-                key = next(k for k in _keys(meaning, mine) if meaning.get(k) != mine.get(k))
+            key = next(k for k in _keys(meaning, wanted) if meaning.get(k) != wanted.get(k))
+            differs = f"{key} is {meaning.get(key)}"
+            if not isinstance(robots, dict):
                 raise ExportError(
-                    f"{target}: column {name}: {key} is {meaning.get(key)} for robot {self.robot} in the table's "
-                    f"'{PROPERTY}' property, {mine.get(key)} in this dataset; expected the same to append "
-                    "(a robot keeps one meaning per column; another robot may have its own)"
+                    f"{target}: column {name}: {differs} in the table's '{PROPERTY}' property, {wanted.get(key)} in "
+                    f"this dataset, and the property lists no robots (ortf.{ROBOTS}) to tell whose rows each meaning "
+                    "is; expected the same to append"
                 )
-            merged_types[name] = held | {BY_ROBOT: held.get(BY_ROBOT, {}) | {self.robot: _meaning(mine)}}
+            if self.robot in others or name in has:
+                raise ExportError(
+                    f"{target}: column {name}: {differs} for robot {self.robot} in the table's '{PROPERTY}' property, "
+                    f"{wanted.get(key)} in this dataset; expected the same to append (a robot keeps one meaning per "
+                    "column; another robot may have its own)"
+                )
+            merged_types[name] = held | {BY_ROBOT: others | {self.robot: wanted}}
         merged = (theirs or {k: v for k, v in ours.items() if k != "column_types"}) | {"column_types": merged_types}
-        robots = known if self.robot in known else [*known, self.robot]
-        merged["ortf"] = (merged.get("ortf") or {}) | {"robots": robots}
+        if isinstance(robots, dict) or not theirs:  # (a table that lists none: its first robots are unknown)
+            listed = robots if isinstance(robots, dict) else {}
+            merged["ortf"] = (merged.get("ortf") or {}) | {
+                ROBOTS: listed | {self.robot: sorted(has | set(ours["column_types"]))}
+            }
         added = tuple(field for field in self.schema if field.name not in table)
         return Evolution(added, json.dumps(merged, sort_keys=True))
 
 
+def _described(target: Path, stored: str | None) -> dict[str, Any]:
+    """The table's property as Mixtrain's object ({} for none), or one line saying what it is not."""
+    if not stored:
+        return {}
+    try:
+        found = json.loads(stored)
+    except ValueError:
+        found = None
+    if not isinstance(found, dict) or not isinstance(found.get("column_types", {}), dict):
+        raise ExportError(
+            f"{target}: the table's '{PROPERTY}' property is not Mixtrain's JSON object with its column_types; "
+            "expected a table made by ortf export mixtrain"
+        )
+    return found
+
+
 BY_ROBOT = "by_robot"
 """A column entry's meanings of other robots than the one whose fields it has."""
+ROBOTS = "robots"
+"""The property's ``ortf`` key: each robot in the table, with the columns its rows have."""
 
 
 def _meaning(entry: dict[str, Any]) -> dict[str, Any]:

@@ -117,7 +117,8 @@ def from_rlds(
             for split in chosen:
                 importer.splits[split.name] = {"first_episode": None, "episodes": 0}
                 for where, example in source.episodes(split):
-                    importer.run(split.name, where, example)
+                    with source.decoding(where):
+                        importer.run(split.name, where, example)
         _write_extension(scratch, source, plan, importer)
     return RldsImportResult(
         Path(dst),
@@ -138,7 +139,7 @@ def _chosen_splits(source: TfdsDataset, names: Sequence[str]) -> list[Split]:
     for name in names:
         if name not in known:
             raise UsageError(f"--split {name}: {source.root / 'dataset_info.json'} has splits {sorted(known)}")
-    return [known[n] for n in names]
+    return [known[n] for n in dict.fromkeys(names)]  # (a split named twice is imported once)
 
 
 def _exported_manifest(source: TfdsDataset, warn: Callable[[str], None]) -> Manifest | None:
@@ -186,10 +187,11 @@ def _frame_sizes(source: TfdsDataset, splits: Sequence[Split], plan: Plan) -> di
         for where, example in source.episodes(split):
             for key, camera in plan.cameras.items():
                 if key not in sizes and camera.leaf.kind == IMAGE:
-                    items = example[camera.leaf.path].bytes_items() if camera.leaf.path in example else []
-                    if items:
-                        frame = decode_image(items[0], camera.leaf, where)
-                        sizes[key] = (frame.shape[1], frame.shape[0])
+                    with source.decoding(where):
+                        items = example[camera.leaf.path].bytes_items() if camera.leaf.path in example else []
+                        if items:
+                            frame = decode_image(items[0], camera.leaf, where)
+                            sizes[key] = (frame.shape[1], frame.shape[0])
             if len(sizes) == len(plan.cameras):
                 break
     open_shapes = sorted(set(plan.cameras) - set(sizes))

@@ -217,6 +217,8 @@ def _observations(plan: Plan, step_leaves: dict[str, Leaf], float_depth_units: s
 
 def _as_image(leaf: Leaf, float_depth_units: str | None) -> Camera | str | None:
     """A camera for an image-like feature, a reason to leave one, or None (not an image)."""
+    if leaf.kind not in (IMAGE, TENSOR):  # (text has no numpy dtype)
+        return None
     shape, kind = leaf.shape, np.dtype(leaf.dtype).kind
     planar = len(shape) == 2 or (len(shape) == 3 and shape[2] == 1)
     float_depth = planar and kind == "f" and "depth" in leaf.path.rsplit("/", 1)[-1]

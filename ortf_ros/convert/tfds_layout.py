@@ -12,6 +12,7 @@ per-step feature as one list holding every step's values, under the feature's pa
 
 from __future__ import annotations
 
+import contextlib
 import json
 import zlib
 from collections.abc import Iterator, Mapping
@@ -23,7 +24,7 @@ import cv2
 import numpy as np
 
 from ortf_ros.convert.tfrecord import BYTES, FLOATS, FeatureValues, ProtoError, parse_example, read_records
-from ortf_ros.errors import ExportError
+from ortf_ros.errors import ExportError, OrtfError
 
 DATASET_INFO = "dataset_info.json"
 FEATURES = "features.json"
@@ -72,6 +73,18 @@ class TfdsDataset:
     steps_key: str
     metadata: Mapping[str, Any]
 
+    @staticmethod
+    @contextlib.contextmanager
+    def decoding(where: str) -> Iterator[None]:
+        """A record's values decoded in the block: one that does not (a corrupt field, zlib
+        data, an image, values of the wrong size) is one line naming the record."""
+        try:
+            yield
+        except OrtfError:
+            raise
+        except (ProtoError, zlib.error, cv2.error, ValueError, TypeError) as exc:
+            raise ExportError(f"{where}: a value does not decode ({exc})") from None
+
     def episodes(self, split: Split) -> Iterator[tuple[str, dict[str, FeatureValues]]]:
         """The split's episodes in order: (where it is, for messages; its features still encoded)."""
         for shard in split.shards:
@@ -97,10 +110,14 @@ def read_tfds(root: Path) -> TfdsDataset:
     steps = _walk(features, "", False, leaves, root / FEATURES)
     if steps is None:
         raise ExportError(f"{root / FEATURES}: no Dataset feature (an RLDS dataset keeps its steps in one)")
-    splits = tuple(_split(root, name, entry) for entry in info.get("splits") or [])
+    try:
+        splits = tuple(_split(root, name, entry) for entry in info.get("splits") or [])
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise ExportError(f"{root / DATASET_INFO}: splits: expected TFDS's split entries ({exc})") from None
     if not splits:
         raise ExportError(f"{root / DATASET_INFO}: splits: expected at least one split")
-    license_info = info.get("redistributionInfo", {}).get("license")
+    redistribution = info.get("redistributionInfo")
+    license_info = redistribution.get("license") if isinstance(redistribution, dict) else None
     return TfdsDataset(
         root,
         name,
@@ -112,6 +129,15 @@ def read_tfds(root: Path) -> TfdsDataset:
         steps,
         metadata if isinstance(metadata, dict) else {},
     )
+
+
+def _numpy_dtype(name: str) -> bool:
+    """Whether numpy knows the dtype a feature names (not bfloat16, not a missing one)."""
+    try:
+        np.dtype(name)
+    except TypeError:
+        return False
+    return bool(name)
 
 
 def _json(path: Path) -> dict[str, Any]:
@@ -196,6 +222,8 @@ def _walk(node: Any, path: str, per_step: bool, leaves: list[Leaf], where: Path)
                 leaves.append(
                     Leaf(path, UNSUPPORTED, dtype, shape, doc=doc, per_step=per_step, why="a tensor of strings")
                 )
+        elif not _numpy_dtype(dtype):
+            leaves.append(Leaf(path, UNSUPPORTED, dtype, shape, doc=doc, per_step=per_step, why=f"dtype {dtype!r}"))
         elif per_step and None in shape:
             why = "a per-step tensor of variable shape (stored ragged)"
             leaves.append(Leaf(path, UNSUPPORTED, dtype, shape, doc=doc, per_step=per_step, why=why))

@@ -74,6 +74,7 @@ from ortf_ros.ros.recorder_settings import (
     read_urdf,
     recorder_parameters,
 )
+from ortf_ros.ros.sim_clock import SimClock
 from ortf_ros.ros.subscriptions import Receiver
 
 LABEL_PARAMETERS = ("task", "failure_reason", "operator_notes")
@@ -111,6 +112,13 @@ class RecorderNode(Node):
             urdf=urdf,
             urdf_source=f"the urdf parameter ({p.urdf_file})",
         )
+        # The data subscriptions live on a node of their own, drained by a thread of their own
+        # (``Receiver``): no executor, so a service call or a commit never delays them. It
+        # takes no global arguments (a __node remap would give it this node's name); this
+        # node's remapping rules are applied to its topics instead (``resolve``). Under sim
+        # time it also takes /clock, the one clock of receive times and commands alike.
+        self.data_node = Node(f"_{NODE_NAME}_data", namespace=self.get_namespace(), use_global_arguments=False)
+        self.sim_clock = SimClock(self.data_node) if self.sim_time else None
         self.source = LiveSource(NODE_NAME, flow, self._now_ns)
         self.recorder = LiveRecorder(settings, self.source, log=self._log, published=self._published)
         labels = self.mapping.labels  # (the mapping's labels are every episode's defaults, as in a conversion)
@@ -120,11 +128,6 @@ class RecorderNode(Node):
             failure_reason=p.failure_reason or labels.failure_reason,
             operator_notes=p.operator_notes or labels.operator_notes,
         )
-        # The data subscriptions live on a node of their own, drained by a thread of their own
-        # (``Receiver``): no executor, so a service call or a commit never delays them. It
-        # takes no global arguments (a __node remap would give it this node's name); this
-        # node's remapping rules are applied to its topics instead (``resolve``).
-        self.data_node = Node(f"_{NODE_NAME}_data", namespace=self.get_namespace(), use_global_arguments=False)
         self.receiver = Receiver(
             self.data_node,
             self.source,
@@ -133,8 +136,8 @@ class RecorderNode(Node):
             # (a point cloud is megabytes, as a frame is: it gets a frame's queue, not 1024 messages)
             frames={c.topic for c in self.mapping.cameras} | {p.topic for p in self.mapping.point_clouds},
             qos_overrides=self.qos_overrides,
-            sim_time=self.sim_time,
-            clock=self.get_clock(),
+            sim_clock=self.sim_clock,
+            now=self._now_ns,
             warn=self.log.warning,
             resolve=self.resolve_topic_name,
         )
@@ -145,7 +148,11 @@ class RecorderNode(Node):
         return self.count_publishers(topic) > 0
 
     def _now_ns(self) -> int:
-        return self.get_clock().now().nanoseconds if self.sim_time else time.time_ns()
+        """The receive clock now: wall time, or under sim time the latest /clock (the node's
+        own clock where none has been taken yet)."""
+        if self.sim_clock is None:
+            return time.time_ns()
+        return self.sim_clock.now() or self.get_clock().now().nanoseconds
 
     def _log(self, level: str, text: str) -> None:
         # (one call site per severity: rclpy refuses a call site whose severity changes)

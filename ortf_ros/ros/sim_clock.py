@@ -17,6 +17,7 @@ drain pass lags.
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
 from collections import deque
 
@@ -35,7 +36,9 @@ def _ignore(_: object) -> None:
 
 
 class SimClock:
-    """/clock as it arrived at ``node``'s process, drained with ``take`` (no executor)."""
+    """/clock as it arrived at ``node``'s process, taken when asked (no executor). Read by
+    the receiving thread (receive times) and the recorder's (when a command came): one
+    clock for both, so an episode's bounds and its messages' times agree."""
 
     def __init__(self, node: Node) -> None:
         # Best effort, as rclpy's own time source subscribes, with a history deep enough to
@@ -44,9 +47,15 @@ class SimClock:
         self._subscription = node.create_subscription(Clock, "/clock", _ignore, profile)
         self._arrived: deque[int] = deque(maxlen=KEPT)  # reception stamps (wall ns), rising
         self._simulated: deque[int] = deque(maxlen=KEPT)  # the /clock each carried
+        self._lock = threading.Lock()
 
-    def take(self) -> int:
-        """Take every /clock waiting; the latest simulated time (0: none has come yet)."""
+    def now(self) -> int:
+        """The latest /clock, every waiting one taken (0: none has come yet)."""
+        with self._lock:
+            self._take()
+            return self._simulated[-1] if self._simulated else 0
+
+    def _take(self) -> None:
         handle = self._subscription.handle
         while True:
             with handle:
@@ -59,12 +68,14 @@ class SimClock:
                 arrived = self._arrived[-1]
             self._arrived.append(arrived)
             self._simulated.append(message.clock.sec * NS + message.clock.nanosec)
-        return self._simulated[-1] if self._simulated else 0
 
     def at(self, arrived_ns: int) -> int:
         """The simulated time when a message arrived at ``arrived_ns`` (wall, the middleware's
         reception stamp): the last /clock that arrived before it (0: none has come yet)."""
-        if not self._simulated:
-            return 0
-        index = bisect_right(self._arrived, arrived_ns) - 1
-        return self._simulated[max(index, 0)]  # (older than every one kept: the oldest)
+        with self._lock:
+            if not self._arrived or arrived_ns > self._arrived[-1]:
+                self._take()  # (a /clock may have come since the last was taken, before the message)
+            if not self._simulated:
+                return 0
+            index = bisect_right(self._arrived, arrived_ns) - 1
+            return self._simulated[max(index, 0)]  # (older than every one kept: the oldest)

@@ -28,7 +28,6 @@ import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from rclpy.clock import Clock
 from rclpy.node import Node
 from rclpy.subscription import Subscription
 
@@ -65,10 +64,10 @@ class Receiver:
     appear, and drains them into ``source`` (``run``, on a thread of its own).
 
     ``latched``: topics published once for late joiners (transient-local when offered);
-    ``frames``: camera topics (``LiveSource``'s frame queues). ``sim_time``: receive times
-    on /clock as it read when each message arrived (``SimClock``), instead of the
-    middleware's reception stamps; ``clock`` (the node's, following /clock) where a
-    middleware gives no reception stamp.
+    ``frames``: camera topics (``LiveSource``'s frame queues). ``sim_clock`` (under
+    use_sim_time): receive times on /clock as it read when each message arrived, instead
+    of the middleware's reception stamps. ``now``: the receive clock now (the recorder's,
+    which its commands are timed by), where a middleware gives no reception stamp.
     """
 
     def __init__(
@@ -80,8 +79,8 @@ class Receiver:
         latched: Collection[str],
         frames: Collection[str],
         qos_overrides: Mapping[str, Mapping[str, str]],
-        sim_time: bool,
-        clock: Clock,
+        sim_clock: SimClock | None,
+        now: Callable[[], int],
         warn: Callable[[str], None],
         resolve: Callable[[str], str] = lambda topic: topic,
     ) -> None:
@@ -91,33 +90,26 @@ class Receiver:
         self.latched = set(latched)
         self.frames = set(frames)
         self.qos_overrides = qos_overrides
-        self.sim_time = sim_time
         self.warn = warn
         self.subscribed: dict[str, _Subscribed] = {}
         self.problems: dict[str, str] = {}  # topic -> why it is not subscribed
-        self._clock = clock  # (the node spun by an executor: under sim time, its clock follows /clock)
-        self._sim_clock = SimClock(node) if sim_time else None
+        self.now_ns = now
+        self._sim_clock = sim_clock
         # A mapped topic's name after the node's remapping rules (-r, launch's remappings):
         # subscribed under that name, its messages still go to the source under the mapped one.
         self._resolve = resolve
         self._lock = threading.Lock()  # (status reads ``subscribed`` and ``problems`` from another thread)
         self.failure: str | None = None
 
-    def now_ns(self) -> int:
-        """The receive clock now: wall time, or the latest /clock taken."""
-        if self._sim_clock is not None:
-            return self._sim_clock.take() or self._clock.now().nanoseconds
-        return time.time_ns()
-
     def _receive_ns(self, info: Mapping[str, int]) -> int:
         """A message's receive time from its reception stamp, on the receive clock."""
         # (some middlewares, Cyclone DDS before 2.2.1, give no reception time: the clock's then)
         arrived = info["received_timestamp"]
         if not arrived:
-            return self._clock.now().nanoseconds if self.sim_time else time.time_ns()
+            return self.now_ns()
         if self._sim_clock is None:
             return arrived
-        return self._sim_clock.at(arrived) or self._clock.now().nanoseconds
+        return self._sim_clock.at(arrived) or self.now_ns()
 
     # -- the receiving thread ------------------------------------------------------
 

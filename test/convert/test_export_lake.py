@@ -53,6 +53,15 @@ def second_demo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def lake_property(standalone: Path, dataset: Path) -> dict[str, Any]:
+    """The lake's property for one dataset: its standalone ``mixtrain.json`` with the robot
+    and the columns its rows have (``ortf.robots``)."""
+    expected: dict[str, Any] = json.loads((standalone / "mixtrain.json").read_text())
+    robot = json.loads((dataset / "meta" / "manifest.json").read_text())["robot"]["name"]
+    expected["ortf"]["robots"] = {robot: sorted(expected["column_types"])}
+    return expected
+
+
 def standalone_rows(standalone: Path, dataset_id: str) -> list[dict[str, Any]]:
     """The standalone export's rows as the lake holds them: videos, scans, clouds under _files/<dataset id>."""
     rows: list[dict[str, Any]] = pq.read_table(standalone / "data").to_pylist()
@@ -81,9 +90,7 @@ def test_delta_table_holds_the_rows_the_property_and_appends(
     first_version = table.version()
     assert first_version == 1  # version 0 the rows, version 1 the property (before the rename: never seen)
     assert table.metadata().partition_columns == ["task"]
-    assert json.loads(table.metadata().configuration["mixtrain"]) == json.loads(
-        (standalone / "mixtrain.json").read_text()
-    )
+    assert json.loads(table.metadata().configuration["mixtrain"]) == lake_property(standalone, demo)
     rows = by_id(table.to_pyarrow_table().to_pylist())
     assert rows == by_id(standalone_rows(standalone, dataset_id(demo)))
     files = pa.table(table.get_add_actions(flatten=True)).to_pylist()  # a file per task, the task in the log
@@ -138,7 +145,7 @@ def test_iceberg_table_in_its_sqlite_catalog(
     assert len(table.snapshots()) == 2
     [partition] = table.spec().fields
     assert (table.schema().find_field(partition.source_id).name, str(partition.transform)) == ("task", "identity")
-    assert json.loads(table.properties["mixtrain"]) == json.loads((standalone / "mixtrain.json").read_text())
+    assert json.loads(table.properties["mixtrain"]) == lake_property(standalone, demo)
     expected = by_id(standalone_rows(standalone, dataset_id(demo)))
     first = table.scan(snapshot_id=table.snapshots()[0].snapshot_id).to_arrow().to_pylist()
     assert by_id(first) == expected
@@ -216,7 +223,7 @@ def test_ducklake_data_files_hold_one_episode_per_row_group(datasets: tuple[Path
         rows = connection.sql("FROM lake.mixtrain").to_arrow_table().to_pylist()
         held = connection.sql("SELECT comment FROM duckdb_tables() WHERE table_name = 'mixtrain'").fetchone()[0]
     assert by_id(rows) == by_id(standalone_rows(standalone, dataset_id(demo)))
-    assert json.loads(held) == json.loads((standalone / "mixtrain.json").read_text())
+    assert json.loads(held) == lake_property(standalone, demo)
 
 
 def test_a_failed_first_export_leaves_no_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

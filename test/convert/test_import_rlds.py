@@ -8,6 +8,7 @@ frames by decoding the imported videos."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -380,3 +381,26 @@ def test_cli_prints_the_summary(exported: Path, tmp_path: Path, capsys: pytest.C
     lines = {line.split("->")[0].strip(): line.split("->")[1].strip() for line in out.splitlines()[1:]}
     assert lines["steps/reward"] == "left: derived from the episode's success by ortf export rlds"
     assert lines["episode_metadata/success"] == "the episode's success label"
+
+
+def test_features_it_cannot_take_are_left_and_said(
+    exported: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A dtype numpy lacks (bfloat16) and per-step text beside the instruction: left, each
+    with its reason in the summary, and the rest imported."""
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    for file in exported.iterdir():
+        (odd / file.name).write_bytes(file.read_bytes())
+    features = json.loads((odd / "features.json").read_text())
+    step = features["featuresDict"]["features"]["steps"]["sequence"]["feature"]["featuresDict"]["features"]
+    observation = step["observation"]["featuresDict"]["features"]
+    tensor = "tensorflow_datasets.core.features.tensor_feature.Tensor"
+    observation["half"] = {"pythonClassName": tensor, "tensor": {"dtype": "bfloat16", "shape": {"dimensions": ["2"]}}}
+    observation["note"] = {"pythonClassName": "tensorflow_datasets.core.features.text_feature.Text", "text": {}}
+    (odd / "features.json").write_text(json.dumps(features))
+    assert ortf(["import", "rlds", str(odd), str(tmp_path / "out")]) == 0
+    summary = capsys.readouterr().out
+    assert re.search(r"steps/observation/half +-> left: dtype 'bfloat16'", summary), summary
+    assert re.search(r"steps/observation/note +-> left", summary), summary
+    assert load_dataset(tmp_path / "out").total_steps == 3 * STEPS

@@ -24,6 +24,9 @@ from convert.test_export_lake import iceberg_table, standalone_rows
 from ortf_ros.cli.bag2ortf import main as bag2ortf
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert.mixtrain_ducklake import attached
+from ortf_ros.convert.mixtrain_lake import LakeRows
+from ortf_ros.dataset.reader import load_dataset
+from ortf_ros.errors import ExportError
 from ortf_ros.synthetic.bag import write_teleop_bag
 from ortf_ros.synthetic.dataset import write_demo_dataset
 from support.cli_errors import one_line_error
@@ -126,7 +129,9 @@ def test_two_robots_in_one_table_each_row_as_its_own_export(kind: str, robots: d
         held = read_property(kind, out)  # every column's semantics, from the dataset that brought it
         assert held["column_types"] == read_property(kind, tmp_path / "alone_lidar_arm")["column_types"]
         assert held["ortf"]["dataset_id"] == dataset_id(robots[order[0]])
-        assert held["ortf"]["robots"] == list(order)
+        assert set(held["ortf"]["robots"]) == set(order)
+        assert set(held["ortf"]["robots"]["lidar_arm"]) >= LIDAR_COLUMNS  # the columns its rows have
+        assert not LIDAR_COLUMNS & set(held["ortf"]["robots"]["plain_arm"])
     data_files = [path for path in grown.rglob("*.parquet") if "_files" not in path.parts]
     schemas = [set(pq.read_schema(path).names) for path in data_files]
     assert any(names >= LIDAR_COLUMNS for names in schemas)  # the lidar robot's files
@@ -182,7 +187,7 @@ def test_another_arm_brings_its_own_meaning_of_a_column_and_one_arm_keeps_one(
     alone = json.loads((tmp_path / "demo_standalone" / "mixtrain.json").read_text())["column_types"]["action"]
     plain = json.loads((robots["plain_arm_standalone"] / "mixtrain.json").read_text())["column_types"]["action"]
     assert action == plain | {"by_robot": {arm: {k: v for k, v in alone.items() if k != "type"}}}
-    assert read_property(kind, table)["ortf"]["robots"] == ["plain_arm", arm]
+    assert set(read_property(kind, table)["ortf"]["robots"]) == {"plain_arm", arm}
 
     # The same arm again, its action described otherwise: refused, nothing written.
     before, rows = files_of(table), read_rows(kind, table)
@@ -228,3 +233,33 @@ def test_ducklake_fetches_nothing(robots: dict[str, Path], tmp_path: Path) -> No
         assert tables == [("mixtrain",)]
         tags = plain.sql("SELECT key FROM meta.ducklake_tag WHERE end_snapshot IS NULL").fetchall()
         assert tags == [("comment",)]  # the property, as the table's comment
+
+
+def test_whose_meaning_an_entry_is_follows_the_columns_each_robot_has(robots: dict[str, Path], tmp_path: Path) -> None:
+    """The rule on the property alone (``LakeRows.evolve``), from tables other exports left:
+    a robot whose rows lack a column another robot brought may bring its own meaning of it;
+    one whose rows have it may not; a table that lists no robots takes no second meaning;
+    a property that is not Mixtrain's is one line."""
+    lidar = LakeRows(load_dataset(robots["lidar_arm"]))
+    ours = json.loads(lidar.property)
+    columns = sorted(ours["column_types"])
+    table = json.loads(lidar.property)  # the lidar brought by another arm, which scans twice as finely
+    table["column_types"]["lidar_lidar"]["samples"] *= 2
+    table["ortf"]["robots"] = {"fine_arm": columns, "lidar_arm": [c for c in columns if c not in LIDAR_COLUMNS]}
+    evolved = json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table)).property)
+    entry = evolved["column_types"]["lidar_lidar"]
+    assert entry["samples"] == 2 * ours["column_types"]["lidar_lidar"]["samples"]  # still fine_arm's
+    assert entry["by_robot"] == {
+        "lidar_arm": {k: v for k, v in ours["column_types"]["lidar_lidar"].items() if k != "type"}
+    }
+    assert evolved["ortf"]["robots"] == {"fine_arm": columns, "lidar_arm": columns}
+
+    table["ortf"]["robots"]["lidar_arm"] = columns  # its rows have the lidar: one meaning
+    with pytest.raises(ExportError, match="column lidar_lidar: samples is .* for robot lidar_arm"):
+        lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
+    del table["ortf"]["robots"]  # whose rows the entry describes is unknown
+    with pytest.raises(ExportError, match="the property lists no robots"):
+        lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
+    for stored in ("made by hand", "[1, 2]", '{"column_types": 3}'):
+        with pytest.raises(ExportError, match="is not Mixtrain's JSON object"):
+            lidar.evolve(tmp_path, "DuckLake", lidar.schema, stored)

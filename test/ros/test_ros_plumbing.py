@@ -236,13 +236,13 @@ def test_sim_clock_gives_each_arrival_the_clock_that_had_arrived_before_it(make_
     arrival's time is the /clock that had arrived before it, not the latest."""
     clock = SimClock(make_node("ortf_test_sim_clock"))
     publisher = make_node("ortf_test_clock_source").create_publisher(Clock, "/clock", 10)
-    assert clock.take() == 0 and clock.at(time.time_ns()) == 0  # (no /clock yet: none)
+    assert clock.now() == 0 and clock.at(time.time_ns()) == 0  # (no /clock yet: none)
     after = []
     for second in (1000, 1001, 1002):
         message = Clock()
         message.clock.sec = second
         deadline = time.monotonic() + GRAPH_TIMEOUT_S
-        while clock.take() != second * 1_000_000_000:  # (again until the subscription is matched)
+        while clock.now() != second * 1_000_000_000:  # (again until the subscription is matched)
             assert time.monotonic() < deadline, f"/clock {second} never arrived"
             publisher.publish(message)
             time.sleep(0.01)
