@@ -15,11 +15,13 @@ The dataset is built beside the destination and renamed onto it when complete
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -70,6 +72,11 @@ class RldsImportResult:
     uninstructed: int = 0  # episodes with an empty instruction, whose task is NO_INSTRUCTION (no --task)
 
 
+EPISODE_METADATA = "meta/rlds_episode_metadata.jsonl"
+"""The source's episode metadata that has no ORTF field: one JSON line per episode, with its
+ORTF ``episode_id``, written as the episode is (memory holds one episode's, and the manifest
+stays small on a dataset of 100,000 episodes); the manifest's ``rlds`` extension names it."""
+
 NO_INSTRUCTION = "(no instruction)"
 """The task of an episode whose instruction is empty, where no ``--task`` names it: said,
 counted, and one task trainers can filter out, rather than an import stopped hours in."""
@@ -112,7 +119,7 @@ def from_rlds(
         warn_unknown_action(plan, action, warn)
     importer = _EpisodeImporter(source, plan, fitted or manifest, rate, task, warn, progress, chosen)
     with staged_directory(dst) as scratch:
-        with DatasetWriter(scratch, fitted or manifest, config=config) as writer:
+        with DatasetWriter(scratch, fitted or manifest, config=config) as writer, importer.keeping(scratch):
             importer.writer = writer
             for split in chosen:
                 importer.splits[split.name] = {"first_episode": None, "episodes": 0}
@@ -344,7 +351,8 @@ class _EpisodeImporter:
         self.writer: DatasetWriter | None = None
         self.episodes = self.steps = self.skipped = self.read = self.uninstructed = 0
         self.total = sum(s.episodes for s in splits)
-        self.kept: dict[str, dict[str, Any]] = {}
+        self.kept: IO[str] | None = None  # EPISODE_METADATA, while importing
+        self.kept_episodes = 0
         self.splits: dict[str, dict[str, Any]] = {}
         self.clipped = 0
 
@@ -397,8 +405,9 @@ class _EpisodeImporter:
         kept = self._kept(example, values, where)
         if "success_value" in labels:
             kept["success"] = labels["success_value"]
-        if kept:
-            self.kept[episode_id] = kept
+        if kept and self.kept is not None:
+            self.kept.write(json.dumps({"episode_id": episode_id, **kept}) + "\n")
+            self.kept_episodes += 1
         entry = self.splits[split]
         entry["first_episode"] = entry["first_episode"] or episode_id
         entry["episodes"] += 1
@@ -406,6 +415,17 @@ class _EpisodeImporter:
         self.steps += steps
         if self.progress is not None:
             self.progress(self.read, self.total)
+
+    @contextlib.contextmanager
+    def keeping(self, root: Path) -> Iterator[None]:
+        """``EPISODE_METADATA`` open in the dataset being built (renamed whole with it), synced
+        at the end."""
+        (root / EPISODE_METADATA).parent.mkdir(parents=True, exist_ok=True)
+        with (root / EPISODE_METADATA).open("w", encoding="utf-8") as self.kept:
+            yield
+            self.kept.flush()
+            os.fsync(self.kept.fileno())
+        self.kept = None
 
     def _tensors(self) -> list[Leaf]:
         plan = self.plan
@@ -532,7 +552,7 @@ def _write_extension(root: Path, source: TfdsDataset, plan: Plan, importer: _Epi
         "tfds_version": source.version,
         "splits": importer.splits,
         "features": dict(plan.summary),
-        "episode_metadata": importer.kept,
+        "episode_metadata": {"file": EPISODE_METADATA, "episodes": importer.kept_episodes},
     }
     atomic.write_json(
         root / layout.MANIFEST, replace(manifest, extra={**manifest.extra, EXTENSION: extension}).to_dict()

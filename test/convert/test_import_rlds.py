@@ -19,7 +19,7 @@ import pytest
 from convert.test_export_rlds import child_env, tfds_python  # noqa: F401 (the fixture)
 from ortf_ros.cli.ortf import main as ortf
 from ortf_ros.convert import from_rlds
-from ortf_ros.convert.rlds_import import NO_INSTRUCTION
+from ortf_ros.convert.rlds_import import EPISODE_METADATA, NO_INSTRUCTION
 from ortf_ros.convert.rlds_plan import ActionOptions
 from ortf_ros.convert.tfrecord import _crc32c_numpy, _crc32c_python, masked_crc, read_records
 from ortf_ros.dataset.reader import Dataset, load_dataset
@@ -238,6 +238,9 @@ def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Pat
     assert result.uninstructed == 1 and sum("an empty instruction" in w for w in warnings) == 1
     dataset = load_dataset(tmp_path / "out")
     extension = dataset.manifest.extra["rlds"]
+    assert extension["episode_metadata"] == {"file": EPISODE_METADATA, "episodes": 4}
+    lines = (tmp_path / "out" / EPISODE_METADATA).read_text().splitlines()
+    episode_metadata = {entry.pop("episode_id"): entry for entry in map(json.loads, lines)}
     for n, episode in enumerate(dataset):
         steps = [varied_step(n, i, 5) for i in range(5)]
         metadata = varied_metadata(n)
@@ -257,7 +260,7 @@ def test_raw_arrays_float_depth_and_episode_metadata(varied: Path, tmp_path: Pat
             assert depth.dtype == np.uint16 and np.array_equal(depth, expected), camera  # the rule, bit-exact after
         wrist = np.stack(list(episode.step_frames("wrist_depth")))
         assert np.array_equal(wrist, np.stack([varied_wrist_depth(n, i)[..., 0] for i in range(5)]))
-        kept = extension["episode_metadata"][episode.episode_id]
+        kept = episode_metadata[episode.episode_id]
         assert kept == {"episode_metadata/file_path": metadata["file_path"], "episode_metadata/score": n / 4}
         stream = episode.stream("rlds_steps").to_pydict()
         assert stream["discount"] == [[pytest.approx(0.99)]] * 5
