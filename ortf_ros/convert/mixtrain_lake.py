@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import shutil
 import urllib.parse
 import uuid
@@ -214,9 +215,9 @@ class LakeRows:
                 )
             others = held.get(BY_ROBOT) or {}
             meaning, wanted = others.get(self.robot) or _meaning(held), _meaning(mine)
-            if meaning == wanted:
+            if _same(meaning, wanted):
                 continue
-            key = next(k for k in _keys(meaning, wanted) if meaning.get(k) != wanted.get(k))
+            key = next(k for k in _keys(meaning, wanted) if not _same(meaning.get(k), wanted.get(k)))
             differs = f"{key} is {meaning.get(key)}"
             if not isinstance(robots, dict):
                 raise ExportError(
@@ -266,6 +267,27 @@ ROBOTS = "robots"
 def _meaning(entry: dict[str, Any]) -> dict[str, Any]:
     """A column entry's meaning: its fields but the Mixtrain type and the other robots'."""
     return {k: v for k, v in entry.items() if k not in ("type", BY_ROBOT)}
+
+
+MEASURED_TOLERANCE = 0.01
+"""Relative difference within which two numbers of a meaning are one: some are measured
+(a lidar's ``scan_rate``, ``time_increment``), and two recordings of one robot differ in
+them by hundredths of a percent; a declared one (``dim``, a resolution) differs by far more."""
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two meanings (or their fields) are one, numbers within ``MEASURED_TOLERANCE``."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if _number(a) and _number(b):
+        return math.isclose(a, b, rel_tol=MEASURED_TOLERANCE)
+    return bool(a == b)
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _keys(*entries: dict[str, Any]) -> list[str]:

@@ -255,6 +255,10 @@ def test_whose_meaning_an_entry_is_follows_the_columns_each_robot_has(robots: di
     assert evolved["ortf"]["robots"] == {"fine_arm": columns, "lidar_arm": columns}
 
     table["ortf"]["robots"]["lidar_arm"] = columns  # its rows have the lidar: one meaning
+    measured = json.loads(lidar.property)  # ... within what two recordings' measured scan rates differ by
+    measured["column_types"]["lidar_lidar"]["scan_rate"] *= 1.0003
+    measured["ortf"]["robots"] = table["ortf"]["robots"]
+    assert json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(measured)).property) == measured
     with pytest.raises(ExportError, match="column lidar_lidar: samples is .* for robot lidar_arm"):
         lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
     del table["ortf"]["robots"]  # whose rows the entry describes is unknown
