@@ -31,7 +31,9 @@ snapshot. The table takes many robots, by the lakes' schema evolution:
   6-joint one's. The entry's fields are the meaning of the robot that brought the
   column; a robot whose meaning differs gets its own under ``by_robot`` (keyed by the
   rows' ``robot`` column), which replaces them for its rows. A robot keeps one meaning
-  of a column its rows have (``ortf.robots``): a dataset of it that differs is refused.
+  of a column of values its rows have (``ortf.robots``; trajectories, timestamps): a
+  dataset of it that differs is refused. Of a file column (video, audio, lidar) another
+  recording of it at another resolution or rate appends: each file says its own.
   A table whose property lists no robots (made by another tool) takes no other meaning.
 
 Another dataset only: one already there would have its rows twice. The property's
@@ -226,6 +228,8 @@ class LakeRows:
                     "is; expected the same to append"
                 )
             if self.robot in others or name in has:
+                if mine.get("type") not in VALUE_TYPES:  # (its files say their own fps, resolution, rate)
+                    continue
                 raise ExportError(
                     f"{target}: column {name}: {differs} for robot {self.robot} in the table's '{PROPERTY}' property, "
                     f"{wanted.get(key)} in this dataset; expected the same to append (a robot keeps one meaning per "
@@ -269,6 +273,10 @@ def _meaning(entry: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in entry.items() if k not in ("type", BY_ROBOT)}
 
 
+VALUE_TYPES = ("trajectory", "timestamps")
+"""Columns whose row values the entry gives the meaning of, which one robot keeps. A file
+column's entry (video, audio, lidar) describes the files the robot first brought; another
+recording of it at another resolution or rate appends, since each file says its own."""
 MEASURED_TOLERANCE = 0.01
 """Relative difference within which two numbers of a meaning are one: some are measured
 (a lidar's ``scan_rate``, ``time_increment``), and two recordings of one robot differ in

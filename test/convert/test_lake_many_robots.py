@@ -254,13 +254,25 @@ def test_whose_meaning_an_entry_is_follows_the_columns_each_robot_has(robots: di
     }
     assert evolved["ortf"]["robots"] == {"fine_arm": columns, "lidar_arm": columns}
 
-    table["ortf"]["robots"]["lidar_arm"] = columns  # its rows have the lidar: one meaning
-    measured = json.loads(lidar.property)  # ... within what two recordings' measured scan rates differ by
-    measured["column_types"]["lidar_lidar"]["scan_rate"] *= 1.0003
-    measured["ortf"]["robots"] = table["ortf"]["robots"]
-    assert json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(measured)).property) == measured
-    with pytest.raises(ExportError, match="column lidar_lidar: samples is .* for robot lidar_arm"):
+    near = json.loads(lidar.property)  # another arm whose measured scan rate differs by 0.03 %: one meaning
+    near["column_types"]["lidar_lidar"]["scan_rate"] *= 1.0003
+    near["ortf"]["robots"] = {"near_arm": columns}
+    evolved = json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(near)).property)
+    assert "by_robot" not in evolved["column_types"]["lidar_lidar"]
+    # Its rows have the lidar: its files say their own scans (another recording appends) ...
+    table["ortf"]["robots"]["lidar_arm"] = columns
+    assert json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table)).property) == table
+    table["column_types"]["video_wrist_camera"]["resolution"] = [640, 480]  # another day's camera setting
+    assert json.loads(lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table)).property) == table
+    # ... but its values keep one meaning, numbers within what two measurements differ by.
+    table["column_types"]["timestamp"] = ours["column_types"]["timestamp"] | {"reference": "unix_epoch"}
+    with pytest.raises(ExportError, match="column timestamp: reference is unix_epoch for robot lidar_arm"):
         lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
+    table["column_types"]["timestamp"] = ours["column_types"]["timestamp"]
+    table["column_types"]["obs_ft_sensor"] = ours["column_types"]["obs_ft_sensor"] | {"units": "kilonewtons"}
+    with pytest.raises(ExportError, match="column obs_ft_sensor: units is kilonewtons for robot lidar_arm"):
+        lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
+    table["column_types"]["obs_ft_sensor"] = ours["column_types"]["obs_ft_sensor"]
     del table["ortf"]["robots"]  # whose rows the entry describes is unknown
     with pytest.raises(ExportError, match="the property lists no robots"):
         lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
