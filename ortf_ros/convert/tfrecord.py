@@ -92,9 +92,9 @@ def _apply(operator: np.ndarray, registers: np.ndarray) -> np.ndarray:
 
 def _zero_bytes_operator(count: int) -> np.ndarray:
     """What feeding ``count`` zero bytes does to a CRC register (square and multiply)."""
-    units = np.uint32(1) << np.arange(32, dtype=np.uint32)
+    units: np.ndarray = np.uint32(1) << np.arange(32, dtype=np.uint32)
     step = np.array(_TABLE, np.uint32)[units & 0xFF] ^ (units >> np.uint32(8))  # one zero byte
-    result = units.copy()  # the identity
+    result: np.ndarray = units.copy()  # the identity
     while count:
         if count & 1:
             result = _apply(step, result)
