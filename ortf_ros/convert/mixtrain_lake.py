@@ -254,9 +254,17 @@ def _described(target: Path, stored: str | None) -> dict[str, Any]:
         found = json.loads(stored)
     except ValueError:
         found = None
-    if not isinstance(found, dict) or not isinstance(found.get("column_types", {}), dict):
+    ortf = found.get("ortf", {}) if isinstance(found, dict) else None
+    robots = ortf.get(ROBOTS, {}) if isinstance(ortf, dict) else None
+    if (
+        not isinstance(found, dict)
+        or not isinstance(found.get("column_types", {}), dict)
+        or not isinstance(robots, dict)
+        or not all(isinstance(columns, list) for columns in robots.values())
+    ):
         raise ExportError(
-            f"{target}: the table's '{PROPERTY}' property is not Mixtrain's JSON object with its column_types; "
+            f"{target}: the table's '{PROPERTY}' property is not Mixtrain's JSON object (its column_types, and "
+            f"ortf.{ROBOTS} each robot's list of columns); "
             "expected a table made by ortf export mixtrain"
         )
     return found

@@ -276,6 +276,6 @@ def test_whose_meaning_an_entry_is_follows_the_columns_each_robot_has(robots: di
     del table["ortf"]["robots"]  # whose rows the entry describes is unknown
     with pytest.raises(ExportError, match="the property lists no robots"):
         lidar.evolve(tmp_path, "Delta", lidar.schema, json.dumps(table))
-    for stored in ("made by hand", "[1, 2]", '{"column_types": 3}'):
+    for stored in ("made by hand", "[1, 2]", '{"column_types": 3}', '{"ortf": 3}', '{"ortf": {"robots": {"a": 3}}}'):
         with pytest.raises(ExportError, match="is not Mixtrain's JSON object"):
             lidar.evolve(tmp_path, "DuckLake", lidar.schema, stored)
