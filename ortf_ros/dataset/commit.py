@@ -191,10 +191,18 @@ class _CountedTables:
 
 
 def _finalize_video(staged: Path, target: Path) -> int:
-    """The staged video put in place (``video.finalize``); its frame count (0 when the camera
-    had none). Staged videos stay until the commit's last step, so a rolled-forward commit
-    remuxes them again rather than trusting a copy it may have cut short."""
+    """The staged video put in place (``video.finalize``); how many frames steps may reference
+    (0 when the camera had none). Staged videos stay until the commit's last step, so a
+    rolled-forward commit remuxes them again rather than trusting a copy it may have cut short."""
     return video.finalize(staged, target) if staged.exists() else 0
+
+
+def _frames_held(target: Path, usable: int, plain: bool) -> int:
+    """How many frames the committed file holds, as a reader counts them (the accounting's
+    ``frames_in_video``): ``usable`` where the encoder's plain copy was put in place; after a
+    crash, the remuxed file's own count, which a cut inside a B-frame group leaves above the
+    gap-free frames steps may reference."""
+    return usable if plain or not target.exists() else video.probe(target).frames
 
 
 def _write_stream(
@@ -286,6 +294,7 @@ def _put_in_place(
     try:
         with held_off():
             workers = _commit_workers()
+            plain = {camera: video.plain_copy(staged.video_file(camera)).exists() for camera in relatives}
             for camera, relative in relatives.items():
                 video_file, target = staged.video_file(camera), catalog.root / relative
                 counts[layout.image_column(camera)] = workers.submit(_finalize_video, video_file, target)
@@ -348,7 +357,10 @@ def _put_in_place(
             accounts_from_rows(outcome.accounting),
             manifest,
             length=scan.length,
-            frames_in_video={camera: limits[layout.image_column(camera)] for camera in relatives},
+            frames_in_video={
+                camera: _frames_held(catalog.root / relative, limits[layout.image_column(camera)], plain[camera])
+                for camera, relative in relatives.items()
+            },
             native_samples={stream: limits[column] for column, stream in sample_columns.items()},
             steps_referencing=referencing,
             audio_chunks={microphone: chunks for microphone, (_, chunks) in audio.items()},
