@@ -254,6 +254,18 @@ class PrologueBuilder:
         topics += [t for t, c in self._infos.items() if t in self.present and c.name not in prologue.camera_info]
         return topics
 
+    def cameras_without_a_rate(self) -> list[str]:
+        """The present cameras with a frame but too few yet for ``camera_fps``'s median
+        interval (the live warm-up waits for them; a bag's rate is measured over it all)."""
+        prologue = self.prologue
+        return [
+            topic
+            for topic, camera in self._cameras.items()
+            if topic in self.present
+            and camera.name in prologue.images
+            and len(prologue.frame_times.get(camera.name, ())) <= FPS_MIN_INTERVALS
+        ]
+
     def seen_ns(self) -> int:
         """Input time between the first and the last message accepted."""
         return 0 if self._first_ns is None or self._last_ns is None else self._last_ns - self._first_ns

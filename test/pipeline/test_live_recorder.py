@@ -69,7 +69,7 @@ class Live:
     messages: Messages
     thread: threading.Thread
 
-    def feed(self, seconds: float, *, without: str = "") -> None:
+    def feed(self, seconds: float, *, without: str = "", first_only: str = "") -> None:
         """Put the scene's next ``seconds`` of messages, the clock following their receive
         times, a tenth of a second at a time, each taken by the pipeline before the next
         (faster than real time, but never faster than the pipeline: nothing is dropped)."""
@@ -80,7 +80,7 @@ class Live:
                 self.drained()
                 slice_end += NS // 10
             self.clock.now_ns = max(self.clock.now_ns, event.receive_ns)
-            if event.topic == without:
+            if event.topic == without or (event.topic == first_only and event.seq > 0):
                 continue
             data = self.messages.serialize(event.topic, event.seq, event.stamp_ns, event.clock_ns)
             assert self.source.put(event.topic, data, event.receive_ns)
@@ -261,6 +261,21 @@ def test_a_camera_info_that_never_arrives_is_waited_for_warmup_s_then_the_intrin
     wrist, overhead = manifest.cameras["wrist_camera"], manifest.cameras["overhead_camera"]
     assert wrist.intrinsics == {"unknown": True} and overhead.intrinsics is not None and "fx" in overhead.intrinsics
     assert [f.rule for f in validate(tmp_path / "dataset").findings] == ["manifest.intrinsics_unknown"]
+
+
+def test_a_camera_whose_frames_come_late_is_waited_for_until_its_rate_can_be_told(live: Live, tmp_path: Path) -> None:
+    """A camera's fps is its first frames' median interval: the dataset is not opened on
+    one frame of it (a loaded publisher's first frames come late), so its rate is not
+    guessed from the few messages the warm-up saw."""
+    live.feed(1.5, first_only=TOPIC_WRIST_IMAGE)
+    reply = live.recorder.start()
+    assert not reply.success
+    assert reply.message == f"not ready: too few frames yet on {TOPIC_WRIST_IMAGE} to tell its rate"
+    live.feed(0.5)
+    assert live.start().success
+    live.feed(0.5)
+    assert live.recorder.stop().success
+    assert load_dataset(tmp_path / "dataset").manifest.cameras["wrist_camera"].fps == 30
 
 
 def test_a_camera_info_topic_nothing_publishes_is_not_waited_for(live: Live) -> None:

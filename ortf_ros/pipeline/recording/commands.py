@@ -88,7 +88,7 @@ class EpisodeCommands:
         if shared.session is None:
             self.warmup.open_when_ready()
         if shared.session is None:
-            missing = self.warmup.builder.missing() or ["the first second of TF (warming up)"]
+            missing = self.warmup.missing() or ["the first second of TF (warming up)"]
             return Reply(False, "not ready: " + "; ".join(missing))
         if not self.warmup.encoders_ready():
             return Reply(False, "not ready: starting the video encoders")

@@ -1,6 +1,7 @@
 """The live recorder's warm-up: messages go to the ``PrologueBuilder`` until it has every
-camera's first frame, the joint state, the action, the URDF and the camera_info (these
-two it stops waiting for after ``warmup_s``, with a warning); then the dataset is opened,
+camera's first frame, the joint state, the action, the URDF and the camera_info, and
+enough of each camera's frames to tell its rate (these three it stops waiting for after
+``warmup_s``; the URDF with a warning); then the dataset is opened,
 with its session and its cameras' encoder processes. Its TF tree, static transforms
 included, seeds the session's, since those arrive only once."""
 
@@ -62,7 +63,10 @@ class Warmup:
 
     def missing(self) -> list[str]:
         """What the recorder still waits for, while its state is waiting."""
-        return self.builder.missing() if self.shared.session is None else ["the video encoders are starting"]
+        if self.shared.session is not None:
+            return ["the video encoders are starting"]
+        slow = [f"too few frames yet on {topic} to tell its rate" for topic in self.builder.cameras_without_a_rate()]
+        return self.builder.missing() + slow
 
     def open_when_ready(self) -> None:
         """Open the dataset once the warm-up has what the manifest needs. What it can go
@@ -77,6 +81,8 @@ class Warmup:
         unpublished = {t for t in lacking if waited_ns > DISCOVERY_GRACE_NS and not self.published(t)}
         if lacking and len(unpublished) < len(lacking) and waited_ns <= settings.warmup_s * NS:
             return
+        if self.builder.cameras_without_a_rate() and waited_ns <= settings.warmup_s * NS:
+            return  # (a camera's fps is its first frames' median interval: a loaded publisher's come late)
         if self.builder.seen_ns() <= self.builder.window_ns:
             return
         topic = self.shared.config.robot_description_topic
