@@ -26,6 +26,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rosgraph_msgs.msg import Clock
 
 from ortf_ros.format.units import NS
+from ortf_ros.ros.taking import waiting
 
 KEPT = 4096
 """/clock messages remembered with their arrival (memory: two deques of ints)."""
@@ -56,13 +57,7 @@ class SimClock:
             return self._simulated[-1] if self._simulated else 0
 
     def _take(self) -> None:
-        handle = self._subscription.handle
-        while True:
-            with handle:
-                got = handle.take_message(Clock, False)
-            if got is None:
-                break
-            message, info = got
+        for message, info in waiting(self._subscription, raw=False):
             arrived = int(info["received_timestamp"]) or (self._arrived[-1] if self._arrived else 0)
             if self._arrived and arrived < self._arrived[-1]:  # (never out of order for bisect)
                 arrived = self._arrived[-1]

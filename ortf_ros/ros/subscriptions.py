@@ -38,6 +38,7 @@ from ortf_ros.ros.definitions import installed_definition
 from ortf_ros.ros.message_types import message_class
 from ortf_ros.ros.qos import subscription_qos
 from ortf_ros.ros.sim_clock import SimClock
+from ortf_ros.ros.taking import waiting
 
 MAX_DEPTH = 1000  # the subscription's history: a reliable publisher resends what a lagging reader has not taken
 DISCOVERY_PERIOD_S = 1.0  # mapped topics without a subscription are looked for again this often
@@ -145,13 +146,7 @@ class Receiver:
         """Take every message waiting on every subscription; how many."""
         put, taken = self.source.put, 0
         for topic, subscribed in list(self.subscribed.items()):
-            handle, kind = subscribed.subscription.handle, subscribed.subscription.msg_type
-            while True:
-                with handle:
-                    got = handle.take_message(kind, True)
-                if got is None:
-                    break
-                data, info = got
+            for data, info in waiting(subscribed.subscription, raw=True):
                 taken += 1
                 put(topic, data, self._receive_ns(info), info["source_timestamp"])  # (latency stays on wall time)
                 if subscribed.single_publisher:
